@@ -1,0 +1,5 @@
+#include "cli/cli.hpp"
+
+namespace passepartout::cli {
+int run(int, char**) { return 0; }
+}  // namespace passepartout::cli

@@ -1,0 +1,168 @@
+// Value: the immutable, reference-counted tree everything in Passepartout flows as
+// (signals, actions, rejections, wire messages): the property lists of the Lisp system.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace passepartout {
+
+enum class Kind : std::uint8_t { Nil, True, Integer, Float, String, Keyword, Symbol, List };
+
+const char* to_string(Kind kind) noexcept;
+
+namespace detail {
+struct TextNode;
+struct ListNode;
+}  // namespace detail
+
+// A Lisp datum: NIL, T, integer, float, string, keyword, symbol or list.
+//
+// Immutable and cheap to share: copying a Value copies 16 bytes and, for long
+// text and lists, bumps an atomic reference count; the tree itself is never
+// deep-copied. Text of up to 14 bytes is stored inline (no allocation), which
+// covers almost every keyword of the protocol.
+//
+// Keywords are case-insensitive, as the Lisp reader made them: their names are
+// stored upper-cased (ASCII) and print as `:NAME`. Symbols keep their name as
+// given (the reader upper-cases unescaped symbols, as Lisp does). The empty
+// list is NIL. Strings hold valid UTF-8; constructors that take unchecked text
+// say so.
+//
+// Thread safety: a Value may be read and copied from any number of threads.
+class Value {
+ public:
+  static constexpr std::size_t kInlineCapacity = 14;
+
+  Value() noexcept { clear_bytes(); }  // NIL
+  Value(const Value& other) noexcept { copy_from(other); }
+  Value(Value&& other) noexcept { steal_from(other); }
+  Value& operator=(const Value& other) noexcept {
+    if (this != &other) { release(); copy_from(other); }
+    return *this;
+  }
+  Value& operator=(Value&& other) noexcept {
+    if (this != &other) { release(); steal_from(other); }
+    return *this;
+  }
+  ~Value() { release(); }
+
+  // --- construction -------------------------------------------------------
+  static Value nil() noexcept { return Value(); }
+  static Value t() noexcept { Value v; v.kind_ = Kind::True; return v; }
+  static Value boolean(bool b) noexcept { return b ? t() : nil(); }
+  static Value integer(std::int64_t i) noexcept;
+  static Value real(double d) noexcept;
+  // `text` must be valid UTF-8 (callers holding untrusted bytes validate first;
+  // see utf8.hpp). Asserted in debug builds.
+  static Value string(std::string_view text);
+  // The leading ':' is optional; ASCII letters are upper-cased.
+  static Value keyword(std::string_view name);
+  static Value symbol(std::string_view name);
+  // An empty span gives NIL.
+  static Value list(std::span<const Value> items);
+  static Value list(std::initializer_list<Value> items) {
+    return list(std::span<const Value>(items.begin(), items.size()));
+  }
+  // A property list from (keyword-name, value) pairs, in order.
+  static Value plist(std::initializer_list<std::pair<std::string_view, Value>> entries);
+
+  // --- inspection ---------------------------------------------------------
+  Kind kind() const noexcept { return kind_; }
+  bool is_nil() const noexcept { return kind_ == Kind::Nil; }
+  bool is_true() const noexcept { return kind_ == Kind::True; }
+  bool is_integer() const noexcept { return kind_ == Kind::Integer; }
+  bool is_float() const noexcept { return kind_ == Kind::Float; }
+  bool is_string() const noexcept { return kind_ == Kind::String; }
+  bool is_keyword() const noexcept { return kind_ == Kind::Keyword; }
+  bool is_symbol() const noexcept { return kind_ == Kind::Symbol; }
+  bool is_list() const noexcept { return kind_ == Kind::List; }
+  // NIL or a list: something a Lisp peer would call a list.
+  bool is_sequence() const noexcept { return kind_ == Kind::Nil || kind_ == Kind::List; }
+  // Lisp truthiness: everything but NIL.
+  explicit operator bool() const noexcept { return kind_ != Kind::Nil; }
+
+  // Integer value; 0 for anything else.
+  std::int64_t as_integer() const noexcept { return kind_ == Kind::Integer ? u_.integer : 0; }
+  // Float value (integers convert); 0.0 for anything else.
+  double as_float() const noexcept;
+  // Text of a string, or the name of a keyword (upper-case, without ':') or a
+  // symbol; empty for other kinds. Valid while this Value (or a copy) lives.
+  std::string_view text() const noexcept;
+  // True for a keyword whose name equals `name` ignoring ASCII case (a leading ':' in `name` is ignored).
+  bool is_keyword(std::string_view name) const noexcept;
+
+  // List elements; empty for NIL and non-lists. Valid while this Value lives.
+  std::span<const Value> items() const noexcept;
+  std::size_t size() const noexcept { return items().size(); }
+
+  // --- property lists -----------------------------------------------------
+  // The value after the first keyword key equal to `key` (ASCII case-insensitive,
+  // leading ':' optional), scanning keys at even positions; nullptr when absent
+  // or when this is not a list. The pointer is valid while this Value lives.
+  const Value* get(std::string_view key) const noexcept;
+  // get(key) or NIL.
+  const Value& at(std::string_view key) const noexcept;
+  // get(k1) then get(k2) ... on each nested plist; NIL when any step is missing.
+  const Value& path(std::initializer_list<std::string_view> keys) const noexcept;
+  // A copy of this plist with `key` set to `value` (replaced in place when
+  // present, appended otherwise). Shares the untouched elements.
+  Value with(std::string_view key, Value value) const;
+  // A copy of this plist without `key` (every occurrence).
+  Value without(std::string_view key) const;
+
+  // Structural equality: same kinds and contents; floats compare by value.
+  friend bool operator==(const Value& a, const Value& b) noexcept;
+
+  // Number of live references to the shared node (0 for inline values); for tests.
+  std::uint32_t use_count_for_test() const noexcept;
+
+ private:
+  static constexpr std::uint8_t kHeapText = 0xFF;
+
+  void clear_bytes() noexcept { std::memset(static_cast<void*>(this), 0, sizeof(Value)); }
+  bool has_node() const noexcept {
+    return kind_ == Kind::List || (is_text_kind() && small_len_ == kHeapText);
+  }
+  bool is_text_kind() const noexcept {
+    return kind_ == Kind::String || kind_ == Kind::Keyword || kind_ == Kind::Symbol;
+  }
+  void copy_from(const Value& other) noexcept;
+  void steal_from(Value& other) noexcept {
+    std::memcpy(static_cast<void*>(this), &other, sizeof(Value));
+    other.clear_bytes();
+  }
+  void release() noexcept;
+  static Value make_text(Kind kind, std::string_view text);
+
+  friend struct ValueAccess;
+
+  // Layout: byte 0 kind, byte 1 inline text length (or kHeapText), bytes 2..15
+  // inline text; integer, float and node pointer live at offset 8.
+  Kind kind_;
+  std::uint8_t small_len_;
+  char small_[6];
+  union {
+    std::int64_t integer;
+    double real;
+    detail::TextNode* text;
+    detail::ListNode* list;
+    char small_tail[8];
+  } u_;
+};
+
+static_assert(sizeof(Value) == 16, "Value is two words");
+
+// Appends `text` upper-cased (ASCII only) to `out`.
+void append_upper_ascii(std::string& out, std::string_view text);
+// ASCII case-insensitive equality.
+bool equals_ignore_case(std::string_view a, std::string_view b) noexcept;
+
+}  // namespace passepartout

@@ -1,0 +1,238 @@
+/* passepartout/abi.h: the C boundary between the Passepartout host and a skill.
+ * Pure C99; nothing of either side's C++ runtime crosses it.
+ *
+ * A skill is a shared object that exports exactly one function,
+ * `passepartout_skill_entry`, returning a pointer to its `pp_skill_api` table.
+ * The host hands the skill a `pp_host_api` table at create; every value the
+ * skill reads or builds goes through it, as an opaque `pp_value` handle.
+ *
+ * Versioning. Both tables begin with `struct_size`, `abi_major`, `abi_minor`.
+ * The host loads a skill only when the majors are equal and the host's minor is
+ * at least the skill's. Members are only ever appended: a member added in minor
+ * N is read only when `struct_size` covers it, so newer hosts read older skills
+ * and skills can probe a newer host's table the same way.
+ *
+ * Ownership. Whoever allocates frees. Pointers passed *into* a hook are
+ * borrowed for the duration of that call unless a member says otherwise. Values
+ * a hook returns are built through the host's `make_*` functions in the call's
+ * `pp_call` context and owned by the host.
+ *
+ * Threads. `create`, `destroy`, `self_test`, `export_state` and `import_state`
+ * are called on the host's control thread, never concurrently with each other
+ * for one instance. `trigger`, `prompt` and `gate` may be called from any
+ * pipeline thread, concurrently, for the same instance: they must not mutate
+ * shared instance state without synchronisation. Skills must not start threads,
+ * timers or use `thread_local` objects with destructors: the host unloads the
+ * library when it is swapped out, and anything still running or registered
+ * would then jump into unmapped code.
+ *
+ * Errors. Hooks return `PP_OK` or `PP_ERROR`; on error they may describe the
+ * failure with `host->set_error`. A gate that returns `PP_ERROR`, or a verdict
+ * kind the host does not know, blocks the action (fail closed).
+ */
+#ifndef PASSEPARTOUT_ABI_H
+#define PASSEPARTOUT_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** ABI version this header describes. */
+#define PP_ABI_MAJOR 1
+#define PP_ABI_MINOR 0
+
+/** Name of the one symbol a skill exports. */
+#define PP_ENTRY_SYMBOL "passepartout_skill_entry"
+
+/** Marks the entry function exported from a library built with hidden visibility. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PP_EXPORT __attribute__((visibility("default")))
+#else
+#define PP_EXPORT
+#endif
+
+/** Status returned by every hook. Any value other than PP_OK is an error. */
+typedef int32_t pp_status;
+#define PP_OK 0
+#define PP_ERROR 1
+
+/** Kinds of value, as returned by `pp_host_api.kind`. Unknown kinds read as PP_KIND_NIL. */
+typedef int32_t pp_kind;
+#define PP_KIND_NIL 0     /**< NIL: false and the empty list */
+#define PP_KIND_T 1       /**< T: true */
+#define PP_KIND_INTEGER 2 /**< signed 64-bit integer */
+#define PP_KIND_FLOAT 3   /**< IEEE double */
+#define PP_KIND_STRING 4  /**< UTF-8 text */
+#define PP_KIND_KEYWORD 5 /**< :NAME, compared ignoring ASCII case, name stored upper-case */
+#define PP_KIND_SYMBOL 6  /**< bare symbol */
+#define PP_KIND_LIST 7    /**< non-empty list */
+
+/** Log levels for `pp_host_api.log`. Unknown levels are logged as PP_LOG_INFO. */
+typedef int32_t pp_log_level;
+#define PP_LOG_DEBUG 0
+#define PP_LOG_INFO 1
+#define PP_LOG_WARN 2
+#define PP_LOG_ERROR 3
+
+/** Verdict kinds a gate returns. Any other value blocks the action and is traced as failed. */
+typedef uint32_t pp_verdict_kind;
+#define PP_VERDICT_PASS 0     /**< let the action through unchanged */
+#define PP_VERDICT_REWRITE 1  /**< replace the action with `pp_verdict.action` */
+#define PP_VERDICT_BLOCK 2    /**< stop: the action must not run; `reason` says why */
+#define PP_VERDICT_APPROVAL 3 /**< a human must approve; later gates still run */
+
+/** An immutable value owned by the host (a signal, an action, config, or something built). */
+typedef struct pp_value pp_value;
+
+/** The context of one hook invocation. Values built through it are owned by the
+ *  host and live until the hook returns (or, for `create`, until `destroy`
+ *  returns, for the values `create` itself keeps no pointers to). Never store it. */
+typedef struct pp_call pp_call;
+
+/** The host's handle for one skill instance, given at create. Valid until destroy returns. */
+typedef struct pp_self pp_self;
+
+/** What a gate decided. The host zero-fills it (PASS, no action, no reason) before each call. */
+typedef struct pp_verdict {
+  /** One of PP_VERDICT_*. */
+  pp_verdict_kind kind;
+  /** For BLOCK: PP_LOG_WARN or PP_LOG_ERROR (the level of the rejection the user sees);
+   *  0 means PP_LOG_ERROR. Ignored otherwise. */
+  pp_log_level level;
+  /** REWRITE: the new action (required; a rewrite without one fails closed).
+   *  APPROVAL: the action to approve (optional; defaults to the current action).
+   *  Built through the host in this call's pp_call. */
+  const pp_value* action;
+  /** BLOCK and APPROVAL: a string value saying why, shown to the user and the
+   *  operator (optional). Built through the host in this call's pp_call. */
+  const pp_value* reason;
+} pp_verdict;
+
+/** Callbacks the host implements. Every member is required and non-NULL in a
+ *  table the host hands out. All members may be called from any thread. The
+ *  table stays valid until the skill's `destroy` returns. */
+typedef struct pp_host_api {
+  /** sizeof(pp_host_api) as the host was built: members beyond it are absent. */
+  uint32_t struct_size;
+  /** Host ABI version. */
+  uint16_t abi_major;
+  uint16_t abi_minor;
+
+  /* --- diagnostics -------------------------------------------------------- */
+
+  /** Logs `len` bytes of UTF-8 `message` for skill `self` at `level`.
+   *  `message` is borrowed for the call. */
+  void (*log)(pp_self* self, pp_log_level level, const char* message, size_t len);
+  /** Describes why the current hook is failing (shown in traces and errors).
+   *  Copies `len` bytes of `message`; the last call wins. */
+  void (*set_error)(pp_call* call, const char* message, size_t len);
+
+  /* --- reading values (never fail; a NULL `v` reads as NIL) ---------------- */
+
+  /** The kind of `v`. */
+  pp_kind (*kind)(const pp_value* v);
+  /** The integer in `v`; 0 if `v` is not an integer. */
+  int64_t (*integer)(const pp_value* v);
+  /** The number in `v` as a double (integers convert); 0.0 otherwise. */
+  double (*real)(const pp_value* v);
+  /** The bytes of a string, or the name of a keyword (upper-case, no ':') or
+   *  symbol; stores the length in `*len` (which may be NULL). Returns "" with
+   *  length 0 for other kinds. Not NUL-terminated in general. Valid as long as `v`. */
+  const char* (*text)(const pp_value* v, size_t* len);
+  /** Number of elements of a list; 0 for NIL and non-lists. */
+  size_t (*length)(const pp_value* v);
+  /** Element `index` of a list, or NULL when out of range. Valid as long as `list`. */
+  const pp_value* (*at)(const pp_value* list, size_t index);
+  /** In a property list, the value after the first keyword equal to the
+   *  `len`-byte `key` ignoring ASCII case (a leading ':' is optional), or NULL
+   *  when absent. Valid as long as `plist`. */
+  const pp_value* (*get)(const pp_value* plist, const char* key, size_t len);
+
+  /* --- building values (owned by `call`; NULL only when the input is invalid) --- */
+
+  /** NIL, and T. */
+  const pp_value* (*make_nil)(pp_call* call);
+  const pp_value* (*make_t)(pp_call* call);
+  const pp_value* (*make_integer)(pp_call* call, int64_t value);
+  const pp_value* (*make_float)(pp_call* call, double value);
+  /** A string from `len` bytes; NULL (with an error set) if they are not valid UTF-8. */
+  const pp_value* (*make_string)(pp_call* call, const char* bytes, size_t len);
+  /** A keyword; the leading ':' is optional. NULL if empty or not valid UTF-8. */
+  const pp_value* (*make_keyword)(pp_call* call, const char* name, size_t len);
+  /** A symbol. NULL if empty or not valid UTF-8. */
+  const pp_value* (*make_symbol)(pp_call* call, const char* name, size_t len);
+  /** A list of `count` values (NIL when count is 0). The items are shared, not copied.
+   *  NULL if any item is NULL. */
+  const pp_value* (*make_list)(pp_call* call, const pp_value* const* items, size_t count);
+  /** A copy of `plist` with `key` set to `value` (replaced where present,
+   *  appended otherwise). NULL if `plist` is not NIL or a list, or `value` is NULL. */
+  const pp_value* (*plist_put)(pp_call* call, const pp_value* plist, const char* key,
+                               size_t len, const pp_value* value);
+  /** `v` printed as an s-expression, as a string value (what a Lisp peer reads). */
+  const pp_value* (*print)(pp_call* call, const pp_value* v);
+} pp_host_api;
+
+/** Hooks the skill implements. `create` and `destroy` are required; every other
+ *  hook is optional (NULL when absent). A skill without `gate` is never
+ *  consulted as a gate; one without `prompt` is never selected to shape a prompt. */
+typedef struct pp_skill_api {
+  /** sizeof(pp_skill_api) as the skill was built. Must cover every member of
+   *  the skill's declared ABI version. */
+  uint32_t struct_size;
+  /** The ABI the skill was built against: PP_ABI_MAJOR and PP_ABI_MINOR. */
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  /** The skill's name and version, NUL-terminated, static. They must equal the
+   *  manifest's `name` and `version`, or the host refuses the library. */
+  const char* name;
+  const char* version;
+
+  /** Creates an instance. Called once per load on the control thread.
+   *  `host`: the host table, valid until `destroy` returns.
+   *  `self`: the handle to pass to `host->log`, valid until `destroy` returns.
+   *  `config`: the manifest's `config` (a property list or NIL), valid until
+   *  `destroy` returns.
+   *  Returns the instance, or NULL on failure (with `host->set_error(call, ...)`). */
+  void* (*create)(const pp_host_api* host, pp_self* self, const pp_value* config, pp_call* call);
+  /** Destroys an instance `create` returned. Control thread. Must not fail. */
+  void (*destroy)(void* instance);
+
+  /** Whether this skill wants to shape the prompt for `signal`. Consulted only
+   *  when the manifest's declarative `trigger` already matched. Any thread.
+   *  Writes 1 or 0 to `*triggered`; an error counts as not triggered. */
+  pp_status (*trigger)(void* instance, pp_call* call, const pp_value* signal, int32_t* triggered);
+  /** The prompt text for `signal`: stores a string value in `*prompt` (or NULL
+   *  to fall back to the user's text). Any thread. */
+  pp_status (*prompt)(void* instance, pp_call* call, const pp_value* signal, const pp_value** prompt);
+  /** Judges `action` (proposed in response to `signal`) and fills `*verdict`.
+   *  Any thread, concurrently. Returning PP_ERROR blocks the action. */
+  pp_status (*gate)(void* instance, pp_call* call, const pp_value* action, const pp_value* signal,
+                    pp_verdict* verdict);
+  /** Checks the instance works before it is published (hot swap, load).
+   *  Control thread. PP_ERROR refuses the load. */
+  pp_status (*self_test)(void* instance, pp_call* call);
+  /** Hands state to the next version during a hot swap: stores a value in
+   *  `*state`. Control thread. */
+  pp_status (*export_state)(void* instance, pp_call* call, const pp_value** state);
+  /** Receives the state the previous version exported (borrowed for the call).
+   *  Control thread. PP_ERROR refuses the swap. */
+  pp_status (*import_state)(void* instance, pp_call* call, const pp_value* state);
+} pp_skill_api;
+
+/** The entry function's type. It takes no arguments, may be called more than
+ *  once, and returns a pointer to a table with static storage duration. */
+typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
+
+/** Size of pp_skill_api for ABI 1.0: a table must be at least this large. */
+#define PP_SKILL_API_SIZE_1_0 ((uint32_t)(offsetof(pp_skill_api, import_state) + sizeof(void*)))
+/** Size of pp_host_api for ABI 1.0. */
+#define PP_HOST_API_SIZE_1_0 ((uint32_t)(offsetof(pp_host_api, print) + sizeof(void*)))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PASSEPARTOUT_ABI_H */
