@@ -17,17 +17,25 @@ function(passepartout_add_skill name)
 
   add_library(${name} MODULE ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE Passepartout::sdk)
+  # A skill written only in C links as C: the SDK target's C++17 requirement
+  # would otherwise pull in the C++ runtime it never uses.
+  set(cxx_sources ${ARG_SOURCES})
+  list(FILTER cxx_sources INCLUDE REGEX "\\.(cc|cpp|cxx|c\\+\\+|C)$")
+  if(NOT cxx_sources)
+    set_target_properties(${name} PROPERTIES LINKER_LANGUAGE C)
+  endif()
   set_target_properties(${name} PROPERTIES
     PREFIX "lib"
     SUFFIX ".so"
     C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    target_compile_options(${name} PRIVATE -fno-gnu-unique)
-  endif()
+  # Per source language, so a skill written in C (or a C-only project) works too.
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-fno-gnu-unique>)
   target_link_options(${name} PRIVATE "LINKER:-z,defs")
   if(ARG_OUTPUT_DIRECTORY)
-    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+    # The generator expression stops multi-config generators from appending
+    # a per-configuration subfolder: the library lands exactly there.
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "$<1:${ARG_OUTPUT_DIRECTORY}>")
   endif()
 endfunction()

@@ -1,5 +1,323 @@
+// The command-line front end: `passepartout <command>`; each command prints
+// text for people by default and one JSON document with --json.
 #include "cli/cli.hpp"
 
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "log.hpp"
+#include "pipeline/verifier.hpp"
+#include "skills/registry.hpp"
+#include "skills/skill_boot.hpp"
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
 namespace passepartout::cli {
-int run(int, char**) { return 0; }
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Exit statuses, documented in --help.
+constexpr int kExitOk = 0;
+constexpr int kExitProblem = 1;   // something would not load / failed
+constexpr int kExitUsage = 2;     // bad arguments or unreadable input
+constexpr int kExitBlocked = 3;   // verify: the gates blocked the action
+constexpr int kExitApproval = 4;  // verify: the gates want a human's approval
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : self.parent_path();
+}
+
+// Installed layout first (<prefix>/bin, <prefix>/lib/passepartout/plugins,
+// <prefix>/share/passepartout/manifests), then the build tree (<build>/bin,
+// <build>/plugins, <build>/manifests).
+fs::path default_dir(const char* env, const fs::path& installed, const fs::path& build_tree) {
+  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') return value;
+  fs::path base = executable_dir();
+  std::error_code ec;
+  if (fs::is_directory(base / installed, ec)) return (base / installed).lexically_normal();
+  return (base / build_tree).lexically_normal();
+}
+
+fs::path default_plugin_dir() {
+  return default_dir("PASSEPARTOUT_PLUGIN_DIR", "../lib/passepartout/plugins", "../plugins");
+}
+fs::path default_manifest_dir() {
+  return default_dir("PASSEPARTOUT_MANIFEST_DIR", "../share/passepartout/manifests", "../manifests");
+}
+
+void print_json(const json& document) { std::cout << document.dump(2) << '\n'; }
+
+int fail_usage(const std::string& message, bool as_json) {
+  if (as_json) {
+    print_json(json{{"ok", false}, {"error", message}});
+  } else {
+    std::cerr << "passepartout: " << message << '\n';
+  }
+  return kExitUsage;
+}
+
+json slot_json(const Slot& slot) {
+  json deps = json::array();
+  for (const auto& dep : slot.manifest().depends_on) deps.push_back(dep.text);
+  return json{{"name", slot.name()},
+              {"version", slot.version_text()},
+              {"priority", slot.priority()},
+              {"library", slot.library_path().string()},
+              {"sha256", slot.library_sha256()},
+              {"depends_on", deps},
+              {"gate", slot.has_gate()},
+              {"prompt", slot.has_prompt()}};
+}
+
+std::string describe_slot(const Slot& slot) {
+  std::string line = slot.name() + " " + slot.version_text() + " (priority " + std::to_string(slot.priority());
+  if (!slot.manifest().depends_on.empty()) {
+    line += ", depends on ";
+    for (std::size_t i = 0; i < slot.manifest().depends_on.size(); ++i) {
+      if (i > 0) line += ", ";
+      line += slot.manifest().depends_on[i].text;
+    }
+  }
+  line += ")";
+  if (slot.has_gate()) line += " gate";
+  if (slot.has_prompt()) line += " prompt";
+  return line;
+}
+
+struct Loaded {
+  SkillLoader loader;
+  BootResult boot;
+};
+
+std::optional<Loaded> boot(const fs::path& manifest_dir, const fs::path& plugin_dir, std::string& error) {
+  std::error_code ec;
+  if (!fs::is_directory(manifest_dir, ec)) {
+    error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
+    return std::nullopt;
+  }
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true});
+  if (!loader) {
+    error = loader.error().message;
+    return std::nullopt;
+  }
+  auto booted = boot_skill_dir(manifest_dir, *loader);
+  if (!booted) {
+    error = booted.error().message;
+    return std::nullopt;
+  }
+  return Loaded{std::move(*loader), std::move(*booted)};
+}
+
+// --- passepartout skills check DIR ------------------------------------------
+
+struct CheckOptions {
+  fs::path manifest_dir;
+  fs::path plugin_dir;
+  bool json = false;
+};
+
+int run_check(const CheckOptions& options) {
+  std::string error;
+  auto loaded = boot(options.manifest_dir, options.plugin_dir, error);
+  if (!loaded) return fail_usage(error, options.json);
+  const BootResult& result = loaded->boot;
+  const std::size_t total = result.manifests.size() + result.manifest_errors.size();
+
+  if (options.json) {
+    json order = json::array();
+    for (const auto& slot : result.slots) order.push_back(slot_json(*slot));
+    json disabled = json::array();
+    for (const auto& d : result.disabled) disabled.push_back(json{{"name", d.name}, {"reason", d.reason}});
+    json errors = json::array();
+    for (const auto& e : result.manifest_errors) errors.push_back(json{{"message", e.message}});
+    print_json(json{{"ok", result.all_loaded()},
+                    {"manifest_dir", options.manifest_dir.string()},
+                    {"plugin_dir", options.plugin_dir.string()},
+                    {"manifests", total},
+                    {"order", order},
+                    {"disabled", disabled},
+                    {"manifest_errors", errors}});
+    return result.all_loaded() ? kExitOk : kExitProblem;
+  }
+
+  std::cout << "Checked " << total << " manifest" << (total == 1 ? "" : "s") << " in "
+            << options.manifest_dir.string() << " (plugins from " << options.plugin_dir.string() << ")\n";
+  if (!result.slots.empty()) {
+    std::cout << "\nLoad order:\n";
+    for (std::size_t i = 0; i < result.slots.size(); ++i) {
+      std::cout << "  " << (i + 1) << ". " << describe_slot(*result.slots[i]) << "\n";
+    }
+  }
+  const std::size_t problems = result.manifest_errors.size() + result.disabled.size();
+  if (problems > 0) {
+    std::cout << "\nProblems:\n";
+    for (const auto& e : result.manifest_errors) std::cout << "  " << e.message << "\n";
+    for (const auto& d : result.disabled) std::cout << "  skill '" << d.name << "' disabled: " << d.reason << "\n";
+  }
+  std::cout << "\n" << result.slots.size() << " of " << total << " skills would load";
+  if (problems > 0) std::cout << "; " << problems << " problem" << (problems == 1 ? "" : "s");
+  std::cout << ".\n";
+  return result.all_loaded() ? kExitOk : kExitProblem;
+}
+
+// --- passepartout verify ACTION ------------------------------------------------
+
+struct VerifyOptions {
+  std::string action;
+  std::string signal = "(:TYPE :EVENT :META (:SOURCE :CLI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"\"))";
+  fs::path manifest_dir;
+  fs::path plugin_dir;
+  bool json = false;
+};
+
+int run_verify(const VerifyOptions& options) {
+  auto action = read_sexp(options.action, ReaderLimits{1024 * 1024, 64});
+  if (!action) return fail_usage("the action is not a valid s-expression: " + action.error().message, options.json);
+  auto signal = read_sexp(options.signal, ReaderLimits{1024 * 1024, 64});
+  if (!signal) return fail_usage("the signal is not a valid s-expression: " + signal.error().message, options.json);
+
+  std::string error;
+  auto loaded = boot(options.manifest_dir, options.plugin_dir, error);
+  if (!loaded) return fail_usage(error, options.json);
+  const BootResult& result = loaded->boot;
+
+  Registry registry;
+  registry.publish(result.slots);
+  auto snapshot = registry.snapshot();
+  Verification verification = Verifier::verify(*snapshot, *action, *signal);
+  const int status = verification.outcome == VerifyOutcome::passed    ? kExitOk
+                     : verification.outcome == VerifyOutcome::blocked ? kExitBlocked
+                                                                      : kExitApproval;
+
+  if (options.json) {
+    json trace = json::array();
+    for (std::size_t i = 0; i < verification.trace.size(); ++i) {
+      const auto& e = verification.trace[i];
+      json entry{{"gate", e.slot->name()}, {"version", e.slot->version_text()}, {"result", to_string(e.result)}};
+      if (e.reason.is_string()) entry["reason"] = std::string(e.reason.text());
+      trace.push_back(entry);
+    }
+    json order = json::array();
+    for (const auto& slot : result.slots) order.push_back(slot->name());
+    json disabled = json::array();
+    for (const auto& d : result.disabled) disabled.push_back(json{{"name", d.name}, {"reason", d.reason}});
+    json document{{"outcome", to_string(verification.outcome)},
+                  {"load_order", order},
+                  {"disabled", disabled},
+                  {"trace", trace},
+                  {"result", to_sexp(verification.to_value())}};
+    if (verification.reason.is_string()) document["reason"] = std::string(verification.reason.text());
+    print_json(document);
+    return status;
+  }
+
+  std::cout << "Load order:\n";
+  for (std::size_t i = 0; i < result.slots.size(); ++i) {
+    std::cout << "  " << (i + 1) << ". " << describe_slot(*result.slots[i]) << "\n";
+  }
+  for (const auto& e : result.manifest_errors) std::cout << "  problem: " << e.message << "\n";
+  for (const auto& d : result.disabled) std::cout << "  skill '" << d.name << "' disabled: " << d.reason << "\n";
+
+  std::cout << "\nAction:  " << to_sexp(*action) << "\n\nGate trace (highest priority first):\n";
+  if (verification.trace.empty()) std::cout << "  (no gates loaded)\n";
+  for (std::size_t i = 0; i < verification.trace.size(); ++i) {
+    const auto& e = verification.trace[i];
+    std::string gate = e.slot->name() + " " + e.slot->version_text();
+    std::string result_text = to_string(e.result);
+    for (char& c : result_text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::printf("  %-28s %-9s %s\n", gate.c_str(), result_text.c_str(),
+                e.reason.is_string() ? std::string(e.reason.text()).c_str() : "");
+  }
+  std::fflush(stdout);
+  std::cout << "\nOutcome: " << to_string(verification.outcome);
+  if (verification.reason.is_string()) std::cout << " — " << verification.reason.text();
+  std::cout << "\nResult:  " << to_sexp(verification.to_value()) << "\n";
+  return status;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{"Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
+               "The model proposes; deterministic gates in skills decide.",
+               "passepartout"};
+  app.require_subcommand(1);
+  app.footer("Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
+             "3 (verify) the gates blocked the action; 4 (verify) the gates require approval.");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log what happens (to standard error)");
+
+  // version
+  bool version_json = false;
+  auto* version = app.add_subcommand("version", "Print the version and the skill ABI this host supports");
+  version->add_flag("--json", version_json, "Print one JSON document");
+
+  // skills check
+  auto* skills = app.add_subcommand("skills", "Inspect skills");
+  skills->require_subcommand(1);
+  CheckOptions check;
+  auto* check_cmd = skills->add_subcommand(
+      "check", "Validate a folder of manifests and the libraries they name, without starting anything:\n"
+               "prints the load order and every problem; exits 1 when any skill would not load.\n"
+               "Each library is loaded from a private copy, its skill created, self-tested and destroyed.");
+  check_cmd->add_option("dir", check.manifest_dir, "Folder of *.yaml manifests")->required();
+  check_cmd->add_option("--plugins", check.plugin_dir,
+                        "Folder the manifests' libraries are resolved against (default: the installed or built plugins; "
+                        "env PASSEPARTOUT_PLUGIN_DIR)");
+  check_cmd->add_flag("--json", check.json, "Print one JSON document");
+
+  // verify
+  VerifyOptions verify;
+  auto* verify_cmd = app.add_subcommand(
+      "verify", "Load the skills and run every gate on one proposed action (a dry run: nothing is executed).\n"
+                "Prints the load order, the gate trace and the outcome.");
+  verify_cmd->add_option("action", verify.action, "The proposed action as an s-expression, e.g.\n"
+                                                  "'(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\" :EXPLANATION \"list files\"))'")
+      ->required();
+  verify_cmd->add_option("--signal", verify.signal, "The signal the action answers (default: an empty user input)");
+  verify_cmd->add_option("--manifests", verify.manifest_dir,
+                         "Folder of manifests (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)");
+  verify_cmd->add_option("--plugins", verify.plugin_dir, "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
+  verify_cmd->add_flag("--json", verify.json, "Print one JSON document");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  configure_logging(verbose ? LogLevel::debug : LogLevel::warn);
+
+  if (version->parsed()) {
+    if (version_json) {
+      print_json(json{{"version", PASSEPARTOUT_VERSION},
+                      {"abi", std::to_string(PP_ABI_MAJOR) + "." + std::to_string(PP_ABI_MINOR)}});
+    } else {
+      std::cout << "passepartout " << PASSEPARTOUT_VERSION << " (skill ABI " << PP_ABI_MAJOR << "." << PP_ABI_MINOR
+                << ")\n";
+    }
+    return kExitOk;
+  }
+  if (check_cmd->parsed()) {
+    if (check.plugin_dir.empty()) check.plugin_dir = default_plugin_dir();
+    return run_check(check);
+  }
+  if (verify_cmd->parsed()) {
+    if (verify.manifest_dir.empty()) verify.manifest_dir = default_manifest_dir();
+    if (verify.plugin_dir.empty()) verify.plugin_dir = default_plugin_dir();
+    return run_verify(verify);
+  }
+  return kExitUsage;
+}
+
 }  // namespace passepartout::cli

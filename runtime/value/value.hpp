@@ -134,12 +134,21 @@ class Value {
   bool is_text_kind() const noexcept {
     return kind_ == Kind::String || kind_ == Kind::Keyword || kind_ == Kind::Symbol;
   }
-  void copy_from(const Value& other) noexcept;
+  // Copies and releases test for a shared node inline: most Values (NIL,
+  // numbers, short names) have none, and the reader creates and drops many.
+  void copy_from(const Value& other) noexcept {
+    std::memcpy(static_cast<void*>(this), &other, sizeof(Value));
+    if (has_node()) retain_node();
+  }
   void steal_from(Value& other) noexcept {
     std::memcpy(static_cast<void*>(this), &other, sizeof(Value));
     other.clear_bytes();
   }
-  void release() noexcept;
+  void release() noexcept {
+    if (has_node()) release_node();
+  }
+  void retain_node() const noexcept;
+  void release_node() noexcept;
   static Value make_text(Kind kind, std::string_view text);
 
   friend struct ValueAccess;

@@ -88,8 +88,9 @@ typedef uint32_t pp_verdict_kind;
 typedef struct pp_value pp_value;
 
 /** The context of one hook invocation. Values built through it are owned by the
- *  host and live until the hook returns (or, for `create`, until `destroy`
- *  returns, for the values `create` itself keeps no pointers to). Never store it. */
+ *  host and live until the hook returns; the host takes what it needs from
+ *  them (a verdict's action and reason, a prompt, exported state). Never store
+ *  a pp_call or a value built through it beyond the call. */
 typedef struct pp_call pp_call;
 
 /** The host's handle for one skill instance, given at create. Valid until destroy returns. */
@@ -226,10 +227,18 @@ typedef struct pp_skill_api {
  *  once, and returns a pointer to a table with static storage duration. */
 typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 
+/** Converts a size to uint32_t; a C++ cast in C++ so consumers built with
+ *  -Wold-style-cast can use the size macros below. */
+#ifdef __cplusplus
+#define PP_SIZE_U32(size) static_cast<uint32_t>(size)
+#else
+#define PP_SIZE_U32(size) ((uint32_t)(size))
+#endif
+
 /** Size of pp_skill_api for ABI 1.0: a table must be at least this large. */
-#define PP_SKILL_API_SIZE_1_0 ((uint32_t)(offsetof(pp_skill_api, import_state) + sizeof(void*)))
+#define PP_SKILL_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_skill_api, import_state) + sizeof(void*))
 /** Size of pp_host_api for ABI 1.0. */
-#define PP_HOST_API_SIZE_1_0 ((uint32_t)(offsetof(pp_host_api, print) + sizeof(void*)))
+#define PP_HOST_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_host_api, print) + sizeof(void*))
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,81 @@
+// Logging through spdlog, plus the capture observers tests attach.
+#include "log.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace passepartout {
+namespace {
+
+std::mutex captures_mutex;                 // guards captures
+std::vector<LogCapture*> captures;
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::debug: return spdlog::level::debug;
+    case LogLevel::info: return spdlog::level::info;
+    case LogLevel::warn: return spdlog::level::warn;
+    case LogLevel::error: return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+const char* to_string(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::debug: return "debug";
+    case LogLevel::info: return "info";
+    case LogLevel::warn: return "warn";
+    case LogLevel::error: return "error";
+  }
+  return "info";
+}
+
+void configure_logging(LogLevel min_level) {
+  auto logger = spdlog::get("passepartout");
+  if (!logger) logger = spdlog::stderr_color_mt("passepartout");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  logger->set_level(to_spdlog(min_level));
+  spdlog::set_default_logger(std::move(logger));
+}
+
+void log_message(LogLevel level, std::string_view component, std::string_view message) {
+  spdlog::log(to_spdlog(level), "{}: {}", component, message);
+  std::lock_guard lock(captures_mutex);
+  if (captures.empty()) return;
+  std::string line;
+  line.reserve(component.size() + 2 + message.size());
+  line.append(component).append(": ").append(message);
+  for (LogCapture* capture : captures) capture->append(line);
+}
+
+LogCapture::LogCapture() {
+  std::lock_guard lock(captures_mutex);
+  captures.push_back(this);
+}
+
+LogCapture::~LogCapture() {
+  std::lock_guard lock(captures_mutex);
+  captures.erase(std::remove(captures.begin(), captures.end(), this), captures.end());
+}
+
+std::vector<std::string> LogCapture::lines() const {
+  std::lock_guard lock(lines_mutex_);
+  return lines_;
+}
+
+bool LogCapture::contains(std::string_view needle) const {
+  std::lock_guard lock(lines_mutex_);
+  return std::any_of(lines_.begin(), lines_.end(),
+                     [&](const std::string& line) { return line.find(needle) != std::string::npos; });
+}
+
+void LogCapture::append(std::string line) {
+  std::lock_guard lock(lines_mutex_);
+  lines_.push_back(std::move(line));
+}
+
+}  // namespace passepartout

@@ -1,0 +1,43 @@
+// Logging for the runtime and, through the host table, for skills.
+// Lines go to spdlog; observers (tests, later the prompt's LOGS section) can watch them.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace passepartout {
+
+enum class LogLevel { debug, info, warn, error };
+
+const char* to_string(LogLevel level) noexcept;
+
+// Sends log lines at `min_level` and above to standard error (plain text, no
+// colour unless stderr is a terminal). Call once at start-up; any thread after.
+void configure_logging(LogLevel min_level);
+
+// Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
+void log_message(LogLevel level, std::string_view component, std::string_view message);
+
+// Collects every line logged while it is alive, formatted "<component>: <message>".
+// For tests and diagnostics; thread-safe.
+class LogCapture {
+ public:
+  LogCapture();
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  std::vector<std::string> lines() const;
+  bool contains(std::string_view needle) const;
+
+  void append(std::string line);  // called by the logger
+
+ private:
+  mutable std::mutex lines_mutex_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace passepartout

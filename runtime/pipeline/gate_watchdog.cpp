@@ -1,0 +1,91 @@
+// The watchdog thread and the registry of per-thread GateWatch records.
+#include "pipeline/gate_watchdog.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace passepartout {
+namespace {
+
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog watchdog;
+    return watchdog;
+  }
+
+  void add(GateWatch* watch) {
+    std::lock_guard lock(mutex_);
+    watches_.push_back(watch);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+
+  void remove(GateWatch* watch) {
+    std::lock_guard lock(mutex_);
+    watches_.erase(std::remove(watches_.begin(), watches_.end(), watch), watches_.end());
+  }
+
+  void set_budget(std::chrono::milliseconds budget) {
+    budget_ms_.store(std::max<std::int64_t>(budget.count(), 4), std::memory_order_relaxed);
+    wake_.notify_all();
+  }
+  std::chrono::milliseconds budget() const {
+    return std::chrono::milliseconds(budget_ms_.load(std::memory_order_relaxed));
+  }
+
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  static constexpr std::uint32_t kScansPerBudget = 4;
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      auto period = std::chrono::milliseconds(budget_ms_.load(std::memory_order_relaxed) / kScansPerBudget);
+      wake_.wait_for(lock, period, [this] { return stopping_; });
+      if (stopping_) break;
+      for (GateWatch* watch : watches_) watch->scan(kScansPerBudget);
+    }
+  }
+
+  std::mutex mutex_;  // guards watches_, thread_, stopping_
+  std::condition_variable wake_;
+  std::vector<GateWatch*> watches_;
+  std::thread thread_;
+  bool stopping_ = false;
+  std::atomic<std::int64_t> budget_ms_{1000};
+};
+
+// Registers the thread's watch for the thread's life.
+struct WatchLease {
+  GateWatch watch;
+  Watchdog& watchdog = Watchdog::instance();  // constructed first, so it outlives every lease
+  WatchLease() { watchdog.add(&watch); }
+  ~WatchLease() { watchdog.remove(&watch); }
+  WatchLease(const WatchLease&) = delete;
+  WatchLease& operator=(const WatchLease&) = delete;
+};
+
+}  // namespace
+
+GateWatch& GateWatchdog::this_thread() {
+  thread_local WatchLease lease;
+  return lease.watch;
+}
+
+void GateWatchdog::set_budget(std::chrono::milliseconds budget) { Watchdog::instance().set_budget(budget); }
+
+std::chrono::milliseconds GateWatchdog::budget() { return Watchdog::instance().budget(); }
+
+}  // namespace passepartout

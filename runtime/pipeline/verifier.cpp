@@ -1,0 +1,194 @@
+// Verifier::verify, the gate loop, and the seed-shaped values it reports.
+#include "pipeline/verifier.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "log.hpp"
+#include "pipeline/gate_watchdog.hpp"
+#include "skills/host_api.hpp"
+
+namespace passepartout {
+namespace {
+
+// One verification in 64 per thread times each gate (two clock reads per gate
+// would cost more than the gates themselves); GateCounts reports the sample.
+constexpr std::uint64_t kTimingSampleMask = 63;
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+Value rejection(std::string_view level, const std::string& text) {
+  return Value::plist({{"TYPE", Value::keyword("LOG")},
+                       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword(level)}, {"TEXT", Value::string(text)}})}});
+}
+
+std::string gate_label(const Slot& slot) { return "gate '" + slot.name() + "' " + slot.version_text(); }
+
+}  // namespace
+
+const char* to_string(GateResult result) noexcept {
+  switch (result) {
+    case GateResult::passed: return "passed";
+    case GateResult::rewritten: return "rewritten";
+    case GateResult::blocked: return "blocked";
+    case GateResult::approval: return "approval";
+    case GateResult::failed: return "failed";
+  }
+  return "failed";
+}
+
+const char* to_string(VerifyOutcome outcome) noexcept {
+  switch (outcome) {
+    case VerifyOutcome::passed: return "passed";
+    case VerifyOutcome::blocked: return "blocked";
+    case VerifyOutcome::approval_required: return "approval-required";
+  }
+  return "blocked";
+}
+
+Value GateTrace::to_value() const {
+  std::vector<Value> entries;
+  entries.reserve(size_);
+  for (std::size_t i = 0; i < size_; ++i) {
+    const GateTraceEntry& e = (*this)[i];
+    const char* result = "PASSED";
+    switch (e.result) {
+      case GateResult::passed:
+      case GateResult::rewritten: result = "PASSED"; break;
+      case GateResult::blocked: result = "BLOCKED"; break;
+      case GateResult::approval: result = "APPROVAL"; break;
+      case GateResult::failed: result = "FAILED"; break;
+    }
+    std::vector<Value> entry = {Value::keyword("GATE"),    Value::string(e.slot->name()),
+                                Value::keyword("VERSION"), Value::string(e.slot->version_text()),
+                                Value::keyword("RESULT"),  Value::keyword(result)};
+    if (e.result == GateResult::rewritten) {
+      entry.push_back(Value::keyword("REWRITTEN"));
+      entry.push_back(Value::t());
+    }
+    if (!e.reason.is_nil()) {
+      entry.push_back(Value::keyword("REASON"));
+      entry.push_back(e.reason);
+    }
+    entries.push_back(Value::list(entry));
+  }
+  return Value::list(entries);
+}
+
+Value Verification::to_value() const {
+  Value gate_trace = trace.to_value();
+  if (outcome == VerifyOutcome::approval_required) {
+    Value payload = Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED")}, {"ACTION", action}});
+    if (!reason.is_nil()) payload = payload.with("REASON", reason);
+    return Value::plist({{"TYPE", Value::keyword("EVENT")},
+                         {"LEVEL", Value::keyword("APPROVAL-REQUIRED")},
+                         {"GATE-TRACE", gate_trace},
+                         {"PAYLOAD", payload}});
+  }
+  return action.with("GATE-TRACE", gate_trace);
+}
+
+void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out) {
+  out.trace.clear();
+  out.reason = Value();
+
+  GateWatch& watch = GateWatchdog::this_thread();
+  const std::size_t shard = this_thread_counter_shard();
+  const bool timed = (watch.next_verification() & kTimingSampleMask) == 0;
+  const pp_value* signal_handle = to_handle(signal);
+
+  pp_call call;             // owns what gates build during this verification
+  const Value* current = &action;
+  bool approval = false;
+  Value approval_action;
+
+  for (const Snapshot::Gate& gate : snapshot.gates()) {
+    GateCounters& counters = gate.slot->counters();
+    pp_verdict verdict{};
+    call.reset_error();
+
+    const std::uint64_t started = timed ? now_ns() : 0;
+    const std::uint64_t ticket = watch.start();
+    const pp_status status = gate.fn(gate.instance, &call, to_handle(*current), signal_handle, &verdict);
+    const bool late = watch.finish(ticket);
+    if (timed) {
+      counters.add(shard, GateCounters::timed_calls);
+      counters.add(shard, GateCounters::timed_ns, now_ns() - started);
+    }
+
+    // Classify; anything not clearly a pass, rewrite, block or approval fails closed.
+    std::string failure;
+    if (late) {
+      failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
+    } else if (status != PP_OK) {
+      failure = call.error.empty() ? std::string("reported an error without a reason") : call.error;
+    } else {
+      switch (verdict.kind) {
+        case PP_VERDICT_PASS:
+          counters.add(shard, GateCounters::passes);
+          out.trace.push_back(gate.slot, GateResult::passed);
+          continue;
+        case PP_VERDICT_REWRITE: {
+          const Value& rewritten = from_handle(verdict.action);
+          if (verdict.action == nullptr || !rewritten.is_list()) {
+            failure = "answered a rewrite without an action";
+            break;
+          }
+          counters.add(shard, GateCounters::rewrites);
+          out.trace.push_back(gate.slot, GateResult::rewritten);
+          current = &rewritten;  // owned by `call` until this verification ends
+          continue;
+        }
+        case PP_VERDICT_APPROVAL: {
+          counters.add(shard, GateCounters::approvals);
+          Value reason = from_handle(verdict.reason);
+          if (!reason.is_string()) reason = Value::string(gate_label(*gate.slot) + " asks for approval");
+          out.trace.push_back(gate.slot, GateResult::approval, reason);
+          const Value& asked = from_handle(verdict.action);
+          approval_action = asked.is_list() ? asked : *current;
+          out.reason = reason;
+          approval = true;
+          continue;
+        }
+        case PP_VERDICT_BLOCK: {
+          counters.add(shard, GateCounters::blocks);
+          Value reason = from_handle(verdict.reason);
+          if (!reason.is_string()) reason = Value::string("Action blocked by " + gate_label(*gate.slot) + ".");
+          out.trace.push_back(gate.slot, GateResult::blocked, reason);
+          out.outcome = VerifyOutcome::blocked;
+          out.reason = reason;
+          out.action = rejection(verdict.level == PP_LOG_WARN ? "WARN" : "ERROR", std::string(reason.text()));
+          log_message(LogLevel::info, "verifier", gate_label(*gate.slot) + " blocked: " + std::string(reason.text()));
+          return;
+        }
+        default:
+          failure = "answered an unknown verdict (" + std::to_string(verdict.kind) + ")";
+          break;
+      }
+    }
+
+    // The gate failed: block, and say "failed", not "blocked".
+    counters.add(shard, GateCounters::failures);
+    Value reason = Value::string(failure);
+    out.trace.push_back(gate.slot, GateResult::failed, reason);
+    out.outcome = VerifyOutcome::blocked;
+    out.reason = reason;
+    out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
+    log_message(LogLevel::warn, "verifier", gate_label(*gate.slot) + " failed: " + failure);
+    return;
+  }
+
+  if (approval) {
+    out.outcome = VerifyOutcome::approval_required;
+    out.action = std::move(approval_action);
+    return;
+  }
+  out.outcome = VerifyOutcome::passed;
+  out.action = *current;
+}
+
+}  // namespace passepartout

@@ -1,0 +1,336 @@
+// SkillLoader: the Boost.DLL adapter. Everything that can be wrong with a
+// library is found here and reported with the skill's name and what to do.
+#include "skills/skill_loader.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <boost/dll/shared_library.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <openssl/evp.h>
+#include <sstream>
+
+#include "log.hpp"
+
+namespace passepartout {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<std::uint64_t> leaked_libraries{0};
+std::atomic<std::uint64_t> copy_sequence{0};
+
+constexpr std::uintmax_t kMaxLibraryBytes = 512ULL * 1024 * 1024;
+
+std::string quoted(const std::string& name) { return "skill '" + name + "'"; }
+
+std::string octal_mode(mode_t mode) {
+  std::ostringstream out;
+  out << '0' << std::oct << (mode & 07777);
+  return out.str();
+}
+
+std::string hex(const unsigned char* bytes, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(n * 2, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[bytes[i] >> 4];
+    out[2 * i + 1] = kDigits[bytes[i] & 0xF];
+  }
+  return out;
+}
+
+std::string sha256_hex(const std::string& bytes) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr);
+  return hex(digest.data(), length);
+}
+
+Result<std::string> read_file(const fs::path& file, const std::string& who) {
+  std::error_code ec;
+  auto size = fs::file_size(file, ec);
+  if (ec) return fail(ErrorCode::io_error, who + ": cannot read " + file.string() + ": " + ec.message());
+  if (size > kMaxLibraryBytes) {
+    return fail(ErrorCode::limit_exceeded, who + ": " + file.string() + " is " + std::to_string(size) +
+                                               " bytes, more than the " + std::to_string(kMaxLibraryBytes) +
+                                               "-byte limit for a skill library");
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+    return fail(ErrorCode::io_error, who + ": cannot read " + file.string());
+  }
+  return bytes;
+}
+
+// Refuses what another user could have swapped under us.
+Result<void> check_not_writable_by_others(const fs::path& path, const std::string& who, bool is_dir) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return fail(ErrorCode::not_found, who + ": cannot stat " + path.string() + ": " + std::strerror(errno));
+  }
+  if (!is_dir && !S_ISREG(st.st_mode)) {
+    return fail(ErrorCode::refused, who + ": " + path.string() + " is not a regular file");
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fail(ErrorCode::refused, who + ": " + (is_dir ? "folder " : "library ") + path.string() +
+                                        " is writable by group or others (mode " + octal_mode(st.st_mode) +
+                                        "); run 'chmod go-w " + path.string() + "'");
+  }
+  return {};
+}
+
+// The text dlerror() gave, which Boost.DLL 1.74 appends to its exception as
+// "(dlerror system message: TEXT): <error code message>".
+std::string dlerror_text(const std::string& what) {
+  static constexpr std::string_view kMarker = "(dlerror system message: ";
+  auto start = what.find(kMarker);
+  if (start == std::string::npos) return what;
+  start += kMarker.size();
+  auto end = what.rfind("): ");
+  if (end == std::string::npos || end < start) end = what.size();
+  return what.substr(start, end - start);
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+}
+
+class BoostSkillLibrary final : public SkillLibrary {
+ public:
+  BoostSkillLibrary(fs::path source, fs::path copy) : source_(std::move(source)), copy_(std::move(copy)) {}
+
+  ~BoostSkillLibrary() override {
+    if (!library_.is_loaded()) return;
+    library_.unload();
+    // glibc keeps a library mapped while anything pins it (STB_GNU_UNIQUE
+    // symbols, thread_local destructors, another dlopen): probe for it.
+    if (void* still = ::dlopen(copy_.c_str(), RTLD_LAZY | RTLD_NOLOAD); still != nullptr) {
+      ::dlclose(still);
+      leaked_libraries.fetch_add(1, std::memory_order_relaxed);
+      log_message(LogLevel::warn, "loader",
+                  "library " + source_.string() + " stayed mapped after unload (counted as leaked); "
+                  "a skill must not start threads or keep thread_local objects with destructors");
+    }
+  }
+
+  const fs::path& source_path() const override { return source_; }
+
+  // Maps the copy; on failure returns the loader's message.
+  Result<void> open(const std::string& who) {
+    try {
+      library_.load(boost::dll::fs::path(copy_.string()),
+                    boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const boost::dll::fs::system_error& e) {
+      std::string text = dlerror_text(e.what());
+      replace_all(text, copy_.string(), source_.string());
+      return fail(ErrorCode::invalid_input, who + ": cannot load " + source_.string() + ": " + text);
+    }
+    return {};
+  }
+
+  Result<const pp_skill_api*> entry_table(const std::string& who) {
+    if (!library_.has(PP_ENTRY_SYMBOL)) {
+      return fail(ErrorCode::not_found, who + ": " + source_.string() + " does not export '" PP_ENTRY_SYMBOL
+                                            "'; build it with passepartout_add_skill() and PASSEPARTOUT_SKILL(YourClass)");
+    }
+    auto& entry = library_.get<const pp_skill_api*()>(PP_ENTRY_SYMBOL);
+    const pp_skill_api* table = entry();
+    if (table == nullptr) return fail(ErrorCode::invalid_input, who + ": the entry function returned no skill table");
+    return table;
+  }
+
+ private:
+  fs::path source_;
+  fs::path copy_;
+  boost::dll::shared_library library_;  // owned here only: copying it would re-open by path
+};
+
+std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
+
+// The table against this host and the manifest.
+Result<void> check_table(const pp_skill_api* table, const SkillManifest& manifest, const std::string& who) {
+  if (table->struct_size < offsetof(pp_skill_api, name)) {
+    return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table->struct_size) +
+                                             " bytes, too small to hold an ABI version; rebuild the skill against the installed SDK");
+  }
+  if (table->abi_major != PP_ABI_MAJOR) {
+    return fail(ErrorCode::abi_mismatch, who + ": built for ABI " + abi_text(table->abi_major, table->abi_minor) +
+                                             ", this host supports " + std::to_string(PP_ABI_MAJOR) +
+                                             ".x; rebuild it against the installed SDK");
+  }
+  if (table->abi_minor > PP_ABI_MINOR) {
+    return fail(ErrorCode::abi_mismatch, who + ": needs ABI " + abi_text(table->abi_major, table->abi_minor) +
+                                             ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
+                                             "; upgrade passepartout or rebuild the skill against this SDK");
+  }
+  if (table->struct_size < PP_SKILL_API_SIZE_1_0) {
+    return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table->struct_size) +
+                                             " bytes, ABI " + abi_text(table->abi_major, table->abi_minor) +
+                                             " needs at least " + std::to_string(PP_SKILL_API_SIZE_1_0) +
+                                             "; the library is damaged or was built with a broken SDK");
+  }
+  if (table->create == nullptr || table->destroy == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": skill table lacks create or destroy, which are required");
+  }
+  if (table->name == nullptr || table->version == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": skill table lacks its name or version");
+  }
+  std::string_view name = table->name;
+  if (name != manifest.name) {
+    return fail(ErrorCode::refused, who + ": the library reports name '" + std::string(name) + "', the manifest " +
+                                        manifest.path.filename().string() + " says '" + manifest.name +
+                                        "'; fix 'name' in the manifest or point 'library' at the right file");
+  }
+  auto version = SemVer::parse(table->version);
+  if (!version || *version != manifest.version) {
+    return fail(ErrorCode::refused, who + ": the library reports version '" + std::string(table->version) +
+                                        "', the manifest says " + manifest.version.to_string() +
+                                        "; rebuild the library or fix 'version' in " +
+                                        manifest.path.filename().string());
+  }
+  if (manifest.abi.major != table->abi_major) {
+    return fail(ErrorCode::refused, who + ": the manifest declares ABI " + abi_text(manifest.abi.major, manifest.abi.minor) +
+                                        ", the library was built for " + abi_text(table->abi_major, table->abi_minor) +
+                                        "; fix 'abi' in " + manifest.path.filename().string());
+  }
+  return {};
+}
+
+Result<fs::path> make_private_dir() {
+  std::string pattern = (fs::temp_directory_path() / "passepartout-libs-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
+                                         fs::temp_directory_path().string() + ": " + std::strerror(errno));
+  }
+  return fs::path(pattern);
+}
+
+// Writes `bytes` to a new file nobody else can have opened, readable and executable by us only.
+Result<void> write_private_copy(const fs::path& copy, const std::string& bytes, const std::string& who) {
+  int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+  if (fd < 0) return fail(ErrorCode::io_error, who + ": cannot create " + copy.string() + ": " + std::strerror(errno));
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = std::strerror(errno);
+      ::close(fd);
+      ::unlink(copy.c_str());
+      return fail(ErrorCode::io_error, who + ": cannot write " + copy.string() + ": " + reason);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return {};
+}
+
+}  // namespace
+
+std::uint64_t leaked_library_count() noexcept { return leaked_libraries.load(std::memory_order_relaxed); }
+
+Result<std::string> sha256_file(const fs::path& file) {
+  auto bytes = read_file(file, "sha256");
+  if (!bytes) return fail(bytes.error().code, bytes.error().message);
+  return sha256_hex(*bytes);
+}
+
+struct SkillLoader::State {
+  LoaderOptions options;
+  bool owns_copy_dir = false;
+
+  ~State() {
+    std::error_code ec;
+    if (owns_copy_dir) fs::remove(options.copy_dir, ec);  // empty: copies are unlinked once mapped
+  }
+};
+
+Result<SkillLoader> SkillLoader::create(LoaderOptions options) {
+  auto state = std::make_unique<State>();
+  if (options.copy_dir.empty()) {
+    auto dir = make_private_dir();
+    if (!dir) return fail(dir.error().code, dir.error().message);
+    options.copy_dir = *dir;
+    state->owns_copy_dir = true;
+  }
+  state->options = std::move(options);
+  return SkillLoader(std::move(state));
+}
+
+SkillLoader::SkillLoader(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SkillLoader::SkillLoader(SkillLoader&&) noexcept = default;
+SkillLoader& SkillLoader::operator=(SkillLoader&&) noexcept = default;
+SkillLoader::~SkillLoader() = default;
+
+const fs::path& SkillLoader::plugin_dir() const noexcept { return state_->options.plugin_dir; }
+
+const fs::path& SkillLoader::copy_dir() const noexcept { return state_->options.copy_dir; }
+
+fs::path SkillLoader::library_path(const SkillManifest& manifest) const {
+  return state_->options.plugin_dir / manifest.library;
+}
+
+Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
+  const std::string who = quoted(manifest.name);
+  const fs::path source = library_path(manifest);
+
+  std::error_code ec;
+  if (!fs::exists(source, ec)) {
+    return fail(ErrorCode::not_found, who + ": library " + source.string() + " not found; build it, or fix 'library' in " +
+                                          manifest.path.filename().string() + " or the plugin folder");
+  }
+  if (state_->options.check_permissions) {
+    if (auto ok = check_not_writable_by_others(source, who, false); !ok) return fail(ok.error().code, ok.error().message);
+    if (auto ok = check_not_writable_by_others(source.parent_path(), who, true); !ok) {
+      return fail(ok.error().code, ok.error().message);
+    }
+  }
+
+  // Hash exactly the bytes that get mapped: read once, pin-check, write the private copy.
+  auto bytes = read_file(source, who);
+  if (!bytes) return fail(bytes.error().code, bytes.error().message);
+  std::string sha256 = sha256_hex(*bytes);
+  if (manifest.sha256 && *manifest.sha256 != sha256) {
+    return fail(ErrorCode::refused, who + ": sha256 of " + source.string() + " is " + sha256 + ", the manifest pins " +
+                                        *manifest.sha256 + "; rebuild the pinned version or update 'sha256' in " +
+                                        manifest.path.filename().string());
+  }
+
+  // A unique path per load: dlopen caches by path and would hand back the old code.
+  fs::path copy = state_->options.copy_dir /
+                  (manifest.name + "-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(copy_sequence.fetch_add(1, std::memory_order_relaxed)) + ".so");
+  if (auto ok = write_private_copy(copy, *bytes, who); !ok) return fail(ok.error().code, ok.error().message);
+
+  auto library = std::make_unique<BoostSkillLibrary>(source, copy);
+  auto opened = library->open(who);
+  fs::remove(copy, ec);  // the mapping outlives the name; nothing is left behind on a crash
+  if (!opened) return fail(opened.error().code, opened.error().message);
+
+  auto table = library->entry_table(who);
+  if (!table) return fail(table.error().code, table.error().message);
+  if (auto ok = check_table(*table, manifest, who); !ok) return fail(ok.error().code, ok.error().message);
+
+  return std::make_shared<Slot>(manifest, std::move(sha256), std::move(library), *table);
+}
+
+Result<std::shared_ptr<Slot>> SkillLoader::load(const SkillManifest& manifest) {
+  auto slot = open(manifest);
+  if (!slot) return slot;
+  if (auto ok = (*slot)->create_instance(); !ok) return fail(ok.error().code, ok.error().message);
+  if (auto ok = (*slot)->self_test(); !ok) return fail(ok.error().code, ok.error().message);
+  return slot;
+}
+
+}  // namespace passepartout

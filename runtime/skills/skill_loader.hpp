@@ -1,0 +1,52 @@
+// SkillLoader: turns a manifest into a Slot — private copy of the library,
+// permission and sha256 checks, dlopen, ABI and manifest checks, instance.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "result.hpp"
+#include "skills/skill_manifest.hpp"
+#include "skills/slot.hpp"
+
+namespace passepartout {
+
+struct LoaderOptions {
+  // Where manifests' `library` names are resolved.
+  std::filesystem::path plugin_dir;
+  // Where private copies are mapped from; created (mode 0700) when empty.
+  std::filesystem::path copy_dir;
+  // Refuse libraries (and their folders) writable by group or others.
+  bool check_permissions = true;
+};
+
+// Loads skills. Control thread only (dlopen, static constructors of skills).
+class SkillLoader {
+ public:
+  static Result<SkillLoader> create(LoaderOptions options);
+  SkillLoader(SkillLoader&&) noexcept;
+  SkillLoader& operator=(SkillLoader&&) noexcept;
+  ~SkillLoader();
+
+  // Every step of loading but creating the instance: the returned slot has the
+  // library mapped and its table checked against the host and the manifest.
+  Result<std::shared_ptr<Slot>> open(const SkillManifest& manifest);
+  // open(), then create the instance and run its self-test.
+  Result<std::shared_ptr<Slot>> load(const SkillManifest& manifest);
+
+  const std::filesystem::path& plugin_dir() const noexcept;
+  // Where private copies are written (each is unlinked as soon as it is mapped).
+  const std::filesystem::path& copy_dir() const noexcept;
+  // The library a manifest names, resolved against the plugin directory.
+  std::filesystem::path library_path(const SkillManifest& manifest) const;
+
+ private:
+  struct State;
+  explicit SkillLoader(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Lower-case hex SHA-256 of a file's contents.
+Result<std::string> sha256_file(const std::filesystem::path& file);
+
+}  // namespace passepartout

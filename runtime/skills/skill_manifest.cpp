@@ -1,0 +1,823 @@
+// Reading skill manifests: YAML through yaml-cpp (whose exceptions stop here),
+// every field checked, and config converted to a keyword plist.
+#include "skills/skill_manifest.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <system_error>
+#include <utility>
+
+#include "value/utf8.hpp"
+
+namespace passepartout {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kTopKeys[] = {"name",    "version", "library", "abi",         "priority",    "depends_on",
+                                         "trigger", "config",  "sha256",  "description", "never_unload"};
+constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
+constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
+
+// Names people reach for that are too far from ours for the edit distance to find.
+constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
+    {"dependencies", "depends_on"},
+    {"depends", "depends_on"},
+    {"requires", "depends_on"},
+    {"lib", "library"},
+    {"so", "library"},
+    {"checksum", "sha256"},
+    {"hash", "sha256"},
+    {"desc", "description"},
+    {"settings", "config"},
+    {"options", "config"},
+    {"abi_version", "abi"},
+    {"triggers", "trigger"},
+};
+
+constexpr std::string_view kIntTag = "tag:yaml.org,2002:int";
+constexpr std::string_view kFloatTag = "tag:yaml.org,2002:float";
+constexpr std::string_view kBoolTag = "tag:yaml.org,2002:bool";
+constexpr std::string_view kNullTag = "tag:yaml.org,2002:null";
+constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
+
+// --- small text helpers --------------------------------------------------------
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_lower_or_digit(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z');
+}
+bool is_hex(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string lower_ascii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Quoted for a message, shortened so one bad value cannot flood a log line.
+std::string in_quotes(std::string_view s) {
+  constexpr std::size_t kShown = 60;
+  if (s.size() <= kShown) return "'" + std::string(s) + "'";
+  std::size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole code points
+  return "'" + std::string(s.substr(0, cut)) + "...'";
+}
+
+// Edit distance counting a swap of neighbours as one edit ("nmae" -> "name").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "unknown key 'priorty'; did you mean 'priority'?", or the allowed keys when
+// nothing is close.
+std::string unknown_key_message(std::string_view key, std::span<const std::string_view> known, std::string_view where) {
+  std::string message = "unknown key " + in_quotes(key) + std::string(where);
+  std::string folded = lower_ascii(key);
+  std::string_view best;
+  for (auto [alias, target] : kKeyAliases) {
+    if (folded == alias && std::find(known.begin(), known.end(), target) != known.end()) {
+      best = target;
+    }
+  }
+  if (best.empty()) {
+    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+    for (std::string_view candidate : known) {
+      std::size_t d = edit_distance(folded, candidate);
+      // Close means a slip of the keyboard, not a different word.
+      bool close = d <= 1 || (d == 2 && folded.size() >= 5) || d * 3 <= candidate.size();
+      if (close && d < best_distance) {
+        best_distance = d;
+        best = candidate;
+      }
+    }
+  }
+  if (!best.empty()) return message + "; did you mean '" + std::string(best) + "'?";
+  message += "; allowed keys are ";
+  for (std::size_t i = 0; i < known.size(); ++i) {
+    message += (i == 0 ? "" : ", ") + std::string(known[i]);
+  }
+  return message;
+}
+
+// --- YAML 1.2 core schema ------------------------------------------------------
+
+bool is_core_null(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+std::optional<bool> core_bool(std::string_view s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+enum class Parsed { no, yes, out_of_range };
+
+// [-+]?[0-9]+ | 0o[0-7]+ | 0x[0-9a-fA-F]+
+Parsed core_int(std::string_view s, std::int64_t& out) {
+  int base = 10;
+  bool negative = false;
+  std::string_view digits = s;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'o' || s[1] == 'x')) {
+    base = s[1] == 'o' ? 8 : 16;
+    digits = s.substr(2);
+  } else if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    digits = s.substr(1);
+  }
+  auto valid = [base](char c) { return base == 16 ? is_hex(c) : (c >= '0' && c < static_cast<char>('0' + base)); };
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), valid)) return Parsed::no;
+  std::uint64_t magnitude = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return Parsed::out_of_range;
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (negative) {
+    if (magnitude > kMax + 1) return Parsed::out_of_range;
+    out = magnitude == kMax + 1 ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(magnitude);
+  } else {
+    if (magnitude > kMax) return Parsed::out_of_range;
+    out = static_cast<std::int64_t>(magnitude);
+  }
+  return Parsed::yes;
+}
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? | [-+]?\.inf | \.nan
+Parsed core_float(std::string_view s, double& out) {
+  std::string_view body = s;
+  bool negative = false;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
+    negative = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (body == ".inf" || body == ".Inf" || body == ".INF") {
+    out = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    return Parsed::yes;
+  }
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") {
+    out = std::numeric_limits<double>::quiet_NaN();
+    return Parsed::yes;
+  }
+  std::size_t i = 0;
+  std::size_t int_digits = 0;
+  std::size_t frac_digits = 0;
+  while (i < body.size() && is_digit(body[i])) {
+    ++i;
+    ++int_digits;
+  }
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    while (i < body.size() && is_digit(body[i])) {
+      ++i;
+      ++frac_digits;
+    }
+  }
+  if (int_digits == 0 && frac_digits == 0) return Parsed::no;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    ++i;
+    if (i < body.size() && (body[i] == '-' || body[i] == '+')) ++i;
+    std::size_t exp_digits = 0;
+    while (i < body.size() && is_digit(body[i])) {
+      ++i;
+      ++exp_digits;
+    }
+    if (exp_digits == 0) return Parsed::no;
+  }
+  if (i != body.size()) return Parsed::no;
+  double magnitude = 0.0;
+  auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), magnitude);
+  if (ec != std::errc() || end != body.data() + body.size() || std::isinf(magnitude)) {
+    return Parsed::out_of_range;
+  }
+  out = negative ? -magnitude : magnitude;
+  return Parsed::yes;
+}
+
+// --- the reader ------------------------------------------------------------------
+
+// What was found, for "... found <this>".
+std::string describe(const YAML::Node& node) {
+  if (node.IsScalar()) return in_quotes(node.Scalar());
+  if (node.IsSequence()) return "a sequence";
+  if (node.IsMap()) return "a map";
+  return "an empty value";
+}
+
+// "<where>:<line>:<column>: <what>", 1-based; a mark yaml-cpp left unset counts as the start.
+std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what) {
+  int line = mark.line < 0 ? 0 : mark.line;
+  int column = mark.column < 0 ? 0 : mark.column;
+  return where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + what;
+}
+
+bool valid_config_key_char(char c) {
+  auto u = static_cast<unsigned char>(c);
+  if (u <= 0x20 || u == 0x7F) return false;
+  return std::string_view("()\"';|\\#`,:").find(c) == std::string_view::npos;
+}
+
+bool valid_sensor_char(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+}
+
+bool is_constraint_char(char c) {
+  return c == '<' || c == '>' || c == '=' || c == '^' || c == '~' || c == '*';
+}
+
+// Reads one manifest document, collecting every problem as a located line.
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string origin) : origin_(std::move(origin)) {}
+
+  void read(const YAML::Node& root, SkillManifest& out);
+
+  void problem(const YAML::Mark& mark, const std::string& what) { problems_.push_back(located(origin_, mark, what)); }
+  // Where a value's problem is reported: at the value, or at its key when the
+  // value is empty (yaml-cpp marks an empty value at the next token).
+  void problem_at(const YAML::Node& key, const YAML::Node& value, const std::string& what) {
+    problem(value.IsNull() || !value.IsDefined() ? key.Mark() : value.Mark(), what);
+  }
+
+  bool ok() const { return problems_.empty(); }
+  std::string message() const {
+    std::string joined;
+    for (const std::string& p : problems_) joined += (joined.empty() ? "" : "\n") + p;
+    return joined;
+  }
+
+ private:
+  std::optional<std::string> scalar(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                                    std::string_view expected);
+  std::optional<bool> boolean(const YAML::Node& key, const YAML::Node& value, std::string_view field);
+
+  void read_name(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_library(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_priority(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_depends_on(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_sha256(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  Value convert_config(const YAML::Node& node, const std::string& path, int depth);
+  Value convert_config_scalar(const YAML::Node& node, const std::string& path);
+
+  std::string origin_;
+  std::vector<std::string> problems_;
+  std::vector<YAML::Mark> dependency_marks_;  // parallel to depends_on
+  std::size_t config_values_ = 0;
+  bool config_aborted_ = false;  // a cap was hit; the problem is already reported once
+};
+
+std::optional<std::string> ManifestReader::scalar(const YAML::Node& key, const YAML::Node& value,
+                                                  std::string_view field, std::string_view expected) {
+  if (value.IsScalar()) return value.Scalar();
+  problem_at(key, value,
+             "'" + std::string(field) + "' must be " + std::string(expected) + ", found " + describe(value));
+  return std::nullopt;
+}
+
+std::optional<bool> ManifestReader::boolean(const YAML::Node& key, const YAML::Node& value, std::string_view field) {
+  if (value.IsScalar()) {
+    if (auto b = core_bool(value.Scalar())) return b;
+  }
+  problem_at(key, value, "'" + std::string(field) + "' must be true or false, found " + describe(value));
+  return std::nullopt;
+}
+
+void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& entry : root) {
+    const YAML::Node& key = entry.first;
+    const YAML::Node& value = entry.second;
+    if (!key.IsScalar()) {
+      problem(key.Mark(), "keys must be names such as 'name', found " + describe(key));
+      continue;
+    }
+    const std::string& k = key.Scalar();
+    if (std::find(std::begin(kTopKeys), std::end(kTopKeys), k) == std::end(kTopKeys)) {
+      problem(key.Mark(), unknown_key_message(k, kTopKeys, ""));
+      continue;
+    }
+    if (auto [it, inserted] = seen.emplace(k, key.Mark()); !inserted) {
+      problem(key.Mark(), "duplicate key " + in_quotes(k) + " (first given at line " +
+                              std::to_string(it->second.line + 1) + "); keep one");
+      continue;
+    }
+
+    if (k == "name") {
+      read_name(key, value, out);
+    } else if (k == "version") {
+      if (auto text = scalar(key, value, k, "a version such as 1.2.0")) {
+        auto version = SemVer::parse(*text);
+        if (version) {
+          out.version = *version;
+        } else {
+          problem(value.Mark(), version.error().message);
+        }
+      }
+    } else if (k == "library") {
+      read_library(key, value, out);
+    } else if (k == "abi") {
+      if (auto text = scalar(key, value, k, "an ABI version such as 1")) {
+        auto abi = AbiVersion::parse(*text);
+        if (abi) {
+          out.abi = *abi;
+        } else {
+          problem(value.Mark(), abi.error().message);
+        }
+      }
+    } else if (k == "priority") {
+      read_priority(key, value, out);
+    } else if (k == "depends_on") {
+      read_depends_on(key, value, out);
+    } else if (k == "trigger") {
+      read_trigger(key, value, out);
+    } else if (k == "config") {
+      if (value.IsNull()) continue;
+      if (!value.IsMap()) {
+        problem_at(key, value, "'config' must be a map such as { max_output: 100000 }, found " + describe(value));
+        continue;
+      }
+      out.config = convert_config(value, "config", 1);
+    } else if (k == "sha256") {
+      read_sha256(key, value, out);
+    } else if (k == "description") {
+      if (value.IsNull()) continue;
+      if (auto text = scalar(key, value, k, "a string")) out.description = *text;
+    } else if (k == "never_unload") {
+      if (auto b = boolean(key, value, k)) out.never_unload = *b;
+    }
+  }
+
+  for (std::string_view required : kRequiredKeys) {
+    if (seen.find(std::string(required)) == seen.end()) {
+      problem(root.Mark(), "missing required key '" + std::string(required) + "'");
+    }
+  }
+
+  // Needs the name, which may come after depends_on.
+  if (!out.name.empty()) {
+    for (std::size_t i = 0; i < out.depends_on.size(); ++i) {
+      if (out.depends_on[i].name == out.name) {
+        problem(dependency_marks_[i],
+                "skill " + in_quotes(out.name) + " depends on itself; remove it from 'depends_on'");
+      }
+    }
+  }
+}
+
+void ManifestReader::read_name(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  auto text = scalar(key, value, "name", "a skill name such as shell-guard");
+  if (!text) return;
+  if (!is_valid_skill_name(*text)) {
+    problem(value.Mark(), "invalid skill name " + in_quotes(*text) +
+                              ": use lower-case letters, digits and '-', starting with a letter "
+                              "or digit, at most 64 characters");
+    return;
+  }
+  out.name = *text;
+}
+
+void ManifestReader::read_library(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  auto text = scalar(key, value, "library", "a file name such as libshell-guard.so");
+  if (!text) return;
+  const std::string& lib = *text;
+  bool has_control =
+      std::any_of(lib.begin(), lib.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+  if (lib.find('/') != std::string::npos || lib.find('\\') != std::string::npos || has_control) {
+    problem(value.Mark(), "'library' must be a plain file name (it is resolved against the plugin directory), found " +
+                              in_quotes(lib));
+  } else if (lib.size() <= 3 || lib.compare(lib.size() - 3, 3, ".so") != 0) {
+    problem(value.Mark(),
+            "'library' must be a file name ending in .so, such as libshell-guard.so, found " + in_quotes(lib));
+  } else {
+    out.library = lib;
+  }
+}
+
+void ManifestReader::read_priority(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  auto text = scalar(key, value, "priority", "an integer");
+  if (!text) return;
+  std::string_view digits = *text;
+  if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+  bool shape = !digits.empty() && std::all_of(digits.begin() + (digits[0] == '-' ? 1 : 0), digits.end(), is_digit) &&
+               digits != "-";
+  int priority = 0;
+  if (shape) {
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), priority);
+    if (ec == std::errc::result_out_of_range) {
+      problem(value.Mark(), "'priority' " + in_quotes(*text) + " is out of range; use a value from " +
+                                std::to_string(std::numeric_limits<int>::min()) + " to " +
+                                std::to_string(std::numeric_limits<int>::max()));
+      return;
+    }
+    shape = ec == std::errc() && end == digits.data() + digits.size();
+  }
+  if (!shape) {
+    problem(value.Mark(), "'priority' must be an integer, found " + describe(value));
+    return;
+  }
+  out.priority = priority;
+}
+
+void ManifestReader::read_depends_on(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) {
+    problem_at(key, value, "'depends_on' must be a list such as [policy >=1.0], found " + describe(value));
+    return;
+  }
+  std::set<std::string> listed;
+  for (const YAML::Node& item : value) {
+    if (!item.IsScalar()) {
+      problem_at(key, item,
+                 "each entry of 'depends_on' must be a string such as 'policy >=1.0', found " + describe(item));
+      continue;
+    }
+    std::string_view text = trim(item.Scalar());
+    std::size_t name_end = 0;
+    while (name_end < text.size() && !is_blank(text[name_end]) && !is_constraint_char(text[name_end])) {
+      ++name_end;
+    }
+    std::string_view name = text.substr(0, name_end);
+    if (text.empty()) {
+      problem(item.Mark(), "empty entry in 'depends_on'; remove it");
+      continue;
+    }
+    if (name.empty()) {
+      problem(item.Mark(), "invalid dependency " + in_quotes(text) +
+                               ": it must start with a skill name; to combine comparators, "
+                               "quote the whole entry: \"policy >=1.0, <2\"");
+      continue;
+    }
+    if (!is_valid_skill_name(name)) {
+      problem(item.Mark(), "invalid dependency " + in_quotes(text) + ": " + in_quotes(name) +
+                               " is not a skill name (lower-case letters, digits and '-')");
+      continue;
+    }
+    auto constraint = VersionConstraint::parse(trim(text.substr(name_end)));
+    if (!constraint) {
+      problem(item.Mark(), "dependency " + in_quotes(text) + ": " + constraint.error().message);
+      continue;
+    }
+    if (!listed.insert(std::string(name)).second) {
+      problem(item.Mark(), "dependency " + in_quotes(name) + " is listed twice; merge the entries into one such as \"" +
+                               std::string(name) + " >=1.0, <2\"");
+      continue;
+    }
+    out.depends_on.push_back(Dependency{std::string(name), *constraint, std::string(text)});
+    dependency_marks_.push_back(item.Mark());
+  }
+}
+
+void ManifestReader::read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  if (value.IsNull()) return;
+  if (!value.IsMap()) {
+    problem_at(key, value, "'trigger' must be a map such as { sensors: [user-input] }, found " + describe(value));
+    return;
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : value) {
+    const YAML::Node& k = entry.first;
+    const YAML::Node& v = entry.second;
+    if (!k.IsScalar()) {
+      problem(k.Mark(), "keys of 'trigger' must be names, found " + describe(k));
+      continue;
+    }
+    const std::string& name = k.Scalar();
+    if (std::find(std::begin(kTriggerKeys), std::end(kTriggerKeys), name) == std::end(kTriggerKeys)) {
+      problem(k.Mark(), unknown_key_message(name, kTriggerKeys, " in 'trigger'"));
+      continue;
+    }
+    if (!seen.insert(name).second) {
+      problem(k.Mark(), "duplicate key " + in_quotes(name) + " in 'trigger'; keep one");
+      continue;
+    }
+    if (name == "always") {
+      if (auto b = boolean(k, v, "trigger.always")) out.trigger.always = *b;
+      continue;
+    }
+    if (v.IsNull()) continue;
+    if (!v.IsSequence()) {
+      problem_at(k, v, "'trigger.sensors' must be a list such as [user-input], found " + describe(v));
+      continue;
+    }
+    for (const YAML::Node& item : v) {
+      if (!item.IsScalar()) {
+        problem_at(k, item,
+                   "each entry of 'trigger.sensors' must be a sensor name such as user-input, found " + describe(item));
+        continue;
+      }
+      std::string_view sensor = item.Scalar();
+      if (!sensor.empty() && sensor[0] == ':') sensor.remove_prefix(1);
+      if (sensor.empty() || !std::all_of(sensor.begin(), sensor.end(), valid_sensor_char)) {
+        problem(item.Mark(), "invalid sensor name " + in_quotes(item.Scalar()) +
+                                 " in 'trigger.sensors': use letters, digits, '-' and '_', "
+                                 "such as user-input");
+        continue;
+      }
+      std::string upper;
+      append_upper_ascii(upper, sensor);
+      auto& sensors = out.trigger.sensors;
+      if (std::find(sensors.begin(), sensors.end(), upper) == sensors.end()) {
+        sensors.push_back(std::move(upper));
+      }
+    }
+  }
+}
+
+void ManifestReader::read_sha256(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  auto text = scalar(key, value, "sha256", "64 hexadecimal digits");
+  if (!text) return;
+  if (text->size() != 64 || !std::all_of(text->begin(), text->end(), is_hex)) {
+    problem(value.Mark(), "'sha256' must be 64 hexadecimal digits (as printed by sha256sum), found " +
+                              in_quotes(*text) + " (" + std::to_string(text->size()) + " characters)");
+    return;
+  }
+  out.sha256 = lower_ascii(*text);
+}
+
+Value ManifestReader::convert_config(const YAML::Node& node, const std::string& path, int depth) {
+  if (config_aborted_) return Value::nil();
+  if (++config_values_ > SkillManifest::kMaxConfigValues) {
+    config_aborted_ = true;
+    problem(node.Mark(), "'config' holds more than " + std::to_string(SkillManifest::kMaxConfigValues) +
+                             " values (aliases count each time they are used)");
+    return Value::nil();
+  }
+  if (node.IsScalar()) return convert_config_scalar(node, path);
+  if (!node.IsMap() && !node.IsSequence()) return Value::nil();
+  if (depth > SkillManifest::kMaxConfigDepth) {
+    config_aborted_ = true;
+    problem(node.Mark(), "'config' nests deeper than " + std::to_string(SkillManifest::kMaxConfigDepth) + " levels");
+    return Value::nil();
+  }
+
+  std::vector<Value> items;
+  if (node.IsSequence()) {
+    std::size_t index = 0;
+    for (const YAML::Node& item : node) {
+      items.push_back(convert_config(item, path + "[" + std::to_string(index++) + "]", depth + 1));
+    }
+    return Value::list(items);
+  }
+
+  std::map<std::string, std::string> keywords;  // upper-cased -> as written
+  for (const auto& entry : node) {
+    const YAML::Node& k = entry.first;
+    if (!k.IsScalar()) {
+      problem(k.Mark(), "keys in '" + path + "' must be names, found " + describe(k));
+      continue;
+    }
+    std::string_view name = k.Scalar();
+    if (!name.empty() && name[0] == ':') name.remove_prefix(1);
+    if (name.empty() || !std::all_of(name.begin(), name.end(), valid_config_key_char)) {
+      problem(k.Mark(), "invalid key " + in_quotes(k.Scalar()) + " in '" + path +
+                            "': use a name without spaces or any of ( ) \" ' ; | \\ # ` , :");
+      continue;
+    }
+    std::string upper;
+    append_upper_ascii(upper, name);
+    if (auto [it, inserted] = keywords.emplace(upper, k.Scalar()); !inserted) {
+      problem(k.Mark(),
+              "duplicate key " + in_quotes(k.Scalar()) + " in '" + path + "'" +
+                  (it->second == k.Scalar() ? std::string()
+                                            : " (" + in_quotes(it->second) + " is the same keyword :" + upper + ")") +
+                  "; keep one");
+      continue;
+    }
+    items.push_back(Value::keyword(name));
+    items.push_back(convert_config(entry.second, path + "." + std::string(name), depth + 1));
+  }
+  return Value::list(items);
+}
+
+Value ManifestReader::convert_config_scalar(const YAML::Node& node, const std::string& path) {
+  const std::string& text = node.Scalar();
+  const std::string& tag = node.Tag();
+  auto bad = [&](const std::string& what) {
+    problem(node.Mark(), "'" + path + "': " + what);
+    return Value::nil();
+  };
+  if (tag == "!" || tag == kStrTag) return Value::string(text);
+
+  std::int64_t integer = 0;
+  double real = 0.0;
+  if (tag == "?") {
+    if (is_core_null(text)) return Value::nil();
+    if (auto b = core_bool(text)) return Value::boolean(*b);
+    switch (core_int(text, integer)) {
+      case Parsed::yes:
+        return Value::integer(integer);
+      case Parsed::out_of_range:
+        return bad("integer " + in_quotes(text) + " does not fit in 64 bits; quote it to pass a string");
+      case Parsed::no:
+        break;
+    }
+    switch (core_float(text, real)) {
+      case Parsed::yes:
+        return Value::real(real);
+      case Parsed::out_of_range:
+        return bad("number " + in_quotes(text) + " is out of range; quote it to pass a string");
+      case Parsed::no:
+        break;
+    }
+    return Value::string(text);
+  }
+  if (tag == kIntTag) {
+    if (core_int(text, integer) == Parsed::yes) return Value::integer(integer);
+    return bad("!!int " + in_quotes(text) + " is not a 64-bit integer");
+  }
+  if (tag == kFloatTag) {
+    if (core_float(text, real) == Parsed::yes) return Value::real(real);
+    if (core_int(text, integer) == Parsed::yes) return Value::real(static_cast<double>(integer));
+    return bad("!!float " + in_quotes(text) + " is not a number");
+  }
+  if (tag == kBoolTag) {
+    if (auto b = core_bool(text)) return Value::boolean(*b);
+    return bad("!!bool " + in_quotes(text) + " is not true or false");
+  }
+  if (tag == kNullTag) {
+    if (is_core_null(text)) return Value::nil();
+    return bad("!!null " + in_quotes(text) + " is not null");
+  }
+  return bad("unsupported tag " + in_quotes(tag) + "; remove it, or quote the value for a string");
+}
+
+std::string origin_name(const fs::path& origin) {
+  return origin.empty() ? std::string("<string>") : origin.string();
+}
+
+// The parse proper; may throw yaml-cpp exceptions, which parse() converts.
+Result<SkillManifest> parse_document(std::string_view yaml, const fs::path& origin, const std::string& where) {
+  auto at_start = [&](const std::string& what) { return fail(ErrorCode::invalid_input, where + ":1:1: " + what); };
+  if (yaml.size() > SkillManifest::kMaxFileSize) {
+    return fail(ErrorCode::limit_exceeded, where + ":1:1: the manifest is " + std::to_string(yaml.size()) +
+                                               " bytes, over the limit of " +
+                                               std::to_string(SkillManifest::kMaxFileSize) +
+                                               "; a manifest describes a skill, large data belongs in a file it reads");
+  }
+  if (std::optional<std::size_t> bad = find_invalid_utf8(yaml)) {
+    std::string_view before = yaml.substr(0, *bad);
+    auto line = std::count(before.begin(), before.end(), '\n') + 1;
+    std::size_t line_start = before.rfind('\n');
+    std::size_t column = *bad - (line_start == std::string_view::npos ? 0 : line_start + 1);
+    YAML::Mark mark;
+    mark.line = static_cast<int>(line - 1);
+    mark.column = static_cast<int>(column);
+    return fail(ErrorCode::invalid_input, located(where, mark, "the manifest is not valid UTF-8; save it as UTF-8"));
+  }
+
+  std::vector<YAML::Node> documents;
+  for (YAML::Node& document : YAML::LoadAll(std::string(yaml))) {
+    // A lone '---' or '...' adds an empty document; only content counts.
+    if (!document.IsNull()) documents.push_back(document);
+  }
+  if (documents.empty()) {
+    return at_start("the manifest is empty; it needs at least name, version, library and abi");
+  }
+  if (documents.size() > 1) {
+    return fail(ErrorCode::invalid_input, located(where, documents[1].Mark(),
+                                                  "a manifest holds one YAML document, found " +
+                                                      std::to_string(documents.size()) + "; one skill per file"));
+  }
+  const YAML::Node& root = documents[0];
+  ManifestReader reader(where);
+  if (!root.IsMap()) {
+    reader.problem(root.Mark(),
+                   "a manifest must be a map of keys such as 'name: shell-guard', found " + describe(root));
+    return fail(ErrorCode::invalid_input, reader.message());
+  }
+
+  SkillManifest manifest;
+  manifest.path = origin.empty() ? fs::path("<string>") : origin;
+  reader.read(root, manifest);
+  if (!reader.ok()) return fail(ErrorCode::invalid_input, reader.message());
+  return manifest;
+}
+
+}  // namespace
+
+bool is_valid_skill_name(std::string_view name) {
+  if (name.empty() || name.size() > SkillManifest::kMaxNameLength) return false;
+  if (!is_lower_or_digit(name[0])) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return is_lower_or_digit(c) || c == '-'; });
+}
+
+bool TriggerSpec::matches(const Value& signal) const {
+  if (always) return true;
+  const Value& sensor = signal.path({"PAYLOAD", "SENSOR"});
+  if (!sensor.is_keyword()) return false;
+  return std::any_of(sensors.begin(), sensors.end(),
+                     [&](const std::string& s) { return equals_ignore_case(s, sensor.text()); });
+}
+
+Result<SkillManifest> SkillManifest::parse(std::string_view yaml, const fs::path& origin) {
+  const std::string where = origin_name(origin);
+  try {
+    return parse_document(yaml, origin, where);
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::invalid_input, located(where, e.mark, "YAML syntax error: " + e.msg));
+  } catch (const std::exception& e) {
+    return fail(ErrorCode::failed, where + ": cannot parse the manifest: " + e.what());
+  }
+}
+
+Result<SkillManifest> SkillManifest::load(const fs::path& file) {
+  const std::string where = file.string();
+  auto os_error = [&](int err) {
+    ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::not_found : ErrorCode::io_error;
+    return fail(code, where + ": cannot read the manifest: " + std::error_code(err, std::generic_category()).message());
+  };
+
+  std::error_code ec;
+  fs::file_status status = fs::status(file, ec);
+  if (ec) return os_error(ec.value());
+  if (!fs::is_regular_file(status)) {
+    return fail(ErrorCode::io_error, where + ": cannot read the manifest: not a regular file");
+  }
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stream(std::fopen(file.c_str(), "rb"), &std::fclose);
+  if (!stream) return os_error(errno);
+  // Read one byte past the limit so an oversized file is refused, not truncated.
+  std::string text(kMaxFileSize + 1, '\0');
+  std::size_t size = std::fread(text.data(), 1, text.size(), stream.get());
+  if (std::ferror(stream.get())) return os_error(EIO);
+  if (size > kMaxFileSize) {
+    return fail(ErrorCode::limit_exceeded,
+                where + ": the manifest is larger than " + std::to_string(kMaxFileSize) +
+                    " bytes; a manifest describes a skill, large data belongs in a file it reads");
+  }
+  text.resize(size);
+  return parse(text, file);
+}
+
+Result<ManifestSet> load_manifest_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    ErrorCode code = ec == std::errc::no_such_file_or_directory ? ErrorCode::not_found : ErrorCode::io_error;
+    return fail(code, dir.string() + ": cannot read the manifest directory: " + ec.message());
+  }
+
+  std::vector<fs::path> files;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    std::string name = path.filename().string();
+    std::string extension = path.extension().string();
+    if (name.empty() || name[0] == '.' || (extension != ".yaml" && extension != ".yml")) continue;
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;  // follows symlinks; a dangling one is skipped
+    files.push_back(path);
+  }
+  if (ec) return fail(ErrorCode::io_error, dir.string() + ": cannot list the manifest directory: " + ec.message());
+  std::sort(files.begin(), files.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+
+  ManifestSet set;
+  for (const fs::path& file : files) {
+    auto manifest = SkillManifest::load(file);
+    if (manifest)
+      set.manifests.push_back(std::move(*manifest));
+    else
+      set.errors.push_back(std::move(manifest).error());
+  }
+  return set;
+}
+
+}  // namespace passepartout

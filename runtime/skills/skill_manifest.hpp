@@ -1,0 +1,105 @@
+// SkillManifest: what a skill's YAML manifest declares (name, version, library,
+// ABI, priority, dependencies, trigger, config), read and checked before any library is loaded.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "result.hpp"
+#include "skills/version.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// One entry of `depends_on`: "policy" or "policy >=1.0".
+struct Dependency {
+  std::string name;
+  VersionConstraint constraint;  // any version when none was written
+  std::string text;              // the entry as written (trimmed), for messages: "policy >=1.0"
+};
+
+// Which signals select the skill's prompt generator (gates ignore triggers).
+struct TriggerSpec {
+  std::vector<std::string> sensors;  // upper-case keyword names without ':', e.g. "USER-INPUT"
+  bool always = false;
+
+  // True when the manifest declared anything to trigger on.
+  bool declared() const { return always || !sensors.empty(); }
+  // True when `always` is set, or the signal's :PAYLOAD :SENSOR is a keyword
+  // named in `sensors` (case-insensitive).
+  bool matches(const Value& signal) const;
+};
+
+// A parsed manifest. Every field has been checked: the name is a valid skill
+// name, the library a plain file name ending in .so, sha256 (when present) 64
+// lower-case hex digits, and no dependency is listed twice or names the skill itself.
+//
+// Format (YAML):
+//   name: shell-guard           required; [a-z0-9][a-z0-9-]*, at most 64 characters
+//   version: 1.2.0              required; semantic version
+//   library: libshell-guard.so  required; file name, resolved against the plugin directory
+//   abi: 1                      required; "1" or "1.0"
+//   priority: 90                gates run highest first; default 10
+//   depends_on: [policy >=1.0]  "name" or "name <constraint>" (see VersionConstraint)
+//   trigger: { sensors: [user-input], always: false }
+//   config: { max_output: 100000 }   any map, handed to the skill as a keyword plist
+//   sha256: 3f5a...             pin of the library
+//   description: ...            one line for operators
+//   never_unload: false         keep the library mapped after the skill is removed
+//
+// Config conversion: maps become plists with upper-cased keyword keys
+// (max_output -> :MAX_OUTPUT), sequences become lists, and plain scalars are
+// resolved as in YAML 1.2's core schema: null, ~ or nothing -> NIL, true/false
+// -> T/NIL, integers -> integer, floats -> float, anything else -> string.
+// Quoted and block scalars are always strings. Nesting is capped at
+// kMaxConfigDepth levels and kMaxConfigValues values (aliases count each time
+// they are used).
+//
+// Plain data: copy and read from any thread.
+struct SkillManifest {
+  static constexpr std::size_t kMaxFileSize = 1 << 20;  // bytes
+  static constexpr int kMaxConfigDepth = 64;
+  static constexpr std::size_t kMaxConfigValues = 100000;
+  static constexpr std::size_t kMaxNameLength = 64;
+
+  std::filesystem::path path;  // the manifest file; "<string>" when parsed from memory
+  std::string name;
+  SemVer version;
+  std::string library;  // a file name only
+  AbiVersion abi;
+  int priority = 10;
+  std::vector<Dependency> depends_on;
+  TriggerSpec trigger;
+  Value config;                       // a keyword plist, NIL when absent or empty
+  std::optional<std::string> sha256;  // 64 lower-case hex digits
+  std::string description;
+  bool never_unload = false;
+
+  // Parses manifest text; `origin` names it in messages (empty: "<string>").
+  // Never throws. On failure the error is invalid_input (limit_exceeded for
+  // text over kMaxFileSize) and its message has one line per problem found,
+  // each "<origin>:<line>:<column>: <what was found and what to do>".
+  static Result<SkillManifest> parse(std::string_view yaml, const std::filesystem::path& origin);
+  // Reads `file` (at most kMaxFileSize bytes) and parses it. A missing file
+  // is not_found, an unreadable one io_error.
+  static Result<SkillManifest> load(const std::filesystem::path& file);
+};
+
+// True for a valid skill name: [a-z0-9][a-z0-9-]*, at most 64 characters.
+bool is_valid_skill_name(std::string_view name);
+
+// The manifests of a directory: those that parsed, and one error per file that did not.
+struct ManifestSet {
+  std::vector<SkillManifest> manifests;
+  std::vector<Error> errors;
+};
+
+// Loads every *.yaml and *.yml regular file directly in `dir` (not recursive;
+// names starting with '.' are skipped, as editors leave such files behind),
+// in file-name order. Fails only when the directory itself cannot be read.
+Result<ManifestSet> load_manifest_dir(const std::filesystem::path& dir);
+
+}  // namespace passepartout

@@ -1,0 +1,32 @@
+// print_sexp: Values as the single-line s-expressions a Lisp peer reads back
+// (the payload of a wire frame).
+#pragma once
+
+#include <string>
+
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// Appends `value` to `out`: no pretty-printing, one space between elements.
+//   NIL, T; integers in decimal;
+//   strings in double quotes, escaping only `"` and `\` (newlines, tabs raw);
+//   keywords `:NAME`, symbols `NAME`, written `:|...|` / `|...|` (with `|`
+//     and `\` escaped) when the bare form would not read back identically:
+//     empty names, lower-case or non-ASCII letters, whitespace, control
+//     characters, ( ) " ; ' ` , | \ :, a leading '#', only dots, and for
+//     symbols a name that reads as a number, NIL or T;
+//   floats with the shortest digits that read back as the same double. A
+//     value exactly representable as a single float prints plainly (`1.5`,
+//     `100.0`, `1.0e20`-style exponent with 'e'); any other uses the double
+//     exponent marker (`0.1d0`, `1.2345678901234d20`) so a Lisp peer keeps
+//     double precision. NaN and infinities print as NIL: Lisp has no
+//     portable syntax for them.
+// For any Value v that read_sexp produces, read_sexp(to_sexp(v)) == v.
+// Iterative: deep lists do not grow the call stack.
+void print_sexp(const Value& value, std::string& out);
+
+// The printed form of `value` as a new string.
+std::string to_sexp(const Value& value);
+
+}  // namespace passepartout

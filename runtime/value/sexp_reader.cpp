@@ -1,0 +1,578 @@
+// read_sexp: an iterative reader over validated UTF-8. Lists are built on a
+// per-thread scratch stack and moved into exact-size nodes; short names never allocate.
+#include "value/sexp_reader.hpp"
+
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "value/sexp_syntax.hpp"
+#include "value/utf8.hpp"
+#include "value/value_access.hpp"
+
+namespace passepartout {
+
+namespace {
+
+using sexp::char_class;
+using sexp::CharClass;
+using sexp::NumberSyntax;
+
+struct Frame {
+  std::size_t items_base;   // index in Scratch::items of the list's first element
+  std::size_t open_offset;  // byte offset of its '('
+};
+
+// A stack of Values that hands out NIL slots to be filled in place and lets
+// a closing list take its elements by relocating their bytes (no per-element
+// move or destructor), which std::vector cannot express.
+class ValueStack {
+ public:
+  ValueStack() = default;
+  ValueStack(const ValueStack&) = delete;
+  ValueStack& operator=(const ValueStack&) = delete;
+  ~ValueStack() {
+    truncate(0);
+    ::operator delete(static_cast<void*>(data_));
+  }
+
+  std::size_t size() const noexcept { return size_; }
+  Value* data() noexcept { return data_; }
+
+  // A new NIL on top.
+  Value& push_nil() {
+    if (size_ == capacity_) grow();
+    Value* slot = new (data_ + size_) Value();
+    ++size_;
+    return *slot;
+  }
+  // Destroys the Values from index `size` up.
+  void truncate(std::size_t size) noexcept {
+    while (size_ > size) data_[--size_].~Value();
+  }
+  // Drops the Values from index `size` up without destroying them: their bytes
+  // were relocated into a list that now owns them.
+  void forget_relocated(std::size_t size) noexcept { size_ = size; }
+  // Frees the storage when empty and unusually large.
+  void trim() noexcept {
+    constexpr std::size_t kKeptCapacity = 64 * 1024;
+    if (size_ == 0 && capacity_ > kKeptCapacity) {
+      ::operator delete(static_cast<void*>(data_));
+      data_ = nullptr;
+      capacity_ = 0;
+    }
+  }
+
+ private:
+  void grow() {
+    const std::size_t capacity = capacity_ == 0 ? 64 : capacity_ * 2;
+    auto* data = static_cast<Value*>(::operator new(capacity * sizeof(Value)));
+    if (size_ != 0) {
+      std::memcpy(static_cast<void*>(data), static_cast<const void*>(data_), size_ * sizeof(Value));
+    }
+    ::operator delete(static_cast<void*>(data_));
+    data_ = data;
+    capacity_ = capacity;
+  }
+
+  Value* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+// Elements of the lists still open, innermost last. Per thread, reused across
+// reads; each read leaves it as it found it.
+struct Scratch {
+  ValueStack items;
+  std::vector<Frame> frames;
+};
+
+thread_local Scratch t_scratch;
+
+// Restores the scratch stacks on every exit path (errors leave partial lists),
+// and gives back memory after an unusually large read.
+class ScratchGuard {
+ public:
+  explicit ScratchGuard(Scratch& scratch)
+      : scratch_(scratch), items_base_(scratch.items.size()), frames_base_(scratch.frames.size()) {}
+  ScratchGuard(const ScratchGuard&) = delete;
+  ScratchGuard& operator=(const ScratchGuard&) = delete;
+  ~ScratchGuard() {
+    scratch_.items.truncate(items_base_);
+    scratch_.frames.resize(frames_base_);
+    scratch_.items.trim();
+  }
+
+ private:
+  Scratch& scratch_;
+  std::size_t items_base_;
+  std::size_t frames_base_;
+};
+
+// For each byte that may continue a token on the fast path, its upper-case
+// form; 0 for bytes that end it: whitespace, terminating macro characters,
+// escapes, ':' and NUL (the slow path handles the last four).
+constexpr std::array<char, 256> kPlainTokenUpper = [] {
+  std::array<char, 256> upper{};
+  for (std::size_t c = 1; c < 256; ++c) {
+    const auto byte = static_cast<unsigned char>(c);
+    const char ch = static_cast<char>(byte);
+    if (sexp::kCharClasses[c] != CharClass::constituent || ch == ':') continue;
+    upper[c] = (ch >= 'a' && ch <= 'z') ? static_cast<char>(ch - ('a' - 'A')) : ch;
+  }
+  return upper;
+}();
+
+bool ends_token(char c) noexcept {
+  const CharClass cls = char_class(c);
+  return cls == CharClass::whitespace || cls == CharClass::terminating;
+}
+
+char upper_ascii(char c) noexcept {
+  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
+}
+
+// A token for an error message: quoted, cut at a code-point boundary when long.
+std::string describe(std::string_view token) {
+  constexpr std::size_t kMaxShown = 40;
+  std::string out = "'";
+  if (token.size() <= kMaxShown) {
+    out.append(token);
+  } else {
+    std::size_t cut = kMaxShown;
+    while (cut > 0 && (static_cast<unsigned char>(token[cut]) & 0xC0) == 0x80) --cut;
+    out.append(token.substr(0, cut));
+    out.append("...");
+  }
+  out.push_back('\'');
+  return out;
+}
+
+std::string byte_prefix(std::size_t offset) { return "byte " + std::to_string(offset) + ": "; }
+
+// Parses [sign] digits [.] into `out`; false when it does not fit in 64 bits.
+bool parse_int64(std::string_view token, std::int64_t& out) noexcept {
+  std::size_t i = 0;
+  bool negative = false;
+  if (token[0] == '+' || token[0] == '-') {
+    negative = token[0] == '-';
+    i = 1;
+  }
+  const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
+  std::uint64_t magnitude = 0;
+  for (; i < token.size() && sexp::is_digit(token[i]); ++i) {
+    const auto digit = static_cast<std::uint64_t>(token[i] - '0');
+    if (magnitude > (limit - digit) / 10) return false;
+    magnitude = magnitude * 10 + digit;
+  }
+  out = negative ? static_cast<std::int64_t>(0 - magnitude) : static_cast<std::int64_t>(magnitude);
+  return true;
+}
+
+class Reader {
+ public:
+  Reader(std::string_view text, Scratch& scratch, std::size_t max_depth) noexcept
+      : text_(text), scratch_(scratch), max_depth_(max_depth) {}
+
+  std::size_t pos() const noexcept { return pos_; }
+  Error& error() noexcept { return error_; }
+
+  // Skips whitespace and `;` comments.
+  void skip_atmosphere() noexcept {
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (char_class(c) == CharClass::whitespace) {
+        ++pos_;
+      } else if (c == ';') {
+        const void* newline = std::memchr(text_.data() + pos_, '\n', text_.size() - pos_);
+        pos_ = newline != nullptr
+                   ? static_cast<std::size_t>(static_cast<const char*>(newline) - text_.data()) + 1
+                   : text_.size();
+      } else {
+        break;
+      }
+    }
+  }
+
+  // Reads one datum from pos(); on success `out` holds it and pos() is just past it.
+  bool read_datum(Value& out) {
+    ValueStack& items = scratch_.items;
+    std::vector<Frame>& frames = scratch_.frames;
+    const std::size_t frames_base = frames.size();
+    for (;;) {
+      skip_atmosphere();
+      if (pos_ == text_.size()) {
+        if (frames.size() == frames_base) return fail(pos_, "end of input, expected a datum");
+        return fail(pos_, "unterminated list (started at byte " +
+                              std::to_string(frames.back().open_offset) + "), expected ')'");
+      }
+      const char c = text_[pos_];
+      if (c == '(') {
+        if (frames.size() - frames_base >= max_depth_) {
+          return fail(pos_, "nesting deeper than " + std::to_string(max_depth_), ErrorCode::limit_exceeded);
+        }
+        frames.push_back(Frame{items.size(), pos_});
+        ++pos_;
+        continue;
+      }
+      if (c == ')') {
+        if (frames.size() == frames_base) return fail(pos_, "found ')' with no list open");
+        const std::size_t base = frames.back().items_base;
+        frames.pop_back();
+        Value list;
+        ValueAccess::init_list_relocated(list, items.data() + base, items.size() - base);
+        items.forget_relocated(base);
+        items.push_nil() = std::move(list);
+        ++pos_;
+      } else if (!read_atom(c, items.push_nil())) {
+        return false;
+      }
+      if (frames.size() == frames_base) {
+        Value& top = items.data()[items.size() - 1];
+        out = std::move(top);
+        items.truncate(items.size() - 1);
+        return true;
+      }
+    }
+  }
+
+ private:
+  bool fail(std::size_t offset, std::string what, ErrorCode code = ErrorCode::invalid_input) {
+    error_ = Error{code, byte_prefix(offset) + what};
+    return false;
+  }
+
+  bool fail_dispatch() {
+    std::string found = "#";
+    if (pos_ + 1 < text_.size()) {
+      const char next = text_[pos_ + 1];
+      const auto byte = static_cast<unsigned char>(next);
+      if (byte > 0x20 && byte < 0x7F) found.push_back(next);
+    }
+    return fail(pos_, "found '" + found + "', but '#' reader macros are not supported");
+  }
+
+  // A string from the '"' at pos(): one pass finds the end and counts
+  // escapes, a second copies straight into the Value's storage.
+  bool read_string(Value& out) {
+    const std::size_t open = pos_;
+    const char* const data = text_.data();
+    const std::size_t size = text_.size();
+    std::size_t i = open + 1;
+    std::size_t escapes = 0;
+    for (;;) {
+      while (i + 8 <= size) {
+        std::uint64_t word;
+        std::memcpy(&word, data + i, sizeof word);
+        if (sexp::word_has_byte(word, '"') || sexp::word_has_byte(word, '\\')) break;
+        i += 8;
+      }
+      if (i >= size) break;
+      const char c = data[i];
+      if (c == '"') break;
+      if (c == '\\') {
+        ++escapes;
+        ++i;
+      }
+      ++i;
+    }
+    if (i >= size) {
+      return fail(size, "unterminated string (started at byte " + std::to_string(open) + ")");
+    }
+    const std::size_t raw_size = i - open - 1;
+    char* dst = ValueAccess::init_text(out, Kind::String, raw_size - escapes);
+    const char* src = data + open + 1;
+    if (escapes == 0) {
+      if (raw_size != 0) std::memcpy(dst, src, raw_size);
+    } else {
+      const char* const src_end = data + i;
+      while (src < src_end) {
+        if (*src == '\\') ++src;
+        *dst++ = *src++;
+      }
+    }
+    pos_ = i + 1;
+    return true;
+  }
+
+  // Any datum but a list, from its first character `c` at pos(), into `out` (NIL).
+  bool read_atom(char c, Value& out) {
+    switch (c) {
+      case '"': return read_string(out);
+      case '#': return fail_dispatch();
+      case '\'': return fail(pos_, "found a quote ('), but reader macros are not supported");
+      case '`': return fail(pos_, "found a backquote (`), but reader macros are not supported");
+      case ',': return fail(pos_, "found a comma (,), but reader macros are not supported");
+      default: return read_token(out);
+    }
+  }
+
+  // A token from pos(): a number, NIL, T, a keyword or a symbol. A keyword
+  // made of plain characters (no escapes, no inner ':') is scanned, upper-cased
+  // and stored in one pass, straight into `out`'s inline bytes when it fits.
+  bool read_token(Value& out) {
+    const char* const data = text_.data();
+    const std::size_t size = text_.size();
+    const std::size_t start = pos_;
+    if (data[start] != ':') return read_general_token(out);
+    const std::size_t name_start = start + 1;
+    const char* const src = data + name_start;
+    const std::size_t available = size - name_start;
+    const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
+    char* const dst = ValueAccess::inline_bytes(out);
+    std::size_t n = 0;
+    for (; n < fits; ++n) {
+      const char upper = kPlainTokenUpper[static_cast<unsigned char>(src[n])];
+      if (upper == 0) break;
+      dst[n] = upper;
+    }
+    const std::size_t end = name_start + n;
+    if (n == 0 || (end < size && !ends_token(data[end]))) {
+      // An empty name, an escape, an inner ':' or a name too long to be inline.
+      out = Value();
+      if (n == fits && n > 0 && kPlainTokenUpper[static_cast<unsigned char>(data[end])] != 0) {
+        return read_long_keyword(out);
+      }
+      return read_general_token(out);
+    }
+    ValueAccess::set_inline_text(out, Kind::Keyword, n);
+    pos_ = end;
+    return true;
+  }
+
+  // A plain keyword whose name is longer than the inline capacity.
+  bool read_long_keyword(Value& out) {
+    const char* const data = text_.data();
+    const std::size_t size = text_.size();
+    const std::size_t name_start = pos_ + 1;
+    std::size_t end = name_start;
+    while (end < size && kPlainTokenUpper[static_cast<unsigned char>(data[end])] != 0) ++end;
+    if (end < size && !ends_token(data[end])) return read_general_token(out);
+    char* dst = ValueAccess::init_text(out, Kind::Keyword, end - name_start);
+    for (std::size_t k = name_start; k < end; ++k) *dst++ = kPlainTokenUpper[static_cast<unsigned char>(data[k])];
+    pos_ = end;
+    return true;
+  }
+
+  // Any token, escapes included.
+  bool read_general_token(Value& out) {
+    const std::size_t start = pos_;
+    const std::size_t size = text_.size();
+    std::size_t i = start;
+    while (i < size && char_class(text_[i]) == CharClass::constituent) ++i;
+    bool escaped = false;
+    while (i < size) {
+      const CharClass cls = char_class(text_[i]);
+      if (cls == CharClass::constituent) {
+        ++i;
+      } else if (cls == CharClass::single_escape) {
+        escaped = true;
+        if (i + 1 >= size) return fail(i, "input ends after '\\', expected a character to escape");
+        i += 2;
+      } else if (cls == CharClass::multiple_escape) {
+        escaped = true;
+        const std::size_t bar = i;
+        ++i;
+        while (i < size && text_[i] != '|') i += text_[i] == '\\' ? 2U : 1U;
+        if (i >= size) {
+          return fail(size, "unterminated |...| (started at byte " + std::to_string(bar) + ")");
+        }
+        ++i;
+      } else {
+        break;
+      }
+    }
+    pos_ = i;
+    const std::string_view token = text_.substr(start, i - start);
+    return escaped ? escaped_token(start, token, out) : plain_token(start, token, out);
+  }
+
+  bool fail_package_marker(std::size_t start, std::string_view token) {
+    return fail(start, "found the symbol " + describe(token) +
+                           " with a package marker, but package prefixes are not supported");
+  }
+
+  bool plain_token(std::size_t start, std::string_view token, Value& out) {
+    const char first = token[0];
+    if (first == ':') {
+      const std::string_view name = token.substr(1);
+      if (name.empty()) return fail(start, "found ':' alone, expected a keyword name after it");
+      char* dst = ValueAccess::init_text(out, Kind::Keyword, name.size());
+      for (const char c : name) {
+        if (c == ':') return fail_package_marker(start, token);
+        *dst++ = upper_ascii(c);
+      }
+      return true;
+    }
+    if (sexp::is_digit(first) || first == '+' || first == '-' || first == '.') {
+      switch (sexp::classify_number(token)) {
+        case NumberSyntax::integer: return read_integer(start, token, out);
+        case NumberSyntax::ratio: return read_ratio(start, token, out);
+        case NumberSyntax::floating: return read_float(start, token, out);
+        case NumberSyntax::none: break;
+      }
+      if (token.find_first_not_of('.') == std::string_view::npos) {
+        if (token.size() == 1) {
+          return fail(start, "found a dotted pair, but only proper lists are supported");
+        }
+        return fail(start, "found the token " + describe(token) + ", but a token of only dots is not allowed");
+      }
+    }
+    if (token.size() == 3 && equals_ignore_case(token, "NIL")) {
+      out = Value();
+      return true;
+    }
+    if (token.size() == 1 && (first == 'T' || first == 't')) {
+      out = Value::t();
+      return true;
+    }
+    char* dst = ValueAccess::init_text(out, Kind::Symbol, token.size());
+    for (const char c : token) {
+      if (c == ':') return fail_package_marker(start, token);
+      *dst++ = upper_ascii(c);
+    }
+    return true;
+  }
+
+  // Decodes a token with escapes: `|...|` and `\x` keep characters verbatim
+  // (keywords are upper-cased regardless). Counts when `dst` is null.
+  static std::size_t decode_escaped(std::string_view name, bool keyword, char* dst,
+                                    bool* package_marker) noexcept {
+    std::size_t n = 0;
+    bool in_bars = false;
+    for (std::size_t k = 0; k < name.size();) {
+      char c = name[k];
+      bool verbatim = in_bars;
+      if (c == '|') {
+        in_bars = !in_bars;
+        ++k;
+        continue;
+      }
+      if (c == '\\') {
+        c = name[k + 1];  // read_token guarantees an escaped character follows
+        k += 2;
+        verbatim = true;
+      } else {
+        ++k;
+      }
+      if (!verbatim && c == ':') *package_marker = true;
+      if (dst != nullptr) dst[n] = keyword || !verbatim ? upper_ascii(c) : c;
+      ++n;
+    }
+    return n;
+  }
+
+  bool escaped_token(std::size_t start, std::string_view token, Value& out) {
+    const bool keyword = token[0] == ':';
+    const std::string_view name = keyword ? token.substr(1) : token;
+    bool package_marker = false;
+    const std::size_t length = decode_escaped(name, keyword, nullptr, &package_marker);
+    if (package_marker) return fail_package_marker(start, token);
+    decode_escaped(name, keyword, ValueAccess::init_text(out, keyword ? Kind::Keyword : Kind::Symbol, length),
+                   &package_marker);
+    return true;
+  }
+
+  bool read_integer(std::size_t start, std::string_view token, Value& out) {
+    std::int64_t value = 0;
+    if (!parse_int64(token, value)) {
+      return fail(start, "found the integer " + describe(token) + ", which does not fit in 64 bits");
+    }
+    out = Value::integer(value);
+    return true;
+  }
+
+  bool read_ratio(std::size_t start, std::string_view token, Value& out) {
+    const std::size_t slash = token.find('/');
+    std::int64_t numerator = 0;
+    std::int64_t denominator = 0;
+    if (!parse_int64(token.substr(0, slash), numerator) ||
+        !parse_int64(token.substr(slash + 1), denominator)) {
+      return fail(start, "found the ratio " + describe(token) + ", whose parts do not fit in 64 bits");
+    }
+    if (denominator == 0) return fail(start, "found the ratio " + describe(token) + ", which divides by zero");
+    if (numerator % denominator == 0) {
+      out = Value::integer(numerator / denominator);
+    } else {
+      out = Value::real(static_cast<double>(numerator) / static_cast<double>(denominator));
+    }
+    return true;
+  }
+
+  // Lisp float syntax to what std::from_chars reads: no leading '+', and
+  // every exponent marker becomes 'e'.
+  bool read_float(std::size_t start, std::string_view token, Value& out) {
+    char small[64];
+    std::string large;
+    char* buffer = small;
+    if (token.size() > sizeof small) {
+      large.resize(token.size());
+      buffer = large.data();
+    }
+    std::size_t n = 0;
+    for (std::size_t k = token[0] == '+' ? 1 : 0; k < token.size(); ++k) {
+      const char c = token[k];
+      buffer[n++] = sexp::is_exponent_marker(c) ? 'e' : c;
+    }
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(buffer, buffer + n, value);
+    if (ec == std::errc::result_out_of_range) {
+      return fail(start, "found the float " + describe(token) + ", which is out of the double range");
+    }
+    if (ec != std::errc() || end != buffer + n) {
+      return fail(start, "found " + describe(token) + ", which is not a valid float");
+    }
+    out = Value::real(value);
+    return true;
+  }
+
+  std::string_view text_;
+  Scratch& scratch_;
+  std::size_t max_depth_;
+  std::size_t pos_ = 0;
+  Error error_;
+};
+
+Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_input,
+                   const ReaderLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return fail(ErrorCode::limit_exceeded, "byte 0: input is " + std::to_string(text.size()) +
+                                               " bytes, the limit is " + std::to_string(limits.max_bytes));
+  }
+  if (const auto bad = find_invalid_utf8(text)) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    const auto byte = static_cast<unsigned char>(text[*bad]);
+    return fail(ErrorCode::invalid_input, byte_prefix(*bad) + "invalid UTF-8 sequence starting with 0x" +
+                                              kHex[byte >> 4] + kHex[byte & 0xF]);
+  }
+  Scratch& scratch = t_scratch;
+  const ScratchGuard guard(scratch);
+  Reader reader(text, scratch, limits.max_depth);
+  Value value;
+  if (!reader.read_datum(value)) return Unexpected<Error>(std::move(reader.error()));
+  if (consumed != nullptr) *consumed = reader.pos();
+  if (whole_input) {
+    reader.skip_atmosphere();
+    if (reader.pos() != text.size()) {
+      return fail(ErrorCode::invalid_input, byte_prefix(reader.pos()) + "unexpected text after the datum");
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<Value> read_sexp(std::string_view text, const ReaderLimits& limits) {
+  return read(text, nullptr, true, limits);
+}
+
+Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits) {
+  return read(text, consumed, false, limits);
+}
+
+}  // namespace passepartout

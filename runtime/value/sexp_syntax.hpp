@@ -1,0 +1,92 @@
+// The Common Lisp standard syntax the reader and printer share: character
+// classes and the shape of number tokens. Private to runtime/value.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace passepartout::sexp {
+
+enum class CharClass : std::uint8_t {
+  constituent,      // part of a token (also '#' inside a token, and every byte >= 0x80)
+  whitespace,       // space, tab, newline, return, form feed
+  terminating,      // ( ) " ; ' ` , end a token
+  single_escape,    // backslash
+  multiple_escape,  // |
+};
+
+inline constexpr std::array<CharClass, 256> kCharClasses = [] {
+  std::array<CharClass, 256> classes{};
+  classes.fill(CharClass::constituent);
+  for (const char c : {' ', '\t', '\n', '\r', '\f'}) classes[static_cast<unsigned char>(c)] = CharClass::whitespace;
+  for (const char c : {'(', ')', '"', ';', '\'', '`', ','}) {
+    classes[static_cast<unsigned char>(c)] = CharClass::terminating;
+  }
+  classes[static_cast<unsigned char>('\\')] = CharClass::single_escape;
+  classes[static_cast<unsigned char>('|')] = CharClass::multiple_escape;
+  return classes;
+}();
+
+inline CharClass char_class(char c) noexcept {
+  return kCharClasses[static_cast<unsigned char>(c)];
+}
+
+inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+inline bool is_exponent_marker(char c) noexcept {
+  switch (c) {
+    case 'e': case 'E': case 's': case 'S': case 'f': case 'F':
+    case 'd': case 'D': case 'l': case 'L': return true;
+    default: return false;
+  }
+}
+
+// True when some byte of the 8-byte `word` equals `byte` (the zero-byte test
+// on word ^ byte*0x01..01); lets string scans skip 8 plain bytes at a time.
+inline bool word_has_byte(std::uint64_t word, unsigned char byte) noexcept {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  const std::uint64_t x = word ^ (kOnes * byte);
+  return ((x - kOnes) & ~x & (kOnes << 7)) != 0;
+}
+
+enum class NumberSyntax : std::uint8_t { none, integer, ratio, floating };
+
+// What number, if any, an unescaped token denotes in base 10:
+//   integer  [sign] digit+ [.]
+//   ratio    [sign] digit+ / digit+
+//   float    [sign] digit* . digit+ [exponent]  |  [sign] digit+ [. digit*] exponent
+//   exponent marker [sign] digit+   (marker: e s f d l, any case)
+inline NumberSyntax classify_number(std::string_view token) noexcept {
+  std::size_t i = 0;
+  const std::size_t n = token.size();
+  auto digits = [&] {
+    const std::size_t start = i;
+    while (i < n && is_digit(token[i])) ++i;
+    return i - start;
+  };
+  auto exponent_to_end = [&] {
+    if (i >= n || !is_exponent_marker(token[i])) return false;
+    ++i;
+    if (i < n && (token[i] == '+' || token[i] == '-')) ++i;
+    return digits() > 0 && i == n;
+  };
+  if (i < n && (token[i] == '+' || token[i] == '-')) ++i;
+  const std::size_t whole = digits();
+  if (i == n) return whole > 0 ? NumberSyntax::integer : NumberSyntax::none;
+  if (token[i] == '/') {
+    ++i;
+    return whole > 0 && digits() > 0 && i == n ? NumberSyntax::ratio : NumberSyntax::none;
+  }
+  if (token[i] == '.') {
+    ++i;
+    const std::size_t fraction = digits();
+    if (whole == 0 && fraction == 0) return NumberSyntax::none;
+    if (i == n) return fraction > 0 ? NumberSyntax::floating : NumberSyntax::integer;
+    return exponent_to_end() ? NumberSyntax::floating : NumberSyntax::none;
+  }
+  return whole > 0 && exponent_to_end() ? NumberSyntax::floating : NumberSyntax::none;
+}
+
+}  // namespace passepartout::sexp

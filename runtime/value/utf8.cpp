@@ -1,0 +1,115 @@
+// UTF-8 validation and code-point counting: word-at-a-time over ASCII runs,
+// byte-wise (Unicode Table 3-7) elsewhere.
+#include "value/utf8.hpp"
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+namespace passepartout {
+
+namespace {
+
+constexpr std::uint64_t kHighBits = 0x8080808080808080ULL;
+
+std::uint64_t load_word(const unsigned char* p) noexcept {
+  std::uint64_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
+}
+
+// Number of bytes in the word that start a code point (are not 10xxxxxx).
+int count_starts(std::uint64_t word) noexcept {
+  const std::uint64_t continuation = word & ~(word << 1) & kHighBits;
+  return 8 - std::popcount(continuation);
+}
+
+bool in_range(unsigned char byte, unsigned char low, unsigned char high) noexcept {
+  return byte >= low && byte <= high;
+}
+
+}  // namespace
+
+std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t size = text.size();
+  std::size_t i = 0;
+  while (i < size) {
+    if (i + 32 <= size && ((load_word(bytes + i) | load_word(bytes + i + 8) | load_word(bytes + i + 16) |
+                            load_word(bytes + i + 24)) & kHighBits) == 0) {
+      i += 32;
+      continue;
+    }
+    if (i + 8 <= size && (load_word(bytes + i) & kHighBits) == 0) {
+      i += 8;
+      continue;
+    }
+    const unsigned char lead = bytes[i];
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // Second-byte range and sequence length per lead byte (Table 3-7).
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (in_range(lead, 0xC2, 0xDF)) {
+      length = 2;
+    } else if (lead == 0xE0) {
+      length = 3;
+      low = 0xA0;
+    } else if (in_range(lead, 0xE1, 0xEC) || in_range(lead, 0xEE, 0xEF)) {
+      length = 3;
+    } else if (lead == 0xED) {
+      length = 3;
+      high = 0x9F;
+    } else if (lead == 0xF0) {
+      length = 4;
+      low = 0x90;
+    } else if (in_range(lead, 0xF1, 0xF3)) {
+      length = 4;
+    } else if (lead == 0xF4) {
+      length = 4;
+      high = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + length > size || !in_range(bytes[i + 1], low, high)) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      if (!in_range(bytes[i + k], 0x80, 0xBF)) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+std::size_t count_code_points(std::string_view text) noexcept {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t size = text.size();
+  std::size_t count = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) count += static_cast<std::size_t>(count_starts(load_word(bytes + i)));
+  for (; i < size; ++i) count += (bytes[i] & 0xC0) != 0x80 ? 1 : 0;
+  return count;
+}
+
+std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noexcept {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t size = text.size();
+  // Find where code point number `n` (0-based) starts: that is the length.
+  std::size_t remaining = n;
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    const auto starts = static_cast<std::size_t>(count_starts(load_word(bytes + i)));
+    if (starts > remaining) break;
+    remaining -= starts;
+  }
+  for (; i < size; ++i) {
+    if ((bytes[i] & 0xC0) == 0x80) continue;
+    if (remaining == 0) return i;
+    --remaining;
+  }
+  return remaining == 0 ? size : std::string_view::npos;
+}
+
+}  // namespace passepartout

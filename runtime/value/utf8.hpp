@@ -1,0 +1,28 @@
+// UTF-8 validation and code-point counting for text that crosses the wire
+// (frame lengths count Unicode code points, not bytes).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace passepartout {
+
+// Offset of the first byte of the first ill-formed sequence in `text`, or
+// nullopt when all of it is well-formed UTF-8. Overlong forms, surrogates
+// (U+D800..U+DFFF), code points above U+10FFFF and truncated sequences are
+// ill-formed. NUL bytes are valid.
+std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
+
+inline bool is_valid_utf8(std::string_view text) noexcept {
+  return !find_invalid_utf8(text).has_value();
+}
+
+// Number of code points in `text`, which must be valid UTF-8.
+std::size_t count_code_points(std::string_view text) noexcept;
+
+// Byte length of the first `n` code points of `text` (valid UTF-8), or
+// std::string_view::npos when `text` holds fewer than `n` code points.
+std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noexcept;
+
+}  // namespace passepartout

@@ -1,0 +1,367 @@
+// Value: heap nodes for long text and lists, reference counting, construction,
+// plist access and structural equality.
+#include "value/value.hpp"
+
+#include <cassert>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "value/utf8.hpp"
+#include "value/value_access.hpp"
+
+namespace passepartout {
+
+namespace {
+
+using detail::ListNode;
+using detail::TextNode;
+
+std::uint32_t checked_size(std::size_t size, const char* what) {
+  if (size > std::numeric_limits<std::uint32_t>::max()) throw std::length_error(what);
+  return static_cast<std::uint32_t>(size);
+}
+
+TextNode* allocate_text(std::size_t size) {
+  const std::uint32_t checked = checked_size(size, "Value text longer than 4 GiB");
+  void* memory = ::operator new(sizeof(TextNode) + size);
+  return new (memory) TextNode{{1}, checked};
+}
+
+// A node of `size` NIL elements (NIL is all-zero bytes), so the node is always
+// safe to release even if filling it throws half-way.
+ListNode* allocate_list(std::size_t size) {
+  const std::uint32_t checked = checked_size(size, "Value list longer than 2^32 elements");
+  void* memory = ::operator new(sizeof(ListNode) + size * sizeof(Value));
+  auto* node = new (memory) ListNode{{1}, checked};
+  for (std::size_t i = 0; i < size; ++i) new (reinterpret_cast<Value*>(node + 1) + i) Value();
+  return node;
+}
+
+// Decrements a reference count; true when the caller held the last reference.
+// A count of 1 means no other thread holds a reference to increment it, so the
+// atomic read-modify-write can be skipped.
+bool drop_reference(std::atomic<std::uint32_t>& refs) noexcept {
+  if (refs.load(std::memory_order_acquire) == 1) return true;
+  return refs.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+void free_text(TextNode* node) noexcept {
+  node->~TextNode();
+  ::operator delete(static_cast<void*>(node));
+}
+
+void destroy_list_node(ListNode* node) noexcept {
+  Value* items = node->items();
+  for (std::uint32_t i = 0; i < node->size; ++i) items[i].~Value();
+  node->~ListNode();
+  ::operator delete(static_cast<void*>(node));
+}
+
+// Freeing a list frees its elements, which may free nested lists: recursion is
+// bounded by kMaxFreeRecursion, deeper nodes wait in a worklist owned by the
+// outermost free on this thread, so arbitrarily deep lists never exhaust the stack.
+constexpr unsigned kMaxFreeRecursion = 64;
+thread_local unsigned t_free_depth = 0;
+thread_local std::vector<ListNode*>* t_deferred_frees = nullptr;
+
+void free_list(ListNode* node) noexcept {
+  if (t_free_depth == 0) {
+    std::vector<ListNode*> deferred;
+    t_deferred_frees = &deferred;
+    t_free_depth = 1;
+    destroy_list_node(node);
+    while (!deferred.empty()) {
+      ListNode* next = deferred.back();
+      deferred.pop_back();
+      destroy_list_node(next);
+    }
+    t_free_depth = 0;
+    t_deferred_frees = nullptr;
+  } else if (t_free_depth < kMaxFreeRecursion) {
+    ++t_free_depth;
+    destroy_list_node(node);
+    --t_free_depth;
+  } else {
+    t_deferred_frees->push_back(node);
+  }
+}
+
+std::string_view strip_colon(std::string_view name) noexcept {
+  if (!name.empty() && name.front() == ':') name.remove_prefix(1);
+  return name;
+}
+
+char upper_ascii(char c) noexcept {
+  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
+}
+
+}  // namespace
+
+const char* to_string(Kind kind) noexcept {
+  switch (kind) {
+    case Kind::Nil: return "nil";
+    case Kind::True: return "t";
+    case Kind::Integer: return "integer";
+    case Kind::Float: return "float";
+    case Kind::String: return "string";
+    case Kind::Keyword: return "keyword";
+    case Kind::Symbol: return "symbol";
+    case Kind::List: return "list";
+  }
+  return "unknown";
+}
+
+// --- ValueAccess ------------------------------------------------------------
+
+char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
+  assert(kind == Kind::String || kind == Kind::Keyword || kind == Kind::Symbol);
+  slot.u_.text = allocate_text(size);
+  slot.small_len_ = Value::kHeapText;
+  slot.kind_ = kind;
+  return slot.u_.text->data();
+}
+
+char* ValueAccess::text_bytes(Value& value) noexcept {
+  if (value.small_len_ == Value::kHeapText) return value.u_.text->data();
+  return reinterpret_cast<char*>(&value.small_);
+}
+
+void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t count) {
+  if (count == 0) return;
+  const std::uint32_t size = checked_size(count, "Value list longer than 2^32 elements");
+  void* memory = ::operator new(sizeof(ListNode) + count * sizeof(Value));
+  auto* node = new (memory) ListNode{{1}, size};
+  // A Value is trivially relocatable: moving its bytes moves ownership.
+  std::memcpy(static_cast<void*>(reinterpret_cast<Value*>(node + 1)), static_cast<const void*>(items),
+              count * sizeof(Value));
+  slot.u_.list = node;
+  slot.kind_ = Kind::List;
+}
+
+Value ValueAccess::list_from_moved(std::span<Value> items) {
+  Value v;
+  init_list_relocated(v, items.data(), items.size());
+  std::memset(static_cast<void*>(items.data()), 0, items.size() * sizeof(Value));
+  return v;
+}
+
+// --- Value ------------------------------------------------------------------
+
+void Value::retain_node() const noexcept {
+  if (kind_ == Kind::List) {
+    u_.list->refs.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    u_.text->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Value::release_node() noexcept {
+  if (kind_ == Kind::List) {
+    if (drop_reference(u_.list->refs)) free_list(u_.list);
+  } else {
+    if (drop_reference(u_.text->refs)) free_text(u_.text);
+  }
+}
+
+Value Value::make_text(Kind kind, std::string_view text) {
+  Value v;
+  char* out = ValueAccess::init_text(v, kind, text.size());
+  if (!text.empty()) std::memcpy(out, text.data(), text.size());
+  return v;
+}
+
+Value Value::integer(std::int64_t i) noexcept {
+  Value v;
+  v.kind_ = Kind::Integer;
+  v.u_.integer = i;
+  return v;
+}
+
+Value Value::real(double d) noexcept {
+  Value v;
+  v.kind_ = Kind::Float;
+  v.u_.real = d;
+  return v;
+}
+
+Value Value::string(std::string_view text) {
+  assert(is_valid_utf8(text) && "Value::string needs valid UTF-8");
+  return make_text(Kind::String, text);
+}
+
+Value Value::keyword(std::string_view name) {
+  name = strip_colon(name);
+  Value v;
+  char* out = ValueAccess::init_text(v, Kind::Keyword, name.size());
+  for (std::size_t i = 0; i < name.size(); ++i) out[i] = upper_ascii(name[i]);
+  return v;
+}
+
+Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name); }
+
+Value Value::list(std::span<const Value> items) {
+  if (items.empty()) return Value();
+  Value v;
+  v.u_.list = allocate_list(items.size());
+  v.kind_ = Kind::List;
+  Value* out = v.u_.list->items();
+  for (std::size_t i = 0; i < items.size(); ++i) out[i] = items[i];
+  return v;
+}
+
+Value Value::plist(std::initializer_list<std::pair<std::string_view, Value>> entries) {
+  if (entries.size() == 0) return Value();
+  Value v;
+  v.u_.list = allocate_list(entries.size() * 2);
+  v.kind_ = Kind::List;
+  Value* out = v.u_.list->items();
+  for (const auto& [name, value] : entries) {
+    *out++ = keyword(name);
+    *out++ = value;
+  }
+  return v;
+}
+
+double Value::as_float() const noexcept {
+  if (kind_ == Kind::Float) return u_.real;
+  if (kind_ == Kind::Integer) return static_cast<double>(u_.integer);
+  return 0.0;
+}
+
+std::string_view Value::text() const noexcept {
+  if (!is_text_kind()) return {};
+  if (small_len_ == kHeapText) return {u_.text->data(), u_.text->size};
+  // Inline text runs on from small_ into u_.small_tail: it is read as the
+  // object's bytes, since indexing small_ past its 6 elements is undefined.
+  return {reinterpret_cast<const char*>(&small_), small_len_};
+}
+
+bool Value::is_keyword(std::string_view name) const noexcept {
+  return kind_ == Kind::Keyword && equals_ignore_case(text(), strip_colon(name));
+}
+
+std::span<const Value> Value::items() const noexcept {
+  if (kind_ != Kind::List) return {};
+  return {u_.list->items(), u_.list->size};
+}
+
+const Value* Value::get(std::string_view key) const noexcept {
+  if (kind_ != Kind::List) return nullptr;
+  key = strip_colon(key);
+  const std::span<const Value> elements = items();
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    const Value& candidate = elements[i];
+    if (candidate.kind_ == Kind::Keyword && equals_ignore_case(candidate.text(), key)) {
+      return &elements[i + 1];
+    }
+  }
+  return nullptr;
+}
+
+const Value& Value::at(std::string_view key) const noexcept {
+  static const Value kNil;
+  const Value* found = get(key);
+  return found != nullptr ? *found : kNil;
+}
+
+const Value& Value::path(std::initializer_list<std::string_view> keys) const noexcept {
+  const Value* current = this;
+  for (std::string_view key : keys) {
+    current = &current->at(key);
+  }
+  return *current;
+}
+
+Value Value::with(std::string_view key, Value value) const {
+  const std::span<const Value> elements = items();
+  std::size_t found = elements.size();
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    if (elements[i].is_keyword(key)) {
+      found = i;
+      break;
+    }
+  }
+  const bool replace = found < elements.size();
+  Value result;
+  result.u_.list = allocate_list(elements.size() + (replace ? 0 : 2));
+  result.kind_ = Kind::List;
+  Value* out = result.u_.list->items();
+  for (std::size_t i = 0; i < elements.size(); ++i) out[i] = elements[i];
+  if (replace) {
+    out[found + 1] = std::move(value);
+  } else {
+    out[elements.size()] = keyword(key);
+    out[elements.size() + 1] = std::move(value);
+  }
+  return result;
+}
+
+Value Value::without(std::string_view key) const {
+  const std::span<const Value> elements = items();
+  std::size_t removed = 0;
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    if (elements[i].is_keyword(key)) removed += 2;
+  }
+  if (removed == 0) return *this;
+  if (removed == elements.size()) return Value();
+  Value result;
+  result.u_.list = allocate_list(elements.size() - removed);
+  result.kind_ = Kind::List;
+  Value* out = result.u_.list->items();
+  std::size_t i = 0;
+  for (; i + 1 < elements.size(); i += 2) {
+    if (elements[i].is_keyword(key)) continue;
+    *out++ = elements[i];
+    *out++ = elements[i + 1];
+  }
+  if (i < elements.size()) *out = elements[i];  // the unpaired last element of an odd list
+  return result;
+}
+
+bool operator==(const Value& a, const Value& b) noexcept {
+  if (a.kind_ != b.kind_) return false;
+  switch (a.kind_) {
+    case Kind::Nil:
+    case Kind::True: return true;
+    case Kind::Integer: return a.u_.integer == b.u_.integer;
+    case Kind::Float: return a.u_.real == b.u_.real;
+    case Kind::String:
+    case Kind::Keyword:
+    case Kind::Symbol: return a.text() == b.text();
+    case Kind::List: {
+      if (a.u_.list == b.u_.list) return true;
+      const std::span<const Value> x = a.items();
+      const std::span<const Value> y = b.items();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!(x[i] == y[i])) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+std::uint32_t Value::use_count_for_test() const noexcept {
+  if (kind_ == Kind::List) return u_.list->refs.load(std::memory_order_relaxed);
+  if (is_text_kind() && small_len_ == kHeapText) return u_.text->refs.load(std::memory_order_relaxed);
+  return 0;
+}
+
+void append_upper_ascii(std::string& out, std::string_view text) {
+  const std::size_t start = out.size();
+  out.append(text);
+  for (std::size_t i = start; i < out.size(); ++i) out[i] = upper_ascii(out[i]);
+}
+
+bool equals_ignore_case(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && upper_ascii(a[i]) != upper_ascii(b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace passepartout

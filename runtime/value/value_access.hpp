@@ -1,0 +1,94 @@
+// ValueAccess: construction paths for the reader and the JSON bridge that skip
+// the public constructors' copying and case folding. Private to runtime/value.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <span>
+#include <string_view>
+
+#include "value/value.hpp"
+
+namespace passepartout {
+
+namespace detail {
+
+// Text longer than the inline capacity: one allocation holding the header and
+// `size` bytes right after it (no terminating NUL).
+struct TextNode {
+  std::atomic<std::uint32_t> refs;
+  std::uint32_t size;
+  char* data() noexcept { return reinterpret_cast<char*>(this + 1); }
+  const char* data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+};
+
+// A list of `size` Values stored right after the header in the same allocation.
+struct alignas(alignof(Value)) ListNode {
+  std::atomic<std::uint32_t> refs;
+  std::uint32_t size;
+  Value* items() noexcept { return std::launder(reinterpret_cast<Value*>(this + 1)); }
+  const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
+};
+
+static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header aligned");
+
+}  // namespace detail
+
+struct ValueAccess {
+  // Makes `slot`, which must be NIL, a text Value of `kind` (String, Keyword or
+  // Symbol) holding `size` bytes, and returns those bytes for the caller to
+  // fill before the Value is shared (strings must end up valid UTF-8). Inline
+  // text lives inside `slot`: the pointer is valid until `slot` moves.
+  static char* init_text(Value& slot, Kind kind, std::size_t size) {
+    if (size <= Value::kInlineCapacity) {
+      slot.kind_ = kind;
+      slot.small_len_ = static_cast<std::uint8_t>(size);
+      return reinterpret_cast<char*>(&slot.small_);
+    }
+    return init_heap_text(slot, kind, size);
+  }
+
+  // The inline text storage of `slot` (kInlineCapacity bytes), to be written
+  // before set_inline_text() makes `slot` a text Value of its first bytes.
+  static char* inline_bytes(Value& slot) noexcept { return reinterpret_cast<char*>(&slot.small_); }
+  static void set_inline_text(Value& slot, Kind kind, std::size_t size) noexcept {
+    slot.kind_ = kind;
+    slot.small_len_ = static_cast<std::uint8_t>(size);
+  }
+
+  // Makes `slot`, which must be NIL, a list of the `count` Values at `items`,
+  // relocating their bytes: afterwards the caller must neither use nor destroy
+  // those source Values. A count of 0 leaves `slot` NIL.
+  static void init_list_relocated(Value& slot, Value* items, std::size_t count);
+
+  // Value::text() (for a String, Keyword or Symbol only) and Value::items(),
+  // inline for the printer's inner loop.
+  static std::string_view text_of(const Value& value) noexcept {
+    if (value.small_len_ == Value::kHeapText) return {value.u_.text->data(), value.u_.text->size};
+    return {reinterpret_cast<const char*>(&value.small_), value.small_len_};
+  }
+  static std::span<const Value> items_of(const Value& value) noexcept {
+    if (value.kind_ != Kind::List) return {};
+    return {value.u_.list->items(), value.u_.list->size};
+  }
+
+  // As init_text, on a new Value.
+  static Value text_uninitialized(Kind kind, std::size_t size) {
+    Value v;
+    init_text(v, kind, size);
+    return v;
+  }
+  // Writable bytes of a text Value made by init_text or text_uninitialized.
+  static char* text_bytes(Value& value) noexcept;
+
+  // A list owning the elements of `items`, which are moved out (left NIL).
+  // An empty span gives NIL.
+  static Value list_from_moved(std::span<Value> items);
+
+ private:
+  static char* init_heap_text(Value& slot, Kind kind, std::size_t size);
+};
+
+}  // namespace passepartout

@@ -1,0 +1,261 @@
+// passepartout/skill.hpp: the C++ way to write a skill: derive from passepartout::Skill,
+// override the hooks you need, and export the class with PASSEPARTOUT_SKILL(YourClass).
+//
+//   class ShellGuard final : public passepartout::Skill {
+//    public:
+//     static constexpr const char kName[] = "shell-guard";  // the manifest's name
+//     static constexpr const char kVersion[] = "1.2.0";     // the manifest's version
+//     explicit ShellGuard(const passepartout::ValueRef& config);  // or ShellGuard()
+//     passepartout::Verdict gate(const passepartout::Action& action,
+//                                const passepartout::Signal& signal) override;
+//   };
+//   PASSEPARTOUT_SKILL(ShellGuard);
+//
+// The macro writes the one C entry point the host looks up and a table holding
+// only the hooks the class overrides. Every hook is wrapped in `noexcept` and a
+// catch-all: an exception never crosses into the host; it fails the hook with
+// its what() as the reason, and a gate that fails blocks the action.
+//
+// Rules every skill follows, because the host unloads the library on hot swap
+// and anything of it still alive would then run unmapped code:
+//   - do not start threads or timers, and do not register callbacks anywhere
+//     that outlive destroy;
+//   - do not use `thread_local` objects with destructors (the host's threads
+//     outlive the library); plain `thread_local` scalars and pointers are fine;
+//   - keep no ValueRef or Context from a trigger, prompt or gate past its return;
+//   - build with passepartout_add_skill(): it hides every symbol but the entry
+//     and turns off GCC's "unique" symbols, either of which can keep an
+//     unloaded library mapped so that a reload silently runs the old code.
+//
+// Threads: the constructor, destructor, self_test, export_state and
+// import_state run on the host's control thread, never concurrently with each
+// other. trigger, prompt and gate may run on any pipeline thread, concurrently,
+// for the same instance: treat the instance as read-only there, or guard what
+// you mutate (a std::mutex member, std::atomic counters).
+//
+// Header-only, C++17 or later; includes only the standard library and abi.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "passepartout/abi.h"
+#include "passepartout/detail/creation.hpp"
+#include "passepartout/value.hpp"
+
+namespace passepartout {
+
+/// What triggered the pipeline: a plist such as
+/// `(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT "...") :DEPTH 0)`.
+using Signal = ValueRef;
+/// What the model proposes to do: a plist such as `(:TOOL "shell" :ARGS ("ls"))`.
+using Action = ValueRef;
+
+/// Severity of a log line, or of a block as the user sees it.
+enum class LogLevel { debug, info, warn, error };
+
+namespace sdk_detail {
+struct SkillAccess;
+}  // namespace sdk_detail
+
+/// What a gate decided about an action: pass, rewrite, block or ask a human.
+///
+/// Made only through the named constructors. A pass verdict holds no text and
+/// never allocates, so a gate that lets almost everything through stays cheap.
+class Verdict {
+ public:
+  /// The four decisions a gate can make.
+  enum class Kind {
+    pass,      ///< let the action through unchanged
+    rewrite,   ///< let a replacement action through instead
+    block,     ///< stop: the action must not run
+    approval,  ///< a human must approve first; later gates still run
+  };
+
+  /// Let the action through unchanged.
+  static Verdict pass() noexcept { return Verdict(Kind::pass); }
+  /// Replace the action with `action` (built in this gate's call, e.g.
+  /// `action.with("DRY-RUN", ctx.t())`); the gates after this one see the replacement.
+  static Verdict rewrite(const ValueRef& action) {
+    Verdict verdict(Kind::rewrite);
+    verdict.action_ = action;
+    return verdict;
+  }
+  /// Stop the action, saying why (`reason` is shown to the user and the
+  /// operator and fed back to the model). `level` is how the rejection is
+  /// reported: LogLevel::error (the default) or LogLevel::warn; debug and info
+  /// report as warn, since a block is never less than a warning.
+  static Verdict block(std::string reason, LogLevel level = LogLevel::error) {
+    Verdict verdict(Kind::block);
+    verdict.reason_ = std::move(reason);
+    verdict.level_ = level;
+    return verdict;
+  }
+  /// Require a human's approval of the action, saying why.
+  static Verdict approval(std::string reason) {
+    Verdict verdict(Kind::approval);
+    verdict.reason_ = std::move(reason);
+    return verdict;
+  }
+  /// Require a human's approval of `action` (e.g. a safer variant of the
+  /// proposed one, built in this gate's call), saying why.
+  static Verdict approval(std::string reason, const ValueRef& action) {
+    Verdict verdict = approval(std::move(reason));
+    verdict.action_ = action;
+    return verdict;
+  }
+
+  /// The decision.
+  Kind kind() const noexcept { return kind_; }
+  /// Whether this is a pass.
+  bool is_pass() const noexcept { return kind_ == Kind::pass; }
+  /// For block: how the rejection is reported.
+  LogLevel level() const noexcept { return level_; }
+  /// For block and approval: why (may be empty).
+  const std::string& reason() const noexcept { return reason_; }
+  /// For rewrite: the replacement; for approval: the action to approve (a
+  /// default ref when it is the proposed action); otherwise a default ref.
+  const ValueRef& action() const noexcept { return action_; }
+
+ private:
+  explicit Verdict(Kind kind) noexcept : kind_(kind) {}
+
+  Kind kind_;
+  LogLevel level_ = LogLevel::error;
+  std::string reason_;
+  ValueRef action_;
+};
+
+/// Base class of every C++ skill. Override the hooks the skill implements;
+/// PASSEPARTOUT_SKILL puts only the overridden ones in the table the host
+/// sees, so the defaults below are never called by the host (a skill without
+/// a gate is never consulted as a gate).
+///
+/// The derived class is constructed by the host's create, either as
+/// `T(const passepartout::ValueRef& config)` or `T()`: the constructor may log
+/// and read config(), and throwing from it refuses the load with what() as the
+/// reason. The `config` argument can also build values (`config.context()`),
+/// but they last only until the constructor returns; keep the config itself
+/// (config(), read-only, valid for the instance's life) or copies of its text.
+///
+/// Declare the hooks you override public, with exactly the signatures below.
+/// Instances are neither copied nor moved: the host owns them by pointer.
+class Skill {
+ public:
+  /// Picks up the host table, logging handle and config of the create in
+  /// progress. Outside create (in a unit test), logging is silent and the
+  /// config reads as NIL.
+  Skill() noexcept {
+    if (const sdk_detail::Creation* creation = sdk_detail::current_creation) {
+      host_ = creation->host;
+      self_ = creation->self;
+      config_ = ValueRef(creation->host, nullptr, creation->config);
+    }
+  }
+  /// Runs when the host destroys the instance (control thread); may still log.
+  virtual ~Skill() = default;
+  Skill(const Skill&) = delete;
+  Skill& operator=(const Skill&) = delete;
+  Skill(Skill&&) = delete;
+  Skill& operator=(Skill&&) = delete;
+
+  /// Whether this skill wants to shape the prompt for `signal`. Asked only
+  /// after the manifest's declarative `trigger` matched. Any thread,
+  /// concurrently. `signal` is valid until the hook returns. Throwing counts as
+  /// not triggered. Not overriding it leaves the decision to the manifest.
+  virtual bool trigger(const Signal& signal) {
+    static_cast<void>(signal);
+    return true;
+  }
+
+  /// The prompt text for `signal` (copied into the host before the hook
+  /// returns), or std::nullopt to fall back to the user's own text. Any
+  /// thread, concurrently. `signal` is valid until the hook returns. Throwing
+  /// fails the hook, with what() as the reason.
+  virtual std::optional<std::string> prompt(const Signal& signal) {
+    static_cast<void>(signal);
+    return std::nullopt;
+  }
+
+  /// Judges `action`, which the model proposed in response to `signal`. Any
+  /// thread, concurrently, on the hot path of every action: keep it lean (a
+  /// pass costs nothing beyond the call). Both arguments are valid until the
+  /// hook returns; values put in the verdict must be built in this call
+  /// (`action.context()`, `action.with(...)`). Throwing blocks the action with
+  /// what() as the reason: gates fail closed.
+  virtual Verdict gate(const Action& action, const Signal& signal) {
+    static_cast<void>(action);
+    static_cast<void>(signal);
+    return Verdict::pass();
+  }
+
+  /// Checks the instance works before the host publishes it (on load and hot
+  /// swap). Control thread. Throw to refuse the load; what() says why.
+  virtual void self_test() {}
+
+  /// Hands state to the next version during a hot swap: returns a value built
+  /// with `ctx` (valid until the hook returns; the host copies what it keeps).
+  /// Control thread, on the old instance, before import_state on the new one.
+  /// Throwing fails the hook, with what() as the reason.
+  virtual ValueRef export_state(Context& ctx) { return ctx.nil(); }
+
+  /// Receives what the previous version's export_state returned (NIL when it
+  /// had none). `state` is valid until the hook returns: copy what you keep.
+  /// Control thread. Throwing refuses the swap and the old version keeps serving.
+  virtual void import_state(const ValueRef& state) { static_cast<void>(state); }
+
+ protected:
+  /// Logs `message` (UTF-8, copied) through the host, attributed to this
+  /// skill. Any thread; works in the constructor and destructor too.
+  void log(LogLevel level, std::string_view message) const noexcept {
+    if (host_ == nullptr) return;
+    host_->log(self_, to_pp_level(level), sdk_detail::bytes_of(message), message.size());
+  }
+  /// Logs `message` at debug level.
+  void log_debug(std::string_view message) const noexcept { log(LogLevel::debug, message); }
+  /// Logs `message` at info level.
+  void log_info(std::string_view message) const noexcept { log(LogLevel::info, message); }
+  /// Logs `message` at warn level.
+  void log_warn(std::string_view message) const noexcept { log(LogLevel::warn, message); }
+  /// Logs `message` at error level.
+  void log_error(std::string_view message) const noexcept { log(LogLevel::error, message); }
+
+  /// The manifest's `config` (a property list, or NIL when absent), valid for
+  /// the instance's whole life, also in the constructor. Read-only: it has no
+  /// call to build in. Keys compare ignoring case: `config().get("max-lines")`.
+  const ValueRef& config() const noexcept { return config_; }
+
+ private:
+  friend struct sdk_detail::SkillAccess;
+
+  static pp_log_level to_pp_level(LogLevel level) noexcept {
+    switch (level) {
+      case LogLevel::debug: return PP_LOG_DEBUG;
+      case LogLevel::info: return PP_LOG_INFO;
+      case LogLevel::warn: return PP_LOG_WARN;
+      case LogLevel::error: return PP_LOG_ERROR;
+    }
+    return PP_LOG_INFO;
+  }
+
+  const pp_host_api* host_ = nullptr;
+  pp_self* self_ = nullptr;
+  ValueRef config_;
+};
+
+}  // namespace passepartout
+
+#include "passepartout/detail/skill_table.hpp"
+
+/// Exports skill class `T` (derived from passepartout::Skill, with `kName` and
+/// `kVersion`): defines the library's one exported symbol,
+/// `passepartout_skill_entry`, returning a static table of T's hooks. Use it
+/// exactly once per library, at namespace scope, followed by `;`.
+#define PASSEPARTOUT_SKILL(T)                                                           \
+  extern "C" PP_EXPORT const pp_skill_api* passepartout_skill_entry() {                 \
+    static constexpr pp_skill_api kTable = ::passepartout::sdk_detail::skill_table<T>(); \
+    return &kTable;                                                                     \
+  }                                                                                     \
+  static_assert(::passepartout::sdk_detail::check_skill_class<T>(), "PASSEPARTOUT_SKILL(" #T ")")

@@ -1,0 +1,40 @@
+/* abi.h compiled as strict C99: the header is plain C, and its layout rules
+ * (version fields first, size macros covering every 1.0 member) hold in C. */
+#include "passepartout/abi.h"
+
+#include <stddef.h>
+
+/* C99 has no _Static_assert: an array of negative size fails the build instead. */
+#define PP_C99_CHECK(name, condition) typedef char pp_c99_check_##name[(condition) ? 1 : -1]
+
+PP_C99_CHECK(skill_size_first, offsetof(pp_skill_api, struct_size) == 0);
+PP_C99_CHECK(skill_major_second, offsetof(pp_skill_api, abi_major) == 4);
+PP_C99_CHECK(skill_minor_third, offsetof(pp_skill_api, abi_minor) == 6);
+PP_C99_CHECK(host_size_first, offsetof(pp_host_api, struct_size) == 0);
+PP_C99_CHECK(host_major_second, offsetof(pp_host_api, abi_major) == 4);
+PP_C99_CHECK(host_minor_third, offsetof(pp_host_api, abi_minor) == 6);
+PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == sizeof(pp_skill_api));
+PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
+PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);
+PP_C99_CHECK(kinds, PP_KIND_NIL == 0 && PP_KIND_LIST == 7);
+PP_C99_CHECK(status, PP_OK == 0 && PP_ERROR != PP_OK);
+
+/* Every member is callable from C with C types. */
+int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key,
+                         size_t key_len);
+int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key,
+                         size_t key_len) {
+  const pp_value* value = host->get(plist, key, key_len);
+  size_t len = 0;
+  const char* text = host->text(value, &len);
+  return host->kind(value) == PP_KIND_KEYWORD && text != NULL && len > 0;
+}
+
+const pp_value* pp_c99_builds_plist(const pp_host_api* host, pp_call* call);
+const pp_value* pp_c99_builds_plist(const pp_host_api* host, pp_call* call) {
+  const pp_value* items[2];
+  items[0] = host->make_keyword(call, "TOOL", 4);
+  items[1] = host->make_string(call, "shell", 5);
+  if (items[0] == NULL || items[1] == NULL) return NULL;
+  return host->make_list(call, items, 2);
+}

@@ -1,0 +1,52 @@
+// Test support: a private temporary plugin folder with copies of fixture or
+// bundled skill libraries, manifests written for them, and a loader.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "skills/skill_loader.hpp"
+#include "skills/skill_manifest.hpp"
+
+namespace passepartout::testing {
+
+// A folder under the system temp dir, removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+class SkillFixtures {
+ public:
+  SkillFixtures();
+
+  // Copies lib<library>.so from `from_dir` into the private plugin folder.
+  void install_library(std::string_view library, const std::filesystem::path& from_dir = PP_FIXTURE_DIR);
+  // Manifest YAML for the fixture `name` (library lib<name>.so), version 1.0.0.
+  static std::string yaml(std::string_view name, int priority = 10, std::string_view extra = "");
+  // Installs the fixture library and parses a manifest for it (REQUIREs success).
+  SkillManifest manifest(std::string_view name, int priority = 10, std::string_view extra = "");
+  // Writes `yaml` as <manifest dir>/<file>.
+  std::filesystem::path write_manifest(std::string_view file, std::string_view yaml);
+
+  SkillLoader& loader() { return loader_; }
+  const std::filesystem::path& plugin_dir() const { return plugin_dir_; }
+  const std::filesystem::path& manifest_dir() const { return manifest_dir_; }
+
+ private:
+  TempDir root_;
+  std::filesystem::path plugin_dir_;
+  std::filesystem::path manifest_dir_;
+  SkillLoader loader_;
+};
+
+}  // namespace passepartout::testing

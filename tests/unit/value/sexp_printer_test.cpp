@@ -1,0 +1,243 @@
+// Tests for print_sexp: the exact text a Lisp peer receives, float and name
+// quoting rules, and the round-trip law read(print(v)) == v on random Values.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
+using passepartout::print_sexp;
+using passepartout::read_sexp;
+using passepartout::to_sexp;
+using passepartout::Value;
+
+namespace {
+
+std::string print_float(double d) { return to_sexp(Value::real(d)); }
+
+// Reads `text` back and checks it is the Value printed.
+void check_round_trip(const Value& v) {
+  const std::string printed = to_sexp(v);
+  INFO("printed: " << printed);
+  auto back = read_sexp(printed);
+  if (!back) INFO("error: " << back.error().message);
+  REQUIRE(back.has_value());
+  REQUIRE(*back == v);
+  REQUIRE(to_sexp(*back) == printed);
+}
+
+}  // namespace
+
+TEST_CASE("printer writes atoms as a Lisp peer reads them", "[value][printer]") {
+  CHECK(to_sexp(Value()) == "NIL");
+  CHECK(to_sexp(Value::t()) == "T");
+  CHECK(to_sexp(Value::integer(0)) == "0");
+  CHECK(to_sexp(Value::integer(-42)) == "-42");
+  CHECK(to_sexp(Value::integer(INT64_MIN)) == "-9223372036854775808");
+  CHECK(to_sexp(Value::keyword("event")) == ":EVENT");
+  CHECK(to_sexp(Value::symbol("FOO")) == "FOO");
+  CHECK(to_sexp(Value::string("hi")) == "\"hi\"");
+}
+
+TEST_CASE("printer separates list elements with single spaces", "[value][printer]") {
+  const Value v = Value::plist({{"TYPE", Value::keyword("EVENT")},
+                                {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
+  CHECK(to_sexp(v) == "(:TYPE :EVENT :PAYLOAD (:ACTION :HANDSHAKE))");
+  CHECK(to_sexp(Value::list({Value::list({Value::integer(1)}), Value::list({Value::integer(2)}), Value()})) ==
+        "((1) (2) NIL)");
+  CHECK(to_sexp(Value::list({Value(), Value::list({Value::list({Value::t()})})})) == "(NIL ((T)))");
+}
+
+TEST_CASE("printer appends to the caller's string", "[value][printer]") {
+  std::string out = "000044";
+  print_sexp(Value::list({Value::integer(1), Value::integer(2)}), out);
+  CHECK(out == "000044(1 2)");
+}
+
+TEST_CASE("printer escapes only double quote and backslash in strings", "[value][printer]") {
+  CHECK(to_sexp(Value::string("say \"hi\"")) == R"("say \"hi\"")");
+  CHECK(to_sexp(Value::string("C:\\path")) == R"("C:\\path")");
+  CHECK(to_sexp(Value::string("line\nnext\ttab")) == "\"line\nnext\ttab\"");
+  CHECK(to_sexp(Value::string("naïve café 😀")) == "\"naïve café 😀\"");
+  CHECK(to_sexp(Value::string("a longer string with \"quotes\" past the first words \\ end")) ==
+        R"("a longer string with \"quotes\" past the first words \\ end")");
+  CHECK(to_sexp(Value::string("\"\"\"\"\"\"\"\"\"")) == R"("\"\"\"\"\"\"\"\"\"")");
+}
+
+TEST_CASE("printer puts keyword names in bars when they would not read back", "[value][printer]") {
+  CHECK(to_sexp(Value::keyword("session-id")) == ":SESSION-ID");
+  CHECK(to_sexp(Value::keyword("Mixed Case")) == ":|MIXED CASE|");
+  CHECK(to_sexp(Value::keyword("a(b")) == ":|A(B|");
+  CHECK(to_sexp(Value::keyword("a|b")) == ":|A\\|B|");
+  CHECK(to_sexp(Value::keyword("a\\b")) == ":|A\\\\B|");
+  CHECK(to_sexp(Value::keyword("#foo")) == ":|#FOO|");
+  CHECK(to_sexp(Value::keyword("a#b")) == ":A#B");
+  CHECK(to_sexp(Value::keyword("")) == ":||");
+  CHECK(to_sexp(Value::keyword("café")) == ":|CAFé|");
+  CHECK(to_sexp(Value::keyword("12")) == ":12");
+  for (const char* special : {"a;b", "a\"b", "a'b", "a`b", "a,b", "a:b", "a\tb", "..."}) {
+    INFO(special);
+    const std::string printed = to_sexp(Value::keyword(special));
+    CHECK(printed.substr(0, 2) == ":|");
+  }
+}
+
+TEST_CASE("printer puts symbol names in bars when they would not read back", "[value][printer]") {
+  CHECK(to_sexp(Value::symbol("FOO-BAR")) == "FOO-BAR");
+  CHECK(to_sexp(Value::symbol("foo")) == "|foo|");
+  CHECK(to_sexp(Value::symbol("12")) == "|12|");
+  CHECK(to_sexp(Value::symbol("1.5")) == "|1.5|");
+  CHECK(to_sexp(Value::symbol("1/2")) == "|1/2|");
+  CHECK(to_sexp(Value::symbol("1+")) == "1+");
+  CHECK(to_sexp(Value::symbol("-")) == "-");
+  CHECK(to_sexp(Value::symbol("NIL")) == "|NIL|");
+  CHECK(to_sexp(Value::symbol("T")) == "|T|");
+  CHECK(to_sexp(Value::symbol(".")) == "|.|");
+  CHECK(to_sexp(Value::symbol("")) == "||");
+  CHECK(to_sexp(Value::symbol("a b")) == "|a b|");
+  CHECK(to_sexp(Value::symbol("X:Y")) == "|X:Y|");
+  CHECK(to_sexp(Value::symbol("#X")) == "|#X|");
+}
+
+TEST_CASE("printer writes single-float-exact values plainly", "[value][printer][float]") {
+  CHECK(print_float(1.5) == "1.5");
+  CHECK(print_float(-0.5) == "-0.5");
+  CHECK(print_float(100.0) == "100.0");
+  CHECK(print_float(0.0) == "0.0");
+  CHECK(print_float(-0.0) == "-0.0");
+  CHECK(print_float(1e7) == "1.0e7");
+  CHECK(print_float(1234567.0) == "1234567.0");
+  CHECK(print_float(0.125) == "0.125");
+  CHECK(print_float(0.0009765625) == "9.765625e-4");
+  CHECK(print_float(std::ldexp(1.0, 64)) == "1.8446744073709552e19");
+  CHECK(print_float(static_cast<double>(0.1F)) == "0.10000000149011612");
+}
+
+TEST_CASE("printer keeps double precision with the d exponent marker", "[value][printer][float]") {
+  CHECK(print_float(0.1) == "0.1d0");
+  CHECK(print_float(-0.001) == "-0.001d0");
+  CHECK(print_float(1.2345678901234e20) == "1.2345678901234d20");
+  CHECK(print_float(1e20) == "1.0d20");
+  CHECK(print_float(123456789.0) == "1.23456789d8");
+  CHECK(print_float(1e-5) == "1.0d-5");
+  CHECK(print_float(3.141592653589793) == "3.141592653589793d0");
+  CHECK(print_float(std::numeric_limits<double>::max()) == "1.7976931348623157d308");
+  CHECK(print_float(std::numeric_limits<double>::denorm_min()) == "5.0d-324");
+}
+
+TEST_CASE("printer writes NaN and infinities as NIL", "[value][printer][float]") {
+  CHECK(print_float(std::numeric_limits<double>::quiet_NaN()) == "NIL");
+  CHECK(print_float(std::numeric_limits<double>::infinity()) == "NIL");
+  CHECK(print_float(-std::numeric_limits<double>::infinity()) == "NIL");
+}
+
+TEST_CASE("printed floats read back as the same double", "[value][printer][float]") {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 5000; ++i) {
+    const std::uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    if (!std::isfinite(d)) continue;
+    check_round_trip(Value::real(d));
+    check_round_trip(Value::real(static_cast<double>(static_cast<float>(i) / 7.0F)));
+  }
+}
+
+TEST_CASE("printer does not nest the call stack for deep lists", "[value][printer]") {
+  Value v = Value::string("core");
+  for (int i = 0; i < 300; ++i) v = Value::list({Value::integer(i), v});
+  const std::string printed = to_sexp(v);
+  CHECK(printed.substr(0, 8) == "(299 (29");
+  CHECK(printed.substr(printed.size() - 306) == "\"core\"" + std::string(300, ')'));
+}
+
+namespace {
+
+// Random Values of every kind, with names and strings drawn from characters
+// that stress quoting: bars, backslashes, quotes, colons, case, non-ASCII.
+class ValueGenerator {
+ public:
+  explicit ValueGenerator(std::uint64_t seed) : rng_(seed) {}
+
+  Value next(int depth = 0) {
+    switch (pick(depth < 4 ? 9 : 8)) {
+      case 0: return Value();
+      case 1: return Value::t();
+      case 2: return Value::integer(random_integer());
+      case 3: return Value::real(random_float());
+      case 4: return Value::string(random_text());
+      case 5: return Value::keyword(random_text());
+      case 6: return Value::symbol(random_text());
+      case 7: return Value::symbol(random_number_like());
+      default: {
+        std::vector<Value> items;
+        const std::size_t n = pick(7);
+        for (std::size_t i = 0; i < n; ++i) items.push_back(next(depth + 1));
+        return Value::list(items);
+      }
+    }
+  }
+
+ private:
+  std::size_t pick(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
+
+  std::int64_t random_integer() {
+    switch (pick(4)) {
+      case 0: return static_cast<std::int64_t>(rng_());
+      case 1: return std::numeric_limits<std::int64_t>::min();
+      case 2: return std::numeric_limits<std::int64_t>::max();
+      default: return static_cast<std::int64_t>(pick(2000)) - 1000;
+    }
+  }
+
+  double random_float() {
+    switch (pick(4)) {
+      case 0: {
+        const std::uint64_t bits = rng_();
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        return std::isfinite(d) ? d : 0.5;
+      }
+      case 1: return static_cast<double>(static_cast<float>(pick(100000)) / 64.0F);
+      case 2: return static_cast<double>(pick(1000)) / 10.0;
+      default: return std::ldexp(static_cast<double>(pick(1000)), static_cast<int>(pick(120)) - 60);
+    }
+  }
+
+  std::string random_text() {
+    static const char* const kPieces[] = {
+        "a", "Z", "q", "-", "_", "*", "1", "9", ".", ":", "|", "\\", "\"", "(", ")", ";",
+        "'", "`", ",", "#", " ", "\t", "\n", "é", "😀", "NIL", "T", "x1", "+", "/", "e"};
+    std::string out;
+    const std::size_t n = pick(20);
+    for (std::size_t i = 0; i < n; ++i) out += kPieces[pick(std::size(kPieces))];
+    return out;
+  }
+
+  std::string random_number_like() {
+    static const char* const kPieces[] = {"1", "23", "+", "-", ".", "/", "e", "d", "5"};
+    std::string out;
+    const std::size_t n = 1 + pick(5);
+    for (std::size_t i = 0; i < n; ++i) out += kPieces[pick(std::size(kPieces))];
+    return out;
+  }
+
+  std::mt19937_64 rng_;
+};
+
+}  // namespace
+
+TEST_CASE("printing then reading random Values gives them back", "[value][printer][property]") {
+  ValueGenerator generator(0x5EED);
+  for (int i = 0; i < 4000; ++i) {
+    const Value v = generator.next();
+    check_round_trip(v);
+  }
+}

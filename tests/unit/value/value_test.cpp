@@ -1,0 +1,292 @@
+// Tests for Value: construction, inline and shared storage, plist access,
+// structural equality, sharing on copy and edit, deep destruction, thread safety.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "value/sexp_printer.hpp"
+#include "value/value.hpp"
+
+using passepartout::Kind;
+using passepartout::Value;
+
+namespace {
+
+Value big_list(int n) {
+  std::vector<Value> items;
+  for (int i = 0; i < n; ++i) items.push_back(Value::integer(i));
+  return Value::list(items);
+}
+
+}  // namespace
+
+TEST_CASE("a default Value is NIL and false", "[value]") {
+  const Value v;
+  CHECK(v.is_nil());
+  CHECK(v.kind() == Kind::Nil);
+  CHECK(v.is_sequence());
+  CHECK_FALSE(static_cast<bool>(v));
+  CHECK(v.size() == 0);
+  CHECK(v.text().empty());
+  CHECK(v.as_integer() == 0);
+  CHECK(v.as_float() == 0.0);
+}
+
+TEST_CASE("scalar constructors keep their kind and content", "[value]") {
+  CHECK(Value::t().is_true());
+  CHECK(static_cast<bool>(Value::t()));
+  CHECK(Value::boolean(true) == Value::t());
+  CHECK(Value::boolean(false) == Value::nil());
+  CHECK(Value::integer(-42).as_integer() == -42);
+  CHECK(Value::integer(-42).as_float() == -42.0);
+  CHECK(Value::real(2.5).as_float() == 2.5);
+  CHECK(Value::real(2.5).as_integer() == 0);
+  CHECK(Value::string("hi").text() == "hi");
+  CHECK(Value::string("hi").is_string());
+  CHECK(Value::symbol("foo").text() == "foo");
+  CHECK(Value::symbol("foo").is_symbol());
+}
+
+TEST_CASE("kinds have lower-case names", "[value]") {
+  CHECK(std::string(passepartout::to_string(Kind::Nil)) == "nil");
+  CHECK(std::string(passepartout::to_string(Kind::True)) == "t");
+  CHECK(std::string(passepartout::to_string(Kind::Integer)) == "integer");
+  CHECK(std::string(passepartout::to_string(Kind::Float)) == "float");
+  CHECK(std::string(passepartout::to_string(Kind::String)) == "string");
+  CHECK(std::string(passepartout::to_string(Kind::Keyword)) == "keyword");
+  CHECK(std::string(passepartout::to_string(Kind::Symbol)) == "symbol");
+  CHECK(std::string(passepartout::to_string(Kind::List)) == "list");
+}
+
+TEST_CASE("text of up to 14 bytes is stored inline, longer text is shared", "[value]") {
+  const Value inline_text = Value::string("fourteen bytes");
+  REQUIRE(inline_text.text().size() == 14);
+  CHECK(inline_text.use_count_for_test() == 0);
+  CHECK(inline_text.text() == "fourteen bytes");
+
+  const Value heap_text = Value::string("fifteen bytes!!");
+  REQUIRE(heap_text.text().size() == 15);
+  CHECK(heap_text.use_count_for_test() == 1);
+  const Value copy = heap_text;  // NOLINT(performance-unnecessary-copy-initialization)
+  CHECK(heap_text.use_count_for_test() == 2);
+  CHECK(copy.text().data() == heap_text.text().data());
+  CHECK(Value::string("").text().empty());
+  CHECK(Value::string("").is_string());
+}
+
+TEST_CASE("non-ASCII text keeps its bytes", "[value]") {
+  const Value v = Value::string("naïve café 😀");
+  CHECK(v.text() == "naïve café 😀");
+}
+
+TEST_CASE("keywords are upper-cased and lose one leading colon", "[value]") {
+  CHECK(Value::keyword("type").text() == "TYPE");
+  CHECK(Value::keyword(":session-id").text() == "SESSION-ID");
+  CHECK(Value::keyword("Mixed Case").text() == "MIXED CASE");
+  CHECK(Value::keyword("a-very-long-keyword-name").text() == "A-VERY-LONG-KEYWORD-NAME");
+  CHECK(Value::keyword("type") == Value::keyword(":TYPE"));
+  CHECK(Value::keyword("type").is_keyword(":Type"));
+  CHECK(Value::keyword("type").is_keyword("TYPE"));
+  CHECK_FALSE(Value::keyword("type").is_keyword("typo"));
+  CHECK_FALSE(Value::symbol("TYPE").is_keyword("TYPE"));
+}
+
+TEST_CASE("symbols keep their name as given", "[value]") {
+  CHECK(Value::symbol("foo").text() == "foo");
+  CHECK(Value::symbol(":x").text() == ":x");
+  CHECK_FALSE(Value::symbol("FOO") == Value::symbol("foo"));
+}
+
+TEST_CASE("an empty list is NIL", "[value]") {
+  CHECK(Value::list({}).is_nil());
+  CHECK(Value::list(std::span<const Value>()).is_nil());
+  CHECK(Value::plist({}).is_nil());
+}
+
+TEST_CASE("lists hold their elements in order", "[value]") {
+  const Value v = Value::list({Value::integer(1), Value::string("two"), Value::keyword("three")});
+  REQUIRE(v.is_list());
+  REQUIRE(v.size() == 3);
+  CHECK(v.items()[0] == Value::integer(1));
+  CHECK(v.items()[1] == Value::string("two"));
+  CHECK(v.items()[2] == Value::keyword("THREE"));
+  CHECK(v.is_sequence());
+  CHECK(static_cast<bool>(v));
+}
+
+TEST_CASE("plist builds keyword keys from names", "[value]") {
+  const Value v = Value::plist({{"type", Value::keyword("event")}, {":depth", Value::integer(0)}});
+  CHECK(passepartout::to_sexp(v) == "(:TYPE :EVENT :DEPTH 0)");
+}
+
+TEST_CASE("plist access ignores the case of keys", "[value][plist]") {
+  const Value v = Value::plist({{"TYPE", Value::keyword("event")}});
+  REQUIRE(v.get(":type") != nullptr);
+  CHECK(*v.get(":type") == Value::keyword("EVENT"));
+  CHECK(*v.get("TYPE") == Value::keyword("EVENT"));
+  CHECK(*v.get("Type") == Value::keyword("EVENT"));
+  CHECK(v.get("typo") == nullptr);
+}
+
+TEST_CASE("plist access only looks at keys in even positions", "[value][plist]") {
+  // (:A :B :B 1): the :B at position 1 is a value, the key :B is at position 2.
+  const Value v = Value::list(
+      {Value::keyword("A"), Value::keyword("B"), Value::keyword("B"), Value::integer(1)});
+  REQUIRE(v.get("B") != nullptr);
+  CHECK(*v.get("B") == Value::integer(1));
+  CHECK(*v.get("A") == Value::keyword("B"));
+}
+
+TEST_CASE("plist access finds the first of repeated keys", "[value][plist]") {
+  const Value v = Value::list(
+      {Value::keyword("A"), Value::integer(1), Value::keyword("A"), Value::integer(2)});
+  CHECK(v.at("A") == Value::integer(1));
+}
+
+TEST_CASE("a key without a value in an odd-length list is absent", "[value][plist]") {
+  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B")});
+  CHECK(v.get("B") == nullptr);
+  CHECK(v.at("B").is_nil());
+}
+
+TEST_CASE("plist access on something that is not a list finds nothing", "[value][plist]") {
+  CHECK(Value().get("A") == nullptr);
+  CHECK(Value::string("A").get("A") == nullptr);
+  CHECK(Value::keyword("A").at("A").is_nil());
+}
+
+TEST_CASE("path follows nested plists and gives NIL when a step is missing", "[value][plist]") {
+  const Value signal = Value::plist(
+      {{"TYPE", Value::keyword("EVENT")},
+       {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
+  CHECK(signal.path({"payload", "action"}) == Value::keyword("HANDSHAKE"));
+  CHECK(signal.path({":PAYLOAD", ":ACTION"}) == Value::keyword("HANDSHAKE"));
+  CHECK(signal.path({"payload", "missing"}).is_nil());
+  CHECK(signal.path({"missing", "action"}).is_nil());
+  CHECK(signal.path({"type", "action"}).is_nil());
+  CHECK(signal.path({}) == signal);
+}
+
+TEST_CASE("with replaces a present key in place and shares the other elements", "[value][plist]") {
+  const Value shared = big_list(1000);
+  const Value v = Value::plist({{"A", shared}, {"B", Value::integer(1)}, {"C", Value::integer(2)}});
+  REQUIRE(shared.use_count_for_test() == 2);
+  const Value updated = v.with(":b", Value::string("new"));
+  CHECK(passepartout::to_sexp(updated.without("A")) == "(:B \"new\" :C 2)");
+  CHECK(updated.size() == 6);
+  CHECK(shared.use_count_for_test() == 3);
+  CHECK(updated.at("A").items().data() == shared.items().data());
+  CHECK(v.at("B") == Value::integer(1));  // the original is untouched
+}
+
+TEST_CASE("with appends an absent key as an upper-case keyword", "[value][plist]") {
+  const Value v = Value::plist({{"A", Value::integer(1)}});
+  CHECK(passepartout::to_sexp(v.with("status", Value::keyword("acted"))) == "(:A 1 :STATUS :ACTED)");
+  CHECK(passepartout::to_sexp(Value().with(":x", Value::t())) == "(:X T)");
+}
+
+TEST_CASE("without removes every occurrence of a key", "[value][plist]") {
+  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B"),
+                               Value::integer(2), Value::keyword("a"), Value::integer(3)});
+  CHECK(passepartout::to_sexp(v.without(":a")) == "(:B 2)");
+  CHECK(v.without("B").size() == 4);
+  CHECK(v.without("A").without("B").is_nil());
+}
+
+TEST_CASE("without an absent key returns the same shared list", "[value][plist]") {
+  const Value v = Value::plist({{"A", Value::integer(1)}});
+  const Value same = v.without("Z");
+  CHECK(same.items().data() == v.items().data());
+  CHECK(v.use_count_for_test() == 2);
+}
+
+TEST_CASE("without keeps the unpaired last element of an odd-length list", "[value][plist]") {
+  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B"),
+                               Value::integer(2), Value::string("tail")});
+  CHECK(passepartout::to_sexp(v.without("A")) == "(:B 2 \"tail\")");
+}
+
+TEST_CASE("equality is structural", "[value]") {
+  CHECK(big_list(50) == big_list(50));
+  CHECK_FALSE(big_list(50) == big_list(51));
+  CHECK(Value::list({Value::string("a"), Value::list({Value::real(1.5)})}) ==
+        Value::list({Value::string("a"), Value::list({Value::real(1.5)})}));
+  CHECK_FALSE(Value::list({Value::string("a")}) == Value::list({Value::symbol("a")}));
+  CHECK(Value::string("a long string, not inline") == Value::string("a long string, not inline"));
+  CHECK_FALSE(Value::string("a long string, not inline") == Value::string("a long string, not inlinE"));
+}
+
+TEST_CASE("an integer never equals a float of the same value", "[value]") {
+  CHECK_FALSE(Value::integer(1) == Value::real(1.0));
+  CHECK(Value::real(0.0) == Value::real(-0.0));
+}
+
+TEST_CASE("copying a big list shares it instead of copying it", "[value]") {
+  const Value original = big_list(10000);
+  REQUIRE(original.use_count_for_test() == 1);
+  {
+    const Value copy = original;  // NOLINT(performance-unnecessary-copy-initialization)
+    CHECK(original.use_count_for_test() == 2);
+    CHECK(copy.items().data() == original.items().data());
+    Value moved = copy;
+    const Value target = std::move(moved);
+    CHECK(original.use_count_for_test() == 3);
+    CHECK(moved.is_nil());  // NOLINT(bugprone-use-after-move): a moved-from Value is NIL
+  }
+  CHECK(original.use_count_for_test() == 1);
+}
+
+TEST_CASE("assignment releases the old value and shares the new one", "[value]") {
+  const Value a = big_list(3);
+  Value b = big_list(4);
+  b = a;
+  CHECK(a.use_count_for_test() == 2);
+  b = Value::integer(7);
+  CHECK(a.use_count_for_test() == 1);
+  const Value& alias = b;
+  b = alias;  // self-assignment keeps the value
+  CHECK(b == Value::integer(7));
+}
+
+TEST_CASE("destroying a very deep list does not overflow the stack", "[value]") {
+  constexpr int kDepth = 200000;
+  Value v = Value::integer(0);
+  for (int i = 0; i < kDepth; ++i) v = Value::list({v});
+  int depth = 0;
+  for (const Value* p = &v; p->is_list(); p = &p->items()[0]) ++depth;
+  CHECK(depth == kDepth);
+  v = Value();
+  CHECK(v.is_nil());
+}
+
+TEST_CASE("printing a very deep list does not overflow the stack", "[value]") {
+  constexpr int kDepth = 100000;
+  Value v = Value::integer(0);
+  for (int i = 0; i < kDepth; ++i) v = Value::list({v});
+  const std::string text = passepartout::to_sexp(v);
+  CHECK(text.size() == 2 * kDepth + 1);
+  CHECK(text.substr(kDepth - 1, 3) == "(0)");
+}
+
+TEST_CASE("values are shared safely between threads", "[value][concurrency]") {
+  const Value shared = Value::plist({{"TEXT", Value::string("a string long enough to live on the heap")},
+                                     {"ITEMS", big_list(100)}});
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&shared, &mismatches] {
+      for (int i = 0; i < 20000; ++i) {
+        const Value copy = shared;
+        const Value inner = copy.at("ITEMS");
+        if (inner.size() != 100) mismatches.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(mismatches.load() == 0);
+  CHECK(shared.use_count_for_test() == 1);
+  CHECK(shared.at("ITEMS").use_count_for_test() == 1);
+}
