@@ -5,15 +5,23 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "cli/history_format.hpp"
 #include "log.hpp"
 #include "pipeline/verifier.hpp"
+#include "skills/audit_log.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
 #include "value/sexp_printer.hpp"
@@ -106,7 +114,7 @@ std::optional<Loaded> boot(const fs::path& manifest_dir, const fs::path& plugin_
     error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
     return std::nullopt;
   }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true});
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}});
   if (!loader) {
     error = loader.error().message;
     return std::nullopt;
@@ -246,7 +254,195 @@ int run_verify(const VerifyOptions& options) {
   return status;
 }
 
+// --- passepartout skills history ------------------------------------------------
+
+struct HistoryOptions {
+  fs::path state_dir;
+  std::string skill;
+  std::size_t limit = 100;
+  bool json = false;
+};
+
+// Shows a recorded string on a terminal: control characters (C0, DEL and C1,
+// which some terminals obey even UTF-8 encoded) become \xNN escapes.
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    unsigned code = byte;
+    if (byte == 0xc2 && i + 1 < text.size()) {
+      auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) {
+        code = next;
+        ++i;
+      }
+    }
+    if (code < 0x20 || code == 0x7f || (code >= 0x80 && code <= 0x9f && code != byte)) {
+      out += "\\x";
+      out += kHex[code >> 4];
+      out += kHex[code & 0xf];
+    } else {
+      out += static_cast<char>(byte);
+    }
+  }
+  return out;
+}
+
+// Columns are measured in code points, so a non-ASCII name does not shift the rest.
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++width;
+  }
+  return width;
+}
+
+// Local time, ISO 8601 to the second with the UTC offset: 2024-05-01T14:03:22+02:00.
+std::string local_iso8601(std::int64_t unix_ms) {
+  const auto seconds = static_cast<std::time_t>(unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000);
+  std::tm local{};
+  if (::localtime_r(&seconds, &local) == nullptr) return std::to_string(unix_ms) + " ms";
+  char text[40];
+  if (std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &local) == 0) return std::to_string(unix_ms) + " ms";
+  const long offset_minutes = local.tm_gmtoff / 60;
+  const long magnitude = offset_minutes < 0 ? -offset_minutes : offset_minutes;
+  auto two_digits = [](long n) { return (n < 10 ? "0" : "") + std::to_string(n); };
+  return std::string(text) + (offset_minutes < 0 ? '-' : '+') + two_digits(magnitude / 60) + ":" +
+         two_digits(magnitude % 60);
+}
+
+// 850 us, 12.3 ms, 1.25 s.
+std::string format_duration(std::int64_t us) {
+  if (us < 0) us = 0;
+  if (us < 1000) return std::to_string(us) + " us";
+  if (us < 1000000) return std::to_string(us / 1000) + "." + std::to_string(us % 1000 / 100) + " ms";
+  const std::int64_t hundredths = us % 1000000 / 10000;
+  return std::to_string(us / 1000000) + "." + (hundredths < 10 ? "0" : "") + std::to_string(hundredths) + " s";
+}
+
+// "1.0.0 (3f5a12345678)", either part alone, or "-" when there is none.
+std::string version_side(const std::string& version, const std::string& sha256) {
+  std::string side = printable(version);
+  if (!sha256.empty()) {
+    if (!side.empty()) side += ' ';
+    side += "(" + printable(sha256.substr(0, 12)) + ")";
+  }
+  return side.empty() ? "-" : side;
+}
+
+// Ordered as SkillChange declares its fields, so the document reads like the struct.
+nlohmann::ordered_json change_json(const SkillChange& change) {
+  return nlohmann::ordered_json{{"id", change.id},
+                                {"at_unix_ms", change.at_unix_ms},
+                                {"requester", change.requester},
+                                {"action", change.action},
+                                {"skill", change.skill},
+                                {"from_version", change.from_version},
+                                {"from_sha256", change.from_sha256},
+                                {"to_version", change.to_version},
+                                {"to_sha256", change.to_sha256},
+                                {"outcome", change.outcome},
+                                {"step", change.step},
+                                {"error", change.error},
+                                {"duration_us", change.duration_us}};
+}
+
+// A --limit: digits only, at least 1.
+bool is_count(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos &&
+         text.find_first_not_of('0') != std::string::npos;
+}
+
+int fail_history(const std::string& message, bool as_json) {
+  if (as_json) {
+    std::cout << json{{"ok", false}, {"error", message}}.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+  } else {
+    std::cerr << "passepartout: " << message << '\n';
+  }
+  return kExitProblem;
+}
+
+int run_history(const HistoryOptions& options) {
+  const fs::path file = audit_file(options.state_dir);
+  std::vector<SkillChange> changes;
+  if (auto log = AuditLog::open_read_only(file); log) {
+    auto listed = (*log)->list(options.limit, options.skill);
+    if (!listed) return fail_history(listed.error().message, options.json);
+    changes = std::move(*listed);
+  } else if (log.error().code != ErrorCode::not_found) {
+    return fail_history(log.error().message, options.json);
+  }
+
+  if (options.json) {
+    std::cout << format_history_json(changes);
+    return kExitOk;
+  }
+  if (changes.empty()) {
+    if (options.skill.empty()) {
+      std::cout << "No skill changes recorded yet (" << file.string() << ").\n";
+    } else {
+      std::cout << "No changes of skill '" << printable(options.skill) << "' recorded (" << file.string() << ").\n";
+    }
+    return kExitOk;
+  }
+  std::cout << format_history(changes);
+  return kExitOk;
+}
+
 }  // namespace
+
+std::string format_history(const std::vector<SkillChange>& changes) {
+  constexpr std::size_t kColumns = 7;
+  constexpr std::size_t kDuration = 5;  // right-aligned; the rest left-aligned
+  std::vector<std::array<std::string, kColumns>> rows;
+  rows.reserve(changes.size());
+  std::array<std::size_t, kColumns> widths{};
+  for (const auto& change : changes) {
+    rows.push_back({local_iso8601(change.at_unix_ms), printable(change.action), printable(change.skill),
+                    version_side(change.from_version, change.from_sha256) + " -> " +
+                        version_side(change.to_version, change.to_sha256),
+                    printable(change.outcome), format_duration(change.duration_us), printable(change.requester)});
+    for (std::size_t c = 0; c < kColumns; ++c) widths[c] = std::max(widths[c], display_width(rows.back()[c]));
+  }
+
+  std::string out;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto& row = rows[r];
+    std::string line;
+    for (std::size_t c = 0; c < kColumns; ++c) {
+      if (c > 0) line += "  ";
+      const std::string padding(widths[c] - display_width(row[c]), ' ');
+      if (c == kDuration) line += padding;
+      line += row[c];
+      if (c != kDuration && c + 1 < kColumns) line += padding;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + '\n';
+
+    const SkillChange& change = changes[r];
+    if (change.outcome == "ok" || (change.step.empty() && change.error.empty())) continue;
+    std::string detail = change.step.empty()    ? change.error
+                         : change.error.empty() ? change.step
+                                                : change.step + ": " + change.error;
+    // A message of several lines stays under its change, every line indented.
+    std::string_view rest = detail;
+    while (true) {
+      const std::size_t end = rest.find('\n');
+      out += "    " + printable(rest.substr(0, end)) + '\n';
+      if (end == std::string_view::npos) break;
+      rest.remove_prefix(end + 1);
+    }
+  }
+  return out;
+}
+
+std::string format_history_json(const std::vector<SkillChange>& changes) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const auto& change : changes) list.push_back(change_json(change));
+  return nlohmann::ordered_json{{"changes", list}}.dump(2, ' ', false, json::error_handler_t::replace) + '\n';
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
@@ -276,6 +472,32 @@ int run(int argc, char** argv) {
                         "Folder the manifests' libraries are resolved against (default: the installed or built plugins; "
                         "env PASSEPARTOUT_PLUGIN_DIR)");
   check_cmd->add_flag("--json", check.json, "Print one JSON document");
+
+  // skills history
+  HistoryOptions history;
+  const fs::path state_dir = default_state_dir();
+  const std::string history_help =
+      "List the recorded changes to the loaded skills, newest first: when, what (load, swap, add,\n"
+      "remove), which skill, from which version to which (with the first 12 hex digits of each\n"
+      "library's sha256), the outcome, how long it took and who asked; a refused or failed change\n"
+      "also shows the step that failed and why.\n"
+      "The log is <state dir>/audit.sqlite3, where the state dir is $PASSEPARTOUT_STATE_DIR, else\n"
+      "$XDG_STATE_HOME/passepartout, else ~/.local/state/passepartout (here: " +
+      audit_file(state_dir).string() + ").\nIt is opened read-only and may be read while a daemon writes it.";
+  auto* history_cmd = skills->add_subcommand("history", history_help);
+  history_cmd
+      ->add_option("--state-dir", history.state_dir,
+                   "The state folder holding audit.sqlite3 (default: " + state_dir.string() + ")")
+      ->type_name("DIR");
+  history_cmd->add_option("--skill", history.skill, "Only the changes of this skill")->type_name("NAME");
+  history_cmd->add_option("--limit", history.limit, "At most this many changes (default 100)")
+      ->type_name("N")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return is_count(text) ? std::string() : "must be a whole number of at least 1, not '" + text + "'";
+          },
+          ""));
+  history_cmd->add_flag("--json", history.json, "Print one JSON document: {\"changes\": [...]} with every field");
 
   // verify
   VerifyOptions verify;
@@ -311,6 +533,10 @@ int run(int argc, char** argv) {
   if (check_cmd->parsed()) {
     if (check.plugin_dir.empty()) check.plugin_dir = default_plugin_dir();
     return run_check(check);
+  }
+  if (history_cmd->parsed()) {
+    if (history.state_dir.empty()) history.state_dir = state_dir;
+    return run_history(history);
   }
   if (verify_cmd->parsed()) {
     if (verify.manifest_dir.empty()) verify.manifest_dir = default_manifest_dir();

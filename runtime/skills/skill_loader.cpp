@@ -15,6 +15,7 @@
 #include <fstream>
 #include <openssl/evp.h>
 #include <sstream>
+#include <thread>
 
 #include "log.hpp"
 
@@ -24,6 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<std::uint64_t> leaked_libraries{0};
+std::atomic<std::uint64_t> pinned_libraries{0};
 std::atomic<std::uint64_t> copy_sequence{0};
 
 constexpr std::uintmax_t kMaxLibraryBytes = 512ULL * 1024 * 1024;
@@ -108,10 +110,18 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 
 class BoostSkillLibrary final : public SkillLibrary {
  public:
-  BoostSkillLibrary(fs::path source, fs::path copy) : source_(std::move(source)), copy_(std::move(copy)) {}
+  BoostSkillLibrary(fs::path source, fs::path copy, bool never_unload)
+      : source_(std::move(source)), copy_(std::move(copy)), never_unload_(never_unload) {}
 
   ~BoostSkillLibrary() override {
     if (!library_.is_loaded()) return;
+    if (never_unload_) {
+      // The manifest asked for the code to stay mapped (it may have left
+      // callbacks behind): hand the handle to a holder that is never freed.
+      new boost::dll::shared_library(std::move(library_));  // NOLINT: deliberate, counted
+      pinned_libraries.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
     library_.unload();
     // glibc keeps a library mapped while anything pins it (STB_GNU_UNIQUE
     // symbols, thread_local destructors, another dlopen): probe for it.
@@ -153,7 +163,21 @@ class BoostSkillLibrary final : public SkillLibrary {
  private:
   fs::path source_;
   fs::path copy_;
+  bool never_unload_;
   boost::dll::shared_library library_;  // owned here only: copying it would re-open by path
+};
+
+// Destroys a slot on the control thread (where dlclose belongs), or right
+// here when this is the control thread or there is none.
+struct RetireOnControl {
+  std::shared_ptr<ControlThread::Queue> queue;
+  void operator()(Slot* slot) const {
+    if (!queue || std::this_thread::get_id() == queue->thread_id()) {
+      delete slot;
+      return;
+    }
+    queue->post([slot] { delete slot; });
+  }
 };
 
 std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
@@ -239,6 +263,7 @@ Result<void> write_private_copy(const fs::path& copy, const std::string& bytes, 
 }  // namespace
 
 std::uint64_t leaked_library_count() noexcept { return leaked_libraries.load(std::memory_order_relaxed); }
+std::uint64_t pinned_library_count() noexcept { return pinned_libraries.load(std::memory_order_relaxed); }
 
 Result<std::string> sha256_file(const fs::path& file) {
   auto bytes = read_file(file, "sha256");
@@ -272,6 +297,10 @@ SkillLoader::SkillLoader(std::unique_ptr<State> state) : state_(std::move(state)
 SkillLoader::SkillLoader(SkillLoader&&) noexcept = default;
 SkillLoader& SkillLoader::operator=(SkillLoader&&) noexcept = default;
 SkillLoader::~SkillLoader() = default;
+
+void SkillLoader::set_retire_queue(std::shared_ptr<ControlThread::Queue> queue) {
+  state_->options.retire_queue = std::move(queue);
+}
 
 const fs::path& SkillLoader::plugin_dir() const noexcept { return state_->options.plugin_dir; }
 
@@ -313,7 +342,7 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
                    std::to_string(copy_sequence.fetch_add(1, std::memory_order_relaxed)) + ".so");
   if (auto ok = write_private_copy(copy, *bytes, who); !ok) return fail(ok.error().code, ok.error().message);
 
-  auto library = std::make_unique<BoostSkillLibrary>(source, copy);
+  auto library = std::make_unique<BoostSkillLibrary>(source, copy, manifest.never_unload);
   auto opened = library->open(who);
   fs::remove(copy, ec);  // the mapping outlives the name; nothing is left behind on a crash
   if (!opened) return fail(opened.error().code, opened.error().message);
@@ -322,7 +351,8 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   if (!table) return fail(table.error().code, table.error().message);
   if (auto ok = check_table(*table, manifest, who); !ok) return fail(ok.error().code, ok.error().message);
 
-  return std::make_shared<Slot>(manifest, std::move(sha256), std::move(library), *table);
+  return std::shared_ptr<Slot>(new Slot(manifest, std::move(sha256), std::move(library), *table),
+                               RetireOnControl{state_->options.retire_queue});
 }
 
 Result<std::shared_ptr<Slot>> SkillLoader::load(const SkillManifest& manifest) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "result.hpp"
+#include "skills/control_thread.hpp"
 #include "skills/skill_manifest.hpp"
 #include "skills/slot.hpp"
 
@@ -18,6 +19,9 @@ struct LoaderOptions {
   std::filesystem::path copy_dir;
   // Refuse libraries (and their folders) writable by group or others.
   bool check_permissions = true;
+  // When set, a slot whose last holder is another thread is destroyed on this
+  // queue's thread (the control thread): instance destroy and dlclose happen there.
+  std::shared_ptr<ControlThread::Queue> retire_queue;
 };
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).
@@ -33,6 +37,9 @@ class SkillLoader {
   Result<std::shared_ptr<Slot>> open(const SkillManifest& manifest);
   // open(), then create the instance and run its self-test.
   Result<std::shared_ptr<Slot>> load(const SkillManifest& manifest);
+
+  // Slots opened from now on retire onto `queue` (see LoaderOptions::retire_queue).
+  void set_retire_queue(std::shared_ptr<ControlThread::Queue> queue);
 
   const std::filesystem::path& plugin_dir() const noexcept;
   // Where private copies are written (each is unlinked as soon as it is mapped).

@@ -80,8 +80,9 @@ struct SkillManifest {
 
   // Parses manifest text; `origin` names it in messages (empty: "<string>").
   // Never throws. On failure the error is invalid_input (limit_exceeded for
-  // text over kMaxFileSize) and its message has one line per problem found,
-  // each "<origin>:<line>:<column>: <what was found and what to do>".
+  // text over kMaxFileSize, failed if memory runs out) and its message has one
+  // line per problem found, each "<origin>:<line>:<column>: <what was found and
+  // what to do>" with 1-based positions.
   static Result<SkillManifest> parse(std::string_view yaml, const std::filesystem::path& origin);
   // Reads `file` (at most kMaxFileSize bytes) and parses it. A missing file
   // is not_found, an unreadable one io_error.

@@ -22,8 +22,11 @@ class SkillLibrary {
   virtual const std::filesystem::path& source_path() const = 0;
 };
 
-// Number of library copies that stayed mapped after their slot was destroyed.
+// Number of library copies that stayed mapped after their slot was destroyed
+// although they were unloaded (something pinned them: see STYLE of skills).
 std::uint64_t leaked_library_count() noexcept;
+// Number of library copies kept mapped on purpose (manifest `never_unload: true`).
+std::uint64_t pinned_library_count() noexcept;
 
 // Created by SkillLoader on the control thread; read from any thread through a
 // Snapshot; destroyed (instance first, then the library) wherever the last

@@ -277,7 +277,6 @@ void print_sexp(const Value& value, std::string& out) {
 
 std::string to_sexp(const Value& value) {
   std::string out;
-  out.reserve(128);
   print_sexp(value, out);
   return out;
 }

@@ -13,15 +13,17 @@ namespace passepartout {
 //   strings in double quotes, escaping only `"` and `\` (newlines, tabs raw);
 //   keywords `:NAME`, symbols `NAME`, written `:|...|` / `|...|` (with `|`
 //     and `\` escaped) when the bare form would not read back identically:
-//     empty names, lower-case or non-ASCII letters, whitespace, control
+//     empty names, lower-case letters, non-ASCII characters, whitespace, control
 //     characters, ( ) " ; ' ` , | \ :, a leading '#', only dots, and for
 //     symbols a name that reads as a number, NIL or T;
-//   floats with the shortest digits that read back as the same double. A
-//     value exactly representable as a single float prints plainly (`1.5`,
-//     `100.0`, `1.0e20`-style exponent with 'e'); any other uses the double
-//     exponent marker (`0.1d0`, `1.2345678901234d20`) so a Lisp peer keeps
-//     double precision. NaN and infinities print as NIL: Lisp has no
-//     portable syntax for them.
+//   floats with the shortest digits that read back as the same double, in
+//     positional form for exponents -3..6 and as mantissa and exponent
+//     otherwise, always with a '.'. A value exactly representable as a single
+//     float prints with no marker or 'e' (`1.5`, `100.0`, `1.0e7`), which a
+//     Lisp peer reads as a single float of the same value; any other value
+//     uses the double marker 'd' (`0.1d0`, `1.2345678901234d20`, `1.0d20`) so
+//     the peer keeps double precision. NaN and infinities print as NIL: Lisp
+//     has no portable syntax for them.
 // For any Value v that read_sexp produces, read_sexp(to_sexp(v)) == v.
 // Iterative: deep lists do not grow the call stack.
 void print_sexp(const Value& value, std::string& out);

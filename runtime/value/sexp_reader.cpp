@@ -174,6 +174,22 @@ bool parse_int64(std::string_view token, std::int64_t& out) noexcept {
   return true;
 }
 
+// The first byte at or after `p` that is neither whitespace nor in a `;` comment.
+const char* skip_blank(const char* p, const char* end) noexcept {
+  while (p < end) {
+    const char c = *p;
+    if (char_class(c) == CharClass::whitespace) {
+      ++p;
+    } else if (c == ';') {
+      const void* newline = std::memchr(p, '\n', static_cast<std::size_t>(end - p));
+      p = newline != nullptr ? static_cast<const char*>(newline) + 1 : end;
+    } else {
+      break;
+    }
+  }
+  return p;
+}
+
 class Reader {
  public:
   Reader(std::string_view text, Scratch& scratch, std::size_t max_depth) noexcept
@@ -184,57 +200,63 @@ class Reader {
 
   // Skips whitespace and `;` comments.
   void skip_atmosphere() noexcept {
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (char_class(c) == CharClass::whitespace) {
-        ++pos_;
-      } else if (c == ';') {
-        const void* newline = std::memchr(text_.data() + pos_, '\n', text_.size() - pos_);
-        pos_ = newline != nullptr
-                   ? static_cast<std::size_t>(static_cast<const char*>(newline) - text_.data()) + 1
-                   : text_.size();
-      } else {
-        break;
-      }
-    }
+    const char* const begin = text_.data();
+    pos_ = static_cast<std::size_t>(skip_blank(begin + pos_, begin + text_.size()) - begin);
   }
 
   // Reads one datum from pos(); on success `out` holds it and pos() is just past it.
+  // The cursor lives in a local so it can stay in a register; keywords and
+  // strings are read inline, everything else through pos_.
   bool read_datum(Value& out) {
     ValueStack& items = scratch_.items;
     std::vector<Frame>& frames = scratch_.frames;
-    const std::size_t frames_base = frames.size();
+    const char* const begin = text_.data();
+    const char* const end = begin + text_.size();
+    const char* p = begin + pos_;
+    std::size_t depth = 0;
+    const auto offset = [begin](const char* at) { return static_cast<std::size_t>(at - begin); };
     for (;;) {
-      skip_atmosphere();
-      if (pos_ == text_.size()) {
-        if (frames.size() == frames_base) return fail(pos_, "end of input, expected a datum");
-        return fail(pos_, "unterminated list (started at byte " +
-                              std::to_string(frames.back().open_offset) + "), expected ')'");
+      p = skip_blank(p, end);
+      if (p == end) {
+        if (depth == 0) return fail(offset(p), "end of input, expected a datum");
+        return fail(offset(p), "unterminated list (started at byte " + std::to_string(frames.back().open_offset) +
+                                   "), expected ')'");
       }
-      const char c = text_[pos_];
+      const char c = *p;
       if (c == '(') {
-        if (frames.size() - frames_base >= max_depth_) {
-          return fail(pos_, "nesting deeper than " + std::to_string(max_depth_), ErrorCode::limit_exceeded);
+        if (depth >= max_depth_) {
+          return fail(offset(p), "nesting deeper than " + std::to_string(max_depth_), ErrorCode::limit_exceeded);
         }
-        frames.push_back(Frame{items.size(), pos_});
-        ++pos_;
+        frames.push_back(Frame{items.size(), offset(p)});
+        ++depth;
+        ++p;
         continue;
       }
       if (c == ')') {
-        if (frames.size() == frames_base) return fail(pos_, "found ')' with no list open");
+        if (depth == 0) return fail(offset(p), "found ')' with no list open");
         const std::size_t base = frames.back().items_base;
         frames.pop_back();
+        --depth;
         Value list;
         ValueAccess::init_list_relocated(list, items.data() + base, items.size() - base);
         items.forget_relocated(base);
         items.push_nil() = std::move(list);
-        ++pos_;
-      } else if (!read_atom(c, items.push_nil())) {
-        return false;
+        ++p;
+      } else {
+        Value& slot = items.push_nil();
+        const char* next = c == ':' ? read_plain_keyword(p, end, slot)
+                         : c == '"' ? read_terminated_string(p, end, slot)
+                                    : nullptr;
+        if (next == nullptr) {
+          pos_ = offset(p);
+          if (!read_atom(c, slot)) return false;
+          next = begin + pos_;
+        }
+        p = next;
       }
-      if (frames.size() == frames_base) {
-        Value& top = items.data()[items.size() - 1];
-        out = std::move(top);
+      if (depth == 0) {
+        pos_ = offset(p);
+        out = std::move(items.data()[items.size() - 1]);
         items.truncate(items.size() - 1);
         return true;
       }
@@ -257,46 +279,48 @@ class Reader {
     return fail(pos_, "found '" + found + "', but '#' reader macros are not supported");
   }
 
-  // A string from the '"' at pos(): one pass finds the end and counts
-  // escapes, a second copies straight into the Value's storage.
-  bool read_string(Value& out) {
-    const std::size_t open = pos_;
-    const char* const data = text_.data();
-    const std::size_t size = text_.size();
-    std::size_t i = open + 1;
+  // A string from the '"' at `open`: one pass finds the end and counts
+  // escapes, a second copies straight into `out`. Returns the end of the
+  // string, or nullptr when it is unterminated (read_string reports that).
+  static const char* read_terminated_string(const char* open, const char* end, Value& out) {
+    const char* p = open + 1;
     std::size_t escapes = 0;
     for (;;) {
-      while (i + 8 <= size) {
+      while (end - p >= 8) {
         std::uint64_t word;
-        std::memcpy(&word, data + i, sizeof word);
+        std::memcpy(&word, p, sizeof word);
         if (sexp::word_has_byte(word, '"') || sexp::word_has_byte(word, '\\')) break;
-        i += 8;
+        p += 8;
       }
-      if (i >= size) break;
-      const char c = data[i];
-      if (c == '"') break;
-      if (c == '\\') {
+      if (p >= end) return nullptr;
+      if (*p == '"') break;
+      if (*p == '\\') {
         ++escapes;
-        ++i;
+        ++p;
       }
-      ++i;
+      ++p;
     }
-    if (i >= size) {
-      return fail(size, "unterminated string (started at byte " + std::to_string(open) + ")");
-    }
-    const std::size_t raw_size = i - open - 1;
+    const auto raw_size = static_cast<std::size_t>(p - open - 1);
     char* dst = ValueAccess::init_text(out, Kind::String, raw_size - escapes);
-    const char* src = data + open + 1;
+    const char* src = open + 1;
     if (escapes == 0) {
       if (raw_size != 0) std::memcpy(dst, src, raw_size);
     } else {
-      const char* const src_end = data + i;
-      while (src < src_end) {
+      while (src < p) {
         if (*src == '\\') ++src;
         *dst++ = *src++;
       }
     }
-    pos_ = i + 1;
+    return p + 1;
+  }
+
+  bool read_string(Value& out) {
+    const char* const begin = text_.data();
+    const char* const next = read_terminated_string(begin + pos_, begin + text_.size(), out);
+    if (next == nullptr) {
+      return fail(text_.size(), "unterminated string (started at byte " + std::to_string(pos_) + ")");
+    }
+    pos_ = static_cast<std::size_t>(next - begin);
     return true;
   }
 
@@ -312,17 +336,13 @@ class Reader {
     }
   }
 
-  // A token from pos(): a number, NIL, T, a keyword or a symbol. A keyword
-  // made of plain characters (no escapes, no inner ':') is scanned, upper-cased
-  // and stored in one pass, straight into `out`'s inline bytes when it fits.
-  bool read_token(Value& out) {
-    const char* const data = text_.data();
-    const std::size_t size = text_.size();
-    const std::size_t start = pos_;
-    if (data[start] != ':') return read_general_token(out);
-    const std::size_t name_start = start + 1;
-    const char* const src = data + name_start;
-    const std::size_t available = size - name_start;
+  // A keyword at `colon` made of plain characters (no escapes, no inner ':')
+  // that fits inline: scanned, upper-cased and stored in one pass straight into
+  // `out`. Returns the end of the token, or nullptr (leaving `out` NIL) for
+  // any other keyword, which read_token handles.
+  static const char* read_plain_keyword(const char* colon, const char* end, Value& out) noexcept {
+    const char* const src = colon + 1;
+    const auto available = static_cast<std::size_t>(end - src);
     const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
     char* const dst = ValueAccess::inline_bytes(out);
     std::size_t n = 0;
@@ -331,18 +351,26 @@ class Reader {
       if (upper == 0) break;
       dst[n] = upper;
     }
-    const std::size_t end = name_start + n;
-    if (n == 0 || (end < size && !ends_token(data[end]))) {
-      // An empty name, an escape, an inner ':' or a name too long to be inline.
+    if (n == 0 || (src + n < end && !ends_token(src[n]))) {
       out = Value();
-      if (n == fits && n > 0 && kPlainTokenUpper[static_cast<unsigned char>(data[end])] != 0) {
-        return read_long_keyword(out);
-      }
-      return read_general_token(out);
+      return nullptr;
     }
     ValueAccess::set_inline_text(out, Kind::Keyword, n);
-    pos_ = end;
-    return true;
+    return src + n;
+  }
+
+  // A token from pos(): a number, NIL, T, a keyword or a symbol.
+  bool read_token(Value& out) {
+    if (text_[pos_] == ':') {
+      const char* const begin = text_.data();
+      const char* const end = begin + text_.size();
+      if (const char* next = read_plain_keyword(begin + pos_, end, out)) {
+        pos_ = static_cast<std::size_t>(next - begin);
+        return true;
+      }
+      return read_long_keyword(out);
+    }
+    return read_general_token(out);
   }
 
   // A plain keyword whose name is longer than the inline capacity.
@@ -352,7 +380,7 @@ class Reader {
     const std::size_t name_start = pos_ + 1;
     std::size_t end = name_start;
     while (end < size && kPlainTokenUpper[static_cast<unsigned char>(data[end])] != 0) ++end;
-    if (end < size && !ends_token(data[end])) return read_general_token(out);
+    if (end == name_start || (end < size && !ends_token(data[end]))) return read_general_token(out);
     char* dst = ValueAccess::init_text(out, Kind::Keyword, end - name_start);
     for (std::size_t k = name_start; k < end; ++k) *dst++ = kPlainTokenUpper[static_cast<unsigned char>(data[k])];
     pos_ = end;

@@ -142,6 +142,7 @@ void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t cou
 
 Value ValueAccess::list_from_moved(std::span<Value> items) {
   Value v;
+  if (items.empty()) return v;  // an empty span may have a null data()
   init_list_relocated(v, items.data(), items.size());
   std::memset(static_cast<void*>(items.data()), 0, items.size() * sizeof(Value));
   return v;

@@ -29,7 +29,7 @@ struct PassGates {
   Registry registry;
 
   explicit PassGates(int n) {
-    auto created = SkillLoader::create(LoaderOptions{PP_FIXTURE_DIR, {}, false});
+    auto created = SkillLoader::create(LoaderOptions{PP_FIXTURE_DIR, {}, false, {}});
     if (!created) die(created.error().message);
     loader = std::make_unique<SkillLoader>(std::move(*created));
     std::vector<std::shared_ptr<const Slot>> slots;
@@ -79,7 +79,7 @@ BENCHMARK(BM_Verify10Gates);
 
 // The bundled gates (policy, protocol-validator, shell-guard) on an ordinary message.
 void BM_VerifyBundled(benchmark::State& state) {
-  auto created = SkillLoader::create(LoaderOptions{PP_PLUGIN_DIR, {}, false});
+  auto created = SkillLoader::create(LoaderOptions{PP_PLUGIN_DIR, {}, false, {}});
   if (!created) die(created.error().message);
   auto boot = boot_skill_dir(PP_MANIFEST_DIR, *created);
   if (!boot || !boot->all_loaded()) die("the bundled skills did not all load");

@@ -27,7 +27,7 @@ TempDir::~TempDir() {
 
 namespace {
 SkillLoader make_loader(const fs::path& plugin_dir) {
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true});
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}});
   REQUIRE(loader.has_value());
   return std::move(*loader);
 }

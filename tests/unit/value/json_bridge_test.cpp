@@ -70,6 +70,14 @@ TEST_CASE("json null, false and empty structures become NIL", "[value][json]") {
   CHECK(json_as_sexp(R"({"a":null,"b":{},"c":[]})") == "(:A NIL :B NIL :C NIL)");
 }
 
+TEST_CASE("json empty object and array at the top level read as NIL", "[value][json][fuzz]") {
+  // Found by fuzzing: closing a structure with no elements handed an empty,
+  // null-data span to memset (undefined behaviour under UBSan).
+  CHECK(json_to_value("{}")->is_nil());
+  CHECK(json_to_value("[]")->is_nil());
+  CHECK(json_as_sexp(R"({"a":{},"b":[{}]})") == "(:A NIL :B (NIL))");
+}
+
 TEST_CASE("json scalars pass through", "[value][json]") {
   // test-json-alist-to-plist-scalar
   CHECK(*json_to_value("42") == Value::integer(42));

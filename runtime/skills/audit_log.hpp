@@ -1,0 +1,84 @@
+// AuditLog: the durable, append-only record of every change to the loaded
+// skills (load, swap, add, remove; ok, refused or failed), kept in SQLite.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "result.hpp"
+
+namespace passepartout {
+
+// One requested change to the loaded skills and how it ended.
+struct SkillChange {
+  std::int64_t id = 0;          // assigned by the log (ignored by record())
+  std::int64_t at_unix_ms = 0;  // when the change was requested (set by the caller; 0 = now)
+  std::string requester;        // who or what asked: "cli", "sighup", "watcher", "rescan", "api", ...
+  std::string action;           // "load", "swap", "add", "remove"
+  std::string skill;
+  std::string from_version, from_sha256;  // empty when there was none (add, boot)
+  std::string to_version, to_sha256;      // empty when there is none (remove, or a refusal before the library was read)
+  std::string outcome;                    // "ok", "refused", "failed"
+  // The step that failed: "manifest", "dependencies", "load", "create", "self-test", "state", "publish";
+  // empty when ok.
+  std::string step;
+  std::string error;             // the message, empty when ok
+  std::int64_t duration_us = 0;  // how long the change took, microseconds
+
+  bool operator==(const SkillChange&) const = default;
+};
+
+// A durable, append-only record of every change to the loaded skills, in SQLite.
+// Thread-safe: one internal mutex serialises every use of the connection.
+// Several processes may read while one writes (WAL journal; writers wait up to
+// 2 s for each other's locks). Rows cannot be updated or deleted (triggers).
+class AuditLog {
+ public:
+  // The schema this build reads and writes (stored in `PRAGMA user_version`).
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens `file` for reading and writing: creates missing folders (mode 0700)
+  // and the file (mode 0600), then migrates the schema to kSchemaVersion.
+  // Refuses, changing nothing, a file that is not SQLite, another
+  // application's database, or a schema newer than this build's.
+  static Result<std::unique_ptr<AuditLog>> open(const std::filesystem::path& file);
+  // Opens an existing log read-only (for `passepartout skills history` while a
+  // daemon writes). not_found when the file is absent or holds no log yet.
+  static Result<std::unique_ptr<AuditLog>> open_read_only(const std::filesystem::path& file);
+
+  AuditLog(const AuditLog&) = delete;
+  AuditLog& operator=(const AuditLog&) = delete;
+  ~AuditLog();
+
+  // Appends `change` durably: the row is committed (synchronous=FULL) before
+  // this returns. Returns its id (increasing, never reused). `action` and
+  // `outcome` must be among the values listed on SkillChange; at_unix_ms 0 is
+  // replaced by the current time. Any thread; blocks while another process writes.
+  Result<std::int64_t> record(const SkillChange& change);
+  // Newest first (the order they were recorded in); at most `limit`; only
+  // changes of `skill` when it is non-empty. Any thread.
+  Result<std::vector<SkillChange>> list(std::size_t limit = 100, std::string_view skill = {}) const;
+
+  const std::filesystem::path& file() const noexcept;
+  bool is_read_only() const noexcept;
+
+ private:
+  struct State;
+  explicit AuditLog(std::unique_ptr<State> state);
+  static Result<std::unique_ptr<AuditLog>> open_with(const std::filesystem::path& file, bool read_only);
+  std::unique_ptr<State> state_;
+};
+
+// The folder Passepartout keeps durable state in: $PASSEPARTOUT_STATE_DIR, else
+// $XDG_STATE_HOME/passepartout (when absolute), else ~/.local/state/passepartout
+// (the home directory from $HOME, else the password database).
+std::filesystem::path default_state_dir();
+// The audit log in a state folder: <state_dir>/audit.sqlite3.
+std::filesystem::path audit_file(const std::filesystem::path& state_dir);
+
+}  // namespace passepartout

@@ -1,0 +1,518 @@
+// SkillHost: the swap, add, remove, reload and rescan procedures, each a
+// sequence of named steps that either all succeed and publish, or leave the
+// published snapshot untouched and say which step failed.
+#include "skills/skill_host.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "log.hpp"
+#include "skills/dependency_graph.hpp"
+#include "skills/elf_inspector.hpp"
+
+namespace passepartout {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kMemoryLogLimit = 1000;
+
+std::int64_t micros_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+}
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+SkillChange begin_change(std::string_view action, std::string_view skill, std::string_view requester) {
+  SkillChange change;
+  change.at_unix_ms = unix_ms_now();
+  change.action = std::string(action);
+  change.skill = std::string(skill);
+  change.requester = std::string(requester);
+  return change;
+}
+
+// "refused": a check said no (dependencies, ABI, pins, permissions);
+// "failed": the skill's own code did (create, self-test, state hand-over).
+ChangeResult finish(SkillChange change, std::string_view step, const Error& error, Clock::time_point start) {
+  change.outcome = error.code == ErrorCode::failed ? "failed" : "refused";
+  change.step = std::string(step);
+  change.error = error.message;
+  change.duration_us = micros_since(start);
+  return ChangeResult{std::move(change), -1};
+}
+
+std::vector<std::shared_ptr<const Slot>> current_slots(const Snapshot& snapshot) {
+  return {snapshot.slots().begin(), snapshot.slots().end()};
+}
+
+// The new skill's own dependencies, against what is loaded (minus `replacing`).
+Result<void> check_dependencies(const SkillManifest& manifest, const Snapshot& snapshot) {
+  for (const Dependency& dep : manifest.depends_on) {
+    const Slot* provider = snapshot.find(dep.name);
+    if (provider == nullptr || provider->name() == manifest.name) {
+      return fail(ErrorCode::refused, "skill '" + manifest.name + "' depends on '" + dep.name +
+                                          "', which is not loaded; load it first");
+    }
+    if (!dep.constraint.matches(provider->manifest().version)) {
+      return fail(ErrorCode::refused, "skill '" + manifest.name + "' requires '" + dep.text + "', but " + dep.name +
+                                          " " + provider->version_text() + " is loaded");
+    }
+  }
+  return {};
+}
+
+// Loaded skills whose declared constraint on `manifest.name` the new version would violate.
+Result<void> check_dependents(const SkillManifest& manifest, const Snapshot& snapshot) {
+  for (const auto& slot : snapshot.slots()) {
+    for (const Dependency& dep : slot->manifest().depends_on) {
+      if (dep.name == manifest.name && !dep.constraint.matches(manifest.version)) {
+        return fail(ErrorCode::refused, "swapping '" + manifest.name + "' to " + manifest.version.to_string() +
+                                            " would break '" + slot->name() + "', which requires '" + dep.text +
+                                            "'; update " + slot->name() + " first");
+      }
+    }
+  }
+  return {};
+}
+
+// Hands the old instance's state to the new one when both take part.
+Result<void> hand_over_state(const Slot& from, const Slot& to) {
+  if (from.api().export_state == nullptr || to.api().import_state == nullptr) return {};
+  pp_call call;
+  const pp_value* state = nullptr;
+  if (from.api().export_state(from.instance(), &call, &state) != PP_OK) {
+    return fail(ErrorCode::failed, "skill '" + from.name() + "' " + from.version_text() + " could not export its state: " +
+                                       (call.error.empty() ? std::string("no reason given") : call.error));
+  }
+  const Value exported = from_handle(state);  // keep it alive past the next hook's arena
+  pp_call import_call;
+  if (to.api().import_state(to.instance(), &import_call, to_handle(exported)) != PP_OK) {
+    return fail(ErrorCode::failed, "skill '" + to.name() + "' " + to.version_text() + " could not import the state of " +
+                                       from.version_text() + ": " +
+                                       (import_call.error.empty() ? std::string("no reason given") : import_call.error));
+  }
+  return {};
+}
+
+// Whether `loaded` still matches what the manifest folder says (the library
+// bytes are compared by hash by the caller).
+bool same_settings(const SkillManifest& a, const SkillManifest& b) {
+  auto deps = [](const SkillManifest& m) {
+    std::vector<std::string> texts;
+    for (const auto& d : m.depends_on) texts.push_back(d.text);
+    return texts;
+  };
+  return a.version == b.version && a.library == b.library && a.priority == b.priority && a.abi.major == b.abi.major &&
+         a.abi.minor == b.abi.minor && deps(a) == deps(b) && a.trigger.sensors == b.trigger.sensors &&
+         a.trigger.always == b.trigger.always && a.config == b.config && a.sha256 == b.sha256 &&
+         a.never_unload == b.never_unload;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
+  std::unique_ptr<AuditLog> audit;
+  if (!options.audit_file.empty()) {
+    auto opened = AuditLog::open(options.audit_file);
+    if (!opened) return fail(opened.error().code, opened.error().message);
+    audit = std::move(*opened);
+  }
+  auto loader = SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}});
+  if (!loader) return fail(loader.error().code, loader.error().message);
+  return std::unique_ptr<SkillHost>(new SkillHost(std::move(options), std::move(*loader), std::move(audit)));
+}
+
+SkillHost::SkillHost(SkillHostOptions options, SkillLoader loader, std::unique_ptr<AuditLog> audit)
+    : options_(std::move(options)), loader_(std::move(loader)), audit_(std::move(audit)) {
+  loader_.set_retire_queue(control_.queue());
+}
+
+SkillHost::~SkillHost() {
+  // Retire every slot on the control thread while it still runs.
+  control_.run([this] { registry_.publish({}); });
+}
+
+void SkillHost::record(SkillChange& change) {
+  if (audit_) {
+    auto id = audit_->record(change);
+    if (id) {
+      change.id = *id;
+    } else {
+      log_message(LogLevel::error, "skills", "could not record a skill change: " + id.error().message);
+    }
+  } else {
+    std::lock_guard lock(memory_log_mutex_);
+    change.id = memory_log_.empty() ? 1 : memory_log_.front().id + 1;
+    memory_log_.push_front(change);
+    if (memory_log_.size() > kMemoryLogLimit) memory_log_.pop_back();
+  }
+  const bool ok = change.outcome == "ok";
+  std::string line = change.action + " '" + change.skill + "'";
+  if (!change.from_version.empty() || !change.to_version.empty()) {
+    line += " " + (change.from_version.empty() ? std::string("-") : change.from_version) + " -> " +
+            (change.to_version.empty() ? std::string("-") : change.to_version);
+  }
+  line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" + change.requester +
+          ", " + std::to_string(change.duration_us) + " us)";
+  log_message(ok ? LogLevel::info : LogLevel::warn, "skills", line);
+}
+
+BootResult SkillHost::boot(std::string_view requester) {
+  return control_.run([&] {
+    auto start = Clock::now();
+    auto booted = boot_skill_dir(options_.manifest_dir, loader_);
+    if (!booted) {
+      BootResult empty;
+      empty.manifest_errors.push_back(booted.error());
+      return empty;
+    }
+    for (const auto& manifest : booted->manifests) manifest_paths_[manifest.name] = manifest.path;
+    registry_.publish(booted->slots);
+    for (const auto& slot : booted->slots) {
+      SkillChange change = begin_change("load", slot->name(), requester);
+      change.to_version = slot->version_text();
+      change.to_sha256 = slot->library_sha256();
+      change.outcome = "ok";
+      change.duration_us = micros_since(start);
+      record(change);
+    }
+    for (const auto& disabled : booted->disabled) {
+      SkillChange change = begin_change("load", disabled.name, requester);
+      change.outcome = "refused";
+      change.step = "load";
+      change.error = disabled.reason;
+      change.duration_us = micros_since(start);
+      record(change);
+    }
+    return std::move(*booted);
+  });
+}
+
+ChangeResult SkillHost::swap(const SkillManifest& next, std::string_view requester) {
+  return control_.run([&] { return swap_now(next, requester); });
+}
+
+ChangeResult SkillHost::add(const SkillManifest& manifest, std::string_view requester) {
+  return control_.run([&] { return add_now(manifest, requester); });
+}
+
+std::vector<ChangeResult> SkillHost::remove(std::string_view name, bool cascade, std::string_view requester) {
+  return control_.run([&] { return remove_now(name, cascade, requester); });
+}
+
+RescanResult SkillHost::rescan(std::string_view requester) {
+  return control_.run([&] { return rescan_now(requester); });
+}
+
+ChangeResult SkillHost::reload(std::string_view name, std::string_view requester) {
+  return control_.run([&]() -> ChangeResult {
+    auto start = Clock::now();
+    SkillChange change = begin_change("swap", name, requester);
+    auto known = manifest_paths_.find(std::string(name));
+    fs::path path = known != manifest_paths_.end() ? known->second : options_.manifest_dir / (std::string(name) + ".yaml");
+    auto manifest = SkillManifest::load(path);
+    if (!manifest) {
+      ChangeResult refused = finish(std::move(change), "manifest", manifest.error(), start);
+      record(refused.change);
+      return refused;
+    }
+    if (manifest->name != name) {
+      ChangeResult refused = finish(std::move(change), "manifest",
+                                    Error{ErrorCode::refused, path.string() + " now names skill '" + manifest->name +
+                                                                  "', not '" + std::string(name) + "'"},
+                                    start);
+      record(refused.change);
+      return refused;
+    }
+    manifest_paths_[manifest->name] = manifest->path;
+    return registry_.snapshot()->find(name) != nullptr ? swap_now(*manifest, requester) : add_now(*manifest, requester);
+  });
+}
+
+ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view requester) {
+  const auto start = Clock::now();
+  SkillChange change = begin_change("swap", next.name, requester);
+  change.to_version = next.version.to_string();
+  auto snapshot = registry_.snapshot();
+
+  const Slot* old = snapshot->find(next.name);
+  if (old == nullptr) {
+    ChangeResult r = finish(std::move(change), "manifest",
+                            Error{ErrorCode::refused, "skill '" + next.name + "' is not loaded; add it instead"}, start);
+    record(r.change);
+    return r;
+  }
+  change.from_version = old->version_text();
+  change.from_sha256 = old->library_sha256();
+
+  if (auto ok = check_dependencies(next, *snapshot); !ok) {
+    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  if (auto ok = check_dependents(next, *snapshot); !ok) {
+    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+
+  auto opened = loader_.open(next);
+  if (!opened) {
+    if (auto hash = sha256_file(loader_.library_path(next))) change.to_sha256 = *hash;
+    ChangeResult r = finish(std::move(change), "load", opened.error(), start);
+    record(r.change);
+    return r;
+  }
+  std::shared_ptr<Slot> slot = std::move(*opened);
+  change.to_sha256 = slot->library_sha256();
+
+  const auto skill_start = Clock::now();  // the skill's own time, not the swap's
+  if (auto ok = slot->create_instance(); !ok) {
+    ChangeResult r = finish(std::move(change), "create", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  if (auto ok = slot->self_test(); !ok) {
+    ChangeResult r = finish(std::move(change), "self-test", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  const auto skill_us = micros_since(skill_start);
+
+  if (auto ok = hand_over_state(*old, *slot); !ok) {
+    ChangeResult r = finish(std::move(change), "state", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+
+  auto slots = current_slots(*snapshot);
+  std::replace_if(
+      slots.begin(), slots.end(), [&](const std::shared_ptr<const Slot>& s) { return s.get() == old; }, slot);
+  registry_.publish(std::move(slots));
+  const auto publish_us = micros_since(start) - skill_us;
+
+  snapshot.reset();  // the old slot retires once the last signal holding it is done
+  change.outcome = "ok";
+  change.duration_us = micros_since(start);
+  record(change);
+  return ChangeResult{std::move(change), publish_us};
+}
+
+ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view requester) {
+  const auto start = Clock::now();
+  SkillChange change = begin_change("add", manifest.name, requester);
+  change.to_version = manifest.version.to_string();
+  auto snapshot = registry_.snapshot();
+
+  if (const Slot* existing = snapshot->find(manifest.name); existing != nullptr) {
+    ChangeResult r = finish(std::move(change), "manifest",
+                            Error{ErrorCode::refused, "skill '" + manifest.name + "' is already loaded (" +
+                                                          existing->version_text() + "); reload or swap it instead"},
+                            start);
+    record(r.change);
+    return r;
+  }
+  if (auto ok = check_dependencies(manifest, *snapshot); !ok) {
+    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  auto opened = loader_.open(manifest);
+  if (!opened) {
+    if (auto hash = sha256_file(loader_.library_path(manifest))) change.to_sha256 = *hash;
+    ChangeResult r = finish(std::move(change), "load", opened.error(), start);
+    record(r.change);
+    return r;
+  }
+  std::shared_ptr<Slot> slot = std::move(*opened);
+  change.to_sha256 = slot->library_sha256();
+  const auto skill_start = Clock::now();
+  if (auto ok = slot->create_instance(); !ok) {
+    ChangeResult r = finish(std::move(change), "create", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  if (auto ok = slot->self_test(); !ok) {
+    ChangeResult r = finish(std::move(change), "self-test", ok.error(), start);
+    record(r.change);
+    return r;
+  }
+  const auto skill_us = micros_since(skill_start);
+
+  auto slots = current_slots(*snapshot);
+  slots.push_back(std::move(slot));
+  registry_.publish(std::move(slots));
+  const auto publish_us = micros_since(start) - skill_us;
+  manifest_paths_[manifest.name] = manifest.path;
+
+  change.outcome = "ok";
+  change.duration_us = micros_since(start);
+  record(change);
+  return ChangeResult{std::move(change), publish_us};
+}
+
+std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, bool cascade, std::string_view requester) {
+  const auto start = Clock::now();
+  auto snapshot = registry_.snapshot();
+  std::vector<ChangeResult> results;
+
+  const Slot* target = snapshot->find(name);
+  if (target == nullptr) {
+    SkillChange change = begin_change("remove", name, requester);
+    results.push_back(finish(std::move(change), "manifest",
+                             Error{ErrorCode::refused, "skill '" + std::string(name) + "' is not loaded"}, start));
+    record(results.back().change);
+    return results;
+  }
+
+  // Everything that depends on `name`, directly or not.
+  std::set<std::string> doomed{std::string(name)};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& slot : snapshot->slots()) {
+      if (doomed.count(slot->name()) != 0) continue;
+      for (const Dependency& dep : slot->manifest().depends_on) {
+        if (doomed.count(dep.name) != 0) {
+          doomed.insert(slot->name());
+          grew = true;
+          break;
+        }
+      }
+    }
+  }
+  if (doomed.size() > 1 && !cascade) {
+    std::string dependents;
+    for (const auto& d : doomed) {
+      if (d == name) continue;
+      dependents += (dependents.empty() ? "'" : ", '") + d + "'";
+    }
+    SkillChange change = begin_change("remove", name, requester);
+    change.from_version = target->version_text();
+    change.from_sha256 = target->library_sha256();
+    results.push_back(finish(std::move(change), "dependencies",
+                             Error{ErrorCode::refused, "skill '" + std::string(name) + "' is needed by " + dependents +
+                                                           "; remove those first or ask to cascade"},
+                             start));
+    record(results.back().change);
+    return results;
+  }
+
+  // Dependents first: reverse load order.
+  std::vector<std::shared_ptr<const Slot>> kept;
+  std::vector<const Slot*> removed;
+  for (const auto& slot : snapshot->slots()) {
+    if (doomed.count(slot->name()) != 0) {
+      removed.push_back(slot.get());
+    } else {
+      kept.push_back(slot);
+    }
+  }
+  std::reverse(removed.begin(), removed.end());
+  registry_.publish(std::move(kept));
+  const auto publish_us = micros_since(start);
+  for (const Slot* slot : removed) {
+    SkillChange change = begin_change("remove", slot->name(), requester);
+    change.from_version = slot->version_text();
+    change.from_sha256 = slot->library_sha256();
+    change.outcome = "ok";
+    change.duration_us = micros_since(start);
+    manifest_paths_.erase(slot->name());
+    results.push_back(ChangeResult{change, publish_us});
+    record(results.back().change);
+  }
+  return results;
+}
+
+RescanResult SkillHost::rescan_now(std::string_view requester) {
+  RescanResult result;
+  auto set = load_manifest_dir(options_.manifest_dir);
+  if (!set) {
+    result.manifest_errors.push_back(set.error());
+    return result;
+  }
+  result.manifest_errors = std::move(set->errors);
+
+  // Skills whose manifest file failed to parse are left exactly as they are
+  // (every manifest error starts with "<file>:").
+  auto unreadable = [&](const fs::path& file) {
+    std::string prefix = file.string() + ":";
+    return std::any_of(result.manifest_errors.begin(), result.manifest_errors.end(),
+                       [&](const Error& e) { return e.message.rfind(prefix, 0) == 0; });
+  };
+
+  auto snapshot = registry_.snapshot();
+  std::set<std::string> in_folder;
+  std::vector<SkillManifest> added;
+  for (SkillManifest& manifest : set->manifests) {
+    in_folder.insert(manifest.name);
+    const Slot* loaded = snapshot->find(manifest.name);
+    if (loaded == nullptr) {
+      added.push_back(std::move(manifest));
+      continue;
+    }
+    // Changed? Settings first (cheap), then the library's bytes.
+    fs::path library = loader_.library_path(manifest);
+    auto report = inspect_elf(library);
+    if (report && !report->complete) {
+      result.deferred.push_back(manifest.name + ": " + report->problem);
+      continue;  // half-written: wait for the writer to finish
+    }
+    auto hash = sha256_file(library);
+    bool changed = !same_settings(loaded->manifest(), manifest) || !hash || *hash != loaded->library_sha256();
+    if (changed) {
+      manifest_paths_[manifest.name] = manifest.path;
+      result.changes.push_back(swap_now(manifest, requester));
+      snapshot = registry_.snapshot();
+    }
+  }
+
+  // New skills, dependencies first (against what is loaded now).
+  std::map<std::string, SemVer> available;
+  for (const auto& slot : snapshot->slots()) available.emplace(slot->name(), slot->manifest().version);
+  LoadPlan plan = DependencyGraph::plan(added, available);
+  for (const SkillManifest* manifest : plan.order) {
+    auto report = inspect_elf(loader_.library_path(*manifest));
+    if (report && !report->complete) {
+      result.deferred.push_back(manifest->name + ": " + report->problem);
+      continue;
+    }
+    result.changes.push_back(add_now(*manifest, requester));
+  }
+  for (const Disabled& disabled : plan.disabled) {
+    SkillChange change = begin_change("add", disabled.name, requester);
+    change.outcome = "refused";
+    change.step = "dependencies";
+    change.error = disabled.reason;
+    record(change);
+    result.changes.push_back(ChangeResult{std::move(change), -1});
+  }
+
+  // Skills whose manifest is gone (and did not just fail to parse).
+  snapshot = registry_.snapshot();
+  std::vector<std::string> gone;
+  for (const auto& slot : snapshot->slots()) {
+    if (in_folder.count(slot->name()) == 0 && !unreadable(slot->manifest().path)) gone.push_back(slot->name());
+  }
+  // Dependents before what they depend on: reverse load order.
+  std::reverse(gone.begin(), gone.end());
+  for (const std::string& name : gone) {
+    for (auto& r : remove_now(name, false, requester)) result.changes.push_back(std::move(r));
+  }
+  return result;
+}
+
+Result<std::vector<SkillChange>> SkillHost::history(std::size_t limit) const {
+  if (audit_) return audit_->list(limit);
+  std::lock_guard lock(memory_log_mutex_);
+  auto end = memory_log_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, memory_log_.size()));
+  return std::vector<SkillChange>(memory_log_.begin(), end);
+}
+
+}  // namespace passepartout

@@ -1,0 +1,46 @@
+// SkillWatcher: watches the manifest and plugin folders with inotify and
+// rescans once they have been quiet for a while, so dropping in a new library
+// or manifest hot-swaps it; a half-written library is never loaded.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "result.hpp"
+#include "skills/skill_host.hpp"
+
+namespace passepartout {
+
+// Owns one thread that waits on inotify. Any change to a `*.yaml`/`*.yml`
+// manifest or a `*.so` library (written and closed, renamed in or out,
+// deleted) starts a quiet period of `debounce`; every further change restarts
+// it. When it ends the host rescans (requester "watcher"). A library that is
+// not yet a complete ELF file is deferred by the rescan and retried after
+// another quiet period. The host must outlive the watcher.
+class SkillWatcher {
+ public:
+  static Result<std::unique_ptr<SkillWatcher>> start(SkillHost& host,
+                                                     std::chrono::milliseconds debounce = std::chrono::milliseconds(250));
+  ~SkillWatcher();  // stops and joins
+  SkillWatcher(const SkillWatcher&) = delete;
+  SkillWatcher& operator=(const SkillWatcher&) = delete;
+
+  // Rescans the watcher has run so far.
+  std::uint64_t rescans() const noexcept { return rescans_.load(std::memory_order_acquire); }
+
+ private:
+  SkillWatcher(SkillHost& host, std::chrono::milliseconds debounce, int inotify_fd, int stop_fd);
+  void run();
+
+  SkillHost& host_;
+  std::chrono::milliseconds debounce_;
+  int inotify_fd_;
+  int stop_fd_;  // an eventfd: written once to stop
+  std::atomic<std::uint64_t> rescans_{0};
+  std::thread thread_;
+};
+
+}  // namespace passepartout
