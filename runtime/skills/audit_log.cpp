@@ -14,9 +14,9 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
+#include <system_error>
 #include <utility>
 
 namespace passepartout {
@@ -174,7 +174,7 @@ bool is_one_of(std::string_view value, const auto& allowed) {
 }
 
 std::string errno_text(int error) {
-  return std::strerror(error);
+  return std::generic_category().message(error);
 }
 
 // Creates the missing folders of `dir` (mode 0700), leaving existing ones alone.

@@ -196,11 +196,13 @@ BootResult SkillHost::boot(std::string_view requester) {
 }
 
 ChangeResult SkillHost::swap(const SkillManifest& next, std::string_view requester) {
-  return control_.run([&] { return swap_now(next, requester); });
+  const auto requested = Clock::now();
+  return control_.run([&] { return swap_now(next, requester, requested); });
 }
 
 ChangeResult SkillHost::add(const SkillManifest& manifest, std::string_view requester) {
-  return control_.run([&] { return add_now(manifest, requester); });
+  const auto requested = Clock::now();
+  return control_.run([&] { return add_now(manifest, requester, requested); });
 }
 
 std::vector<ChangeResult> SkillHost::remove(std::string_view name, bool cascade, std::string_view requester) {
@@ -232,12 +234,12 @@ ChangeResult SkillHost::reload(std::string_view name, std::string_view requester
       return refused;
     }
     manifest_paths_[manifest->name] = manifest->path;
-    return registry_.snapshot()->find(name) != nullptr ? swap_now(*manifest, requester) : add_now(*manifest, requester);
+    return registry_.snapshot()->find(name) != nullptr ? swap_now(*manifest, requester, start)
+                                                       : add_now(*manifest, requester, start);
   });
 }
 
-ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view requester) {
-  const auto start = Clock::now();
+ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view requester, TimePoint start) {
   SkillChange change = begin_change("swap", next.name, requester);
   change.to_version = next.version.to_string();
   auto snapshot = registry_.snapshot();
@@ -305,8 +307,7 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   return ChangeResult{std::move(change), publish_us};
 }
 
-ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view requester) {
-  const auto start = Clock::now();
+ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view requester, TimePoint start) {
   SkillChange change = begin_change("add", manifest.name, requester);
   change.to_version = manifest.version.to_string();
   auto snapshot = registry_.snapshot();
@@ -468,7 +469,7 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
     bool changed = !same_settings(loaded->manifest(), manifest) || !hash || *hash != loaded->library_sha256();
     if (changed) {
       manifest_paths_[manifest.name] = manifest.path;
-      result.changes.push_back(swap_now(manifest, requester));
+      result.changes.push_back(swap_now(manifest, requester, Clock::now()));
       snapshot = registry_.snapshot();
     }
   }
@@ -483,7 +484,7 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
       result.deferred.push_back(manifest->name + ": " + report->problem);
       continue;
     }
-    result.changes.push_back(add_now(*manifest, requester));
+    result.changes.push_back(add_now(*manifest, requester, Clock::now()));
   }
   for (const Disabled& disabled : plan.disabled) {
     SkillChange change = begin_change("add", disabled.name, requester);

@@ -2,6 +2,7 @@
 // rescan while signals keep flowing, every change recorded in the audit log.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -31,7 +32,9 @@ struct SkillHostOptions {
 
 struct ChangeResult {
   SkillChange change;  // as recorded: outcome "ok", "refused" (a check said no) or "failed" (the skill's code did)
-  // From request to published, minus the skill's own create and self-test; -1 when nothing was published.
+  // From the request (before the hand-over to the control thread) to the new
+  // snapshot being published, minus the skill's own create and self-test;
+  // -1 when nothing was published.
   std::int64_t publish_us = -1;
   bool ok() const { return change.outcome == "ok"; }
 };
@@ -89,8 +92,9 @@ class SkillHost {
   SkillHost(SkillHostOptions options, SkillLoader loader, std::unique_ptr<AuditLog> audit);
 
   // Control thread only:
-  ChangeResult swap_now(const SkillManifest& next, std::string_view requester);
-  ChangeResult add_now(const SkillManifest& manifest, std::string_view requester);
+  using TimePoint = std::chrono::steady_clock::time_point;
+  ChangeResult swap_now(const SkillManifest& next, std::string_view requester, TimePoint requested);
+  ChangeResult add_now(const SkillManifest& manifest, std::string_view requester, TimePoint requested);
   std::vector<ChangeResult> remove_now(std::string_view name, bool cascade, std::string_view requester);
   RescanResult rescan_now(std::string_view requester);
   void record(SkillChange& change);

@@ -3,6 +3,7 @@
 #include "skills/skill_loader.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,10 +15,14 @@
 #include <cstring>
 #include <fstream>
 #include <openssl/evp.h>
+#include <mutex>
+#include <set>
+#include <vector>
 #include <sstream>
 #include <thread>
 
 #include "log.hpp"
+#include "skills/elf_inspector.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;
@@ -108,6 +113,16 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   }
 }
 
+// Keeps a library handle open until the process ends (never_unload), reachable
+// from a global so that leak checkers see it is held on purpose.
+void pin_forever(boost::dll::shared_library library) {
+  static std::mutex mutex;  // guards pinned
+  static auto* pinned = new std::vector<std::unique_ptr<boost::dll::shared_library>>();  // never freed: by design
+  std::lock_guard lock(mutex);
+  pinned->push_back(std::make_unique<boost::dll::shared_library>(std::move(library)));
+  pinned_libraries.fetch_add(1, std::memory_order_relaxed);
+}
+
 class BoostSkillLibrary final : public SkillLibrary {
  public:
   BoostSkillLibrary(fs::path source, fs::path copy, bool never_unload)
@@ -118,8 +133,7 @@ class BoostSkillLibrary final : public SkillLibrary {
     if (never_unload_) {
       // The manifest asked for the code to stay mapped (it may have left
       // callbacks behind): hand the handle to a holder that is never freed.
-      new boost::dll::shared_library(std::move(library_));  // NOLINT: deliberate, counted
-      pinned_libraries.fetch_add(1, std::memory_order_relaxed);
+      pin_forever(std::move(library_));
       return;
     }
     library_.unload();
@@ -179,6 +193,33 @@ struct RetireOnControl {
     queue->post([slot] { delete slot; });
   }
 };
+
+// Shared objects mapped in this process, by path.
+std::set<std::string> loaded_objects() {
+  std::set<std::string> names;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* out) {
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+          static_cast<std::set<std::string>*>(out)->insert(info->dlpi_name);
+        }
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+// Libraries a skill links against (RE2, say) stay loaded for the process's
+// life; only the skill's own code is swapped. Unloading them with the skill
+// would re-run their one-time initialisation on every swap and leak it.
+void pin_new_dependencies(const std::set<std::string>& before, const fs::path& skill_copy) {
+  for (const std::string& name : loaded_objects()) {
+    if (before.count(name) != 0 || name == skill_copy.string()) continue;
+    if (void* handle = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE); handle != nullptr) {
+      ::dlclose(handle);  // drops the probe's reference; RTLD_NODELETE stays
+      log_message(LogLevel::debug, "loader", "keeping " + name + " loaded for the process's life");
+    }
+  }
+}
 
 std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
@@ -336,6 +377,15 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
                                         manifest.path.filename().string());
   }
 
+  // GNU unique symbols make glibc ignore dlclose: every swap would leave a copy mapped.
+  if (ElfReport elf = inspect_elf_bytes(*bytes); !elf.gnu_unique_symbols.empty()) {
+    log_message(LogLevel::warn, "loader",
+                who + ": " + source.string() + " exports STB_GNU_UNIQUE symbols (" + elf.gnu_unique_symbols.front() +
+                    (elf.gnu_unique_symbols.size() > 1 ? ", ..." : "") +
+                    "); glibc will never unload it, so each hot swap leaves a copy mapped; build it with "
+                    "-fno-gnu-unique (passepartout_add_skill does)");
+  }
+
   // A unique path per load: dlopen caches by path and would hand back the old code.
   fs::path copy = state_->options.copy_dir /
                   (manifest.name + "-" + std::to_string(::getpid()) + "-" +
@@ -343,7 +393,9 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   if (auto ok = write_private_copy(copy, *bytes, who); !ok) return fail(ok.error().code, ok.error().message);
 
   auto library = std::make_unique<BoostSkillLibrary>(source, copy, manifest.never_unload);
+  const std::set<std::string> before = loaded_objects();
   auto opened = library->open(who);
+  if (opened) pin_new_dependencies(before, copy);
   fs::remove(copy, ec);  // the mapping outlives the name; nothing is left behind on a crash
   if (!opened) return fail(opened.error().code, opened.error().message);
 

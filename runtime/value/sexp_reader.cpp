@@ -198,15 +198,16 @@ class Reader {
   std::size_t pos() const noexcept { return pos_; }
   Error& error() noexcept { return error_; }
 
-  // Skips whitespace and `;` comments.
-  void skip_atmosphere() noexcept {
+  // Moves pos() past whitespace and `;` comments.
+  void skip_blank_at_pos() noexcept {
     const char* const begin = text_.data();
     pos_ = static_cast<std::size_t>(skip_blank(begin + pos_, begin + text_.size()) - begin);
   }
 
   // Reads one datum from pos(); on success `out` holds it and pos() is just past it.
-  // The cursor lives in a local so it can stay in a register; keywords and
-  // strings are read inline, everything else through pos_.
+  // The cursor lives in a local so it can stay in a register; strings and
+  // short plain keywords, symbols and integers are read inline, everything
+  // else through pos_ by read_atom.
   bool read_datum(Value& out) {
     ValueStack& items = scratch_.items;
     std::vector<Frame>& frames = scratch_.frames;
@@ -244,9 +245,18 @@ class Reader {
         ++p;
       } else {
         Value& slot = items.push_nil();
-        const char* next = c == ':' ? read_plain_keyword(p, end, slot)
-                         : c == '"' ? read_terminated_string(p, end, slot)
-                                    : nullptr;
+        const char* next = nullptr;
+        if (c == ':') {
+          next = read_plain_keyword(p, end, slot);
+        } else if (c == '"') {
+          next = read_terminated_string(p, end, slot);
+        } else if (sexp::is_digit(c) || c == '-' || c == '+') {
+          next = read_plain_integer(p, end, slot);
+        } else if (c != '#' && c != '.' && kPlainTokenUpper[static_cast<unsigned char>(c)] != 0) {
+          // '#' starting a token is a dispatch macro (read_atom rejects it);
+          // a leading '.' may make a number or a dot.
+          next = read_plain_symbol(p, end, slot);
+        }
         if (next == nullptr) {
           pos_ = offset(p);
           if (!read_atom(c, slot)) return false;
@@ -357,6 +367,53 @@ class Reader {
     }
     ValueAccess::set_inline_text(out, Kind::Keyword, n);
     return src + n;
+  }
+
+  // An integer of at most 18 digits with an optional sign (it cannot
+  // overflow) at `p`. Returns the end of the token, or nullptr (leaving `out`
+  // NIL) for any other token, which read_token handles.
+  static const char* read_plain_integer(const char* p, const char* end, Value& out) noexcept {
+    constexpr std::ptrdiff_t kSafeDigits = 18;
+    const char* q = p;
+    const bool negative = *q == '-';
+    if (*q == '-' || *q == '+') ++q;
+    const char* const digits = q;
+    std::uint64_t magnitude = 0;
+    while (q < end && sexp::is_digit(*q) && q - digits < kSafeDigits) {
+      magnitude = magnitude * 10 + static_cast<std::uint64_t>(*q - '0');
+      ++q;
+    }
+    if (q == digits || (q < end && !ends_token(*q))) return nullptr;
+    const auto value = static_cast<std::int64_t>(magnitude);
+    ValueAccess::init_integer(out, negative ? -value : value);
+    return q;
+  }
+
+  // A symbol at `p` made of plain characters that fits inline, NIL or T, as
+  // read_plain_keyword does for keywords. The caller excludes tokens that
+  // may be numbers (a leading digit, sign or dot).
+  static const char* read_plain_symbol(const char* p, const char* end, Value& out) noexcept {
+    const auto available = static_cast<std::size_t>(end - p);
+    const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
+    char* const dst = ValueAccess::inline_bytes(out);
+    std::size_t n = 0;
+    for (; n < fits; ++n) {
+      const char upper = kPlainTokenUpper[static_cast<unsigned char>(p[n])];
+      if (upper == 0) break;
+      dst[n] = upper;
+    }
+    if (n == 0 || (p + n < end && !ends_token(p[n]))) {
+      out = Value();
+      return nullptr;
+    }
+    if (n == 3 && dst[0] == 'N' && dst[1] == 'I' && dst[2] == 'L') {
+      out = Value();
+    } else if (n == 1 && dst[0] == 'T') {
+      out = Value::t();
+    } else {
+      ValueAccess::set_inline_text(out, Kind::Symbol, n);
+    }
+    return p + n;
   }
 
   // A token from pos(): a number, NIL, T, a keyword or a symbol.
@@ -585,7 +642,7 @@ Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_inpu
   if (!reader.read_datum(value)) return Unexpected<Error>(std::move(reader.error()));
   if (consumed != nullptr) *consumed = reader.pos();
   if (whole_input) {
-    reader.skip_atmosphere();
+    reader.skip_blank_at_pos();
     if (reader.pos() != text.size()) {
       return fail(ErrorCode::invalid_input, byte_prefix(reader.pos()) + "unexpected text after the datum");
     }

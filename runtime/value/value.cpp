@@ -123,11 +123,6 @@ char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
   return slot.u_.text->data();
 }
 
-char* ValueAccess::text_bytes(Value& value) noexcept {
-  if (value.small_len_ == Value::kHeapText) return value.u_.text->data();
-  return reinterpret_cast<char*>(&value.small_);
-}
-
 void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t count) {
   if (count == 0) return;
   const std::uint32_t size = checked_size(count, "Value list longer than 2^32 elements");

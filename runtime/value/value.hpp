@@ -128,9 +128,9 @@ class Value {
   static constexpr std::uint8_t kHeapText = 0xFF;
 
   void clear_bytes() noexcept { std::memset(static_cast<void*>(this), 0, sizeof(Value)); }
-  bool has_node() const noexcept {
-    return kind_ == Kind::List || (is_text_kind() && small_len_ == kHeapText);
-  }
+  // small_len_ is kHeapText only for text on the heap (it is 0 for every
+  // non-text kind), so the kind need not be checked for text.
+  bool has_node() const noexcept { return kind_ == Kind::List || small_len_ == kHeapText; }
   bool is_text_kind() const noexcept {
     return kind_ == Kind::String || kind_ == Kind::Keyword || kind_ == Kind::Symbol;
   }

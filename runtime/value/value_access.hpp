@@ -58,6 +58,12 @@ struct ValueAccess {
     slot.small_len_ = static_cast<std::uint8_t>(size);
   }
 
+  // Makes `slot`, which must be NIL, the integer `value`.
+  static void init_integer(Value& slot, std::int64_t value) noexcept {
+    slot.kind_ = Kind::Integer;
+    slot.u_.integer = value;
+  }
+
   // Makes `slot`, which must be NIL, a list of the `count` Values at `items`,
   // relocating their bytes: afterwards the caller must neither use nor destroy
   // those source Values. A count of 0 leaves `slot` NIL.
@@ -73,15 +79,6 @@ struct ValueAccess {
     if (value.kind_ != Kind::List) return {};
     return {value.u_.list->items(), value.u_.list->size};
   }
-
-  // As init_text, on a new Value.
-  static Value text_uninitialized(Kind kind, std::size_t size) {
-    Value v;
-    init_text(v, kind, size);
-    return v;
-  }
-  // Writable bytes of a text Value made by init_text or text_uninitialized.
-  static char* text_bytes(Value& value) noexcept;
 
   // A list owning the elements of `items`, which are moved out (left NIL).
   // An empty span gives NIL.

@@ -18,6 +18,52 @@ namespace {
   std::abort();
 }
 
+// True when `text` has a '#' starting a token outside strings, |...|, escapes
+// and comments: a dispatch macro, which the reader must always refuse.
+bool has_dispatch_macro(std::string_view text) {
+  bool in_string = false;
+  bool in_bars = false;
+  bool in_comment = false;
+  bool token_start = true;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_comment) {
+      if (c == '\n') in_comment = false;
+      token_start = true;
+    } else if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      token_start = true;
+    } else if (in_bars) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '|') {
+        in_bars = false;
+      }
+    } else if (c == '\\') {
+      ++i;
+      token_start = false;
+    } else if (c == '|') {
+      in_bars = true;
+      token_start = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ';') {
+      in_comment = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ')' ||
+               c == '\'' || c == '`' || c == ',') {
+      token_start = true;
+    } else {
+      if (c == '#' && token_start) return true;
+      token_start = false;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -33,6 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (value.error().message.rfind("byte ", 0) != 0) fail("error without an offset", value.error().message);
     return 0;
   }
+  if (has_dispatch_macro(text)) fail("a '#' dispatch macro was read", text);
   // A whole-input read is also a prefix read of the same datum.
   if (!prefix || !(*prefix == *value) || consumed > size) fail("prefix read disagrees", text);
 

@@ -202,3 +202,25 @@ TEST_CASE("a skill's log lines reach the host attributed to the skill", "[skills
   REQUIRE(slot.has_value());
   CHECK(capture.contains("logging-skill: logging-skill created with hello"));
 }
+
+TEST_CASE("the loader warns about a library that exports STB_GNU_UNIQUE symbols", "[skills][loader]") {
+  passepartout::LogCapture capture;
+  SkillFixtures fx;
+  fx.install_library("echo-v1-unique");
+  auto manifest = SkillManifest::parse("name: echo\nversion: 1.0.2\nlibrary: libecho-v1-unique.so\nabi: 1\n",
+                                       fx.manifest_dir() / "echo.yaml");
+  REQUIRE(manifest.has_value());
+  auto slot = fx.loader().load(*manifest);
+  REQUIRE(slot.has_value());  // a warning, not a refusal
+#if defined(__GNUC__) && !defined(__clang__)
+  CHECK(capture.contains("exports STB_GNU_UNIQUE symbols"));
+  CHECK(capture.contains("build it with -fno-gnu-unique"));
+#endif
+}
+
+TEST_CASE("a well-built library draws no STB_GNU_UNIQUE warning", "[skills][loader]") {
+  passepartout::LogCapture capture;
+  SkillFixtures fx;
+  REQUIRE(fx.loader().load(fx.manifest("pass-gate-8")).has_value());
+  CHECK_FALSE(capture.contains("STB_GNU_UNIQUE"));
+}

@@ -264,6 +264,25 @@ TEST_CASE("reader terminates tokens at parentheses and quotes", "[value][reader]
   CHECK(reprint(R"((a(b)c"d"e))") == R"((A (B) C "d" E))");
 }
 
+TEST_CASE("reader reads names and integers alike at the inline-storage boundaries", "[value][reader]") {
+  // Short plain tokens take a faster path than long or escaped ones; both must agree.
+  CHECK(read_ok(":abcdefghijklmn").text() == "ABCDEFGHIJKLMN");    // 14 bytes, inline
+  CHECK(read_ok(":abcdefghijklmno").text() == "ABCDEFGHIJKLMNO");  // 15 bytes, on the heap
+  CHECK(read_ok("abcdefghijklmn") == Value::symbol("ABCDEFGHIJKLMN"));
+  CHECK(read_ok("abcdefghijklmno") == Value::symbol("ABCDEFGHIJKLMNO"));
+  CHECK(read_ok("(:a)") == Value::list({Value::keyword("A")}));
+  CHECK(read_ok(":a") == Value::keyword("A"));
+  CHECK(read_ok("(nil t)") == Value::list({Value(), Value::t()}));
+  CHECK(read_ok("(nIl)") == Value::list({Value()}));
+  CHECK(read_ok("(ti nils)") == Value::list({Value::symbol("TI"), Value::symbol("NILS")}));
+  CHECK(read_ok("123456789012345678") == Value::integer(123456789012345678));
+  CHECK(read_ok("1234567890123456789") == Value::integer(1234567890123456789));
+  CHECK(read_ok("(-5 +6 0)") == Value::list({Value::integer(-5), Value::integer(6), Value::integer(0)}));
+  CHECK(read_ok("(1 2)") == Value::list({Value::integer(1), Value::integer(2)}));
+  CHECK(read_ok("(7)") == Value::list({Value::integer(7)}));
+  CHECK(read_ok(R"((:k\ey :a|b|))") == Value::list({Value::keyword("KEY"), Value::keyword("AB")}));
+}
+
 TEST_CASE("reader prefix reads the first datum and reports what it consumed", "[value][reader]") {
   std::size_t consumed = 0;
   auto first = read_sexp_prefix("  (:A 1) (:B 2)", &consumed);

@@ -14,15 +14,19 @@ struct Creation {
   const pp_value* config;   ///< the manifest's config, valid until destroy returns
 };
 
-/// The creation in progress on this thread, or NULL. A raw pointer: it has no
-/// destructor, so it never pins the library in memory after dlclose.
-inline thread_local const Creation* current_creation = nullptr;
+/// The creation in progress, or NULL. Not thread_local on purpose: a skill
+/// library must carry no TLS (a TLS block of an unloaded library is exactly what
+/// pins it or trips tools scanning threads), and it needs none — the host calls
+/// `create` only on its control thread, one call at a time, and maps a private
+/// copy of the library per load, so each copy's pointer serves one creation.
+/// Hidden visibility keeps it private to the library.
+inline const Creation* current_creation = nullptr;
 
 /// Publishes a Creation for the duration of one constructor call and restores
 /// the previous one (normally NULL) afterwards, even when the constructor throws.
 class CreationScope {
  public:
-  /// Publishes `creation` on this thread.
+  /// Publishes `creation` (control thread).
   explicit CreationScope(const Creation* creation) noexcept : previous_(current_creation) {
     current_creation = creation;
   }

@@ -1,0 +1,147 @@
+// Hot swap under load: swap latency (request to published), and what swapping
+// every millisecond costs the signals verifying meanwhile.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "pipeline/verifier.hpp"
+#include "skills/skill_host.hpp"
+#include "value/sexp_reader.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace passepartout;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "bench_swap: %s\n", message.c_str());
+  std::exit(1);
+}
+
+struct SwapWorld {
+  fs::path root;
+  std::unique_ptr<SkillHost> host;
+  SkillManifest v1, v2;
+
+  SwapWorld() {
+    std::random_device random;
+    root = fs::temp_directory_path() / ("passepartout-bench-" + std::to_string(random()));
+    fs::create_directories(root / "manifests");
+    fs::create_directories(root / "plugins");
+    for (auto lib : {"libecho-v1.so", "libecho-v2.so"}) {
+      fs::copy_file(fs::path(PP_FIXTURE_DIR) / lib, root / "plugins" / lib);
+    }
+    std::ofstream(root / "manifests" / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
+    // Changes are kept in memory here: the audit's fsync comes after publication
+    // and is not part of the figure, but it would pace the swaps.
+    auto created = SkillHost::create(SkillHostOptions{root / "manifests", root / "plugins", {}, false});
+    if (!created) die(created.error().message);
+    host = std::move(*created);
+    if (!host->boot("bench").all_loaded()) die("echo did not load");
+    v1 = parse("name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n");
+    v2 = parse("name: echo\nversion: 2.0.0\nlibrary: libecho-v2.so\nabi: 1\n");
+  }
+  ~SwapWorld() {
+    host.reset();
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  SkillManifest parse(const std::string& yaml) {
+    auto m = SkillManifest::parse(yaml, root / "manifests" / "echo.yaml");
+    if (!m) die(m.error().message);
+    return *m;
+  }
+};
+
+const Value& signal() {
+  static const Value s = *read_sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))");
+  return s;
+}
+const Value& action() {
+  static const Value a = *read_sexp("(:TYPE :REQUEST :PAYLOAD (:ACTION :MESSAGE :TEXT \"hello\" :EXPLANATION \"a greeting\"))");
+  return a;
+}
+
+// Verifies until told to stop, taking a snapshot per signal as the pipeline does.
+struct Verifiers {
+  std::atomic<bool> stop{false};
+  std::atomic<long> done{0};
+  std::atomic<long> lost{0};
+  std::thread thread;
+
+  explicit Verifiers(SkillHost& host) {
+    thread = std::thread([this, &host] {
+      Verification v;
+      long local = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto snapshot = host.snapshot();
+        Verifier::verify(*snapshot, action(), signal(), v);
+        auto stamps = v.action.at("STAMPS").items();
+        if (v.outcome != VerifyOutcome::passed || stamps.size() != 1) lost.fetch_add(1, std::memory_order_relaxed);
+        if (++local % 64 == 0) done.store(local, std::memory_order_relaxed);
+      }
+      done.store(local, std::memory_order_relaxed);
+    });
+  }
+  void finish() {
+    stop = true;
+    thread.join();
+  }
+};
+
+double rate(long operations, Clock::duration elapsed) {
+  return static_cast<double>(operations) / std::chrono::duration<double>(elapsed).count();
+}
+
+void BM_HotSwap(benchmark::State& state) {
+  constexpr int kSwaps = 1000;
+  for (auto _ : state) {
+    SwapWorld world;
+
+    // Baseline: verification throughput with no swapping.
+    Verifiers baseline(*world.host);
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSwaps));
+    baseline.finish();
+    double base_rate = rate(baseline.done.load(), Clock::now() - t0);
+
+    // The same while swapping every millisecond.
+    Verifiers loaded(*world.host);
+    std::vector<double> publish_us;
+    publish_us.reserve(kSwaps);
+    long failed = 0;
+    auto t1 = Clock::now();
+    auto next = t1;
+    for (int i = 0; i < kSwaps; ++i) {
+      next += std::chrono::milliseconds(1);
+      ChangeResult r = world.host->swap(i % 2 == 0 ? world.v2 : world.v1, "bench");
+      if (!r.ok()) ++failed;
+      publish_us.push_back(static_cast<double>(r.publish_us));
+      std::this_thread::sleep_until(next);
+    }
+    loaded.finish();
+    double loaded_rate = rate(loaded.done.load(), Clock::now() - t1);
+
+    std::sort(publish_us.begin(), publish_us.end());
+    auto at = [&](double q) { return publish_us[static_cast<std::size_t>(q * static_cast<double>(publish_us.size() - 1))]; };
+    state.counters["swap_p50_us"] = at(0.50);
+    state.counters["swap_p99_us"] = at(0.99);
+    state.counters["swaps_under_load"] = static_cast<double>(kSwaps - failed);
+    state.counters["lost_signals_during_swaps"] = static_cast<double>(loaded.lost.load() + baseline.lost.load());
+    state.counters["throughput_dip_pct"] = std::max(0.0, (base_rate - loaded_rate) / base_rate * 100.0);
+    state.counters["verify_rate_baseline_per_s"] = base_rate;
+    state.counters["verify_rate_swapping_per_s"] = loaded_rate;
+  }
+}
+BENCHMARK(BM_HotSwap)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
