@@ -2,6 +2,7 @@
 #include "skills/registry.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace passepartout {
 namespace {
@@ -37,8 +38,12 @@ Registry::Registry() : current_(std::make_shared<const Snapshot>(std::vector<std
 
 std::shared_ptr<const Snapshot> Registry::publish(std::vector<std::shared_ptr<const Slot>> slots) {
   auto next = std::make_shared<const Snapshot>(std::move(slots), next_generation_++);
-  current_.store(next, std::memory_order_release);
-  return next;
+  std::shared_ptr<const Snapshot> previous;
+  {
+    std::lock_guard lock(current_mutex_);
+    previous = std::exchange(current_, next);
+  }
+  return next;  // `previous` is released outside the lock: it may be the last holder of retired slots
 }
 
 }  // namespace passepartout
