@@ -139,6 +139,33 @@ SkillHost::~SkillHost() {
   control_.run([this] { registry_.publish({}); });
 }
 
+ChangeResult SkillHost::refuse(SkillChange change, std::string_view step, const Error& error, TimePoint start) {
+  ChangeResult result = finish(std::move(change), step, error, start);
+  record(result.change);
+  return result;
+}
+
+// The steps a new slot goes through before anything is published: load
+// (private copy and checks), create, self-test. Returns the slot and the time
+// the skill's own code took (create and self-test), or the failing step.
+Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, SkillChange& change,
+                                              std::string& step) {
+  step = "load";
+  auto opened = loader_.open(manifest);
+  if (!opened) {
+    if (auto hash = sha256_file(loader_.library_path(manifest))) change.to_sha256 = *hash;
+    return fail(opened.error().code, opened.error().message);
+  }
+  std::shared_ptr<Slot> slot = std::move(*opened);
+  change.to_sha256 = slot->library_sha256();
+  const auto skill_start = Clock::now();  // the skill's own time, not the host's
+  step = "create";
+  if (auto ok = slot->create_instance(); !ok) return fail(ok.error().code, ok.error().message);
+  step = "self-test";
+  if (auto ok = slot->self_test(); !ok) return fail(ok.error().code, ok.error().message);
+  return NewSlot{std::move(slot), micros_since(skill_start)};
+}
+
 void SkillHost::record(SkillChange& change) {
   if (audit_) {
     auto id = audit_->record(change);
@@ -221,17 +248,11 @@ ChangeResult SkillHost::reload(std::string_view name, std::string_view requester
     fs::path path = known != manifest_paths_.end() ? known->second : options_.manifest_dir / (std::string(name) + ".yaml");
     auto manifest = SkillManifest::load(path);
     if (!manifest) {
-      ChangeResult refused = finish(std::move(change), "manifest", manifest.error(), start);
-      record(refused.change);
-      return refused;
+      return refuse(std::move(change), "manifest", manifest.error(), start);
     }
     if (manifest->name != name) {
-      ChangeResult refused = finish(std::move(change), "manifest",
-                                    Error{ErrorCode::refused, path.string() + " now names skill '" + manifest->name +
-                                                                  "', not '" + std::string(name) + "'"},
-                                    start);
-      record(refused.change);
-      return refused;
+      return refuse(std::move(change), "manifest", Error{ErrorCode::refused, path.string() + " now names skill '" + manifest->name +
+                                                                  "', not '" + std::string(name) + "'"}, start);
     }
     manifest_paths_[manifest->name] = manifest->path;
     return registry_.snapshot()->find(name) != nullptr ? swap_now(*manifest, requester, start)
@@ -246,52 +267,26 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
 
   const Slot* old = snapshot->find(next.name);
   if (old == nullptr) {
-    ChangeResult r = finish(std::move(change), "manifest",
-                            Error{ErrorCode::refused, "skill '" + next.name + "' is not loaded; add it instead"}, start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "manifest", Error{ErrorCode::refused, "skill '" + next.name + "' is not loaded; add it instead"}, start);
   }
   change.from_version = old->version_text();
   change.from_sha256 = old->library_sha256();
 
   if (auto ok = check_dependencies(next, *snapshot); !ok) {
-    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "dependencies", ok.error(), start);
   }
   if (auto ok = check_dependents(next, *snapshot); !ok) {
-    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "dependencies", ok.error(), start);
   }
 
-  auto opened = loader_.open(next);
-  if (!opened) {
-    if (auto hash = sha256_file(loader_.library_path(next))) change.to_sha256 = *hash;
-    ChangeResult r = finish(std::move(change), "load", opened.error(), start);
-    record(r.change);
-    return r;
-  }
-  std::shared_ptr<Slot> slot = std::move(*opened);
-  change.to_sha256 = slot->library_sha256();
-
-  const auto skill_start = Clock::now();  // the skill's own time, not the swap's
-  if (auto ok = slot->create_instance(); !ok) {
-    ChangeResult r = finish(std::move(change), "create", ok.error(), start);
-    record(r.change);
-    return r;
-  }
-  if (auto ok = slot->self_test(); !ok) {
-    ChangeResult r = finish(std::move(change), "self-test", ok.error(), start);
-    record(r.change);
-    return r;
-  }
-  const auto skill_us = micros_since(skill_start);
+  std::string step;
+  auto prepared = prepare(next, change, step);
+  if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
+  std::shared_ptr<Slot> slot = std::move(prepared->slot);
+  const auto skill_us = prepared->skill_us;
 
   if (auto ok = hand_over_state(*old, *slot); !ok) {
-    ChangeResult r = finish(std::move(change), "state", ok.error(), start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "state", ok.error(), start);
   }
 
   auto slots = current_slots(*snapshot);
@@ -313,39 +308,17 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
   auto snapshot = registry_.snapshot();
 
   if (const Slot* existing = snapshot->find(manifest.name); existing != nullptr) {
-    ChangeResult r = finish(std::move(change), "manifest",
-                            Error{ErrorCode::refused, "skill '" + manifest.name + "' is already loaded (" +
-                                                          existing->version_text() + "); reload or swap it instead"},
-                            start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "manifest", Error{ErrorCode::refused, "skill '" + manifest.name + "' is already loaded (" +
+                                                          existing->version_text() + "); reload or swap it instead"}, start);
   }
   if (auto ok = check_dependencies(manifest, *snapshot); !ok) {
-    ChangeResult r = finish(std::move(change), "dependencies", ok.error(), start);
-    record(r.change);
-    return r;
+    return refuse(std::move(change), "dependencies", ok.error(), start);
   }
-  auto opened = loader_.open(manifest);
-  if (!opened) {
-    if (auto hash = sha256_file(loader_.library_path(manifest))) change.to_sha256 = *hash;
-    ChangeResult r = finish(std::move(change), "load", opened.error(), start);
-    record(r.change);
-    return r;
-  }
-  std::shared_ptr<Slot> slot = std::move(*opened);
-  change.to_sha256 = slot->library_sha256();
-  const auto skill_start = Clock::now();
-  if (auto ok = slot->create_instance(); !ok) {
-    ChangeResult r = finish(std::move(change), "create", ok.error(), start);
-    record(r.change);
-    return r;
-  }
-  if (auto ok = slot->self_test(); !ok) {
-    ChangeResult r = finish(std::move(change), "self-test", ok.error(), start);
-    record(r.change);
-    return r;
-  }
-  const auto skill_us = micros_since(skill_start);
+  std::string step;
+  auto prepared = prepare(manifest, change, step);
+  if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
+  std::shared_ptr<Slot> slot = std::move(prepared->slot);
+  const auto skill_us = prepared->skill_us;
 
   auto slots = current_slots(*snapshot);
   slots.push_back(std::move(slot));

@@ -97,6 +97,12 @@ class SkillHost {
   ChangeResult add_now(const SkillManifest& manifest, std::string_view requester, TimePoint requested);
   std::vector<ChangeResult> remove_now(std::string_view name, bool cascade, std::string_view requester);
   RescanResult rescan_now(std::string_view requester);
+  struct NewSlot {
+    std::shared_ptr<Slot> slot;
+    std::int64_t skill_us;  // the skill's own create and self-test
+  };
+  Result<NewSlot> prepare(const SkillManifest& manifest, SkillChange& change, std::string& step);
+  ChangeResult refuse(SkillChange change, std::string_view step, const Error& error, TimePoint start);
   void record(SkillChange& change);
 
   SkillHostOptions options_;
