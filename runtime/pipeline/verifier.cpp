@@ -11,14 +11,32 @@
 namespace passepartout {
 namespace {
 
-// One verification in 64 per thread times each gate (two clock reads per gate
-// would cost more than the gates themselves); GateCounts reports the sample.
-constexpr std::uint64_t kTimingSampleMask = 63;
+// One verification in 256 per thread times each gate (two clock reads per
+// gate would cost more than the gates themselves); GateCounts reports the sample.
+constexpr std::uint64_t kTimingSampleMask = 255;
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+// The calling thread's watch and counter shard, looked up once per thread:
+// a constinit thread_local is one segment-relative load on the hot path.
+struct ThreadContext {
+  GateWatch* watch;
+  std::size_t shard;
+};
+constinit thread_local ThreadContext t_context{nullptr, 0};
+
+[[gnu::noinline]] const ThreadContext& first_thread_context() {
+  t_context = ThreadContext{&GateWatchdog::this_thread(), this_thread_counter_shard()};
+  return t_context;
+}
+
+const ThreadContext& thread_context() {
+  if (t_context.watch != nullptr) [[likely]] return t_context;
+  return first_thread_context();
 }
 
 Value rejection(std::string_view level, const std::string& text) {
@@ -54,7 +72,7 @@ Value GateTrace::to_value() const {
   std::vector<Value> entries;
   entries.reserve(size_);
   for (std::size_t i = 0; i < size_; ++i) {
-    const GateTraceEntry& e = (*this)[i];
+    const GateTraceView e = (*this)[i];
     const char* result = "PASSED";
     switch (e.result) {
       case GateResult::passed:
@@ -92,22 +110,77 @@ Value Verification::to_value() const {
   return action.with("GATE-TRACE", gate_trace);
 }
 
+namespace {
+
+// Everything but a plain pass or rewrite, off the hot path. Returns true when
+// the verification is decided (a block or a failure) and must stop; `approval`
+// and `approval_action` collect approvals, which do not stop it.
+[[gnu::noinline, gnu::cold]] bool settle(const Snapshot::Gate& gate, std::size_t shard, pp_status status,
+                                         const pp_verdict& verdict, const pp_call& call, bool late,
+                                         const Value& current, Verification& out, bool& approval,
+                                         Value& approval_action) {
+  GateCounters& counters = gate.slot->counters();
+  // Anything not clearly a pass, rewrite, block or approval fails closed.
+  std::string failure;
+  if (late) {
+    failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
+  } else if (status != PP_OK) {
+    failure = call.error.empty() ? std::string("reported an error without a reason") : call.error;
+  } else if (verdict.kind == PP_VERDICT_REWRITE) {
+    failure = "answered a rewrite without an action";
+  } else if (verdict.kind == PP_VERDICT_APPROVAL) {
+    counters.add(shard, GateCounters::approvals);
+    Value reason = from_handle(verdict.reason);
+    if (!reason.is_string()) reason = Value::string(gate_label(*gate.slot) + " asks for approval");
+    out.trace.push_back(gate.slot, GateResult::approval, reason);
+    const Value& asked = from_handle(verdict.action);
+    approval_action = asked.is_list() ? asked : current;
+    out.reason = std::move(reason);
+    approval = true;
+    return false;
+  } else if (verdict.kind == PP_VERDICT_BLOCK) {
+    counters.add(shard, GateCounters::blocks);
+    Value reason = from_handle(verdict.reason);
+    if (!reason.is_string()) reason = Value::string("Action blocked by " + gate_label(*gate.slot) + ".");
+    out.trace.push_back(gate.slot, GateResult::blocked, reason);
+    out.outcome = VerifyOutcome::blocked;
+    out.action = rejection(verdict.level == PP_LOG_WARN ? "WARN" : "ERROR", std::string(reason.text()));
+    log_message(LogLevel::info, "verifier", gate_label(*gate.slot) + " blocked: " + std::string(reason.text()));
+    out.reason = std::move(reason);
+    return true;
+  } else {
+    failure = "answered an unknown verdict (" + std::to_string(verdict.kind) + ")";
+  }
+
+  // The gate failed: block, and say "failed", not "blocked".
+  counters.add(shard, GateCounters::failures);
+  Value reason = Value::string(failure);
+  out.trace.push_back(gate.slot, GateResult::failed, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.reason = std::move(reason);
+  out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
+  log_message(LogLevel::warn, "verifier", gate_label(*gate.slot) + " failed: " + failure);
+  return true;
+}
+
+}  // namespace
+
 void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out) {
   out.trace.clear();
   out.reason = Value();
 
-  GateWatch& watch = GateWatchdog::this_thread();
-  const std::size_t shard = this_thread_counter_shard();
+  const ThreadContext& context = thread_context();
+  GateWatch& watch = *context.watch;
+  const std::size_t shard = context.shard;
   const bool timed = (watch.next_verification() & kTimingSampleMask) == 0;
   const pp_value* signal_handle = to_handle(signal);
 
-  pp_call call;             // owns what gates build during this verification
+  pp_call call;  // owns what gates build during this verification
   const Value* current = &action;
   bool approval = false;
   Value approval_action;
 
   for (const Snapshot::Gate& gate : snapshot.gates()) {
-    GateCounters& counters = gate.slot->counters();
     pp_verdict verdict{};
     call.reset_error();
 
@@ -115,71 +188,27 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
     const std::uint64_t ticket = watch.start();
     const pp_status status = gate.fn(gate.instance, &call, to_handle(*current), signal_handle, &verdict);
     const bool late = watch.finish(ticket);
-    if (timed) {
+    GateCounters& counters = gate.slot->counters();
+    if (timed) [[unlikely]] {
       counters.add(shard, GateCounters::timed_calls);
       counters.add(shard, GateCounters::timed_ns, now_ns() - started);
     }
 
-    // Classify; anything not clearly a pass, rewrite, block or approval fails closed.
-    std::string failure;
-    if (late) {
-      failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
-    } else if (status != PP_OK) {
-      failure = call.error.empty() ? std::string("reported an error without a reason") : call.error;
-    } else {
-      switch (verdict.kind) {
-        case PP_VERDICT_PASS:
-          counters.add(shard, GateCounters::passes);
-          out.trace.push_back(gate.slot, GateResult::passed);
-          continue;
-        case PP_VERDICT_REWRITE: {
-          const Value& rewritten = from_handle(verdict.action);
-          if (verdict.action == nullptr || !rewritten.is_list()) {
-            failure = "answered a rewrite without an action";
-            break;
-          }
-          counters.add(shard, GateCounters::rewrites);
-          out.trace.push_back(gate.slot, GateResult::rewritten);
-          current = &rewritten;  // owned by `call` until this verification ends
-          continue;
-        }
-        case PP_VERDICT_APPROVAL: {
-          counters.add(shard, GateCounters::approvals);
-          Value reason = from_handle(verdict.reason);
-          if (!reason.is_string()) reason = Value::string(gate_label(*gate.slot) + " asks for approval");
-          out.trace.push_back(gate.slot, GateResult::approval, reason);
-          const Value& asked = from_handle(verdict.action);
-          approval_action = asked.is_list() ? asked : *current;
-          out.reason = reason;
-          approval = true;
-          continue;
-        }
-        case PP_VERDICT_BLOCK: {
-          counters.add(shard, GateCounters::blocks);
-          Value reason = from_handle(verdict.reason);
-          if (!reason.is_string()) reason = Value::string("Action blocked by " + gate_label(*gate.slot) + ".");
-          out.trace.push_back(gate.slot, GateResult::blocked, reason);
-          out.outcome = VerifyOutcome::blocked;
-          out.reason = reason;
-          out.action = rejection(verdict.level == PP_LOG_WARN ? "WARN" : "ERROR", std::string(reason.text()));
-          log_message(LogLevel::info, "verifier", gate_label(*gate.slot) + " blocked: " + std::string(reason.text()));
-          return;
-        }
-        default:
-          failure = "answered an unknown verdict (" + std::to_string(verdict.kind) + ")";
-          break;
+    // The hot path: a timely pass, or a rewrite with an action.
+    if (status == PP_OK && !late) [[likely]] {
+      if (verdict.kind == PP_VERDICT_PASS) [[likely]] {
+        counters.add(shard, GateCounters::passes);
+        out.trace.push_back(gate.slot, GateResult::passed);
+        continue;
+      }
+      if (verdict.kind == PP_VERDICT_REWRITE && verdict.action != nullptr && from_handle(verdict.action).is_list()) {
+        counters.add(shard, GateCounters::rewrites);
+        out.trace.push_back(gate.slot, GateResult::rewritten);
+        current = &from_handle(verdict.action);  // owned by `call` until this verification ends
+        continue;
       }
     }
-
-    // The gate failed: block, and say "failed", not "blocked".
-    counters.add(shard, GateCounters::failures);
-    Value reason = Value::string(failure);
-    out.trace.push_back(gate.slot, GateResult::failed, reason);
-    out.outcome = VerifyOutcome::blocked;
-    out.reason = reason;
-    out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
-    log_message(LogLevel::warn, "verifier", gate_label(*gate.slot) + " failed: " + failure);
-    return;
+    if (settle(gate, shard, status, verdict, call, late, *current, out, approval, approval_action)) return;
   }
 
   if (approval) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <new>
 #include <span>
 #include <vector>
 
@@ -17,14 +16,24 @@ enum class GateResult : std::uint8_t { passed, rewritten, blocked, approval, fai
 
 const char* to_string(GateResult result) noexcept;
 
+// One gate's decision as the trace stores it: two words, trivially
+// destructible, so recording a pass is two stores and clearing is free.
 struct GateTraceEntry {
   const Slot* slot;  // valid while the snapshot that was verified against lives
   GateResult result;
-  Value reason;      // blocked, approval, failed: why (a string); NIL otherwise
+  std::uint32_t reason;  // index into the trace's reasons + 1; 0: none
+};
+
+// What a reader of the trace sees of one entry.
+struct GateTraceView {
+  const Slot* slot;
+  GateResult result;
+  const Value& reason;  // blocked, approval, failed: why (a string); NIL otherwise
 };
 
 // The gates' decisions in execution order. Up to kInline entries live inline
-// and are never zero-filled, so a verification does not allocate for its trace.
+// and are never zero-filled, so a verification does not allocate for its
+// trace; reasons (only gates that did not pass give one) are kept apart.
 class GateTrace {
  public:
   static constexpr std::size_t kInline = 16;
@@ -32,29 +41,47 @@ class GateTrace {
   GateTrace() = default;
   GateTrace(const GateTrace& other) { append_all(other); }
   GateTrace& operator=(const GateTrace& other) {
-    if (this != &other) { clear(); append_all(other); }
+    if (this != &other) {
+      clear();
+      append_all(other);
+    }
     return *this;
   }
-  ~GateTrace() { clear(); }
+  ~GateTrace() = default;
 
-  void push_back(const Slot* slot, GateResult result, Value reason = Value()) {
-    if (size_ < kInline) {
-      new (inline_data() + size_) GateTraceEntry{slot, result, std::move(reason)};
+  // The hot path: a gate that passed or rewrote.
+  void push_back(const Slot* slot, GateResult result) {
+    if (size_ < kInline) [[likely]] {
+      entries_[size_] = GateTraceEntry{slot, result, 0};
     } else {
-      overflow_.push_back(GateTraceEntry{slot, result, std::move(reason)});
+      overflow_.push_back(GateTraceEntry{slot, result, 0});
+    }
+    ++size_;
+  }
+  void push_back(const Slot* slot, GateResult result, Value reason) {
+    if (reason.is_nil()) {
+      push_back(slot, result);
+      return;
+    }
+    reasons_.push_back(std::move(reason));
+    const auto index = static_cast<std::uint32_t>(reasons_.size());
+    if (size_ < kInline) {
+      entries_[size_] = GateTraceEntry{slot, result, index};
+    } else {
+      overflow_.push_back(GateTraceEntry{slot, result, index});
     }
     ++size_;
   }
   void clear() noexcept {
-    std::size_t n = size_ < kInline ? size_ : kInline;
-    for (std::size_t i = 0; i < n; ++i) inline_data()[i].~GateTraceEntry();
-    overflow_.clear();
+    if (size_ > kInline) overflow_.clear();
+    if (!reasons_.empty()) reasons_.clear();
     size_ = 0;
   }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
-  const GateTraceEntry& operator[](std::size_t i) const noexcept {
-    return i < kInline ? inline_data()[i] : overflow_[i - kInline];
+  GateTraceView operator[](std::size_t i) const noexcept {
+    const GateTraceEntry& e = i < kInline ? entries_[i] : overflow_[i - kInline];
+    return GateTraceView{e.slot, e.result, e.reason == 0 ? kNoReason : reasons_[e.reason - 1]};
   }
 
   // The seed's :GATE-TRACE list: ((:GATE "name" :VERSION "1.0.0" :RESULT :PASSED) ...),
@@ -62,16 +89,15 @@ class GateTrace {
   Value to_value() const;
 
  private:
-  GateTraceEntry* inline_data() noexcept { return std::launder(reinterpret_cast<GateTraceEntry*>(storage_)); }
-  const GateTraceEntry* inline_data() const noexcept {
-    return std::launder(reinterpret_cast<const GateTraceEntry*>(storage_));
-  }
+  static inline const Value kNoReason{};
+
   void append_all(const GateTrace& other) {
     for (std::size_t i = 0; i < other.size(); ++i) push_back(other[i].slot, other[i].result, other[i].reason);
   }
 
-  alignas(GateTraceEntry) unsigned char storage_[kInline * sizeof(GateTraceEntry)];
+  GateTraceEntry entries_[kInline];  // [0, min(size_, kInline)) are set
   std::vector<GateTraceEntry> overflow_;
+  std::vector<Value> reasons_;
   std::size_t size_ = 0;
 };
 

@@ -16,6 +16,15 @@ namespace {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
+// An object key as a keyword: upper-cased, and unlike Value::keyword() never
+// losing a leading ':', so that writing the Value back gives the same key.
+Value keyword_from_key(std::string_view key) {
+  Value keyword;
+  char* out = ValueAccess::init_text(keyword, Kind::Keyword, key.size());
+  for (const char c : key) *out++ = (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
+  return keyword;
+}
+
 Value integer_from_unsigned(std::uint64_t value) {
   if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
     return Value::real(static_cast<double>(value));
@@ -39,7 +48,7 @@ class ValueBuilder {
   bool string(Json::string_t& text) { return push(Value::string(text)); }
   bool binary(Json::binary_t& /*bytes*/) { return false; }  // never produced by the JSON syntax
   bool key(Json::string_t& name) {
-    items_.push_back(Value::keyword(name));
+    items_.push_back(keyword_from_key(name));
     return true;
   }
   bool start_object(std::size_t /*size*/) { return open(); }
@@ -187,7 +196,7 @@ Value json_dom_to_value(const Json& json) {
       continue;
     }
     const Json::const_iterator current = frame.next++;
-    if (frame.container->is_object()) items.push_back(Value::keyword(current.key()));
+    if (frame.container->is_object()) items.push_back(keyword_from_key(current.key()));
     const Json& child = *current;
     if (child.is_structured() && !child.empty()) {
       frames.push_back(Frame{&child, child.cbegin(), items.size()});

@@ -13,7 +13,8 @@ namespace passepartout {
 
 // Parses one JSON document (surrounding whitespace allowed) into a Value:
 //   object -> keyword plist in document order, keys upper-cased into keywords
-//             ({"action":"shell"} -> (:ACTION "shell"))
+//             ({"action":"shell"} -> (:ACTION "shell")); a key's leading ':'
+//             stays part of the name, so value_to_json gives the key back
 //   array  -> list (an array of objects is a list of plists)
 //   string -> string; integer -> integer; a non-negative integer above the
 //             int64 range -> float; other numbers -> float

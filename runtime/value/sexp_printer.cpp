@@ -1,8 +1,9 @@
-// print_sexp: an iterative printer appending straight into the caller's
-// string; floats through std::to_chars, names checked against the reader's syntax.
+// print_sexp: writes straight into the caller's string; lists by bounded
+// recursion, short keywords a word at a time, floats through std::to_chars.
 #include "value/sexp_printer.hpp"
 
 #include <array>
+#include <bit>
 #include <cfloat>
 #include <charconv>
 #include <cmath>
@@ -194,6 +195,39 @@ void put_float(Writer& writer, double value) {
   writer.advance(p);
 }
 
+// The high bits of the first `n` (0..8) bytes of a word.
+constexpr std::uint64_t first_bytes(std::size_t n) noexcept {
+  return n >= 8 ? sexp::kHighBits : sexp::kHighBits & ((std::uint64_t{1} << (8 * n)) - 1);
+}
+
+// A keyword. Inline names of upper-case letters, digits and '-' (almost every
+// keyword of the protocol) are checked and copied eight bytes at a time.
+void put_keyword(Writer& writer, const Value& value) {
+  const std::string_view name = ValueAccess::text_of(value);
+  const std::size_t size = name.size();
+  if (std::endian::native != std::endian::little || size == 0 || size > Value::kInlineCapacity) {
+    put_name(writer, name, Kind::Keyword);
+    return;
+  }
+  // Inline text occupies bytes 2..15 of the Value: both loads stay inside it.
+  std::uint64_t low;
+  std::uint64_t high;
+  std::memcpy(&low, name.data(), sizeof low);
+  std::memcpy(&high, name.data() + 6, sizeof high);
+  high >>= 16;
+  const std::uint64_t bad = (sexp::bytes_not_simple(low) & first_bytes(size)) |
+                            (size > 8 ? sexp::bytes_not_simple(high) & first_bytes(size - 8) : 0);
+  if (bad != 0) {
+    put_name(writer, name, Kind::Keyword);
+    return;
+  }
+  char* p = writer.reserve(1 + 2 * sizeof(std::uint64_t));
+  *p = ':';
+  std::memcpy(p + 1, &low, sizeof low);
+  std::memcpy(p + 9, &high, sizeof high);
+  writer.advance(p + 1 + size);
+}
+
 void put_atom(Writer& writer, const Value& value) {
   switch (value.kind()) {
     case Kind::Nil: {
@@ -244,16 +278,10 @@ class FrameStack {
   std::size_t size_ = 0;
 };
 
-}  // namespace
-
-void print_sexp(const Value& value, std::string& out) {
-  Writer writer(out);
-  if (!value.is_list()) {
-    put_atom(writer, value);
-    return;
-  }
+// A list of any depth, on an explicit stack.
+void put_deep_list(Writer& writer, const Value& list) {
   FrameStack stack;
-  std::span<const Value> items = ValueAccess::items_of(value);
+  std::span<const Value> items = ValueAccess::items_of(list);
   writer.put('(');
   stack.push({items.data(), items.data(), items.data() + items.size()});
   while (!stack.empty()) {
@@ -272,6 +300,40 @@ void print_sexp(const Value& value, std::string& out) {
     } else {
       put_atom(writer, item);
     }
+  }
+}
+
+// A list by recursion, the fast way for the shallow lists of the protocol;
+// past kMaxRecursion levels the rest goes to put_deep_list.
+constexpr int kMaxRecursion = 48;
+
+void put_list(Writer& writer, const Value& list, int depth) {
+  if (depth >= kMaxRecursion) {
+    put_deep_list(writer, list);
+    return;
+  }
+  const std::span<const Value> items = ValueAccess::items_of(list);
+  writer.put('(');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i != 0) writer.put(' ');
+    const Value& item = items[i];
+    switch (item.kind()) {
+      case Kind::Keyword: put_keyword(writer, item); break;
+      case Kind::List: put_list(writer, item, depth + 1); break;
+      default: put_atom(writer, item); break;
+    }
+  }
+  writer.put(')');
+}
+
+}  // namespace
+
+void print_sexp(const Value& value, std::string& out) {
+  Writer writer(out);
+  if (value.is_list()) {
+    put_list(writer, value, 0);
+  } else {
+    put_atom(writer, value);
   }
 }
 

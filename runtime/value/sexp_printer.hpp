@@ -25,7 +25,8 @@ namespace passepartout {
 //     the peer keeps double precision. NaN and infinities print as NIL: Lisp
 //     has no portable syntax for them.
 // For any Value v that read_sexp produces, read_sexp(to_sexp(v)) == v.
-// Iterative: deep lists do not grow the call stack.
+// Lists nested deeper than a few dozen levels continue on a heap stack, so no
+// depth exhausts the call stack. Safe to call from any number of threads at once.
 void print_sexp(const Value& value, std::string& out);
 
 // The printed form of `value` as a new string.

@@ -430,7 +430,8 @@ class Reader {
     return read_general_token(out);
   }
 
-  // A plain keyword whose name is longer than the inline capacity.
+  // A keyword of plain characters too long to be inline; any other goes to
+  // read_general_token.
   bool read_long_keyword(Value& out) {
     const char* const data = text_.data();
     const std::size_t size = text_.size();

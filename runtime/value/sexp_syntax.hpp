@@ -43,10 +43,29 @@ inline bool is_exponent_marker(char c) noexcept {
   }
 }
 
+inline constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+inline constexpr std::uint64_t kHighBits = 0x8080808080808080ULL;
+
+// The high bit of each byte of `word` that lies in [low, high]. Exact for
+// bytes below 0x80; a byte at or above 0x80 may disturb the bytes after it
+// (in memory order on little-endian), never those before it.
+constexpr std::uint64_t bytes_in_range(std::uint64_t word, unsigned low, unsigned high) noexcept {
+  const std::uint64_t at_least_low = word + kOnes * (0x80U - low);
+  const std::uint64_t above_high = word + kOnes * (0x7FU - high);
+  return at_least_low & ~above_high & kHighBits;
+}
+
+// The high bit of each byte of `word` that is not an upper-case ASCII letter,
+// a digit or '-': the characters of nearly every protocol keyword.
+constexpr std::uint64_t bytes_not_simple(std::uint64_t word) noexcept {
+  const std::uint64_t simple =
+      bytes_in_range(word, 'A', 'Z') | bytes_in_range(word, '0', '9') | bytes_in_range(word, '-', '-');
+  return (~simple | word) & kHighBits;
+}
+
 // True when some byte of the 8-byte `word` equals `byte` (the zero-byte test
 // on word ^ byte*0x01..01); lets string scans skip 8 plain bytes at a time.
 inline bool word_has_byte(std::uint64_t word, unsigned char byte) noexcept {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
   const std::uint64_t x = word ^ (kOnes * byte);
   return ((x - kOnes) & ~x & (kOnes << 7)) != 0;
 }

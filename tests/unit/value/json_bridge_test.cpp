@@ -112,6 +112,16 @@ TEST_CASE("json keys with mixed case and spaces become keywords read back alike"
   CHECK(sexp(printed).at("sessionid") == Value::string("s1"));
 }
 
+TEST_CASE("json keys keep leading colons so writing them back gives the same keys", "[value][json][fuzz]") {
+  // Found by fuzzing: stripping one ':' per pass meant JSON -> Value -> JSON
+  // lost a colon every round trip.
+  auto result = json_to_value(R"({"::a":1,":b":2})");
+  REQUIRE(result.has_value());
+  CHECK(to_sexp(*result) == "(:|::A| 1 :|:B| 2)");
+  CHECK(value_to_json(*result) == R"({"::a":1,":b":2})");
+  CHECK(value_to_json(*json_to_value(value_to_json(*result))) == R"({"::a":1,":b":2})");
+}
+
 TEST_CASE("json strings keep non-ASCII text and decode escapes", "[value][json]") {
   CHECK(*json_to_value(R"("naïve café 😀")") == Value::string("naïve café 😀"));
   CHECK(*json_to_value(R"("\u00e9\ud83d\ude00 \"q\" \\ \n")") == Value::string("é😀 \"q\" \\ \n"));

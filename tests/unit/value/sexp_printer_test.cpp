@@ -89,6 +89,32 @@ TEST_CASE("printer puts keyword names in bars when they would not read back", "[
   }
 }
 
+TEST_CASE("printer quotes keyword names the same at every length and position", "[value][printer]") {
+  // Short upper-case names are checked eight bytes at a time; the result must
+  // not depend on where in the name a special character sits.
+  for (std::size_t length = 1; length <= 16; ++length) {
+    for (std::size_t at = 0; at < length; ++at) {
+      for (const char* special : {"_", " ", "|", "a", "\xC3\xA9"}) {
+        std::string name(length, 'K');
+        name.replace(at, 1, special);
+        const Value keyword = Value::keyword(name);
+        const std::string printed = to_sexp(keyword);
+        INFO("name: " << name << " printed: " << printed);
+        const bool bars = std::string_view(special) == " " || std::string_view(special) == "|" ||
+                          std::string_view(special) == "\xC3\xA9";
+        if (bars) {
+          CHECK(printed.substr(0, 2) == ":|");
+        } else {
+          CHECK(printed == ":" + std::string(keyword.text()));
+        }
+        check_round_trip(keyword);
+      }
+    }
+    check_round_trip(Value::keyword(std::string(length, 'Q')));
+    CHECK(to_sexp(Value::keyword(std::string(length, '-'))) == ":" + std::string(length, '-'));
+  }
+}
+
 TEST_CASE("printer puts symbol names in bars when they would not read back", "[value][printer]") {
   CHECK(to_sexp(Value::symbol("FOO-BAR")) == "FOO-BAR");
   CHECK(to_sexp(Value::symbol("foo")) == "|foo|");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -289,4 +290,25 @@ TEST_CASE("values are shared safely between threads", "[value][concurrency]") {
   CHECK(mismatches.load() == 0);
   CHECK(shared.use_count_for_test() == 1);
   CHECK(shared.at("ITEMS").use_count_for_test() == 1);
+}
+
+TEST_CASE("values made on one thread can be released on another", "[value][concurrency]") {
+  // Nodes freed on a thread go to that thread's reuse cache; they must come
+  // back intact as new values there.
+  std::vector<Value> made;
+  for (int i = 0; i < 2000; ++i) {
+    made.push_back(Value::plist({{"TEXT", Value::string("a string long enough to live on the heap")},
+                                 {"ITEMS", big_list(i % 7 + 1)}}));
+  }
+  std::thread releaser([&made] {
+    made.clear();
+    for (int i = 0; i < 2000; ++i) {
+      const Value again = Value::list({Value::string("reused on the releasing thread, on the heap"), big_list(3)});
+      if (again.items()[1].size() != 3) std::abort();
+    }
+  });
+  releaser.join();
+  CHECK(made.empty());
+  const Value after = Value::list({Value::string("and again on the first thread, on the heap")});
+  CHECK(after.items()[0].text() == "and again on the first thread, on the heap");
 }
