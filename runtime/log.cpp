@@ -11,6 +11,10 @@ namespace {
 
 std::mutex captures_mutex;                 // guards captures
 std::vector<LogCapture*> captures;
+// The newest kRecentLines lines (seed B14), a ring; guarded by captures_mutex.
+constexpr std::size_t kRecentLines = 100;
+std::vector<std::string> recent;
+std::size_t recent_next = 0;
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
@@ -44,12 +48,30 @@ void configure_logging(LogLevel min_level) {
 
 void log_message(LogLevel level, std::string_view component, std::string_view message) {
   spdlog::log(to_spdlog(level), "{}: {}", component, message);
-  std::lock_guard lock(captures_mutex);
-  if (captures.empty()) return;
   std::string line;
   line.reserve(component.size() + 2 + message.size());
   line.append(component).append(": ").append(message);
+  std::lock_guard lock(captures_mutex);
   for (LogCapture* capture : captures) capture->append(line);
+  if (level == LogLevel::debug) return;  // the prompt's LOGS section sees info and above
+  if (recent.size() < kRecentLines) {
+    recent.push_back(std::move(line));
+  } else {
+    recent[recent_next] = std::move(line);
+  }
+  recent_next = (recent_next + 1) % kRecentLines;
+}
+
+std::vector<std::string> recent_log_lines(std::size_t count) {
+  std::lock_guard lock(captures_mutex);
+  count = std::min(count, recent.size());
+  std::vector<std::string> lines;
+  lines.reserve(count);
+  // Oldest first among the newest `count`.
+  for (std::size_t i = count; i > 0; --i) {
+    lines.push_back(recent[(recent_next + kRecentLines - i) % kRecentLines]);
+  }
+  return lines;
 }
 
 LogCapture::LogCapture() {

@@ -21,6 +21,10 @@ void configure_logging(LogLevel min_level);
 // Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
 void log_message(LogLevel level, std::string_view component, std::string_view message);
 
+// The newest `count` lines logged at info level or above (at most 100 are
+// kept), oldest first, formatted "<component>: <message>". Any thread.
+std::vector<std::string> recent_log_lines(std::size_t count);
+
 // Collects every line logged while it is alive, formatted "<component>: <message>".
 // For tests and diagnostics; thread-safe.
 class LogCapture {

@@ -2,7 +2,10 @@
 #include "skills/registry.hpp"
 
 #include <algorithm>
+#include <map>
 #include <utility>
+
+#include "log.hpp"
 
 namespace passepartout {
 namespace {
@@ -11,6 +14,57 @@ namespace {
 bool runs_before(const Slot* a, const Slot* b) {
   if (a->priority() != b->priority()) return a->priority() > b->priority();
   return a->name() < b->name();
+}
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
+
+// Three-way comparison of `name` (stored folded by `fold`) with `query` folded the same way.
+template <char (*Fold)(char)>
+int compare_folded(std::string_view name, std::string_view query) {
+  const std::size_t n = std::min(name.size(), query.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const char a = name[i];
+    const char b = Fold(query[i]);
+    if (a != b) return static_cast<unsigned char>(a) < static_cast<unsigned char>(b) ? -1 : 1;
+  }
+  if (name.size() == query.size()) return 0;
+  return name.size() < query.size() ? -1 : 1;
+}
+
+// Binary search of `entries` (sorted by their folded names) for `query`.
+template <char (*Fold)(char), class Entry>
+const Entry* find_folded(const std::vector<Entry>& entries, std::string_view query) {
+  auto it = std::lower_bound(entries.begin(), entries.end(), query, [](const Entry& entry, std::string_view q) {
+    return compare_folded<Fold>(entry.name(), q) < 0;
+  });
+  if (it == entries.end() || compare_folded<Fold>(it->name(), query) != 0) return nullptr;
+  return &*it;
+}
+
+// The entries of `ordered` slots (gate order), one per name: the first slot
+// offering a name keeps it; each later one is logged as hidden.
+template <class Entry, class Names>
+std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names names, const char* what) {
+  std::map<std::string, Entry> kept;
+  for (const Slot* slot : ordered) {
+    const auto offered = names(*slot);
+    for (std::size_t i = 0; i < offered.size(); ++i) {
+      const std::string& name = offered[i];
+      auto [it, inserted] = kept.try_emplace(name, Entry{slot, i});
+      if (!inserted) {
+        const Slot& owner = *it->second.slot;
+        log_message(LogLevel::warn, "registry",
+                    std::string(what) + " '" + name + "' of skill '" + slot->name() + "' (priority " +
+                        std::to_string(slot->priority()) + ") is hidden by skill '" + owner.name() + "' (priority " +
+                        std::to_string(owner.priority()) + "), which offers the same name");
+      }
+    }
+  }
+  std::vector<Entry> entries;
+  entries.reserve(kept.size());
+  for (auto& [name, entry] : kept) entries.push_back(entry);  // std::map: sorted by name
+  return entries;
 }
 
 }  // namespace
@@ -24,7 +78,28 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
   for (const Slot* slot : ordered) {
     if (slot->has_gate()) gates_.push_back(Gate{slot->api().gate, slot->instance(), slot});
     if (slot->has_prompt()) prompt_skills_.push_back(slot);
+    if (slot->has_observe()) observers_.push_back(slot);
+    if (slot->has_error_policy()) error_policies_.push_back(slot);
   }
+  tools_ = first_by_name<ToolEntry>(
+      ordered,
+      [](const Slot& slot) {
+        std::vector<std::string> names;
+        for (const SkillTool& tool : slot.tools()) names.push_back(tool.name);
+        return names;
+      },
+      "tool");
+  actuators_ = first_by_name<ActuatorEntry>(
+      ordered, [](const Slot& slot) { return slot.actuators(); }, "actuator");
+}
+
+const Snapshot::ToolEntry* Snapshot::find_tool(std::string_view name) const noexcept {
+  return find_folded<lower>(tools_, name);
+}
+
+const Snapshot::ActuatorEntry* Snapshot::find_actuator(std::string_view target) const noexcept {
+  if (!target.empty() && target.front() == ':') target.remove_prefix(1);
+  return find_folded<upper>(actuators_, target);
 }
 
 const Slot* Snapshot::find(std::string_view name) const noexcept {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,30 @@ class Snapshot {
     const Slot* slot;
   };
 
+  // A tool the model may call: tool `index` of `slot` (Slot::tools()).
+  struct ToolEntry {
+    const Slot* slot;
+    std::size_t index;
+
+    const SkillTool& tool() const noexcept { return slot->tools()[index]; }
+    const std::string& name() const noexcept { return tool().name; }
+    // Slot::call_tool: may block; call it from a blocking-work thread.
+    Result<Value> call(const Value& args, const Value& signal) const { return slot->call_tool(index, args, signal); }
+  };
+
+  // An actuator target a skill serves: actuator `index` of `slot` (Slot::actuators()).
+  struct ActuatorEntry {
+    const Slot* slot;
+    std::size_t index;
+
+    // Upper-case, as the keyword prints ("SHELL").
+    const std::string& name() const noexcept { return slot->actuators()[index]; }
+    // Slot::act: may block; call it from a blocking-work thread.
+    Result<Value> act(const Value& action, const Value& signal) const { return slot->act(index, action, signal); }
+  };
+
+  // Logs (warn, component "registry") each tool or actuator name that two
+  // skills offer: the one that runs first in gate order keeps it.
   Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation);
 
   // Slots in load order (dependencies first).
@@ -36,11 +61,32 @@ class Snapshot {
   const Slot* find(std::string_view name) const noexcept;
   std::uint64_t generation() const noexcept { return generation_; }
 
+  // Every tool the model may call, sorted by name. When two skills offer one
+  // name, the skill of higher priority (ties: the name first in order) keeps
+  // it and the other's is left out.
+  std::span<const ToolEntry> tools() const noexcept { return tools_; }
+  // The tool named `name`, ignoring ASCII case; nullptr when none.
+  const ToolEntry* find_tool(std::string_view name) const noexcept;
+  // Every actuator a skill serves, sorted by name; duplicates as for tools.
+  std::span<const ActuatorEntry> actuators() const noexcept { return actuators_; }
+  // The actuator for `target` ("shell", ":SHELL"), ignoring ASCII case and
+  // one leading ':'; nullptr when no skill serves it.
+  const ActuatorEntry* find_actuator(std::string_view target) const noexcept;
+  // Skills with an observe hook, in gate order (priority descending, then name).
+  std::span<const Slot* const> observers() const noexcept { return observers_; }
+  // Skills with an error policy, in the same order: the first that chooses
+  // something other than the default decides.
+  std::span<const Slot* const> error_policies() const noexcept { return error_policies_; }
+
  private:
   std::vector<std::shared_ptr<const Slot>> slots_;
   std::vector<Gate> gates_;
   std::vector<const Slot*> prompt_skills_;
   std::uint64_t generation_;
+  std::vector<ToolEntry> tools_;          // sorted by name (names are lower-case)
+  std::vector<ActuatorEntry> actuators_;  // sorted by name (names are upper-case)
+  std::vector<const Slot*> observers_;
+  std::vector<const Slot*> error_policies_;
 };
 
 // Holds the current snapshot. snapshot() from any thread; publish() from the

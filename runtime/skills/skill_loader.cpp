@@ -23,6 +23,7 @@
 
 #include "log.hpp"
 #include "skills/elf_inspector.hpp"
+#include "skills/skill_table.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;
@@ -221,57 +222,6 @@ void pin_new_dependencies(const std::set<std::string>& before, const fs::path& s
   }
 }
 
-std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
-
-// The table against this host and the manifest.
-Result<void> check_table(const pp_skill_api* table, const SkillManifest& manifest, const std::string& who) {
-  if (table->struct_size < offsetof(pp_skill_api, name)) {
-    return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table->struct_size) +
-                                             " bytes, too small to hold an ABI version; rebuild the skill against the installed SDK");
-  }
-  if (table->abi_major != PP_ABI_MAJOR) {
-    return fail(ErrorCode::abi_mismatch, who + ": built for ABI " + abi_text(table->abi_major, table->abi_minor) +
-                                             ", this host supports " + std::to_string(PP_ABI_MAJOR) +
-                                             ".x; rebuild it against the installed SDK");
-  }
-  if (table->abi_minor > PP_ABI_MINOR) {
-    return fail(ErrorCode::abi_mismatch, who + ": needs ABI " + abi_text(table->abi_major, table->abi_minor) +
-                                             ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
-                                             "; upgrade passepartout or rebuild the skill against this SDK");
-  }
-  if (table->struct_size < PP_SKILL_API_SIZE_1_0) {
-    return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table->struct_size) +
-                                             " bytes, ABI " + abi_text(table->abi_major, table->abi_minor) +
-                                             " needs at least " + std::to_string(PP_SKILL_API_SIZE_1_0) +
-                                             "; the library is damaged or was built with a broken SDK");
-  }
-  if (table->create == nullptr || table->destroy == nullptr) {
-    return fail(ErrorCode::invalid_input, who + ": skill table lacks create or destroy, which are required");
-  }
-  if (table->name == nullptr || table->version == nullptr) {
-    return fail(ErrorCode::invalid_input, who + ": skill table lacks its name or version");
-  }
-  std::string_view name = table->name;
-  if (name != manifest.name) {
-    return fail(ErrorCode::refused, who + ": the library reports name '" + std::string(name) + "', the manifest " +
-                                        manifest.path.filename().string() + " says '" + manifest.name +
-                                        "'; fix 'name' in the manifest or point 'library' at the right file");
-  }
-  auto version = SemVer::parse(table->version);
-  if (!version || *version != manifest.version) {
-    return fail(ErrorCode::refused, who + ": the library reports version '" + std::string(table->version) +
-                                        "', the manifest says " + manifest.version.to_string() +
-                                        "; rebuild the library or fix 'version' in " +
-                                        manifest.path.filename().string());
-  }
-  if (manifest.abi.major != table->abi_major) {
-    return fail(ErrorCode::refused, who + ": the manifest declares ABI " + abi_text(manifest.abi.major, manifest.abi.minor) +
-                                        ", the library was built for " + abi_text(table->abi_major, table->abi_minor) +
-                                        "; fix 'abi' in " + manifest.path.filename().string());
-  }
-  return {};
-}
-
 Result<fs::path> make_private_dir() {
   std::string pattern = (fs::temp_directory_path() / "passepartout-libs-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
@@ -399,11 +349,12 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   fs::remove(copy, ec);  // the mapping outlives the name; nothing is left behind on a crash
   if (!opened) return fail(opened.error().code, opened.error().message);
 
-  auto table = library->entry_table(who);
+  auto entry = library->entry_table(who);
+  if (!entry) return fail(entry.error().code, entry.error().message);
+  auto table = SkillTable::read(**entry, manifest);
   if (!table) return fail(table.error().code, table.error().message);
-  if (auto ok = check_table(*table, manifest, who); !ok) return fail(ok.error().code, ok.error().message);
 
-  return std::shared_ptr<Slot>(new Slot(manifest, std::move(sha256), std::move(library), *table),
+  return std::shared_ptr<Slot>(new Slot(manifest, std::move(sha256), std::move(library), std::move(*table)),
                                RetireOnControl{state_->options.retire_queue});
 }
 

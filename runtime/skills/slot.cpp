@@ -1,26 +1,39 @@
-// Slot: instance creation and self-test through the skill table.
+// Slot: instance creation and self-test, and the calls into a skill's ABI 1.1
+// hooks (tools, actuators, observe, error policy) with their results copied out.
 #include "skills/slot.hpp"
 
 #include <atomic>
+#include <utility>
+
+#include "log.hpp"
 
 namespace passepartout {
 
-Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library,
-           const pp_skill_api* api)
+const char* to_string(ErrorChoice::Kind kind) noexcept {
+  switch (kind) {
+    case ErrorChoice::Kind::standard: return "standard";
+    case ErrorChoice::Kind::skip: return "skip";
+    case ErrorChoice::Kind::fallback: return "fallback";
+    case ErrorChoice::Kind::abort: return "abort";
+  }
+  return "standard";
+}
+
+Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table)
     : manifest_(std::move(manifest)),
       version_text_(manifest_.version.to_string()),
       sha256_(std::move(sha256)),
       library_(std::move(library)),
-      api_(api) {
+      table_(std::move(table)) {
   self_.skill_name = manifest_.name;
-  instance_.api = api_;
+  instance_.api = &table_.hooks;
 }
 
 Slot::~Slot() = default;
 
 Result<void> Slot::create_instance() {
   pp_call call;
-  void* instance = api_->create(&host_api(), &self_, to_handle(manifest_.config), &call);
+  void* instance = table_.hooks.create(&host_api(), &self_, to_handle(manifest_.config), &call);
   if (instance == nullptr) {
     return fail(ErrorCode::failed,
                 "skill '" + name() + "': create failed: " +
@@ -31,13 +44,92 @@ Result<void> Slot::create_instance() {
 }
 
 Result<void> Slot::self_test() {
-  if (api_->self_test == nullptr) return {};
+  if (table_.hooks.self_test == nullptr) return {};
   pp_call call;
-  if (api_->self_test(instance_.ptr, &call) != PP_OK) {
+  if (table_.hooks.self_test(instance_.ptr, &call) != PP_OK) {
     return fail(ErrorCode::failed, "skill '" + name() + "': self-test failed: " +
                                        (call.error.empty() ? std::string("no reason given") : call.error));
   }
   return {};
+}
+
+std::string Slot::tool_label(std::size_t index) const {
+  return "tool '" + table_.tools[index].name + "' of skill '" + name() + "'";
+}
+
+std::string Slot::actuator_label(std::size_t index) const {
+  return "actuator '" + table_.actuators[index] + "' of skill '" + name() + "'";
+}
+
+namespace {
+
+// The skill's own error text, or a sentence saying it gave none.
+std::string failure_text(const pp_call& call, const std::string& label) {
+  return call.error.empty() ? label + " failed without giving a reason" : call.error;
+}
+
+}  // namespace
+
+Result<Value> Slot::call_tool(std::size_t index, const Value& args, const Value& signal) const {
+  if (index >= table_.tools.size() || table_.hooks.call_tool == nullptr) {
+    return fail(ErrorCode::not_found, "skill '" + name() + "' has no tool #" + std::to_string(index) + " (it offers " +
+                                          std::to_string(table_.tools.size()) + ")");
+  }
+  pp_call call;
+  const pp_value* result = nullptr;
+  if (table_.hooks.call_tool(instance_.ptr, &call, index, to_handle(args), to_handle(signal), &result) != PP_OK) {
+    return fail(ErrorCode::failed, failure_text(call, tool_label(index)));
+  }
+  return from_handle(result);  // a copy: it outlives `call`, which owns what the skill built
+}
+
+Result<Value> Slot::act(std::size_t index, const Value& action, const Value& signal) const {
+  if (index >= table_.actuators.size() || table_.hooks.act == nullptr) {
+    return fail(ErrorCode::not_found, "skill '" + name() + "' has no actuator #" + std::to_string(index) +
+                                          " (it serves " + std::to_string(table_.actuators.size()) + ")");
+  }
+  pp_call call;
+  const pp_value* result = nullptr;
+  if (table_.hooks.act(instance_.ptr, &call, index, to_handle(action), to_handle(signal), &result) != PP_OK) {
+    return fail(ErrorCode::failed, failure_text(call, actuator_label(index)));
+  }
+  return from_handle(result);
+}
+
+Result<void> Slot::observe(const Value& signal) const {
+  if (table_.hooks.observe == nullptr) return {};
+  pp_call call;
+  if (table_.hooks.observe(instance_.ptr, &call, to_handle(signal)) != PP_OK) {
+    return fail(ErrorCode::failed, failure_text(call, "observe of skill '" + name() + "'"));
+  }
+  return {};
+}
+
+std::optional<ErrorChoice> Slot::error_policy(const Value& signal, const Value& error) const {
+  if (table_.hooks.error_policy == nullptr) return std::nullopt;
+  pp_call call;
+  pp_error_choice choice{};
+  if (table_.hooks.error_policy(instance_.ptr, &call, to_handle(signal), to_handle(error), &choice) != PP_OK) {
+    log_message(LogLevel::warn, name(),
+                "error policy failed (the default error handling applies): " +
+                    failure_text(call, "the error policy of skill '" + name() + "'"));
+    return std::nullopt;
+  }
+  switch (choice.kind) {
+    case PP_ERROR_SKIP: return ErrorChoice{ErrorChoice::Kind::skip, Value()};
+    case PP_ERROR_ABORT: return ErrorChoice{ErrorChoice::Kind::abort, Value()};
+    case PP_ERROR_FALLBACK: {
+      const Value& text = from_handle(choice.text);
+      if (text.is_string()) return ErrorChoice{ErrorChoice::Kind::fallback, text};
+      log_message(LogLevel::warn, name(), "error policy chose a fallback without a text; the default applies");
+      return ErrorChoice{};
+    }
+    case PP_ERROR_DEFAULT: return ErrorChoice{};
+    default:
+      log_message(LogLevel::warn, name(),
+                  "error policy answered an unknown choice (" + std::to_string(choice.kind) + "); the default applies");
+      return ErrorChoice{};
+  }
 }
 
 }  // namespace passepartout

@@ -2,14 +2,20 @@
 // instance and its counters. Published to readers through immutable snapshots.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "passepartout/abi.h"
+#include "result.hpp"
 #include "skills/gate_counters.hpp"
 #include "skills/host_api.hpp"
 #include "skills/skill_manifest.hpp"
+#include "skills/skill_table.hpp"
+#include "value/value.hpp"
 
 namespace passepartout {
 
@@ -28,14 +34,25 @@ std::uint64_t leaked_library_count() noexcept;
 // Number of library copies kept mapped on purpose (manifest `never_unload: true`).
 std::uint64_t pinned_library_count() noexcept;
 
+// What a skill's error policy chose for a signal whose processing failed
+// (seed F4's restarts): the host's default tiers, skip the signal, continue
+// with `text` (as a :LOOP-ERROR signal carrying it), or abort the chain.
+struct ErrorChoice {
+  enum class Kind { standard, skip, fallback, abort };
+  Kind kind = Kind::standard;
+  Value text;  // fallback: a string; NIL otherwise
+};
+
+const char* to_string(ErrorChoice::Kind kind) noexcept;
+
 // Created by SkillLoader on the control thread; read from any thread through a
 // Snapshot; destroyed (instance first, then the library) wherever the last
 // snapshot holding it is released — the hot-swap layer routes that to the
 // control thread.
 class Slot {
  public:
-  Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library,
-       const pp_skill_api* api);
+  // `table` is what SkillTable::read accepted of the library's table.
+  Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table);
   ~Slot();
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -53,11 +70,46 @@ class Slot {
   const std::string& library_sha256() const noexcept { return sha256_; }
   const std::filesystem::path& library_path() const noexcept { return library_->source_path(); }
 
-  const pp_skill_api& api() const noexcept { return *api_; }
+  // The skill's hooks in a full-size table: members beyond the skill's ABI
+  // minor read as NULL (a 1.0 skill has no tools, actuators or 1.1 hooks).
+  const pp_skill_api& api() const noexcept { return table_.hooks; }
   void* instance() const noexcept { return instance_.ptr; }
-  bool has_gate() const noexcept { return api_->gate != nullptr; }
-  bool has_prompt() const noexcept { return api_->prompt != nullptr; }
-  bool has_trigger_hook() const noexcept { return api_->trigger != nullptr; }
+  bool has_gate() const noexcept { return table_.hooks.gate != nullptr; }
+  bool has_prompt() const noexcept { return table_.hooks.prompt != nullptr; }
+  bool has_trigger_hook() const noexcept { return table_.hooks.trigger != nullptr; }
+  bool has_observe() const noexcept { return table_.hooks.observe != nullptr; }
+  bool has_error_policy() const noexcept { return table_.hooks.error_policy != nullptr; }
+
+  // --- ABI 1.1: tools, actuators, observe, error policy ----------------------
+  // Any thread, concurrently. call_tool and act may block for as long as the
+  // skill's tool or actuator takes: call them from blocking-work threads,
+  // never from a pipeline strand.
+
+  // The tools the skill offers, in its order (call_tool's index).
+  std::span<const SkillTool> tools() const noexcept { return table_.tools; }
+  // The actuator targets it serves, upper-cased as keywords print ("SHELL"),
+  // in its order (act's index).
+  std::span<const std::string> actuators() const noexcept { return table_.actuators; }
+
+  // Runs tool `index` of tools() with `args` (the model's arguments, a plist
+  // or NIL) for an action proposed in response to `signal`; the result is
+  // copied out of the call. Errors: not_found when `index` is out of range;
+  // failed when the tool failed, with exactly the skill's own error text
+  // (what() for a C++ skill) as the message, ready to show the model, or
+  // "tool '<name>' of skill '<skill>' failed without giving a reason".
+  Result<Value> call_tool(std::size_t index, const Value& args, const Value& signal) const;
+  // Carries out `action` through actuator `index` of actuators(), in response
+  // to `signal`; what the skill returned (NIL: nothing to report). Errors as
+  // for call_tool ("actuator '<NAME>' of skill '<skill>' failed ...").
+  Result<Value> act(std::size_t index, const Value& action, const Value& signal) const;
+  // Hands `signal` to the skill's observe hook (nothing when it has none).
+  // failed with the skill's error text when the hook fails.
+  Result<void> observe(const Value& signal) const;
+  // Asks the skill's error policy about `signal`, whose processing failed
+  // with `error` (a plist with at least :MESSAGE). nullopt when the skill has
+  // no policy or the hook failed (logged, attributed to the skill); a kind
+  // the host does not know, or a fallback without a string, reads as standard.
+  std::optional<ErrorChoice> error_policy(const Value& signal, const Value& error) const;
 
   GateCounters& counters() const noexcept { return counters_; }
 
@@ -71,12 +123,16 @@ class Slot {
     }
   };
 
+  // "tool 'read-file' of skill 'file-tools'", for messages.
+  std::string tool_label(std::size_t index) const;
+  std::string actuator_label(std::size_t index) const;
+
   SkillManifest manifest_;
   std::string version_text_;
   std::string sha256_;
   pp_self self_;
   std::unique_ptr<SkillLibrary> library_;  // declared before instance_: dies after it
-  const pp_skill_api* api_;
+  SkillTable table_;                       // likewise: instance_ destroys through it
   Instance instance_;
   mutable GateCounters counters_;
 };

@@ -1,5 +1,5 @@
 /* abi.h compiled as strict C99: the header is plain C, and its layout rules
- * (version fields first, size macros covering every 1.0 member) hold in C. */
+ * (version fields first, size macros covering every 1.0 and 1.1 member) hold in C. */
 #include "passepartout/abi.h"
 
 #include <stddef.h>
@@ -13,7 +13,11 @@ PP_C99_CHECK(skill_minor_third, offsetof(pp_skill_api, abi_minor) == 6);
 PP_C99_CHECK(host_size_first, offsetof(pp_host_api, struct_size) == 0);
 PP_C99_CHECK(host_major_second, offsetof(pp_host_api, abi_major) == 4);
 PP_C99_CHECK(host_minor_third, offsetof(pp_host_api, abi_minor) == 6);
-PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == sizeof(pp_skill_api));
+PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, tools));
+PP_C99_CHECK(skill_size_1_1, PP_SKILL_API_SIZE_1_1 == sizeof(pp_skill_api));
+PP_C99_CHECK(minor_1_1, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 1);
+PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 &&
+                              PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);
 PP_C99_CHECK(kinds, PP_KIND_NIL == 0 && PP_KIND_LIST == 7);
@@ -37,4 +41,21 @@ const pp_value* pp_c99_builds_plist(const pp_host_api* host, pp_call* call) {
   items[1] = host->make_string(call, "shell", 5);
   if (items[0] == NULL || items[1] == NULL) return NULL;
   return host->make_list(call, items, 2);
+}
+
+/* The ABI 1.1 members are callable from C too: a tool table, an actuator, a policy. */
+pp_status pp_c99_calls_tool(const pp_skill_api* api, void* instance, pp_call* call, const pp_value* args);
+pp_status pp_c99_calls_tool(const pp_skill_api* api, void* instance, pp_call* call, const pp_value* args) {
+  const pp_value* result = NULL;
+  pp_error_choice choice = {PP_ERROR_DEFAULT, NULL};
+  pp_status status;
+  if (api->struct_size < PP_SKILL_API_SIZE_1_1 || api->abi_minor < 1 || api->tool_count == 0) return PP_ERROR;
+  if (api->tools[0].name == NULL || api->call_tool == NULL) return PP_ERROR;
+  status = api->call_tool(instance, call, 0, args, NULL, &result);
+  if (status == PP_OK && api->actuator_count > 0 && api->actuators[0] != NULL && api->act != NULL) {
+    status = api->act(instance, call, 0, args, NULL, &result);
+  }
+  if (status == PP_OK && api->observe != NULL) status = api->observe(instance, call, args);
+  if (status == PP_OK && api->error_policy != NULL) status = api->error_policy(instance, call, args, args, &choice);
+  return status;
 }

@@ -86,9 +86,20 @@ static pp_status import_state(void* instance, pp_call* call, const pp_value* sta
 }
 
 PP_EXPORT const pp_skill_api* passepartout_skill_entry(void) {
+  /* Designated initializers: members a later minor appends stay zero (absent). */
   static const pp_skill_api table = {
-      sizeof(pp_skill_api), PP_ABI_MAJOR, PP_ABI_MINOR, "plain-c-skill", "1.0.0",
-      create, destroy, trigger, prompt, gate, NULL, export_state, import_state,
+      .struct_size = sizeof(pp_skill_api),
+      .abi_major = PP_ABI_MAJOR,
+      .abi_minor = PP_ABI_MINOR,
+      .name = "plain-c-skill",
+      .version = "1.0.0",
+      .create = create,
+      .destroy = destroy,
+      .trigger = trigger,
+      .prompt = prompt,
+      .gate = gate,
+      .export_state = export_state,
+      .import_state = import_state,
   };
   return &table;
 }

@@ -1,5 +1,9 @@
 // abi.h included alone into C++17, with the project's warnings: it must stand on its own.
 #include "passepartout/abi.h"
 
-static_assert(PP_SKILL_API_SIZE_1_0 == sizeof(pp_skill_api), "ABI 1.0 covers the whole table");
+#include <cstddef>
+
+static_assert(PP_SKILL_API_SIZE_1_1 == sizeof(pp_skill_api), "ABI 1.1 covers the whole table");
+static_assert(PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, tools), "ABI 1.0 ends where 1.1 begins");
 static_assert(PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api), "ABI 1.0 covers the whole host table");
+static_assert(PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 1, "this header describes ABI 1.1");

@@ -1,5 +1,6 @@
 // skill.hpp included alone into C++17, with the project's warnings: it must stand on its
-// own, and override detection (which hooks go into the table) is checked at compile time.
+// own, and override detection (which hooks, tools and actuators go into the table) is
+// checked at compile time.
 #include "passepartout/skill.hpp"
 
 namespace {
@@ -37,7 +38,75 @@ struct Derived final : PromptBase {
   static constexpr const char kVersion[] = "1.0.0";
 };
 
+// ABI 1.1: tools, an actuator, observe and on_error.
+struct Hands final : passepartout::Skill {
+  static constexpr const char kName[] = "hands";
+  static constexpr const char kVersion[] = "1.1.0";
+  static constexpr passepartout::ToolSpec kTools[] = {
+      {"read-file", "Reads a file", R"({"type": "object"})"},
+      {"list_dir", nullptr, nullptr},
+  };
+  static constexpr const char* kActuators[] = {"shell", "Notify"};
+  ValueRef call_tool(std::string_view /*tool*/, const ValueRef& args, const Signal& /*signal*/) override {
+    return args;
+  }
+  ValueRef act(std::string_view /*target*/, const Action& action, const Signal& /*signal*/) override {
+    return action;
+  }
+  void observe(const Signal& /*signal*/) override {}
+  passepartout::ErrorChoice on_error(const Signal& /*signal*/, const ValueRef& /*error*/) override {
+    return passepartout::ErrorChoice::skip();
+  }
+};
+
+// Only observe: no tools, no actuator.
+struct Watcher final : passepartout::Skill {
+  static constexpr const char kName[] = "watcher";
+  static constexpr const char kVersion[] = "1.0.0";
+  void observe(const Signal& /*signal*/) override {}
+};
+
 namespace sdk = passepartout::sdk_detail;
+
+static_assert(!sdk::overrides_call_tool<Everything> && !sdk::overrides_act<Everything> &&
+              !sdk::overrides_observe<Everything> && !sdk::overrides_on_error<Everything> &&
+              !sdk::HasTools<Everything>::value && !sdk::HasActuators<Everything>::value);
+static_assert(sdk::overrides_call_tool<Hands> && sdk::overrides_act<Hands> && sdk::overrides_observe<Hands> &&
+              sdk::overrides_on_error<Hands> && sdk::tools_are_tool_specs<Hands>() &&
+              sdk::actuators_are_names<Hands>() && sdk::tool_names_valid<Hands>() &&
+              sdk::actuator_names_valid<Hands>());
+
+constexpr pp_skill_api kHands = sdk::skill_table<Hands>();
+static_assert(kHands.tools == Hands::kTools && kHands.tool_count == 2 &&
+              kHands.call_tool == &sdk::Trampolines<Hands>::call_tool);
+static_assert(kHands.actuators == Hands::kActuators && kHands.actuator_count == 2 &&
+              kHands.act == &sdk::Trampolines<Hands>::act);
+static_assert(kHands.observe == &sdk::Trampolines<Hands>::observe &&
+              kHands.error_policy == &sdk::Trampolines<Hands>::error_policy);
+static_assert(kHands.struct_size == PP_SKILL_API_SIZE_1_1 && kHands.gate == nullptr);
+constexpr pp_skill_api kWatcher = sdk::skill_table<Watcher>();
+static_assert(kWatcher.tools == nullptr && kWatcher.tool_count == 0 && kWatcher.call_tool == nullptr &&
+              kWatcher.actuators == nullptr && kWatcher.act == nullptr && kWatcher.error_policy == nullptr &&
+              kWatcher.observe == &sdk::Trampolines<Watcher>::observe);
+constexpr pp_skill_api kEverything = sdk::skill_table<Everything>();
+static_assert(kEverything.tools == nullptr && kEverything.call_tool == nullptr && kEverything.act == nullptr &&
+              kEverything.observe == nullptr && kEverything.error_policy == nullptr);
+
+// The compile-time name checks the host repeats at load.
+struct BadToolName final : passepartout::Skill {
+  static constexpr passepartout::ToolSpec kTools[] = {{"Read-File", nullptr, nullptr}};
+};
+struct DuplicateTool final : passepartout::Skill {
+  static constexpr passepartout::ToolSpec kTools[] = {{"a", nullptr, nullptr}, {"a", nullptr, nullptr}};
+};
+struct DuplicateActuator final : passepartout::Skill {
+  static constexpr const char* kActuators[] = {"shell", "SHELL"};
+};
+struct NotToolSpecs final : passepartout::Skill {
+  static constexpr const char* kTools[] = {"read-file"};
+};
+static_assert(!sdk::tool_names_valid<BadToolName>() && !sdk::tool_names_valid<DuplicateTool>() &&
+              !sdk::actuator_names_valid<DuplicateActuator>() && !sdk::tools_are_tool_specs<NotToolSpecs>());
 
 static_assert(sdk::overrides_gate<GateOnly> && !sdk::overrides_trigger<GateOnly> &&
               !sdk::overrides_prompt<GateOnly> && !sdk::overrides_self_test<GateOnly> &&

@@ -638,3 +638,207 @@ TEST_CASE("ten pass-through gates from real libraries, timed", "[sdk][fixtures]"
   const double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   WARN("10 pass-through gates: " << ns / rounds << " ns per action (stub host, this build's flags)");
 }
+
+// --- ABI 1.1: tools, actuators, observe, on_error ------------------------------------
+
+namespace {
+
+using passepartout::ErrorChoice;
+
+// Tools and an actuator whose behaviour the arguments pick; counts observed signals.
+class Hands final : public passepartout::Skill {
+ public:
+  static constexpr const char kName[] = "hands";
+  static constexpr const char kVersion[] = "1.1.0";
+  static constexpr passepartout::ToolSpec kTools[] = {
+      {"echo", "Echoes :TEXT", R"({"type": "object", "properties": {"text": {"type": "string"}}})"},
+      {"explode", "Throws", nullptr},
+      {"count", nullptr, nullptr},
+      {"nothing", nullptr, nullptr},
+  };
+  static constexpr const char* kActuators[] = {"shell", "Notify"};
+
+  ValueRef call_tool(std::string_view tool, const ValueRef& args, const Signal& signal) override {
+    const Context ctx = args.context();
+    if (tool == "echo") {
+      return ctx.plist({{"TOOL", ctx.string(tool)}, {"TEXT", args.get("TEXT")}, {"SIGNAL", signal.get("ID")}});
+    }
+    if (tool == "explode") throw std::runtime_error("tool exploded: " + std::string(args.get("WHY").text()));
+    if (tool == "count") return ctx.integer(observed_);
+    return ValueRef();  // "nothing": a default ref reads as NIL
+  }
+
+  ValueRef act(std::string_view target, const Action& action, const Signal& /*signal*/) override {
+    if (action.has("FAIL")) throw 7;
+    return action.with("DONE-BY", action.context().string(target));
+  }
+
+  void observe(const Signal& signal) override {
+    if (signal.has("BOOM")) throw std::logic_error("observe exploded");
+    ++observed_;
+  }
+
+  ErrorChoice on_error(const Signal& /*signal*/, const ValueRef& error) override {
+    const ValueRef message = error.get("MESSAGE");
+    if (message.is_keyword("skip")) return ErrorChoice::skip();
+    if (message.is_keyword("fallback")) return ErrorChoice::fallback("try again: " + std::string(message.text()));
+    if (message.is_keyword("bad-fallback")) return ErrorChoice::fallback("\xff");
+    if (message.is_keyword("abort")) return ErrorChoice::abort();
+    if (message.is_keyword("throw")) throw std::runtime_error("policy exploded");
+    return ErrorChoice::standard();
+  }
+
+ private:
+  std::int64_t observed_ = 0;  // the tests call from one thread
+};
+
+constexpr pp_skill_api kHands = passepartout::sdk_detail::skill_table<Hands>();
+
+}  // namespace
+
+TEST_CASE("the table lists the tools and actuators a skill declares, with its 1.1 hooks", "[sdk]") {
+  CHECK(kHands.struct_size == PP_SKILL_API_SIZE_1_1);
+  CHECK(kHands.abi_minor == 1);
+  REQUIRE(kHands.tool_count == 4);
+  CHECK(std::string(kHands.tools[0].name) == "echo");
+  CHECK(std::string(kHands.tools[0].description) == "Echoes :TEXT");
+  CHECK(kHands.tools[2].description == nullptr);
+  CHECK(kHands.tools[1].parameters == nullptr);
+  REQUIRE(kHands.actuator_count == 2);
+  CHECK(std::string(kHands.actuators[1]) == "Notify");
+  CHECK(kHands.call_tool != nullptr);
+  CHECK(kHands.act != nullptr);
+  CHECK(kHands.observe != nullptr);
+  CHECK(kHands.error_policy != nullptr);
+  // A 1.0-style skill has none of them.
+  CHECK(kDecider.tools == nullptr);
+  CHECK(kDecider.tool_count == 0);
+  CHECK(kDecider.call_tool == nullptr);
+  CHECK(kDecider.actuators == nullptr);
+  CHECK(kDecider.act == nullptr);
+  CHECK(kDecider.observe == nullptr);
+  CHECK(kDecider.error_policy == nullptr);
+}
+
+TEST_CASE("call_tool runs the named tool, and an exception fails it with its what()", "[sdk]") {
+  pp_call arena;
+  Instance instance(&kHands, nullptr);
+  REQUIRE(instance.get() != nullptr);
+  const pp_value* signal = stub::plist(arena, {{"ID", stub::integer(arena, 42)}});
+  pp_call call;
+  const pp_value* result = nullptr;
+
+  SECTION("a result built in the call") {
+    const pp_value* args = stub::plist(arena, {{"TEXT", stub::string(arena, "hi")}});
+    CHECK(kHands.call_tool(instance.get(), &call, 0, args, signal, &result) == PP_OK);
+    CHECK(stub::print(result) == "(:TOOL \"echo\" :TEXT \"hi\" :SIGNAL 42)");
+  }
+  SECTION("an exception") {
+    const pp_value* args = stub::plist(arena, {{"WHY", stub::string(arena, "on purpose")}});
+    CHECK(kHands.call_tool(instance.get(), &call, 1, args, signal, &result) == PP_ERROR);
+    CHECK(call.error == "tool exploded: on purpose");
+    CHECK(result == nullptr);
+  }
+  SECTION("a default ref is a NULL result, which the host reads as NIL") {
+    result = signal;
+    CHECK(kHands.call_tool(instance.get(), &call, 3, nullptr, signal, &result) == PP_OK);
+    CHECK(result == nullptr);
+  }
+  SECTION("an index past the tools fails without calling the skill") {
+    CHECK(kHands.call_tool(instance.get(), &call, 4, nullptr, signal, &result) == PP_ERROR);
+    CHECK(call.error == "passepartout: the host asked for a tool the skill does not offer");
+  }
+}
+
+TEST_CASE("act carries out the action for the named target; anything thrown fails it", "[sdk]") {
+  pp_call arena;
+  Instance instance(&kHands, nullptr);
+  pp_call call;
+  const pp_value* result = nullptr;
+  const pp_value* action = stub::plist(arena, {{"TARGET", stub::keyword(arena, "NOTIFY")}});
+  CHECK(kHands.act(instance.get(), &call, 1, action, nullptr, &result) == PP_OK);
+  CHECK(stub::print(result) == "(:TARGET :NOTIFY :DONE-BY \"Notify\")");
+
+  const pp_value* failing = stub::plist(arena, {{"FAIL", stub::keyword(arena, "T")}});
+  CHECK(kHands.act(instance.get(), &call, 0, failing, nullptr, &result) == PP_ERROR);
+  CHECK(call.error == "unknown exception");
+  CHECK(kHands.act(instance.get(), &call, 2, action, nullptr, &result) == PP_ERROR);
+  CHECK(call.error == "passepartout: the host asked for an actuator the skill does not serve");
+}
+
+TEST_CASE("observe reaches the skill and reports what it throws", "[sdk]") {
+  pp_call arena;
+  Instance instance(&kHands, nullptr);
+  pp_call call;
+  const pp_value* heartbeat = stub::plist(arena, {{"SENSOR", stub::keyword(arena, "HEARTBEAT")}});
+  CHECK(kHands.observe(instance.get(), &call, heartbeat) == PP_OK);
+  CHECK(kHands.observe(instance.get(), &call, heartbeat) == PP_OK);
+  const pp_value* result = nullptr;
+  CHECK(kHands.call_tool(instance.get(), &call, 2, nullptr, nullptr, &result) == PP_OK);
+  CHECK(stub::print(result) == "2");
+  CHECK(kHands.observe(instance.get(), &call, stub::plist(arena, {{"BOOM", stub::keyword(arena, "T")}})) ==
+        PP_ERROR);
+  CHECK(call.error == "observe exploded");
+}
+
+TEST_CASE("on_error's choice crosses as pp_error_choice", "[sdk]") {
+  pp_call arena;
+  Instance instance(&kHands, nullptr);
+  auto choose = [&](const char* message, pp_call& call, pp_error_choice& choice) {
+    choice = pp_error_choice{};
+    const pp_value* error = stub::plist(arena, {{"MESSAGE", stub::keyword(arena, message)}});
+    return kHands.error_policy(instance.get(), &call, nullptr, error, &choice);
+  };
+  pp_call call;
+  pp_error_choice choice{};
+
+  CHECK(choose("skip", call, choice) == PP_OK);
+  CHECK(choice.kind == PP_ERROR_SKIP);
+  CHECK(choice.text == nullptr);
+  CHECK(choose("fallback", call, choice) == PP_OK);
+  CHECK(choice.kind == PP_ERROR_FALLBACK);
+  CHECK(text_of(choice.text) == "try again: FALLBACK");
+  CHECK(choose("abort", call, choice) == PP_OK);
+  CHECK(choice.kind == PP_ERROR_ABORT);
+  CHECK(choose("other", call, choice) == PP_OK);
+  CHECK(choice.kind == PP_ERROR_DEFAULT);
+  CHECK(choose("throw", call, choice) == PP_ERROR);
+  CHECK(choice.kind == PP_ERROR_DEFAULT);
+  CHECK(call.error == "policy exploded");
+  CHECK(choose("bad-fallback", call, choice) == PP_ERROR);
+  CHECK(choice.kind == PP_ERROR_DEFAULT);
+  CHECK(choice.text == nullptr);
+  CHECK(call.error == "passepartout: the fallback text is not valid UTF-8");
+}
+
+TEST_CASE("the toolbox fixture offers its tools and actuator through the C table", "[sdk][fixtures]") {
+  const Library library("libtoolbox-a.so");
+  REQUIRE(library.loaded());
+  const pp_skill_api* api = library.api();
+  REQUIRE(api != nullptr);
+  CHECK(api->struct_size == PP_SKILL_API_SIZE_1_1);
+  REQUIRE(api->tool_count == 3);
+  CHECK(std::string(api->tools[0].name) == "echo-args");
+  REQUIRE(api->actuator_count == 1);
+  CHECK(std::string(api->actuators[0]) == "Recorder");
+
+  pp_call arena;
+  Instance instance(api, nullptr);
+  REQUIRE(instance.get() != nullptr);
+  pp_call call;
+  const pp_value* result = nullptr;
+  CHECK(api->call_tool(instance.get(), &call, 1, nullptr, nullptr, &result) == PP_ERROR);
+  CHECK(call.error == "the toolbox tool failed on purpose");
+  const pp_value* action = stub::plist(arena, {{"TARGET", stub::keyword(arena, "RECORDER")}});
+  CHECK(api->act(instance.get(), &call, 0, action, nullptr, &result) == PP_OK);
+  CHECK(stub::print(result) == "(:RECORDED (:TARGET :RECORDER) :TARGET \"Recorder\" :SKILL \"toolbox-a\")");
+}
+
+TEST_CASE("the ABI 1.0 fixture's table ends where ABI 1.0 ended", "[sdk][fixtures]") {
+  const Library library("liblegacy-1-0.so");
+  REQUIRE(library.loaded());
+  const pp_skill_api* api = library.api();
+  REQUIRE(api != nullptr);
+  CHECK(api->abi_minor == 0);
+  CHECK(api->struct_size == PP_SKILL_API_SIZE_1_0);
+}

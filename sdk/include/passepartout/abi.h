@@ -10,7 +10,9 @@
  * The host loads a skill only when the majors are equal and the host's minor is
  * at least the skill's. Members are only ever appended: a member added in minor
  * N is read only when `struct_size` covers it, so newer hosts read older skills
- * and skills can probe a newer host's table the same way.
+ * and skills can probe a newer host's table the same way. ABI 1.1 appended
+ * tools, actuators, `observe` and `error_policy` to `pp_skill_api`; a 1.0
+ * skill still loads and simply offers none of them.
  *
  * Ownership. Whoever allocates frees. Pointers passed *into* a hook are
  * borrowed for the duration of that call unless a member says otherwise. Values
@@ -19,16 +21,21 @@
  *
  * Threads. `create`, `destroy`, `self_test`, `export_state` and `import_state`
  * are called on the host's control thread, never concurrently with each other
- * for one instance. `trigger`, `prompt` and `gate` may be called from any
- * pipeline thread, concurrently, for the same instance: they must not mutate
- * shared instance state without synchronisation. Skills must not start threads,
+ * for one instance. `trigger`, `prompt`, `gate`, `observe` and `error_policy`
+ * may be called from any pipeline thread, concurrently, for the same instance:
+ * they must not mutate shared instance state without synchronisation.
+ * `call_tool` and `act` (ABI 1.1) run on the host's blocking-work threads,
+ * concurrently with each other and with the pipeline hooks; they may block
+ * (run a process, touch files) for a bounded time. Skills must not start threads,
  * timers or use `thread_local` objects with destructors: the host unloads the
  * library when it is swapped out, and anything still running or registered
  * would then jump into unmapped code.
  *
  * Errors. Hooks return `PP_OK` or `PP_ERROR`; on error they may describe the
  * failure with `host->set_error`. A gate that returns `PP_ERROR`, or a verdict
- * kind the host does not know, blocks the action (fail closed).
+ * kind the host does not know, blocks the action (fail closed). A tool or
+ * actuator that returns `PP_ERROR` fails with that text as its error, which
+ * the model sees; a failing `observe` or `error_policy` is logged and ignored.
  */
 #ifndef PASSEPARTOUT_ABI_H
 #define PASSEPARTOUT_ABI_H
@@ -42,7 +49,7 @@ extern "C" {
 
 /** ABI version this header describes. */
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 0
+#define PP_ABI_MINOR 1
 
 /** Name of the one symbol a skill exports. */
 #define PP_ENTRY_SYMBOL "passepartout_skill_entry"
@@ -111,6 +118,41 @@ typedef struct pp_verdict {
    *  operator (optional). Built through the host in this call's pp_call. */
   const pp_value* reason;
 } pp_verdict;
+
+/** A tool the skill offers the model (ABI 1.1). Every string is NUL-terminated
+ *  UTF-8 with static storage duration (the host reads them at load and keeps
+ *  copies). The host refuses a library whose tools break these rules. */
+typedef struct pp_tool {
+  /** Required: 1 to 64 characters of lower-case letters, digits, '-' and '_',
+   *  unique within the skill ("read-file"). The model calls the tool by it. */
+  const char* name;
+  /** What the tool does, one line, shown to the model (NULL: none). */
+  const char* description;
+  /** The arguments as JSON text in a JSON-schema-like shape, a JSON object
+   *  such as `{"type":"object","properties":{"filepath":{"type":"string"}},
+   *  "required":["filepath"]}` (NULL: the tool takes no arguments). The host
+   *  parses it at load: text that is not a JSON object refuses the load. */
+  const char* parameters;
+} pp_tool;
+
+/** What an error policy chose for a failed signal (ABI 1.1). Any other value
+ *  reads as PP_ERROR_DEFAULT. */
+typedef uint32_t pp_error_kind;
+#define PP_ERROR_DEFAULT 0  /**< no opinion: the host's error tiers apply */
+#define PP_ERROR_SKIP 1     /**< drop the signal and go on with the next one */
+#define PP_ERROR_FALLBACK 2 /**< continue with an error signal carrying `text` */
+#define PP_ERROR_ABORT 3    /**< stop processing this signal's chain at once */
+
+/** An error policy's answer. The host zero-fills it (PP_ERROR_DEFAULT, no
+ *  text) before each call. */
+typedef struct pp_error_choice {
+  /** One of PP_ERROR_*. */
+  uint32_t kind;
+  /** PP_ERROR_FALLBACK: the text to continue with, a string value built
+   *  through the host in this call's pp_call (required: a fallback without a
+   *  string reads as PP_ERROR_DEFAULT). Ignored otherwise. */
+  const pp_value* text;
+} pp_error_choice;
 
 /** Callbacks the host implements. Every member is required and non-NULL in a
  *  table the host hands out. All members may be called from any thread. The
@@ -221,6 +263,56 @@ typedef struct pp_skill_api {
   /** Receives the state the previous version exported (borrowed for the call).
    *  Control thread. PP_ERROR refuses the swap. */
   pp_status (*import_state)(void* instance, pp_call* call, const pp_value* state);
+
+  /* --- ABI 1.1: read only when abi_minor >= 1 and struct_size covers them ---- */
+
+  /** The tools the skill offers the model: `tool_count` entries with static
+   *  storage duration (NULL and 0: none). Read once, at load. At most 1024. */
+  const pp_tool* tools;
+  size_t tool_count;
+  /** Runs tool number `tool` (an index into `tools`) with `args`, the
+   *  arguments the model gave (a property list, or NIL), for the action
+   *  proposed in response to `signal`. Stores the result in `*result` (any
+   *  value built in `call`, or one of the borrowed inputs; NULL reads as NIL).
+   *  Called on one of the host's blocking-work threads, concurrently for the
+   *  same instance, after every gate let the call through; it may block for
+   *  the bounded time the tool needs. `args` and `signal` are borrowed for the
+   *  call. PP_ERROR reports the tool's failure to the model with the text
+   *  given to `host->set_error`. Required when `tool_count` > 0. */
+  pp_status (*call_tool)(void* instance, pp_call* call, size_t tool, const pp_value* args,
+                         const pp_value* signal, const pp_value** result);
+  /** The actuator targets the skill serves, e.g. "shell" (an action with
+   *  `:TARGET :SHELL` reaches it): `actuator_count` NUL-terminated names of
+   *  1 to 64 letters, digits, '-' and '_', compared ignoring ASCII case,
+   *  with static storage duration (NULL and 0: none). At most 64. */
+  const char* const* actuators;
+  size_t actuator_count;
+  /** Carries out `action` (an approved action whose `:TARGET` names actuator
+   *  number `actuator`, an index into `actuators`), proposed in response to
+   *  `signal`. Stores what happened in `*result` (a value built in `call`, or
+   *  a borrowed input; NULL reads as NIL, meaning nothing to report). Called on
+   *  one of the host's blocking-work threads, concurrently for the same
+   *  instance, only after every gate and the last-mile check passed; it may
+   *  block for its bounded time. `action` and `signal` are borrowed for the
+   *  call. PP_ERROR reports the failure, with the text given to
+   *  `host->set_error`. Required when `actuator_count` > 0. */
+  pp_status (*act)(void* instance, pp_call* call, size_t actuator, const pp_value* action,
+                   const pp_value* signal, const pp_value** result);
+  /** Receives a signal the manifest's `trigger` matched that is not reasoned
+   *  (a heartbeat, say), so a skill can do background work on it. Any
+   *  pipeline thread, concurrently; keep it short (it may not block on I/O for
+   *  long). `signal` is borrowed for the call. PP_ERROR is logged; nothing
+   *  else happens. Optional. */
+  pp_status (*observe)(void* instance, pp_call* call, const pp_value* signal);
+  /** Chooses what happens to `signal` after processing it failed with
+   *  `error` (a property list with at least `:MESSAGE`, the error text), as the
+   *  seed's restarts did: skip the signal, continue with a fallback text, or
+   *  abort. Writes `*choice` (zero-filled: PP_ERROR_DEFAULT). Any pipeline
+   *  thread, concurrently. `signal` and `error` are borrowed for the call.
+   *  PP_ERROR, or a kind the host does not know, counts as PP_ERROR_DEFAULT.
+   *  Optional. */
+  pp_status (*error_policy)(void* instance, pp_call* call, const pp_value* signal,
+                            const pp_value* error, pp_error_choice* choice);
 } pp_skill_api;
 
 /** The entry function's type. It takes no arguments, may be called more than
@@ -237,6 +329,8 @@ typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 
 /** Size of pp_skill_api for ABI 1.0: a table must be at least this large. */
 #define PP_SKILL_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_skill_api, import_state) + sizeof(void*))
+/** Size of pp_skill_api for ABI 1.1: a table declaring minor 1 must be at least this large. */
+#define PP_SKILL_API_SIZE_1_1 PP_SIZE_U32(offsetof(pp_skill_api, error_policy) + sizeof(void*))
 /** Size of pp_host_api for ABI 1.0. */
 #define PP_HOST_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_host_api, print) + sizeof(void*))
 

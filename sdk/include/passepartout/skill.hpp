@@ -22,21 +22,37 @@
 //     that outlive destroy;
 //   - do not use `thread_local` objects with destructors (the host's threads
 //     outlive the library); plain `thread_local` scalars and pointers are fine;
-//   - keep no ValueRef or Context from a trigger, prompt or gate past its return;
+//   - keep no ValueRef or Context from a hook (trigger, gate, call_tool, ...) past its return;
 //   - build with passepartout_add_skill(): it hides every symbol but the entry
 //     and turns off GCC's "unique" symbols, either of which can keep an
 //     unloaded library mapped so that a reload silently runs the old code.
 //
 // Threads: the constructor, destructor, self_test, export_state and
 // import_state run on the host's control thread, never concurrently with each
-// other. trigger, prompt and gate may run on any pipeline thread, concurrently,
-// for the same instance: treat the instance as read-only there, or guard what
-// you mutate (a std::mutex member, std::atomic counters).
+// other. trigger, prompt, gate, observe and on_error may run on any pipeline
+// thread, concurrently, for the same instance: treat the instance as read-only
+// there, or guard what you mutate (a std::mutex member, std::atomic counters).
+// call_tool and act run on the host's blocking-work threads, concurrently too,
+// and may block (run a process, read a file) for a bounded time.
+//
+// Tools and actuators (ABI 1.1): a skill that offers the model tools lists
+// them in `kTools` and overrides call_tool; one that carries out actions for a
+// target lists the targets in `kActuators` and overrides act:
+//
+//   class FileTools final : public passepartout::Skill {
+//    public:
+//     static constexpr passepartout::ToolSpec kTools[] = {
+//         {"read-file", "Reads a file of the workspace",
+//          R"({"type":"object","properties":{"filepath":{"type":"string"}},"required":["filepath"]})"}};
+//     passepartout::ValueRef call_tool(std::string_view tool, const passepartout::ValueRef& args,
+//                                      const passepartout::Signal& signal) override;
+//   };
 //
 // Header-only, C++17 or later; includes only the standard library and abi.h.
 #pragma once
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,6 +71,15 @@ using Action = ValueRef;
 
 /// Severity of a log line, or of a block as the user sees it.
 enum class LogLevel { debug, info, warn, error };
+
+/// A tool a skill offers the model: `{name, description, parameters}`, all
+/// string literals. `name` is 1 to 64 lower-case letters, digits, '-' and '_',
+/// unique within the skill; `description` is one line for the model (may be
+/// nullptr); `parameters` is the arguments as JSON text in a JSON-schema-like
+/// shape, a JSON object (nullptr: no arguments). Declared by the skill as
+/// `static constexpr passepartout::ToolSpec kTools[] = {...};`; the host checks
+/// every entry at load (a bad name or JSON refuses the library).
+using ToolSpec = pp_tool;
 
 namespace sdk_detail {
 struct SkillAccess;
@@ -126,6 +151,44 @@ class Verdict {
   LogLevel level_ = LogLevel::error;
   std::string reason_;
   ValueRef action_;
+};
+
+/// What on_error decided about a signal whose processing failed: leave it to
+/// the host's error tiers, skip the signal, continue with a fallback text (as a
+/// `:LOOP-ERROR` signal carrying it), or abort the signal's chain.
+class ErrorChoice {
+ public:
+  /// The four choices.
+  enum class Kind {
+    standard,  ///< no opinion: the host's error tiers apply
+    skip,      ///< drop the signal
+    fallback,  ///< continue with text()
+    abort,     ///< stop processing this signal's chain
+  };
+
+  /// No opinion: what the host does without a policy.
+  static ErrorChoice standard() noexcept { return ErrorChoice(Kind::standard); }
+  /// Drop the signal and go on with the next one.
+  static ErrorChoice skip() noexcept { return ErrorChoice(Kind::skip); }
+  /// Continue with `text` (UTF-8) in place of the failed step's result.
+  static ErrorChoice fallback(std::string text) {
+    ErrorChoice choice(Kind::fallback);
+    choice.text_ = std::move(text);
+    return choice;
+  }
+  /// Stop processing the signal's chain at once.
+  static ErrorChoice abort() noexcept { return ErrorChoice(Kind::abort); }
+
+  /// The choice.
+  Kind kind() const noexcept { return kind_; }
+  /// For fallback: the text to continue with; empty otherwise.
+  const std::string& text() const noexcept { return text_; }
+
+ private:
+  explicit ErrorChoice(Kind kind) noexcept : kind_(kind) {}
+
+  Kind kind_;
+  std::string text_;
 };
 
 /// Base class of every C++ skill. Override the hooks the skill implements;
@@ -206,6 +269,54 @@ class Skill {
   /// Control thread. Throwing refuses the swap and the old version keeps serving.
   virtual void import_state(const ValueRef& state) { static_cast<void>(state); }
 
+  /// Runs the tool named `tool` (the `name` of one of the class's kTools
+  /// entries) with `args`, the arguments the model gave (a property list such
+  /// as `(:FILEPATH "notes.txt")`, or NIL), for an action proposed in response
+  /// to `signal`. Returns the result, built with `args.context()` (or one of
+  /// the arguments themselves); a default ValueRef reads as NIL. Runs on one
+  /// of the host's blocking-work threads, concurrently, only after every gate
+  /// let the call through; it may block for the bounded time the tool needs.
+  /// Both arguments are valid until the hook returns. Throwing fails the tool
+  /// with what() as the error the model sees. Override it exactly when the
+  /// class declares kTools.
+  virtual ValueRef call_tool(std::string_view tool, const ValueRef& args, const Signal& signal) {
+    static_cast<void>(tool);
+    static_cast<void>(args);
+    static_cast<void>(signal);
+    throw std::logic_error("passepartout: this skill offers no tools");
+  }
+
+  /// Carries out `action`, an approved action whose `:TARGET` is `target` (one
+  /// of the class's kActuators, as declared), proposed in response to
+  /// `signal`. Returns what happened, built with `action.context()`, or a
+  /// default ValueRef (NIL) when there is nothing to report. Runs on one of the
+  /// host's blocking-work threads, concurrently, only after every gate and the
+  /// last-mile check passed; it may block for its bounded time. Both arguments
+  /// are valid until the hook returns. Throwing fails the action with what()
+  /// as the error. Override it exactly when the class declares kActuators.
+  virtual ValueRef act(std::string_view target, const Action& action, const Signal& signal) {
+    static_cast<void>(target);
+    static_cast<void>(action);
+    static_cast<void>(signal);
+    throw std::logic_error("passepartout: this skill serves no actuator");
+  }
+
+  /// Receives a signal the manifest's `trigger` matched that is not reasoned
+  /// (a heartbeat, say): background work on a schedule. Any pipeline thread,
+  /// concurrently; keep it short. `signal` is valid until the hook returns.
+  /// Throwing is logged and changes nothing else.
+  virtual void observe(const Signal& signal) { static_cast<void>(signal); }
+
+  /// Chooses what happens to `signal` after processing it failed with `error`
+  /// (a property list with at least `:MESSAGE`, the error text). Any pipeline
+  /// thread, concurrently. Both are valid until the hook returns. Throwing
+  /// counts as ErrorChoice::standard().
+  virtual ErrorChoice on_error(const Signal& signal, const ValueRef& error) {
+    static_cast<void>(signal);
+    static_cast<void>(error);
+    return ErrorChoice::standard();
+  }
+
  protected:
   /// Logs `message` (UTF-8, copied) through the host, attributed to this
   /// skill. Any thread; works in the constructor and destructor too.
@@ -249,8 +360,8 @@ class Skill {
 
 #include "passepartout/detail/skill_table.hpp"
 
-/// Exports skill class `T` (derived from passepartout::Skill, with `kName` and
-/// `kVersion`): defines the library's one exported symbol,
+/// Exports skill class `T` (derived from passepartout::Skill, with `kName`,
+/// `kVersion`, and `kTools`/`kActuators` when it offers them): defines the library's one exported symbol,
 /// `passepartout_skill_entry`, returning a static table of T's hooks. Use it
 /// exactly once per library, at namespace scope, followed by `;`.
 #define PASSEPARTOUT_SKILL(T)                                                           \

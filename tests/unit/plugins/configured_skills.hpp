@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -53,6 +54,14 @@ class ConfiguredSkills {
 
   // One line per skill that did not load, "skill '<name>': <reason>"; empty when all loaded.
   const std::string& load_errors() const { return load_errors_; }
+  // The published skills (for their tools and actuators); REQUIREs that every skill loaded.
+  std::shared_ptr<const Snapshot> snapshot() const {
+    INFO(load_errors_);
+    REQUIRE(load_errors_.empty());
+    return registry_.snapshot();
+  }
+  // Lines logged while the skills lived, "<component>: <message>".
+  std::vector<std::string> logs() const { return capture_.lines(); }
 
   // As SkillHarness::verify; REQUIREs that every skill loaded.
   Value verify(std::string_view action_sexp) {

@@ -10,10 +10,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "passepartout/abi.h"
 #include "passepartout/detail/creation.hpp"
+#include "passepartout/detail/text.hpp"
 #include "passepartout/skill.hpp"
 #include "passepartout/value.hpp"
 
@@ -23,6 +25,29 @@ namespace passepartout::sdk_detail {
 struct SkillAccess {
   static const pp_host_api* host(const Skill& skill) noexcept { return skill.host_; }
 };
+
+// --- which ABI 1.1 hooks T overrides ---------------------------------------------
+// `&T::hook` names the most derived declaration: while it is still Skill's, T
+// did not override the hook and the table leaves it NULL (as for the 1.0 hooks below).
+
+/// Whether T overrides Skill::call_tool.
+template <class T>
+inline constexpr bool overrides_call_tool =
+    !std::is_same_v<decltype(&T::call_tool),
+                    ValueRef (Skill::*)(std::string_view, const ValueRef&, const Signal&)>;
+/// Whether T overrides Skill::act.
+template <class T>
+inline constexpr bool overrides_act =
+    !std::is_same_v<decltype(&T::act),
+                    ValueRef (Skill::*)(std::string_view, const Action&, const Signal&)>;
+/// Whether T overrides Skill::observe.
+template <class T>
+inline constexpr bool overrides_observe =
+    !std::is_same_v<decltype(&T::observe), void (Skill::*)(const Signal&)>;
+/// Whether T overrides Skill::on_error.
+template <class T>
+inline constexpr bool overrides_on_error =
+    !std::is_same_v<decltype(&T::on_error), ErrorChoice (Skill::*)(const Signal&, const ValueRef&)>;
 
 // --- checking the class ------------------------------------------------------
 
@@ -40,6 +65,103 @@ template <class T>
 struct HasVersion<T, std::void_t<decltype(T::kVersion)>>
     : std::is_convertible<decltype((T::kVersion)), const char*> {};
 
+/// Whether T declares `kTools` (whatever its type; checked below).
+template <class T, class = void>
+struct HasTools : std::false_type {};
+template <class T>
+struct HasTools<T, std::void_t<decltype(T::kTools)>> : std::true_type {};
+
+/// Whether T declares `kActuators` (whatever its type; checked below).
+template <class T, class = void>
+struct HasActuators : std::false_type {};
+template <class T>
+struct HasActuators<T, std::void_t<decltype(T::kActuators)>> : std::true_type {};
+
+/// Whether T's `kTools` is an array of ToolSpec (false when T has none).
+template <class T>
+constexpr bool tools_are_tool_specs() {
+  if constexpr (HasTools<T>::value) {
+    using Array = std::remove_reference_t<decltype(T::kTools)>;
+    return std::is_array_v<Array> &&
+           std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, ToolSpec>;
+  } else {
+    return false;
+  }
+}
+
+/// Whether T's `kActuators` is an array of C strings (false when T has none).
+template <class T>
+constexpr bool actuators_are_names() {
+  if constexpr (HasActuators<T>::value) {
+    using Array = std::remove_reference_t<decltype(T::kActuators)>;
+    return std::is_array_v<Array> &&
+           std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, const char*>;
+  } else {
+    return false;
+  }
+}
+
+/// Whether `c` may appear in a tool name (lower-case letters, digits, '-', '_').
+constexpr bool is_tool_name_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/// Whether `c` may appear in an actuator name (letters, digits, '-', '_').
+constexpr bool is_actuator_name_char(char c) noexcept {
+  return is_tool_name_char(c) || (c >= 'A' && c <= 'Z');
+}
+
+/// Length of `name` if it is 1 to 64 characters accepted by `allowed`; 0 otherwise.
+template <class Allowed>
+constexpr std::size_t valid_name_length(const char* name, Allowed allowed) noexcept {
+  if (name == nullptr) return 0;
+  std::size_t length = 0;
+  for (; name[length] != '\0'; ++length) {
+    if (length == 64 || !allowed(name[length])) return 0;
+  }
+  return length;
+}
+
+/// Whether `a` and `b` are equal, ignoring ASCII case when `fold` is set.
+constexpr bool names_equal(const char* a, const char* b, bool fold) noexcept {
+  for (;; ++a, ++b) {
+    const char x = fold ? ascii_upper(*a) : *a;
+    const char y = fold ? ascii_upper(*b) : *b;
+    if (x != y) return false;
+    if (x == '\0') return true;
+  }
+}
+
+/// Whether every kTools name is valid and unique (true when T has no tools).
+template <class T>
+constexpr bool tool_names_valid() {
+  if constexpr (tools_are_tool_specs<T>()) {
+    constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (valid_name_length(T::kTools[i].name, is_tool_name_char) == 0) return false;
+      for (std::size_t j = 0; j < i; ++j) {
+        if (names_equal(T::kTools[i].name, T::kTools[j].name, false)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/// Whether every kActuators name is valid and unique ignoring case (true when T has none).
+template <class T>
+constexpr bool actuator_names_valid() {
+  if constexpr (actuators_are_names<T>()) {
+    constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (valid_name_length(T::kActuators[i], is_actuator_name_char) == 0) return false;
+      for (std::size_t j = 0; j < i; ++j) {
+        if (names_equal(T::kActuators[i], T::kActuators[j], true)) return false;
+      }
+    }
+  }
+  return true;
+}
+
 /// Checks what PASSEPARTOUT_SKILL(T) needs of T, one readable message each.
 template <class T>
 constexpr bool check_skill_class() {
@@ -55,6 +177,33 @@ constexpr bool check_skill_class() {
                 "PASSEPARTOUT_SKILL(T): T needs a public constructor "
                 "T(const passepartout::ValueRef& config) or T()");
   static_assert(std::is_destructible_v<T>, "PASSEPARTOUT_SKILL(T): T needs a public destructor");
+  static_assert(!HasTools<T>::value || tools_are_tool_specs<T>(),
+                "PASSEPARTOUT_SKILL(T): T::kTools must be an array of tools: "
+                "static constexpr passepartout::ToolSpec kTools[] = {{\"name\", \"description\", "
+                "R\"({...})\"}};");
+  static_assert(!HasActuators<T>::value || actuators_are_names<T>(),
+                "PASSEPARTOUT_SKILL(T): T::kActuators must be an array of names: "
+                "static constexpr const char* kActuators[] = {\"shell\"};");
+  static_assert(!tools_are_tool_specs<T>() || overrides_call_tool<T>,
+                "PASSEPARTOUT_SKILL(T): T declares kTools but does not override "
+                "passepartout::ValueRef call_tool(std::string_view tool, const passepartout::ValueRef& "
+                "args, const passepartout::Signal& signal)");
+  static_assert(!overrides_call_tool<T> || tools_are_tool_specs<T>(),
+                "PASSEPARTOUT_SKILL(T): T overrides call_tool but declares no tools: "
+                "static constexpr passepartout::ToolSpec kTools[] = {...};");
+  static_assert(!actuators_are_names<T>() || overrides_act<T>,
+                "PASSEPARTOUT_SKILL(T): T declares kActuators but does not override "
+                "passepartout::ValueRef act(std::string_view target, const passepartout::Action& "
+                "action, const passepartout::Signal& signal)");
+  static_assert(!overrides_act<T> || actuators_are_names<T>(),
+                "PASSEPARTOUT_SKILL(T): T overrides act but declares no actuators: "
+                "static constexpr const char* kActuators[] = {\"shell\"};");
+  static_assert(tool_names_valid<T>(),
+                "PASSEPARTOUT_SKILL(T): every kTools name must be 1 to 64 lower-case letters, "
+                "digits, '-' and '_', and unique within the skill");
+  static_assert(actuator_names_valid<T>(),
+                "PASSEPARTOUT_SKILL(T): every kActuators name must be 1 to 64 letters, digits, "
+                "'-' and '_', and unique ignoring case");
   return true;
 }
 
@@ -300,10 +449,96 @@ struct Trampolines {
       return fail_with_current_exception(host, call);
     }
   }
+
+  /// T::call_tool for tool number `tool` of T::kTools; the result handle goes to the host.
+  static pp_status call_tool(void* instance, pp_call* call, std::size_t tool, const pp_value* args,
+                             const pp_value* signal, const pp_value** result) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    *result = nullptr;
+    try {
+      constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
+      if (tool >= count) throw std::out_of_range("passepartout: the host asked for a tool the skill does not offer");
+      const ValueRef out = self.T::call_tool(std::string_view(T::kTools[tool].name),
+                                             ValueRef(host, call, args), Signal(host, call, signal));
+      *result = out.handle();
+      return PP_OK;
+    } catch (...) {
+      return fail_with_current_exception(host, call);
+    }
+  }
+
+  /// T::act for actuator number `actuator` of T::kActuators.
+  static pp_status act(void* instance, pp_call* call, std::size_t actuator, const pp_value* action,
+                       const pp_value* signal, const pp_value** result) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    *result = nullptr;
+    try {
+      constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+      if (actuator >= count) {
+        throw std::out_of_range("passepartout: the host asked for an actuator the skill does not serve");
+      }
+      const ValueRef out = self.T::act(std::string_view(T::kActuators[actuator]),
+                                       Action(host, call, action), Signal(host, call, signal));
+      *result = out.handle();
+      return PP_OK;
+    } catch (...) {
+      return fail_with_current_exception(host, call);
+    }
+  }
+
+  /// T::observe; an exception is reported to the host, which logs it.
+  static pp_status observe(void* instance, pp_call* call, const pp_value* signal) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    try {
+      self.T::observe(Signal(host, call, signal));
+      return PP_OK;
+    } catch (...) {
+      return fail_with_current_exception(host, call);
+    }
+  }
+
+  /// T::on_error; `choice` arrives zero-filled (the default), a fallback's text
+  /// becomes a string value in `call`.
+  static pp_status error_policy(void* instance, pp_call* call, const pp_value* signal,
+                                const pp_value* error, pp_error_choice* choice) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    try {
+      const ErrorChoice chosen = self.T::on_error(Signal(host, call, signal), ValueRef(host, call, error));
+      switch (chosen.kind()) {
+        case ErrorChoice::Kind::standard:
+          choice->kind = PP_ERROR_DEFAULT;
+          break;
+        case ErrorChoice::Kind::skip:
+          choice->kind = PP_ERROR_SKIP;
+          break;
+        case ErrorChoice::Kind::fallback: {
+          const std::string& text = chosen.text();
+          const pp_value* built = host->make_string(call, bytes_of(text), text.size());
+          if (built == nullptr) throw std::invalid_argument("passepartout: the fallback text is not valid UTF-8");
+          choice->text = built;
+          choice->kind = PP_ERROR_FALLBACK;
+          break;
+        }
+        case ErrorChoice::Kind::abort:
+          choice->kind = PP_ERROR_ABORT;
+          break;
+      }
+      return PP_OK;
+    } catch (...) {
+      choice->kind = PP_ERROR_DEFAULT;
+      choice->text = nullptr;
+      return fail_with_current_exception(host, call);
+    }
+  }
 };
 
 /// T's table: ABI version, name, version, create/destroy, and the hooks T
-/// overrides (the others stay NULL, so the host never calls them).
+/// overrides (the others stay NULL, so the host never calls them); tools and
+/// actuators only when T declares them and overrides call_tool or act.
 template <class T>
 constexpr pp_skill_api skill_table() noexcept {
   static_assert(check_skill_class<T>(), "PASSEPARTOUT_SKILL(T)");
@@ -322,6 +557,18 @@ constexpr pp_skill_api skill_table() noexcept {
   if constexpr (overrides_self_test<T>) table.self_test = &Hooks::self_test;
   if constexpr (overrides_export_state<T>) table.export_state = &Hooks::export_state;
   if constexpr (overrides_import_state<T>) table.import_state = &Hooks::import_state;
+  if constexpr (tools_are_tool_specs<T>() && overrides_call_tool<T>) {
+    table.tools = T::kTools;
+    table.tool_count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
+    table.call_tool = &Hooks::call_tool;
+  }
+  if constexpr (actuators_are_names<T>() && overrides_act<T>) {
+    table.actuators = T::kActuators;
+    table.actuator_count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+    table.act = &Hooks::act;
+  }
+  if constexpr (overrides_observe<T>) table.observe = &Hooks::observe;
+  if constexpr (overrides_on_error<T>) table.error_policy = &Hooks::error_policy;
   return table;
 }
 

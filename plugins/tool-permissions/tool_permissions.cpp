@@ -1,0 +1,116 @@
+// tool-permissions: the tool gate. Every model tool call (`:TARGET :TOOL`) is
+// allowed, sent to a human, or denied by the level configured for its name;
+// tools the table does not name need approval, as in the seed (I4).
+#include <passepartout/skill.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using passepartout::Action;
+using passepartout::Signal;
+using passepartout::ValueRef;
+using passepartout::Verdict;
+
+enum class Level { allow, ask, deny };
+
+char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
+  return out;
+}
+
+// True for the kinds whose text() is meaningful: string, keyword and symbol.
+bool is_text(const ValueRef& value) {
+  return value.is_string() || value.is_keyword() || value.is_symbol();
+}
+
+// True for :NAME, NAME or "name" in any case: targets and tool names arrive in
+// all of these forms. Allocates nothing: gates run on every action.
+bool is_named(const ValueRef& value, std::string_view name) {
+  if (!is_text(value)) return false;
+  const std::string_view text = value.text();
+  return text.size() == name.size() &&
+         std::equal(text.begin(), text.end(), name.begin(),
+                    [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
+}
+
+// "allow", "ask" or "deny" in any case (string, keyword or symbol).
+Level parse_level(const ValueRef& value, std::string_view tool) {
+  if (is_named(value, "allow")) return Level::allow;
+  if (is_named(value, "ask")) return Level::ask;
+  if (is_named(value, "deny")) return Level::deny;
+  throw std::invalid_argument("config tools: '" + std::string(tool) + "': expected allow, ask or deny, got " +
+                              value.print());
+}
+
+// Immutable after construction: gate() may run on any number of threads at once.
+class ToolPermissions final : public passepartout::Skill {
+ public:
+  static constexpr const char kName[] = "tool-permissions";
+  static constexpr const char kVersion[] = "1.0.0";
+
+  // `config :TOOLS`: a map of tool name to allow, ask or deny.
+  explicit ToolPermissions(const ValueRef& config) {
+    const ValueRef tools = config.get("TOOLS");
+    if (tools.is_nil()) return;
+    if (!tools.is_list() || tools.size() % 2 != 0) {
+      throw std::invalid_argument("config tools: expected a map of tool name to allow, ask or deny, got " +
+                                  tools.print());
+    }
+    for (std::size_t i = 0; i < tools.size(); i += 2) {
+      const ValueRef key = tools[i];
+      if (!key.is_keyword()) {
+        throw std::invalid_argument("config tools: expected a map of tool name to allow, ask or deny, got " +
+                                    tools.print());
+      }
+      // Keys are unique: the manifest refuses a map naming one keyword twice.
+      std::string name = lower(key.text());
+      const Level level = parse_level(tools[i + 1], name);
+      table_.emplace_back(std::move(name), level);
+    }
+  }
+
+  Verdict gate(const Action& action, const Signal& /*signal*/) override {
+    if (!is_named(action.get("TARGET"), "TOOL")) return Verdict::pass();
+    const ValueRef tool = action.get("PAYLOAD").get("TOOL");
+    if (!is_text(tool) || tool.text().empty()) {
+      return Verdict::block("Tool call blocked: :PAYLOAD :TOOL must name the tool, got " + tool.print());
+    }
+    const std::string name = lower(tool.text());
+    switch (level_of(name)) {
+      case Level::allow:
+        return Verdict::pass();
+      case Level::ask:
+        return Verdict::approval("Tool '" + name + "' requires approval by tool-permissions");
+      case Level::deny:
+        return Verdict::block("Tool '" + name + "' is denied by tool-permissions");
+    }
+    return Verdict::block("Tool '" + name + "' is denied by tool-permissions");
+  }
+
+ private:
+  // The configured level, :ask for a tool the table does not name (I4).
+  Level level_of(const std::string& name) const {
+    for (const auto& [tool, level] : table_) {
+      if (tool == name) return level;
+    }
+    return Level::ask;
+  }
+
+  std::vector<std::pair<std::string, Level>> table_;  // lower-case names, as configured
+};
+
+}  // namespace
+
+PASSEPARTOUT_SKILL(ToolPermissions);

@@ -1,0 +1,78 @@
+// The messages of the wire protocol: builders for what the daemon sends
+// (handshake, health response, stream chunks, responses) and classifiers for what it receives.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "daemon/frame_codec.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// Keys are matched ignoring case on input (Value::get) and always emitted upper case.
+//
+// Shapes the daemon sends:
+//   (:TYPE :EVENT :PAYLOAD (:ACTION :HANDSHAKE :VERSION "<version>" :CAPABILITIES (:AUTH ...)))
+//       first frame on every accepted connection; the server speaks first
+//   (:TYPE :HEALTH-RESPONSE :STATUS <health keyword> :CHECKED-P <T|NIL>)
+//       the answer to (:TYPE :HEALTH-CHECK)
+//   (:TYPE :STREAM-CHUNK :PAYLOAD (:TEXT "<delta>"))
+//       a piece of a reply still being produced, before its final frame
+//   (:TYPE :RESPONSE :STATUS :OK :PAYLOAD (:MESSAGE "<text>" <more keys>...))
+//   (:TYPE :RESPONSE :STATUS :ERROR :PAYLOAD (:MESSAGE "<text>" :CODE :<CODE>))
+//       operator responses and every error the daemon reports, including a
+//       malformed frame (:CODE :BAD-FRAME or :FRAME-TOO-LARGE) just before it
+//       closes the connection. Clients read :PAYLOAD :MESSAGE.
+// A request over TCP may carry :AUTH "<token>" at its top level; the server
+// checks and removes it before anyone else sees the message.
+
+// Codes carried by error responses (keyword names, without the ':').
+namespace wire_error {
+inline constexpr std::string_view kBadFrame = "BAD-FRAME";             // malformed frame; the connection closes
+inline constexpr std::string_view kFrameTooLarge = "FRAME-TOO-LARGE";  // announced length over the limit; closes
+inline constexpr std::string_view kBusy = "BUSY";                      // too many connections; closes
+inline constexpr std::string_view kTimeout = "TIMEOUT";                // a frame or an idle connection timed out; closes
+inline constexpr std::string_view kShuttingDown = "SHUTTING-DOWN";     // the daemon is stopping
+inline constexpr std::string_view kUnauthorized = "UNAUTHORIZED";      // an operator request without a valid token
+inline constexpr std::string_view kInternal = "INTERNAL";              // the handler failed
+inline constexpr std::string_view kReplyTooLarge = "REPLY-TOO-LARGE";  // the reply exceeded the frame limit
+}  // namespace wire_error
+
+// What a health check reports: a keyword name (e.g. "HEALTHY", "DEGRADED";
+// "UNKNOWN" before the first check) and whether a check has run.
+struct HealthReport {
+  std::string status = "UNKNOWN";
+  bool checked = false;
+};
+
+// The handshake frame's message. `capabilities` are keyword names.
+Value make_handshake(std::string_view version, std::span<const std::string> capabilities);
+Value make_health_response(const HealthReport& report);
+// `text` must be valid UTF-8 (a delta cut inside a character is the caller's bug).
+Value make_stream_chunk(std::string_view text);
+// An :OK response; `extra` (a plist or NIL) is appended to the payload after :MESSAGE.
+Value make_ok_response(std::string_view message, const Value& extra = Value());
+// An :ERROR response with `code` (a keyword name such as wire_error::kBadFrame).
+// Bytes of `message` that are not valid UTF-8 are replaced by '?'.
+Value make_error_response(std::string_view code, std::string_view message);
+// The error response for a frame the decoder refused.
+Value make_frame_error_response(const FrameError& error);
+
+// The name of the :TYPE keyword (upper case), or empty when there is none.
+std::string_view message_type(const Value& message) noexcept;
+bool is_handshake(const Value& message) noexcept;
+bool is_health_check(const Value& message) noexcept;
+bool is_health_response(const Value& message) noexcept;
+bool is_stream_chunk(const Value& message) noexcept;
+// A :RESPONSE whose :STATUS is :OK / :ERROR.
+bool is_ok_response(const Value& message) noexcept;
+bool is_error_response(const Value& message) noexcept;
+// The :PAYLOAD :CODE keyword name of an error response; empty otherwise.
+std::string_view error_response_code(const Value& message) noexcept;
+// The top-level :AUTH string, if the message carries one.
+std::optional<std::string_view> auth_token(const Value& message) noexcept;
+
+}  // namespace passepartout

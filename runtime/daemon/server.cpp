@@ -1,0 +1,1048 @@
+// Server: listeners (Unix socket, TCP), connections with their strands, write
+// queues and deadlines, reply sinks, and the graceful stop.
+#include "daemon/server.hpp"
+
+// GCC 12 reports a "potential null pointer dereference" inside Asio's epoll
+// reactor once it is inlined here (a false positive: the scheduler's thread
+// info is always set on an io thread); silenced for Asio's headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#pragma GCC diagnostic pop
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "log.hpp"
+
+namespace passepartout {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+using GenericSocket = asio::generic::stream_protocol::socket;
+
+const char* to_string(Transport transport) noexcept {
+  switch (transport) {
+    case Transport::unix_socket: return "unix";
+    case Transport::tcp: return "tcp";
+  }
+  return "tcp";
+}
+
+namespace {
+
+constexpr std::string_view kComponent = "daemon";
+constexpr std::size_t kReadBufferSize = std::size_t{16} * 1024;
+// After the grace period, how long stop() waits for forcibly closed connections.
+constexpr auto kForceCloseWait = std::chrono::seconds(2);
+// Pause before accepting again after accept() failed (e.g. out of descriptors).
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+
+// Equal length and content, in time independent of where they differ.
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    difference = static_cast<unsigned char>(difference | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
+  }
+  return difference == 0;
+}
+
+std::string errno_text(int error) { return std::error_code(error, std::system_category()).message(); }
+
+std::string milliseconds_text(std::chrono::milliseconds duration) {
+  return std::to_string(duration.count()) + " ms";
+}
+
+class Connection;
+
+// What reply sinks need from the server: the codec and the gate that keeps
+// them from posting to an io_context being torn down. Deliberately holds no
+// handler, so a handler keeping sinks forms no ownership cycle.
+struct ReplyHub {
+  explicit ReplyHub(const FrameLimits& limits) : codec(limits) {}
+
+  const FrameCodec codec;
+  // Sinks post to a connection only under this lock while posts_open.
+  std::mutex posts_mutex;
+  bool posts_open = true;
+};
+
+// What the listeners, the connections and the reply sinks share. Lives as
+// long as any of them.
+struct ServerState {
+  ServerState(ServerOptions server_options, std::shared_ptr<RequestHandler> request_handler, HealthProbe probe)
+      : options(std::move(server_options)),
+        codec(options.frame_limits),
+        hub(std::make_shared<ReplyHub>(options.frame_limits)),
+        handler(std::move(request_handler)),
+        health(std::move(probe)) {}
+
+  HealthReport health_report() const {
+    if (!health) return {};
+    try {
+      return health();
+    } catch (const std::exception& error) {
+      log_message(LogLevel::warn, kComponent, std::string("health probe failed: ") + error.what());
+    } catch (...) {
+      log_message(LogLevel::warn, kComponent, "health probe failed");
+    }
+    return {};
+  }
+
+  // The connections still alive; the caller holds connections_mutex.
+  std::vector<std::shared_ptr<Connection>> open_connections() const;
+
+  void unregister(std::uint64_t id) {
+    {
+      std::lock_guard lock(connections_mutex);
+      connections.erase(id);
+    }
+    connections_changed.notify_all();
+  }
+
+  const ServerOptions options;
+  const FrameCodec codec;
+  const std::shared_ptr<ReplyHub> hub;
+  const std::shared_ptr<RequestHandler> handler;
+  const HealthProbe health;
+  std::string handshake_frame;  // set before the first accept
+
+  std::atomic<std::uint64_t> connections_total{0};
+  std::atomic<std::uint64_t> connections_rejected{0};
+  std::atomic<std::uint64_t> frames_in{0};
+  std::atomic<std::uint64_t> frames_out{0};
+  std::atomic<std::uint64_t> errors{0};
+  std::atomic<std::uint64_t> next_connection_id{1};
+
+  mutable std::mutex connections_mutex;  // guards connections and draining
+  mutable std::condition_variable connections_changed;
+  std::unordered_map<std::uint64_t, std::weak_ptr<Connection>> connections;
+  bool draining = false;
+};
+
+}  // namespace
+
+namespace detail {
+
+// One request's reply: shared by the copies of its ReplySink.
+struct ReplyState {
+  ReplyState(std::weak_ptr<Connection> reply_connection, std::shared_ptr<ReplyHub> reply_hub, std::uint64_t id,
+             ConnectionInfo connection_info)
+      : connection(std::move(reply_connection)),
+        hub(std::move(reply_hub)),
+        request_id(id),
+        info(std::move(connection_info)) {}
+  ReplyState(const ReplyState&) = delete;
+  ReplyState& operator=(const ReplyState&) = delete;
+
+  // The last copy of the sink is gone: the request ends, with no final frame
+  // if none was sent.
+  ~ReplyState() {
+    if (finished.exchange(true)) return;
+    try {
+      post(std::nullopt, true);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing to report to; the connection closes on its own
+    }
+  }
+
+  // Hands a frame (or just the end of the request) to the connection's strand.
+  bool post(std::optional<std::string> frame, bool final);
+
+  const std::weak_ptr<Connection> connection;
+  const std::shared_ptr<ReplyHub> hub;
+  const std::uint64_t request_id;
+  const ConnectionInfo info;
+  std::atomic<bool> finished{false};
+};
+
+}  // namespace detail
+
+namespace {
+
+// One accepted socket: handshake, decoding, the request queue, the write
+// queue and the deadlines. Every member below runs on the connection's
+// strand (the socket's executor); the public entry points post there and
+// may be called from any thread.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<ServerState> server, GenericSocket socket, ConnectionInfo info, bool registered)
+      : server_(std::move(server)),
+        strand_(socket.get_executor()),
+        socket_(std::move(socket)),
+        timer_(strand_),
+        info_(std::move(info)),
+        decoder_(server_->options.frame_limits),
+        registered_(registered) {}
+
+  // `rejection`: send only this error response, then close.
+  void start(std::optional<Value> rejection) {
+    asio::post(strand_, [self = shared_from_this(), rejection = std::move(rejection)]() mutable {
+      self->on_start(std::move(rejection));
+    });
+  }
+  void drain() {
+    asio::post(strand_, [self = shared_from_this()] { self->on_drain(); });
+  }
+  void force_close() {
+    asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
+  }
+  void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
+    asio::post(strand_, [self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
+      self->on_deliver(request_id, std::move(frame), final);
+    });
+  }
+  bool is_closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+
+ private:
+  // A decoded request, or the error response after which the connection closes.
+  struct Item {
+    Value message;
+    std::optional<Value> final_error;
+  };
+  enum class Phase { none, idle, reading, busy };
+
+  void on_start(std::optional<Value> rejection) {
+    timer_.expires_at(Clock::time_point::max());
+    wait_deadline();
+    if (rejection) {
+      input_closed_ = true;
+      queue_message(*rejection);
+      begin_close();
+      return;
+    }
+    log_message(LogLevel::debug, kComponent,
+                "connection " + std::to_string(info_.connection_id) + " from " + info_.peer + " (" +
+                    to_string(info_.transport) + ") opened");
+    queue_frame(server_->handshake_frame);
+    update_deadline();
+    start_read();
+  }
+
+  void on_drain() {
+    if (closed_ || draining_) return;
+    draining_ = true;
+    input_closed_ = true;
+    process_next();
+  }
+
+  void on_deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
+    if (closed_ || !in_flight_ || request_id != request_id_) return;
+    if (frame) queue_frame(std::move(*frame));
+    if (final) {
+      in_flight_ = false;
+      process_next();
+    }
+  }
+
+  // --- reading ---------------------------------------------------------------
+
+  void start_read() {
+    if (reading_ || closed_ || eof_) return;
+    // Too many requests waiting: stop reading until the handler catches up.
+    if (!lingering_ && !input_closed_ && pending_.size() >= server_->options.max_queued_requests) return;
+    reading_ = true;
+    socket_.async_read_some(asio::buffer(read_buffer_),
+                            [self = shared_from_this()](const error_code& error, std::size_t size) {
+                              self->on_read(error, size);
+                            });
+  }
+
+  void on_read(const error_code& error, std::size_t size) {
+    reading_ = false;
+    if (closed_) return;
+    if (error) {
+      if (lingering_ || error != asio::error::eof) {
+        if (!lingering_ && error != asio::error::connection_reset) {
+          log_message(LogLevel::debug, kComponent, describe() + ": read failed: " + error.message());
+        }
+        close_now();
+        return;
+      }
+      // The client has finished sending; what it sent is still answered.
+      eof_ = true;
+      if (!input_closed_) {
+        input_closed_ = true;
+        if (!decoder_.finish()) report_frame_error();
+      }
+      process_next();
+      return;
+    }
+    // Once input is closed (error, drain, closing) bytes are read only to be dropped.
+    if (!lingering_ && !input_closed_) {
+      decoder_.feed(std::string_view(read_buffer_.data(), size));
+      while (auto message = decoder_.next()) {
+        server_->frames_in.fetch_add(1, std::memory_order_relaxed);
+        ++frames_decoded_;
+        pending_.push_back(Item{std::move(*message), std::nullopt});
+      }
+      if (decoder_.failed()) report_frame_error();
+      process_next();
+    }
+    start_read();
+  }
+
+  void report_frame_error() {
+    const FrameError& error = *decoder_.error();
+    server_->errors.fetch_add(1, std::memory_order_relaxed);
+    log_message(LogLevel::warn, kComponent, describe() + ": malformed frame (" + to_string(error.kind) + "): " +
+                                                error.message);
+    input_closed_ = true;
+    pending_.push_back(Item{Value(), make_frame_error_response(error)});
+  }
+
+  // --- requests --------------------------------------------------------------
+
+  void process_next() {
+    while (!closed_ && !close_after_write_ && !in_flight_ && !pending_.empty()) {
+      Item item = std::move(pending_.front());
+      pending_.pop_front();
+      if (item.final_error) {
+        pending_.clear();
+        input_closed_ = true;
+        queue_message(*item.final_error);
+        break;
+      }
+      if (is_health_check(item.message)) {
+        queue_message(make_health_response(server_->health_report()));
+        continue;
+      }
+      if (draining_) {
+        queue_message(make_error_response(wire_error::kShuttingDown, "the daemon is stopping; request not handled"));
+        continue;
+      }
+      dispatch(std::move(item.message));
+    }
+    if (!closed_ && !close_after_write_ && !in_flight_ && pending_.empty() && input_closed_) begin_close();
+    update_deadline();
+    start_read();
+  }
+
+  void dispatch(Value message) {
+    ConnectionInfo info = info_;
+    const auto token = auth_token(message);
+    const std::string& expected = server_->options.auth_token;
+    info.authenticated = info_.transport == Transport::unix_socket ||
+                         (token.has_value() && !expected.empty() && constant_time_equal(*token, expected));
+    if (message.get("AUTH") != nullptr) message = message.without("AUTH");
+
+    in_flight_ = true;
+    request_id_ = ++last_request_id_;
+    ReplySink sink(std::make_shared<detail::ReplyState>(weak_from_this(), server_->hub, request_id_, info));
+    // `keep` lets a failed handler's reply be finished here; when the handler
+    // dropped its copy unfinished, releasing `keep` ends the request.
+    ReplySink keep = sink;
+    try {
+      server_->handler->handle(std::move(message), info, std::move(sink));
+    } catch (const std::exception& error) {
+      fail_request(keep, error.what());
+    } catch (...) {
+      fail_request(keep, "unknown exception");
+    }
+  }
+
+  void fail_request(ReplySink& reply, std::string_view what) {
+    server_->errors.fetch_add(1, std::memory_order_relaxed);
+    log_message(LogLevel::error, kComponent, describe() + ": request handler failed: " + std::string(what));
+    reply.finish(make_error_response(wire_error::kInternal, "request failed: " + std::string(what)));
+  }
+
+  // --- writing ---------------------------------------------------------------
+
+  void queue_message(const Value& message) {
+    auto frame = server_->codec.encode(message);
+    if (!frame) {
+      log_message(LogLevel::error, kComponent, describe() + ": cannot encode a reply: " + frame.error().message);
+      return;
+    }
+    queue_frame(std::move(*frame));
+  }
+
+  void queue_frame(std::string frame) {
+    if (closed_) return;
+    queued_write_bytes_ += frame.size();
+    if (queued_write_bytes_ > server_->options.max_queued_write_bytes) {
+      server_->errors.fetch_add(1, std::memory_order_relaxed);
+      log_message(LogLevel::warn, kComponent, describe() + ": the client is not reading (" +
+                                                  std::to_string(queued_write_bytes_) +
+                                                  " bytes of replies queued); closing");
+      close_now();
+      return;
+    }
+    writes_.push_back(std::move(frame));
+    if (!writing_) write_next();
+  }
+
+  void write_next() {
+    writing_ = true;
+    asio::async_write(socket_, asio::buffer(writes_.front()),
+                      [self = shared_from_this()](const error_code& error, std::size_t) { self->on_write(error); });
+  }
+
+  void on_write(const error_code& error) {
+    writing_ = false;
+    if (closed_) return;
+    if (error) {
+      log_message(LogLevel::debug, kComponent, describe() + ": write failed: " + error.message());
+      close_now();
+      return;
+    }
+    queued_write_bytes_ -= writes_.front().size();
+    writes_.pop_front();
+    server_->frames_out.fetch_add(1, std::memory_order_relaxed);
+    if (!writes_.empty()) {
+      write_next();
+    } else if (close_after_write_) {
+      shutdown_output();
+    }
+  }
+
+  // --- closing ---------------------------------------------------------------
+
+  // Closes once the queued frames are written; a client that does not read
+  // them within `linger` is cut off.
+  void begin_close() {
+    if (close_after_write_ || closed_) return;
+    close_after_write_ = true;
+    if (!writing_ && writes_.empty()) {
+      shutdown_output();
+    } else {
+      timer_.expires_at(Clock::now() + server_->options.linger);
+    }
+  }
+
+  // Everything is written: send FIN and drain what the client still sends
+  // until it closes (bounded by `linger`), so closing with unread input does
+  // not reset the connection and destroy the last frame in flight.
+  void shutdown_output() {
+    error_code ignored;
+    socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+    lingering_ = true;
+    if (eof_) {
+      close_now();
+      return;
+    }
+    timer_.expires_at(Clock::now() + server_->options.linger);
+    start_read();
+  }
+
+  void close_now() {
+    if (closed_) return;
+    closed_ = true;
+    closed_flag_.store(true, std::memory_order_release);
+    error_code ignored;
+    socket_.close(ignored);
+    timer_.cancel();
+    pending_.clear();
+    log_message(LogLevel::debug, kComponent, describe() + " closed");
+    if (registered_) server_->unregister(info_.connection_id);
+  }
+
+  // --- deadlines -------------------------------------------------------------
+
+  // One wait is always outstanding while the connection is open; moving the
+  // expiry cancels it, and the handler simply waits again for the new one.
+  void wait_deadline() {
+    timer_.async_wait([self = shared_from_this()](const error_code&) { self->check_deadline(); });
+  }
+
+  void check_deadline() {
+    if (closed_) return;
+    if (timer_.expiry() <= Clock::now()) {
+      timer_.expires_at(Clock::time_point::max());
+      on_deadline();
+      if (closed_) return;
+    }
+    wait_deadline();
+  }
+
+  void on_deadline() {
+    if (lingering_ || close_after_write_) {
+      close_now();
+      return;
+    }
+    if (phase_ == Phase::reading) {
+      server_->errors.fetch_add(1, std::memory_order_relaxed);
+      const std::string what = "a frame was not complete within " + milliseconds_text(server_->options.read_timeout);
+      log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+      expire(what);
+    } else if (phase_ == Phase::idle) {
+      const std::string what = "the connection was idle for " + milliseconds_text(server_->options.idle_timeout);
+      log_message(LogLevel::debug, kComponent, describe() + ": " + what);
+      expire(what);
+    }
+  }
+
+  void expire(const std::string& what) {
+    input_closed_ = true;
+    pending_.push_back(Item{Value(), make_error_response(wire_error::kTimeout, what)});
+    process_next();
+  }
+
+  void update_deadline() {
+    if (closed_ || close_after_write_) return;
+    // While reading is paused for a slow handler, a half-received frame is
+    // the server's delay, not the client's: no read deadline then.
+    const bool paused = pending_.size() >= server_->options.max_queued_requests;
+    Phase phase = Phase::busy;
+    if (!input_closed_ && decoder_.in_frame() && !paused) {
+      phase = Phase::reading;
+    } else if (!input_closed_ && !in_flight_ && pending_.empty()) {
+      phase = Phase::idle;
+    }
+    // A new frame begun in the same read as the previous one ended gets its own deadline.
+    if (phase == phase_ && (phase != Phase::reading || deadline_frame_ == frames_decoded_)) return;
+    phase_ = phase;
+    deadline_frame_ = frames_decoded_;
+    const ServerOptions& options = server_->options;
+    if (phase == Phase::reading && options.read_timeout.count() > 0) {
+      timer_.expires_at(Clock::now() + options.read_timeout);
+    } else if (phase == Phase::idle && options.idle_timeout.count() > 0) {
+      timer_.expires_at(Clock::now() + options.idle_timeout);
+    } else {
+      timer_.expires_at(Clock::time_point::max());
+    }
+  }
+
+  std::string describe() const {
+    return "connection " + std::to_string(info_.connection_id) + " (" + info_.peer + ")";
+  }
+
+  const std::shared_ptr<ServerState> server_;
+  const asio::any_io_executor strand_;
+  GenericSocket socket_;
+  asio::steady_timer timer_;
+  const ConnectionInfo info_;
+  FrameDecoder decoder_;
+  const bool registered_;
+  std::array<char, kReadBufferSize> read_buffer_{};
+
+  std::deque<Item> pending_;
+  std::deque<std::string> writes_;
+  std::size_t queued_write_bytes_ = 0;
+  std::uint64_t last_request_id_ = 0;
+  std::uint64_t request_id_ = 0;
+  std::uint64_t frames_decoded_ = 0;
+  std::uint64_t deadline_frame_ = 0;
+  Phase phase_ = Phase::none;
+  bool in_flight_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool eof_ = false;
+  bool input_closed_ = false;  // no further requests are taken
+  bool draining_ = false;
+  bool close_after_write_ = false;
+  bool lingering_ = false;
+  bool closed_ = false;
+  std::atomic<bool> closed_flag_{false};  // closed_, for other threads
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<Connection>> ServerState::open_connections() const {
+  std::vector<std::shared_ptr<Connection>> open;
+  open.reserve(connections.size());
+  for (const auto& entry : connections) {
+    if (auto connection = entry.second.lock()) open.push_back(std::move(connection));
+  }
+  return open;
+}
+
+bool detail::ReplyState::post(std::optional<std::string> frame, bool final) {
+  std::lock_guard lock(hub->posts_mutex);
+  if (!hub->posts_open) return false;
+  const std::shared_ptr<Connection> target = connection.lock();
+  if (!target || target->is_closed()) return false;
+  target->deliver(request_id, std::move(frame), final);
+  return true;
+}
+
+// --- ReplySink ------------------------------------------------------------------
+
+bool ReplySink::send(const Value& frame) {
+  if (!state_ || state_->finished.load(std::memory_order_acquire)) return false;
+  auto encoded = state_->hub->codec.encode(frame);
+  if (!encoded) {
+    log_message(LogLevel::warn, kComponent, "reply frame not sent: " + encoded.error().message);
+    return false;
+  }
+  return state_->post(std::move(*encoded), false);
+}
+
+bool ReplySink::finish(const Value& frame) {
+  if (!state_ || state_->finished.exchange(true)) return false;
+  const FrameCodec& codec = state_->hub->codec;
+  auto encoded = codec.encode(frame);
+  if (!encoded) {
+    log_message(LogLevel::warn, kComponent, "final reply frame not sent: " + encoded.error().message);
+    auto replacement = codec.encode(make_error_response(wire_error::kReplyTooLarge, encoded.error().message));
+    state_->post(replacement ? std::optional<std::string>(std::move(*replacement)) : std::nullopt, true);
+    return false;
+  }
+  return state_->post(std::move(*encoded), true);
+}
+
+void ReplySink::finish() {
+  if (state_ && !state_->finished.exchange(true)) state_->post(std::nullopt, true);
+}
+
+bool ReplySink::is_open() const noexcept {
+  if (!state_ || state_->finished.load(std::memory_order_acquire)) return false;
+  const std::shared_ptr<Connection> target = state_->connection.lock();
+  return target && !target->is_closed();
+}
+
+const ConnectionInfo& ReplySink::connection() const noexcept {
+  static const ConnectionInfo kNone;
+  return state_ ? state_->info : kNone;
+}
+
+// --- listeners --------------------------------------------------------------------
+
+namespace {
+
+// Registers `socket` as a connection, or sends it away when the server is
+// full or stopping, and starts it.
+void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info) {
+  info.connection_id = server->next_connection_id.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t id = info.connection_id;
+  std::optional<Value> rejection;
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(server->connections_mutex);
+    if (server->draining) {
+      rejection = make_error_response(wire_error::kShuttingDown, "the daemon is stopping");
+    } else if (server->connections.size() >= server->options.max_connections) {
+      rejection = make_error_response(wire_error::kBusy, "too many connections (the limit is " +
+                                                             std::to_string(server->options.max_connections) + ")");
+    }
+    // Not make_shared: reply sinks may keep weak references long after the
+    // connection is gone, and they should not keep its buffers allocated.
+    // NOLINTNEXTLINE(modernize-make-shared)
+    connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info), !rejection));
+    if (rejection) {
+      server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      server->connections.emplace(id, connection);
+      server->connections_total.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (rejection) {
+    log_message(LogLevel::warn, kComponent, "connection " + std::to_string(id) + " refused: " +
+                                                std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
+  } else {
+    server->connections_changed.notify_all();
+  }
+  connection->start(std::move(rejection));
+}
+
+// Accepts connections on one endpoint, on its own strand.
+template <class Protocol>
+class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
+ public:
+  using Acceptor = typename Protocol::acceptor;
+  using Socket = typename Protocol::socket;
+
+  Listener(asio::io_context& context, std::shared_ptr<ServerState> server, Transport transport)
+      : context_(context),
+        server_(std::move(server)),
+        strand_(asio::make_strand(context)),
+        acceptor_(strand_),
+        retry_timer_(strand_),
+        transport_(transport) {}
+
+  // For setting up before start(), on the starting thread.
+  Acceptor& acceptor() noexcept { return acceptor_; }
+
+  void start() {
+    asio::post(strand_, [self = this->shared_from_this()] { self->accept(); });
+  }
+  void close() {
+    asio::post(strand_, [self = this->shared_from_this()] {
+      self->closed_ = true;
+      error_code ignored;
+      self->acceptor_.close(ignored);
+      self->retry_timer_.cancel();
+    });
+  }
+
+ private:
+  void accept() {
+    if (closed_) return;
+    auto peer = std::make_shared<Socket>(asio::make_strand(context_));
+    acceptor_.async_accept(*peer, [self = this->shared_from_this(), peer](const error_code& error) {
+      self->on_accept(error, std::move(*peer));
+    });
+  }
+
+  void on_accept(const error_code& error, Socket peer) {
+    if (closed_ || error == asio::error::operation_aborted) return;
+    if (error) {
+      log_message(LogLevel::warn, kComponent, std::string("accept failed: ") + error.message());
+      retry_timer_.expires_after(kAcceptRetryDelay);
+      retry_timer_.async_wait([self = this->shared_from_this()](const error_code& waited) {
+        if (!waited) self->accept();
+      });
+      return;
+    }
+    ConnectionInfo info;
+    info.transport = transport_;
+    info.peer = peer_name(peer);
+    admit(server_, GenericSocket(std::move(peer)), std::move(info));
+    accept();
+  }
+
+  std::string peer_name(Socket& peer) const {
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      error_code error;
+      const auto endpoint = peer.remote_endpoint(error);
+      if (error) return "tcp";
+      return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+    } else {
+      return server_->options.unix_socket_path.string();
+    }
+  }
+
+  asio::io_context& context_;
+  const std::shared_ptr<ServerState> server_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  Acceptor acceptor_;
+  asio::steady_timer retry_timer_;
+  const Transport transport_;
+  bool closed_ = false;
+};
+
+using TcpListener = Listener<asio::ip::tcp>;
+using UnixListener = Listener<asio::local::stream_protocol>;
+
+// Makes room for the Unix socket at `path`: nothing there is fine; a socket
+// file nobody answers on is stale and removed; anything else is refused.
+Result<void> prepare_unix_path(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return fail(ErrorCode::invalid_input, "unix socket path '" + path + "' is " + std::to_string(path.size()) +
+                                              " bytes, the limit is " +
+                                              std::to_string(sizeof(sockaddr_un{}.sun_path) - 1));
+  }
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) != 0) {
+    const int error = errno;
+    if (error == ENOENT) return {};
+    return fail(ErrorCode::io_error, "cannot inspect unix socket path '" + path + "': " + errno_text(error));
+  }
+  if (!S_ISSOCK(status.st_mode)) {
+    return fail(ErrorCode::refused, "unix socket path '" + path + "' exists and is not a socket; not replacing it");
+  }
+  // Non-blocking, so a live server with a full backlog answers EAGAIN instead of blocking us.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (probe < 0) return fail(ErrorCode::io_error, "cannot create a socket: " + errno_text(errno));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int connected = ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = errno;
+  ::close(probe);
+  if (connected == 0 || error == EAGAIN || error == EINPROGRESS) {
+    return fail(ErrorCode::refused, "another server answers on unix socket '" + path + "'");
+  }
+  if (error != ECONNREFUSED) {
+    return fail(ErrorCode::io_error, "cannot probe unix socket '" + path + "': " + errno_text(error));
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return fail(ErrorCode::io_error, "cannot remove stale unix socket '" + path + "': " + errno_text(errno));
+  }
+  log_message(LogLevel::info, kComponent, "removed stale unix socket '" + path + "'");
+  return {};
+}
+
+}  // namespace
+
+// --- Server -----------------------------------------------------------------------
+
+struct Server::Impl {
+  // Declared first: destroyed last, after everything that uses it.
+  std::unique_ptr<asio::io_context> owned_context;
+  asio::io_context* context = nullptr;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::vector<std::thread> threads;
+
+  std::shared_ptr<ServerState> state;
+  std::shared_ptr<TcpListener> tcp_listener;
+  std::shared_ptr<UnixListener> unix_listener;
+  std::uint16_t tcp_port = 0;
+  std::filesystem::path unix_path;
+  dev_t unix_device = 0;
+  ino_t unix_inode = 0;
+
+  std::mutex stop_mutex;  // serialises stop()
+  bool stopped = false;   // guarded by stop_mutex
+  std::mutex unix_path_mutex;  // guards unix_path once serving
+
+  // Stops accepting and drains the connections; later calls do nothing.
+  void begin_stop() {
+    std::vector<std::shared_ptr<Connection>> open;
+    {
+      std::lock_guard lock(state->connections_mutex);
+      if (state->draining) return;
+      state->draining = true;
+      open = state->open_connections();
+    }
+    if (tcp_listener) tcp_listener->close();
+    if (unix_listener) unix_listener->close();
+    {
+      std::lock_guard lock(unix_path_mutex);
+      remove_unix_socket();
+    }
+    for (const auto& connection : open) connection->drain();
+  }
+
+  // Removes the socket file if it is still the one this server bound.
+  void remove_unix_socket() {
+    if (unix_path.empty()) return;
+    struct stat status {};
+    if (::lstat(unix_path.c_str(), &status) == 0 && status.st_dev == unix_device && status.st_ino == unix_inode) {
+      ::unlink(unix_path.c_str());
+    }
+    unix_path.clear();
+  }
+
+  Result<void> open_unix(const ServerOptions& options) {
+    const std::string path = options.unix_socket_path.string();
+    if (auto prepared = prepare_unix_path(path); !prepared) return prepared;
+    unix_listener = std::make_shared<UnixListener>(*context, state, Transport::unix_socket);
+    auto& acceptor = unix_listener->acceptor();
+    error_code error;
+    acceptor.open(asio::local::stream_protocol(), error);
+    if (error) return fail(ErrorCode::io_error, "cannot open a unix socket: " + error.message());
+    // Linux creates the socket file with the socket's own mode (less the
+    // umask): set it before bind so the file never grants more than 0600.
+    ::fchmod(acceptor.native_handle(), S_IRUSR | S_IWUSR);
+    acceptor.bind(asio::local::stream_protocol::endpoint(path), error);
+    if (error) return fail(ErrorCode::io_error, "cannot bind unix socket '" + path + "': " + error.message());
+    unix_path = options.unix_socket_path;
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) != 0 || !S_ISSOCK(status.st_mode) || status.st_uid != ::geteuid()) {
+      return fail(ErrorCode::io_error, "unix socket '" + path + "' is not the socket just bound");
+    }
+    unix_device = status.st_dev;
+    unix_inode = status.st_ino;
+    // Elsewhere the mode is fixed here; nobody can connect before listen().
+    if ((status.st_mode & 07777) != (S_IRUSR | S_IWUSR)) {
+      if (::chmod(path.c_str(), S_IRUSR | S_IWUSR) != 0) {
+        return fail(ErrorCode::io_error, "cannot make unix socket '" + path + "' mode 0600: " + errno_text(errno));
+      }
+    }
+    acceptor.listen(asio::socket_base::max_listen_connections, error);
+    if (error) return fail(ErrorCode::io_error, "cannot listen on unix socket '" + path + "': " + error.message());
+    return {};
+  }
+
+  Result<void> open_tcp(const ServerOptions& options) {
+    error_code error;
+    const auto address = asio::ip::make_address(options.tcp_address, error);
+    if (error) return fail(ErrorCode::invalid_input, "'" + options.tcp_address + "' is not an IP address");
+    const std::string where = options.tcp_address + ":" + std::to_string(options.tcp_port);
+    if (!address.is_loopback()) {
+      log_message(LogLevel::warn, kComponent, "listening on " + where + ", which is not a loopback address");
+    }
+    tcp_listener = std::make_shared<TcpListener>(*context, state, Transport::tcp);
+    auto& acceptor = tcp_listener->acceptor();
+    const asio::ip::tcp::endpoint endpoint(address, options.tcp_port);
+    acceptor.open(endpoint.protocol(), error);
+    if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
+    if (!error) acceptor.bind(endpoint, error);
+    if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
+    if (error) return fail(ErrorCode::io_error, "cannot listen on " + where + ": " + error.message());
+    tcp_port = acceptor.local_endpoint(error).port();
+    if (error) return fail(ErrorCode::io_error, "cannot read the port of " + where + ": " + error.message());
+    return {};
+  }
+};
+
+namespace {
+
+Result<void> validate(const ServerOptions& options, const std::shared_ptr<RequestHandler>& handler) {
+  if (!handler) return fail(ErrorCode::invalid_input, "daemon server: no request handler");
+  if (options.unix_socket_path.empty() && !options.listen_tcp) {
+    return fail(ErrorCode::invalid_input, "daemon server: neither a unix socket path nor TCP to listen on");
+  }
+  const std::size_t max_payload = options.frame_limits.max_payload_code_points;
+  if (max_payload == 0 || max_payload > kMaxFrameCodePoints) {
+    return fail(ErrorCode::invalid_input, "daemon server: the frame limit must be 1.." +
+                                              std::to_string(kMaxFrameCodePoints) + " code points, not " +
+                                              std::to_string(max_payload));
+  }
+  if (options.frame_limits.max_depth == 0) return fail(ErrorCode::invalid_input, "daemon server: nesting limit 0");
+  if (options.max_connections == 0) return fail(ErrorCode::invalid_input, "daemon server: max_connections is 0");
+  if (options.max_queued_requests == 0) {
+    return fail(ErrorCode::invalid_input, "daemon server: max_queued_requests is 0");
+  }
+  return {};
+}
+
+}  // namespace
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  try {
+    stop();
+  } catch (const std::exception& error) {
+    log_message(LogLevel::error, kComponent, std::string("stopping the server failed: ") + error.what());
+  } catch (...) {
+    log_message(LogLevel::error, kComponent, "stopping the server failed");
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::shared_ptr<RequestHandler> handler,
+                                              HealthProbe health) {
+  auto context = std::make_unique<asio::io_context>();
+  const std::size_t threads = options.threads == 0 ? 1 : options.threads;
+  auto server = start(*context, std::move(options), std::move(handler), std::move(health));
+  if (!server) return server;
+  Impl& impl = *(*server)->impl_;
+  impl.owned_context = std::move(context);
+  impl.guard.emplace(impl.context->get_executor());
+  impl.threads.reserve(threads);
+  for (std::size_t i = 0; i < threads; ++i) {
+    impl.threads.emplace_back([context = impl.context] {
+      for (;;) {
+        try {
+          context->run();
+          return;
+        } catch (const std::exception& error) {
+          log_message(LogLevel::error, kComponent, std::string("io thread: ") + error.what());
+        } catch (...) {
+          log_message(LogLevel::error, kComponent, "io thread: unknown exception");
+        }
+      }
+    });
+  }
+  return server;
+}
+
+Result<std::unique_ptr<Server>> Server::start(asio::io_context& context, ServerOptions options,
+                                              std::shared_ptr<RequestHandler> handler, HealthProbe health) {
+  if (auto valid = validate(options, handler); !valid) return Unexpected<Error>(std::move(valid).error());
+  if (options.version.empty()) options.version = PASSEPARTOUT_VERSION;
+
+  auto impl = std::make_unique<Impl>();
+  impl->context = &context;
+  impl->state = std::make_shared<ServerState>(std::move(options), std::move(handler), std::move(health));
+  const ServerOptions& opts = impl->state->options;
+  auto handshake = impl->state->codec.encode(make_handshake(opts.version, opts.capabilities));
+  if (!handshake) return Unexpected<Error>(std::move(handshake).error());
+  impl->state->handshake_frame = std::move(*handshake);
+
+  if (!opts.unix_socket_path.empty()) {
+    if (auto opened = impl->open_unix(opts); !opened) {
+      impl->remove_unix_socket();
+      return Unexpected<Error>(std::move(opened).error());
+    }
+  }
+  if (opts.listen_tcp) {
+    if (auto opened = impl->open_tcp(opts); !opened) {
+      impl->remove_unix_socket();
+      return Unexpected<Error>(std::move(opened).error());
+    }
+  }
+  if (impl->unix_listener) impl->unix_listener->start();
+  if (impl->tcp_listener) impl->tcp_listener->start();
+  if (impl->tcp_listener) {
+    log_message(LogLevel::info, kComponent,
+                "listening on " + opts.tcp_address + ":" + std::to_string(impl->tcp_port));
+  }
+  if (impl->unix_listener) log_message(LogLevel::info, kComponent, "listening on unix socket " + impl->unix_path.string());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+std::uint16_t Server::tcp_port() const noexcept { return impl_->tcp_port; }
+
+const std::filesystem::path& Server::unix_socket_path() const noexcept {
+  return impl_->state->options.unix_socket_path;
+}
+
+ServerCounters Server::counters() const {
+  const ServerState& state = *impl_->state;
+  ServerCounters counters;
+  {
+    std::lock_guard lock(state.connections_mutex);
+    counters.connections_open = state.connections.size();
+  }
+  counters.connections_total = state.connections_total.load(std::memory_order_relaxed);
+  counters.connections_rejected = state.connections_rejected.load(std::memory_order_relaxed);
+  counters.frames_in = state.frames_in.load(std::memory_order_relaxed);
+  counters.frames_out = state.frames_out.load(std::memory_order_relaxed);
+  counters.errors = state.errors.load(std::memory_order_relaxed);
+  return counters;
+}
+
+void Server::begin_stop() { impl_->begin_stop(); }
+
+void Server::stop(std::chrono::milliseconds grace) {
+  std::lock_guard stop_lock(impl_->stop_mutex);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->begin_stop();
+  ServerState& state = *impl_->state;
+  {
+    std::unique_lock lock(state.connections_mutex);
+    const auto all_closed = [&state] { return state.connections.empty(); };
+    if (!state.connections_changed.wait_for(lock, grace, all_closed)) {
+      std::vector<std::shared_ptr<Connection>> left = state.open_connections();
+      lock.unlock();
+      log_message(LogLevel::warn, kComponent, std::to_string(left.size()) + " connection(s) still busy after " +
+                                                  milliseconds_text(grace) + "; closing them");
+      for (const auto& connection : left) connection->force_close();
+      left.clear();
+      lock.lock();
+      state.connections_changed.wait_for(lock, kForceCloseWait, all_closed);
+    }
+  }
+  {
+    std::lock_guard lock(state.hub->posts_mutex);
+    state.hub->posts_open = false;
+  }
+  if (impl_->owned_context) {
+    impl_->guard.reset();
+    impl_->context->stop();
+    for (std::thread& thread : impl_->threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+}
+
+bool Server::wait_connections_open_for_test(std::size_t count, std::chrono::milliseconds timeout) const {
+  ServerState& state = *impl_->state;
+  std::unique_lock lock(state.connections_mutex);
+  return state.connections_changed.wait_for(lock, timeout, [&] { return state.connections.size() == count; });
+}
+
+}  // namespace passepartout

@@ -1,0 +1,84 @@
+// The pipeline's typed errors (seed A18): what a cycle can fail with, so the
+// loop's error tiers and a skill's error policy decide by kind, not by text.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// The root: every error the pipeline raises on purpose.
+class PassepartoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+  // The kind as the error policy and the logs name it: "pipeline", "llm", ...
+  virtual const char* kind() const noexcept { return "error"; }
+};
+
+// Something went wrong while a signal was being processed.
+class PipelineError : public PassepartoutError {
+ public:
+  using PassepartoutError::PassepartoutError;
+  const char* kind() const noexcept override { return "pipeline"; }
+};
+
+// Every provider of the cascade failed; `failures` says how, one per provider.
+class LlmError : public PipelineError {
+ public:
+  LlmError(const std::string& message, std::vector<std::string> failures, int attempt)
+      : PipelineError(message), failures_(std::move(failures)), attempt_(attempt) {}
+  const char* kind() const noexcept override { return "llm"; }
+  const std::vector<std::string>& failures() const noexcept { return failures_; }
+  int attempt() const noexcept { return attempt_; }
+
+ private:
+  std::vector<std::string> failures_;
+  int attempt_;
+};
+
+// A gate refused an action in a way the pipeline cannot continue from.
+class GateError : public PipelineError {
+ public:
+  GateError(const std::string& message, std::string gate, Value rejected)
+      : PipelineError(message), gate_(std::move(gate)), rejected_(std::move(rejected)) {}
+  const char* kind() const noexcept override { return "gate"; }
+  const std::string& gate() const noexcept { return gate_; }
+  const Value& rejected_action() const noexcept { return rejected_; }
+
+ private:
+  std::string gate_;
+  Value rejected_;
+};
+
+// A spending budget would be exceeded ("Budget exhausted: $x remaining, $y requested").
+class BudgetError : public PipelineError {
+ public:
+  BudgetError(double remaining, double requested)
+      : PipelineError("Budget exhausted: $" + std::to_string(remaining) + " remaining, $" +
+                      std::to_string(requested) + " requested"),
+        remaining_(remaining),
+        requested_(requested) {}
+  const char* kind() const noexcept override { return "budget"; }
+  double remaining() const noexcept { return remaining_; }
+  double requested() const noexcept { return requested_; }
+
+ private:
+  double remaining_;
+  double requested_;
+};
+
+// A message on the wire that cannot be understood.
+class ProtocolError : public PassepartoutError {
+ public:
+  ProtocolError(const std::string& message, std::string raw) : PassepartoutError(message), raw_(std::move(raw)) {}
+  const char* kind() const noexcept override { return "protocol"; }
+  const std::string& raw_message() const noexcept { return raw_; }
+
+ private:
+  std::string raw_;
+};
+
+}  // namespace passepartout

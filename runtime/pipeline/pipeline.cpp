@@ -1,0 +1,815 @@
+// The metabolic loop as continuations: each cycle runs on the session's
+// strand, hands the provider call to the cascade, and goes on from its
+// completion; actuators run on the blocking executor and come back the same way.
+#include "pipeline/pipeline.hpp"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "log.hpp"
+#include "memory/global_awareness.hpp"
+#include "memory/memory_store.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/errors.hpp"
+#include "pipeline/executor.hpp"
+#include "pipeline/prompt_builder.hpp"
+#include "pipeline/prompt_selector.hpp"
+#include "pipeline/response_parser.hpp"
+#include "pipeline/verifier.hpp"
+#include "providers/cascade.hpp"
+#include "skills/host_api.hpp"
+#include "skills/registry.hpp"
+#include "value/sexp_printer.hpp"
+
+namespace passepartout {
+namespace {
+
+constexpr std::string_view kComponent = "pipeline";
+
+bool type_is(const Value& message, std::string_view type) { return message.at("TYPE").is_keyword(type); }
+bool is_log_or_event(const Value& message) { return type_is(message, "LOG") || type_is(message, "EVENT"); }
+const Value& sensor_of(const Value& signal) { return signal.path({"PAYLOAD", "SENSOR"}); }
+
+std::string sensor_name(const Value& signal) {
+  const Value& sensor = sensor_of(signal);
+  return sensor.is_keyword() ? std::string(sensor.text()) : std::string("UNKNOWN");
+}
+
+std::int64_t depth_of(const Value& signal) {
+  const Value& depth = signal.at("DEPTH");
+  return depth.is_integer() ? depth.as_integer() : 0;
+}
+
+std::string upper(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return out;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// A keyword or string naming a target, as an upper-case name without ':'.
+std::string target_name(const Value& target) {
+  if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return {};
+  std::string_view name = target.text();
+  if (!name.empty() && name.front() == ':') name.remove_prefix(1);
+  return upper(name);
+}
+
+// (:TYPE :EVENT :DEPTH d :META m :PAYLOAD payload)
+Value feedback_event(std::int64_t depth, const Value& meta, Value payload) {
+  return Value::plist({{"TYPE", Value::keyword("EVENT")},
+                       {"DEPTH", Value::integer(depth)},
+                       {"META", meta},
+                       {"PAYLOAD", std::move(payload)}});
+}
+
+// D16 and Decisions 5: what the Reason stage reasons about.
+bool is_reasoned(const Value& signal) {
+  if (!type_is(signal, "EVENT")) return false;
+  const Value& sensor = sensor_of(signal);
+  return sensor.is_keyword("USER-INPUT") || sensor.is_keyword("CHAT-MESSAGE") || sensor.is_keyword("TOOL-OUTPUT") ||
+         sensor.is_keyword("TOOL-ERROR");
+}
+
+// The error as a skill's error policy sees it.
+Value error_value(const char* kind, std::string_view message) {
+  return Value::plist({{"KIND", Value::keyword(kind)}, {"MESSAGE", Value::string(message)}});
+}
+
+}  // namespace
+
+std::string tool_result_format(std::string_view tool, const Value& result) {
+  if (result.is_list()) {
+    const Value& status = result.at("STATUS");
+    if (status.is_keyword("SUCCESS") && result.get("CONTENT") != nullptr) {
+      const Value& content = result.at("CONTENT");
+      return content.is_string() ? std::string(content.text()) : to_sexp(content);
+    }
+    if (status.is_keyword("ERROR")) {
+      const Value& message = result.at("MESSAGE");
+      return "ERROR [" + std::string(tool) + "]: " +
+             (message.is_string() ? std::string(message.text()) : to_sexp(message));
+    }
+    return "TOOL [" + std::string(tool) + "] RESULT: " + to_sexp(result);
+  }
+  return "TOOL [" + std::string(tool) + "] RESULT: " +
+         (result.is_string() ? std::string(result.text()) : to_sexp(result));
+}
+
+Value user_input_signal(std::string_view text, std::string_view session, std::string_view source) {
+  return Value::plist(
+      {{"TYPE", Value::keyword("EVENT")},
+       {"META", Value::plist({{"SOURCE", Value::keyword(source)}, {"SESSION-ID", Value::string(session)}})},
+       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("USER-INPUT")}, {"TEXT", Value::string(text)}})}});
+}
+
+Value heartbeat_signal() {
+  // :UNIX-TIME is Lisp universal time (seconds since 1900) despite its name (A3).
+  return Value::plist({{"TYPE", Value::keyword("EVENT")},
+                       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("HEARTBEAT")},
+                                                 {"UNIX-TIME", Value::integer(universal_time_now())}})}});
+}
+
+// --- the shared state ---------------------------------------------------------
+
+struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
+  Impl(Services s, PipelineOptions o) : services(s), options(std::move(o)) {}
+
+  Services services;
+  PipelineOptions options;
+  std::atomic<bool> interrupt_flag{false};
+  std::atomic<std::uint64_t> processed{0};
+  std::atomic<std::size_t> active{0};
+
+  // One session's queue: its signals run one at a time, in order.
+  struct Pending {
+    Value signal;
+    std::shared_ptr<ReplySink> reply;
+    std::function<void(LoopReport)> done;
+  };
+  struct Session {
+    explicit Session(Executor& executor) : strand(executor) {}
+    Strand strand;
+    std::deque<Pending> queue;
+    bool busy = false;
+  };
+  std::mutex sessions_mutex;  // guards sessions
+  std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
+
+  void enqueue(const std::string& session_id, Pending pending);
+  void finished(const std::shared_ptr<Session>& session, const std::string& session_id);
+};
+
+// One signal's loop: the injected signal and its feedback, cycle by cycle.
+struct Run : std::enable_shared_from_this<Run> {
+  std::shared_ptr<Pipeline::Impl> pipeline;
+  std::shared_ptr<Pipeline::Impl::Session> session;
+  std::string session_id;
+  std::shared_ptr<ReplySink> reply;
+  std::function<void(LoopReport)> done;
+  LoopReport report;
+
+  // The cycle in progress.
+  Value signal;  // as perceived
+  std::shared_ptr<const Snapshot> snapshot;
+  int attempt = 0;
+  Value reasoning;  // the signal copy reasoning works on (carries :REJECTION-TRACE)
+  Value last_rejection;
+  std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
+
+  Executor& strand() { return session->strand; }
+  const PipelineOptions& options() const { return pipeline->options; }
+  const Pipeline::Services& services() const { return pipeline->services; }
+
+  bool reply_open() const { return reply != nullptr && reply->is_open(); }
+
+  // Runs `step` on the session's strand; an exception goes to the crash tier.
+  void post(std::function<void()> step) {
+    strand().post([self = shared_from_this(), step = std::move(step)] { self->guarded(step); });
+  }
+
+  void guarded(const std::function<void()>& step) {
+    try {
+      step();
+    } catch (const PassepartoutError& error) {
+      crash(error.kind(), error.what());
+    } catch (const std::exception& error) {
+      crash("pipeline", error.what());
+    }
+  }
+
+  // --- the loop (F1) -----------------------------------------------------------
+
+  void cycle(Value next) {
+    const std::int64_t depth = depth_of(next);
+    if (depth > options().max_depth) {
+      log_message(LogLevel::error, kComponent, "METABOLISM ERROR: Max recursion depth reached.");
+      report.last_signal = std::move(next);
+      finish("depth");
+      return;
+    }
+    if (pipeline->interrupt_flag.load(std::memory_order_acquire)) {
+      log_message(LogLevel::warn, kComponent, "METABOLISM: Interrupted by shutdown signal.");
+      report.last_signal = std::move(next);
+      finish("interrupt");
+      return;
+    }
+    ++report.cycles;
+    pipeline->processed.fetch_add(1, std::memory_order_relaxed);
+    snapshot = services().registry.snapshot();
+    signal = perceive(std::move(next));
+    report.last_signal = signal;
+    if (is_reasoned(signal)) {
+      attempt = 0;
+      last_rejection = Value();
+      reasoning = signal;
+      think();
+    } else {
+      act(Value());
+    }
+  }
+
+  void finish(const char* why) {
+    report.stopped_by = why;
+    if (done) {
+      try {
+        done(std::move(report));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the caller's callback must not end the loop
+      }
+    }
+    pipeline->finished(session, session_id);
+  }
+
+  // Feedback without :META inherits the current one; then the next cycle.
+  void next_cycle(Value feedback) {
+    if (feedback.is_nil()) {
+      finish("done");
+      return;
+    }
+    if (feedback.get("META") == nullptr && signal.get("META") != nullptr) {
+      feedback = feedback.with("META", signal.at("META"));
+    }
+    post([self = shared_from_this(), feedback = std::move(feedback)]() mutable { self->cycle(std::move(feedback)); });
+  }
+
+  // --- Perceive (C2) -------------------------------------------------------------
+
+  Value perceive(Value incoming) {
+    const std::string type = target_name(incoming.at("TYPE"));
+    log_message(LogLevel::info, kComponent,
+                "GATE [Perceive]: " + (type.empty() ? std::string("NIL") : type) + " (" + sensor_name(incoming) +
+                    ") [Source: " + target_name(incoming.path({"META", "SOURCE"})) + "]");
+    const Value& sensor = sensor_of(incoming);
+    MemoryStore* memory = services().memory;
+    if (type_is(incoming, "EVENT") && memory != nullptr) {
+      if (sensor.is_keyword("BUFFER-UPDATE") && incoming.path({"PAYLOAD", "AST"}).is_list()) {
+        memory->snapshot();
+        if (auto ingested = memory->ingest(incoming.path({"PAYLOAD", "AST"})); !ingested) {
+          log_message(LogLevel::warn, kComponent, "PERCEIVE: " + ingested.error().message);
+        }
+      }
+    }
+    if (sensor.is_keyword("INTERRUPT")) pipeline->interrupt_flag.store(true, std::memory_order_release);
+
+    // Skills whose manifest trigger matches see the signal (heartbeats included: Decisions 9).
+    for (const Slot* slot : snapshot->observers()) {
+      const TriggerSpec& trigger = slot->manifest().trigger;
+      if (!trigger.declared() || !trigger.matches(incoming)) continue;
+      if (auto observed = slot->observe(incoming); !observed) {
+        log_message(LogLevel::warn, slot->name(), "observe failed: " + observed.error().message);
+      }
+    }
+    return incoming.with("STATUS", Value::keyword("PERCEIVED"));
+  }
+
+  // --- Reason (D7-D16) -------------------------------------------------------------
+
+  // The raw prompt: the triggered skill's, else the text, else the tool result.
+  std::string raw_prompt() {
+    if (const Slot* skill = select_prompt_skill(*snapshot, reasoning)) {
+      pp_call call;
+      const pp_value* out = nullptr;
+      if (skill->api().prompt(skill->instance(), &call, to_handle(reasoning), &out) != PP_OK) {
+        throw PipelineError("the prompt generator of skill '" + skill->name() +
+                            "' failed: " + (call.error.empty() ? std::string("no reason given") : call.error));
+      }
+      const Value& text = from_handle(out);
+      if (text.is_string()) return std::string(text.text());
+    }
+    const Value& text = reasoning.path({"PAYLOAD", "TEXT"});
+    if (text.is_string()) return std::string(text.text());
+    const Value& sensor = sensor_of(reasoning);
+    if (sensor.is_keyword("TOOL-OUTPUT") || sensor.is_keyword("TOOL-ERROR")) {
+      const Value& tool = reasoning.path({"PAYLOAD", "TOOL"});
+      const std::string name = tool.is_string() ? std::string(tool.text()) : lower(target_name(tool.at("TARGET")));
+      if (sensor.is_keyword("TOOL-ERROR")) {
+        return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD", "MESSAGE"}).text());
+      }
+      return tool_result_format(name, reasoning.path({"PAYLOAD", "RESULT"}));
+    }
+    return "Maintain metabolic stasis.";
+  }
+
+  std::vector<ToolListing> tool_listings() const {
+    std::vector<ToolListing> tools;
+    for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
+      const SkillTool& tool = entry.tool();
+      tools.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
+    }
+    return tools;
+  }
+
+  void think() {
+    ++attempt;
+    MemoryStore* memory = services().memory;
+    if (memory != nullptr) memory->snapshot();  // D7: before every LLM call
+
+    PromptParts parts;
+    parts.version = options().version;
+    parts.providers = services().cascade.names();
+    parts.context_tokens = options().context_tokens;
+    parts.gates = snapshot->gates().size();
+    parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
+    parts.assistant_name = options().assistant_name;
+    parts.rejection = reasoning.path({"PAYLOAD", "REJECTION-TRACE"});
+    for (const auto& mandate : options().mandates) {
+      try {
+        std::string line = mandate(reasoning);
+        if (!line.empty()) parts.mandates.push_back(std::move(line));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): D8 — a failing mandate is ignored
+      }
+    }
+    parts.tools = tool_listings();
+    if (memory != nullptr) parts.context = render_global_awareness(*memory);
+    parts.logs = recent_log_lines(options().log_lines);
+    parts.time = time_section();
+
+    ProviderRequest request;
+    request.system_prompt = system_prompt(parts);
+    request.prompt = raw_prompt();
+    request.context = reasoning;
+    if (!snapshot->tools().empty()) {
+      std::vector<Value> tools;
+      for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
+        tools.push_back(Value::plist({{"NAME", Value::string(entry.tool().name)},
+                                      {"DESCRIPTION", Value::string(entry.tool().description)},
+                                      {"PARAMETERS", entry.tool().parameters}}));
+      }
+      request.tools = Value::list(tools);
+    }
+    if (reply_open()) {
+      request.on_chunk = [sink = reply](std::string_view delta) {
+        sink->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK")},
+                                 {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
+      };
+    }
+    services().cascade.call(std::move(request), [self = shared_from_this()](CascadeOutcome outcome) {
+      self->post([self, outcome = std::move(outcome)] { self->reasoned(outcome); });
+    });
+  }
+
+  void reasoned(const CascadeOutcome& outcome) {
+    if (!outcome.ok()) {
+      log_message(LogLevel::warn, kComponent,
+                  "REASON: no provider answered (" + std::to_string(outcome.failures.size()) + " failed)");
+    }
+    const Value action = parse_response(outcome.reply);
+    Verification verification;
+    Verifier::verify(*snapshot, action, reasoning, verification);
+    switch (verification.outcome) {
+      case VerifyOutcome::approval_required: {
+        approval_gates = approving_gates(verification);
+        signal = signal.with("STATUS", Value::keyword("REQUIRES-APPROVAL"));
+        act(verification.to_value());
+        return;
+      }
+      case VerifyOutcome::passed: {
+        signal = signal.with("STATUS", Value::keyword("REASONED"));
+        act(verification.to_value());
+        return;
+      }
+      case VerifyOutcome::blocked: {
+        last_rejection = verification.to_value();
+        if (attempt < options().max_attempts) {
+          log_message(LogLevel::info, kComponent,
+                      "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
+                          std::to_string(options().max_attempts) + "); asking again");
+          reasoning = reasoning.with("PAYLOAD", reasoning.at("PAYLOAD").with("REJECTION-TRACE", last_rejection));
+          think();
+          return;
+        }
+        // After the last attempt the user is shown the rejection (E8).
+        signal = signal.with("STATUS", Value::keyword("REASONED"));
+        act(last_rejection);
+        return;
+      }
+    }
+  }
+
+  // --- Act (E1) ----------------------------------------------------------------------
+
+  // Gates that asked for approval, as "name@version".
+  static std::vector<std::string> approving_gates(const Verification& verification) {
+    std::vector<std::string> gates;
+    for (std::size_t i = 0; i < verification.trace.size(); ++i) {
+      const GateTraceView entry = verification.trace[i];
+      if (entry.result == GateResult::approval) gates.push_back(entry.slot->name() + "@" + entry.slot->version_text());
+    }
+    return gates;
+  }
+
+  // E1 step 1: record the approval, tell the source, suspend (no feedback).
+  void suspend(const Value& approval_event, std::vector<std::string> gates) {
+    const Value& action = approval_event.path({"PAYLOAD", "ACTION"});
+    const Value& reason = approval_event.path({"PAYLOAD", "REASON"});
+    ApprovalStore* store = services().approvals;
+    if (store == nullptr) {
+      log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
+      deliver(Value::plist({{"TYPE", Value::keyword("LOG")},
+                            {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR")},
+                                                      {"TEXT", Value::string("Action blocked: it needs a human's "
+                                                                             "approval and approvals are not enabled.")}})}}));
+      signal = signal.with("STATUS", Value::keyword("ACTED"));
+      report.last_signal = signal;
+      finish("done");
+      return;
+    }
+    auto approval = store->create(action, signal.at("META"), std::move(gates),
+                                  reason.is_string() ? std::string(reason.text()) : std::string());
+    if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
+    log_message(LogLevel::info, kComponent,
+                "ACT: Action requires approval — creating Flight Plan + HITL (" + approval->token + ")");
+    const std::string text = "Approval required" + (approval->reason.empty() ? std::string() : ": " + approval->reason) +
+                             ". Approve with `passepartout approvals approve " + approval->token +
+                             "` or deny with `passepartout approvals deny " + approval->token + "`.";
+    deliver(Value::plist({{"TYPE", Value::keyword("EVENT")},
+                          {"LEVEL", Value::keyword("APPROVAL-REQUIRED")},
+                          {"GATE-TRACE", approval_event.at("GATE-TRACE")},
+                          {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED")},
+                                                    {"TEXT", Value::string(text)},
+                                                    {"TOKEN", Value::string(approval->token)},
+                                                    {"ACTION", action}})}}));
+    signal = signal.with("STATUS", Value::keyword("SUSPENDED"));  // K8: stays suspended
+    report.last_signal = signal;
+    finish("done");
+  }
+
+  // Sends `message` to the signal's source when it has an open reply sink.
+  void deliver(const Value& message) {
+    if (reply_open()) reply->send(message);
+  }
+
+  void act(const Value& approved) {
+    if (!approved.is_nil()) signal = signal.with("APPROVED-ACTION", approved);
+    // Step 1: an approval request suspends the signal.
+    if (approved.at("LEVEL").is_keyword("APPROVAL-REQUIRED")) {
+      suspend(approved, std::move(approval_gates));
+      return;
+    }
+    // Step 3's choice of what to dispatch.
+    Value action;
+    if (type_is(signal, "REQUEST") || type_is(signal, "LOG")) {
+      action = signal;
+    } else if (!approved.is_nil()) {
+      action = approved;
+    } else if (type_is(signal, "EVENT") && sensor_of(signal).is_keyword("HEARTBEAT")) {
+      acted(Value());  // E2: heartbeats never actuate
+      return;
+    } else {
+      action = signal;  // an event without an approved action goes to its source
+    }
+    // Step 2: last-mile verification of anything that is not itself a log or
+    // event; a block here really stops the action (Decisions 3, K0).
+    if (!is_log_or_event(action)) {
+      Verification last_mile;
+      Verifier::verify(*snapshot, action.without("GATE-TRACE"), signal, last_mile);
+      if (last_mile.outcome == VerifyOutcome::blocked) {
+        log_message(LogLevel::warn, kComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
+        signal = signal.without("APPROVED-ACTION");
+        const Value rejection = last_mile.to_value();
+        acted(feedback_event(depth_of(signal) + 1, signal.at("META"), rejection.at("PAYLOAD"))
+                  .with("TYPE", Value::keyword("LOG")));
+        return;
+      }
+      if (last_mile.outcome == VerifyOutcome::approval_required) {
+        suspend(last_mile.to_value(), approving_gates(last_mile));
+        return;
+      }
+      action = last_mile.to_value();
+    }
+    dispatch(action);
+  }
+
+  // E2: the actuator for `action`; built-ins run here, skills' on the blocking executor.
+  void dispatch(Value action) {
+    std::string target = target_name(action.at("TARGET"));
+    if (target.empty()) target = target_name(signal.path({"META", "SOURCE"}));
+    if (target.empty()) target = upper(options().default_actuator);
+    if (target == "SYSTEM" && reply_open()) target = "TUI";
+    if (action.get("META") == nullptr && signal.get("META") != nullptr) action = action.with("META", signal.at("META"));
+
+    if (target == "TUI") {
+      Value sent = action;
+      if (sent.at("PAYLOAD").is_list() || sent.at("PAYLOAD").is_nil()) {
+        const std::size_t rules = services().approvals != nullptr ? services().approvals->pending_count() : 0;
+        sent = sent.with("PAYLOAD", sent.at("PAYLOAD").with("RULE-COUNT", Value::integer(static_cast<std::int64_t>(rules))));
+      }
+      deliver(sent);
+      acted(Value());
+      return;
+    }
+    if (target == "SYSTEM") {
+      system_actuator(action);
+      acted(Value());
+      return;
+    }
+    if (target == "TOOL") {
+      tool_actuator(action);
+      return;
+    }
+    const Snapshot::ActuatorEntry* actuator = snapshot->find_actuator(target);
+    if (actuator == nullptr) {
+      log_message(LogLevel::error, kComponent, "ACT ERROR: No actuator registered for '" + lower(target) + "'");
+      acted(Value());
+      return;
+    }
+    // The snapshot travels with the task: the skill cannot be unloaded under it.
+    services().blocking.post([self = shared_from_this(), snapshot = snapshot, actuator, action, target] {
+      Result<Value> result = actuator->act(action, self->signal);
+      self->post([self, result = std::move(result), action, target]() mutable {
+        if (!result) {
+          log_message(LogLevel::error, kComponent, "ACT ERROR [" + target + "]: " + result.error().message);
+          self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
+          return;
+        }
+        self->acted(self->make_feedback(action, *result));
+      });
+    });
+  }
+
+  // E1 step 3: what an actuator's result feeds back.
+  Value make_feedback(const Value& action, const Value& result) {
+    if (result.is_list() && is_log_or_event(result)) return result;
+    if (result.is_nil()) return Value();
+    const std::string own_target = target_name(action.at("TARGET"));
+    for (const std::string& silent : options().silent_actuators) {
+      if (!own_target.empty() && upper(silent) == own_target) return Value();
+    }
+    return feedback_event(depth_of(signal) + 1, signal.at("META"),
+                          Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
+                                        {"RESULT", result},
+                                        {"TOOL", action.without("GATE-TRACE")}}));
+  }
+
+  // E6, Decisions 8: messages are logged; there is no evaluator.
+  static void system_actuator(const Value& action) {
+    const Value& command = action.path({"PAYLOAD", "ACTION"});
+    if (command.is_keyword("MESSAGE")) {
+      const Value& text = action.path({"PAYLOAD", "TEXT"});
+      log_message(LogLevel::info, "system",
+                  "ACT [System]: " + (text.is_string() ? std::string(text.text()) : to_sexp(text)));
+    } else if (command.is_keyword("EVAL")) {
+      log_message(LogLevel::error, "system",
+                  "ACT ERROR [System]: :EVAL is refused: Passepartout has no evaluator (use a skill's tool instead)");
+    } else {
+      log_message(LogLevel::error, "system", "ACT ERROR [System]: Unknown command '" + to_sexp(command) + "'");
+    }
+  }
+
+  // E7: a tool call, on the blocking executor.
+  void tool_actuator(const Value& action) {
+    const Value& tool_value = action.path({"PAYLOAD", "TOOL"});
+    const std::string name = lower(tool_value.is_string() || tool_value.is_keyword() || tool_value.is_symbol()
+                                       ? tool_value.text()
+                                       : std::string_view());
+    Value args = action.path({"PAYLOAD", "ARGS"});
+    if (args.is_list() && args.items()[0].is_list()) args = args.items()[0];  // unwrapped one level
+    const std::int64_t depth = depth_of(signal) + 1;
+    const Snapshot::ToolEntry* tool = snapshot->find_tool(name);
+    if (tool == nullptr) {
+      acted(feedback_event(depth, signal.at("META"),
+                           Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
+                                         {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
+      return;
+    }
+    services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth] {
+      Result<Value> result = tool->call(args, self->signal);
+      self->post([self, result = std::move(result), name, depth]() mutable {
+        const Value meta = self->signal.at("META");
+        if (!result) {
+          self->acted(feedback_event(depth, meta,
+                                     Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
+                                                   {"TOOL", Value::string(name)},
+                                                   {"MESSAGE", Value::string(result.error().message)}})));
+          return;
+        }
+        if (self->signal.path({"META", "SOURCE"}).is_keyword()) {
+          self->deliver(Value::plist(
+              {{"TYPE", Value::keyword("REQUEST")},
+               {"TARGET", self->signal.path({"META", "SOURCE"})},
+               {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE")},
+                                         {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
+        }
+        self->acted(feedback_event(depth, meta,
+                                   Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
+                                                 {"RESULT", *result},
+                                                 {"TOOL", Value::string(name)}})));
+      });
+    });
+  }
+
+  // E1 step 4.
+  void acted(Value feedback) {
+    signal = signal.with("STATUS", Value::keyword("ACTED"));
+    report.last_signal = signal;
+    next_cycle(std::move(feedback));
+  }
+
+  // --- error tiers (F4, F5) ------------------------------------------------------------
+
+  void crash(const char* kind, const std::string& message) {
+    const std::string sensor = sensor_name(signal);
+    log_message(LogLevel::error, kComponent, "METABOLISM CRASH [" + sensor + "]: " + message);
+    // A skill's error policy may choose first.
+    const Value error = error_value(kind, message);
+    std::optional<ErrorChoice> choice;
+    if (snapshot != nullptr) {
+      for (const Slot* slot : snapshot->error_policies()) {
+        choice = slot->error_policy(signal, error);
+        if (choice && choice->kind != ErrorChoice::Kind::standard) break;
+        choice.reset();
+      }
+    }
+    const std::int64_t depth = depth_of(signal);
+    if (choice) {
+      switch (choice->kind) {
+        case ErrorChoice::Kind::skip:
+          finish("skip");
+          return;
+        case ErrorChoice::Kind::abort:
+          finish("abort");
+          return;
+        case ErrorChoice::Kind::fallback:
+          next_cycle(feedback_event(depth + 1, signal.at("META"),
+                                    Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
+                                                  {"MESSAGE", choice->text},
+                                                  {"DEPTH", Value::integer(depth)}})));
+          return;
+        case ErrorChoice::Kind::standard:
+          break;
+      }
+    }
+    const bool quiet_sensor = sensor == "LOOP-ERROR" || sensor == "TOOL-ERROR" || sensor == "SYNTAX-ERROR";
+    if (!quiet_sensor) {
+      log_message(LogLevel::error, kComponent, "CRITICAL ERROR: Initiating Micro-Rollback.");
+      if (MemoryStore* memory = services().memory) static_cast<void>(memory->rollback(0));
+    }
+    if (depth > 2 || sensor == "LOOP-ERROR" || sensor == "TOOL-ERROR") {
+      finish("error");
+      return;
+    }
+    next_cycle(feedback_event(depth + 1, signal.at("META"),
+                              Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
+                                            {"MESSAGE", Value::string(message)},
+                                            {"DEPTH", Value::integer(depth)}})));
+  }
+};
+
+// --- sessions ------------------------------------------------------------------------------
+
+void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard lock(sessions_mutex);
+    auto& slot = sessions[session_id];
+    if (!slot) slot = std::make_shared<Session>(services.executor);
+    session = slot;
+    if (session->busy) {
+      session->queue.push_back(std::move(pending));
+      return;
+    }
+    session->busy = true;
+  }
+  auto run = std::make_shared<Run>();
+  run->pipeline = shared_from_this();
+  run->session = session;
+  run->session_id = session_id;
+  run->reply = std::move(pending.reply);
+  run->done = std::move(pending.done);
+  run->post([run, signal = std::move(pending.signal)]() mutable { run->cycle(std::move(signal)); });
+}
+
+void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, const std::string& session_id) {
+  Pending next;
+  {
+    std::lock_guard lock(sessions_mutex);
+    if (session->queue.empty()) {
+      session->busy = false;
+      sessions.erase(session_id);
+      active.fetch_sub(1, std::memory_order_acq_rel);
+      return;
+    }
+    next = std::move(session->queue.front());
+    session->queue.pop_front();
+  }
+  active.fetch_sub(1, std::memory_order_acq_rel);
+  auto run = std::make_shared<Run>();
+  run->pipeline = shared_from_this();
+  run->session = session;
+  run->session_id = session_id;
+  run->reply = std::move(next.reply);
+  run->done = std::move(next.done);
+  run->post([run, signal = std::move(next.signal)]() mutable { run->cycle(std::move(signal)); });
+}
+
+// --- Pipeline --------------------------------------------------------------------------------
+
+Pipeline::Pipeline(Services services, PipelineOptions options)
+    : impl_(std::make_shared<Impl>(services, std::move(options))) {}
+
+Pipeline::~Pipeline() = default;
+
+void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::function<void(LoopReport)> done) {
+  // C1: default meta; the client cannot choose its depth.
+  if (!signal.is_list()) {
+    signal = Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
+  }
+  if (!signal.at("META").is_list()) {
+    signal = signal.with("META", Value::plist({{"SOURCE", Value::keyword("SYSTEM")},
+                                               {"SESSION-ID", Value::string("internal")}}));
+  }
+  signal = signal.with("DEPTH", Value::integer(0));
+  const Value& session = signal.path({"META", "SESSION-ID"});
+  std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
+  impl_->active.fetch_add(1, std::memory_order_acq_rel);
+  impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
+}
+
+void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) {
+    done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
+    return;
+  }
+  auto approval = store->approve(token, who);
+  if (!approval) {
+    done(fail(approval.error().code, approval.error().message));
+    return;
+  }
+  // The approved action runs once, through the last-mile gates: a gate that
+  // now blocks still stops it; approval requests from the gates that were
+  // approved (same name and version) are satisfied; a new one is not.
+  auto snapshot = impl_->services.registry.snapshot();
+  const Value context = Value::plist({{"TYPE", Value::keyword("EVENT")},
+                                      {"META", approval->meta},
+                                      {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED")}})}});
+  Verification check;
+  Verifier::verify(*snapshot, approval->action, context, check);
+  if (check.outcome == VerifyOutcome::blocked) {
+    done(fail(ErrorCode::refused, "approved, but the gates now block the action: " +
+                                      std::string(check.reason.is_string() ? check.reason.text() : "")));
+    return;
+  }
+  if (check.outcome == VerifyOutcome::approval_required) {
+    for (std::size_t i = 0; i < check.trace.size(); ++i) {
+      const GateTraceView entry = check.trace[i];
+      if (entry.result != GateResult::approval) continue;
+      const std::string gate = entry.slot->name() + "@" + entry.slot->version_text();
+      bool bound = false;
+      for (const std::string& asked : approval->gates) bound = bound || asked == gate;
+      if (!bound) {
+        done(fail(ErrorCode::refused, "approved, but gate " + gate +
+                                          " (not among those the approval was given for) now asks too; the action "
+                                          "did not run"));
+        return;
+      }
+    }
+  }
+  Value action = approval->action;
+  if (action.get("META") == nullptr && approval->meta.is_list()) action = action.with("META", approval->meta);
+  std::string target = target_name(action.at("TARGET"));
+  const Snapshot::ActuatorEntry* actuator = target.empty() ? nullptr : snapshot->find_actuator(target);
+  const Snapshot::ToolEntry* tool = nullptr;
+  Value args;
+  if (target == "TOOL") {
+    const Value& name = action.path({"PAYLOAD", "TOOL"});
+    tool = snapshot->find_tool(name.text());
+    args = action.path({"PAYLOAD", "ARGS"});
+    if (args.is_list() && args.items()[0].is_list()) args = args.items()[0];
+  }
+  if (actuator == nullptr && tool == nullptr) {
+    done(fail(ErrorCode::not_found, "approved, but no actuator or tool serves target '" + lower(target) + "'"));
+    return;
+  }
+  log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");
+  impl_->services.blocking.post([snapshot, actuator, tool, action, args, context, done = std::move(done)] {
+    Result<Value> result = actuator != nullptr ? actuator->act(action, context) : tool->call(args, context);
+    done(std::move(result));
+  });
+}
+
+Result<Approval> Pipeline::deny(const std::string& token, const std::string& who) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) return fail(ErrorCode::refused, "approvals are not enabled on this daemon");
+  return store->deny(token, who);
+}
+
+void Pipeline::interrupt() noexcept { impl_->interrupt_flag.store(true, std::memory_order_release); }
+bool Pipeline::interrupted() const noexcept { return impl_->interrupt_flag.load(std::memory_order_acquire); }
+std::uint64_t Pipeline::signals_processed() const noexcept { return impl_->processed.load(std::memory_order_relaxed); }
+std::size_t Pipeline::in_flight() const noexcept { return impl_->active.load(std::memory_order_relaxed); }
+
+}  // namespace passepartout

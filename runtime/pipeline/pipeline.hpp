@@ -1,0 +1,120 @@
+// Pipeline: the metabolic loop (seed C–F). A signal is perceived, reasoned
+// about (prompt, provider cascade, parse, gates, up to 3 attempts), acted on
+// (approval, last-mile gates, actuator), and what the actuator answers comes
+// back as the next signal, up to depth 10.
+//
+// Concurrency: signals of one session (:META :SESSION-ID) are processed one at
+// a time, in the order injected; sessions run in parallel on the executor. A
+// signal waiting on a provider holds no thread: the cascade answers through a
+// completion, and the loop continues from there. Actuators and tools, which
+// may block for their bounded time (a shell command), run on a separate
+// executor so they never hold a reasoning thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "result.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+class Registry;
+class Cascade;
+class Executor;
+class MemoryStore;
+class ApprovalStore;
+struct Approval;
+
+// Where the outcome of a signal goes: the connection (or test) that sent it.
+// The :TUI actuator writes replies here; approvals notify through it.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  // Delivers one message. Any thread; must not block for long.
+  virtual void send(const Value& message) = 0;
+  // False once the other end has gone.
+  virtual bool is_open() const = 0;
+};
+
+struct PipelineOptions {
+  std::string version;                  // shown in the CONFIG section
+  int max_depth = 10;                   // F1: depths 0..10 run, 11 is dropped
+  int max_attempts = 3;                 // D16
+  std::string default_actuator = "CLI";  // DEFAULT_ACTUATOR
+  std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};  // SILENT_ACTUATORS
+  std::string assistant_name = "Agent";  // MEMEX_ASSISTANT
+  std::size_t log_lines = 20;            // CONTEXT_LOG_LIMIT
+  std::size_t context_tokens = 8192;
+  // Standing mandates (D8): each gets the signal and returns a line or "".
+  std::vector<std::function<std::string(const Value&)>> mandates;
+};
+
+// How the loop of one injected signal ended, for the caller and tests.
+struct LoopReport {
+  int cycles = 0;             // signals processed, the injected one and its feedback
+  Value last_signal;          // the last signal as the loop left it (with :STATUS)
+  std::string stopped_by;     // "done", "depth", "interrupt", "error", "skip", "abort"
+};
+
+class Pipeline {
+ public:
+  struct Services {
+    Registry& registry;
+    Cascade& cascade;
+    Executor& executor;  // reasoning, gates, continuations
+    Executor& blocking;  // actuators and tools
+    MemoryStore* memory = nullptr;       // optional
+    ApprovalStore* approvals = nullptr;  // optional: without it approvals are refused (blocked)
+  };
+
+  Pipeline(Services services, PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // C1: takes in a signal. Without :META it gets (:SOURCE :SYSTEM :SESSION-ID
+  // "internal"); :DEPTH is forced to 0. `reply` receives what the :TUI
+  // actuator sends and approval notices (may be null); `done` is called once,
+  // on a pipeline thread, when the signal's loop has ended.
+  void inject(Value signal, std::shared_ptr<ReplySink> reply = nullptr,
+              std::function<void(LoopReport)> done = nullptr);
+
+  // Approves a pending action by token, runs it once through the last-mile
+  // gates and its actuator, and reports the outcome (the actuator's result, or
+  // why it did not run). `who` is recorded ("cli", "wire").
+  void approve(std::string token, std::string who, std::function<void(Result<Value>)> done);
+  // Denies a pending action by token.
+  Result<Approval> deny(const std::string& token, const std::string& who);
+
+  // F3: sets the interrupt flag; every loop stops at its next cycle.
+  void interrupt() noexcept;
+  bool interrupted() const noexcept;
+
+  // Signals processed (cycles run) since start, for status.
+  std::uint64_t signals_processed() const noexcept;
+  // Signals currently being processed or queued.
+  std::size_t in_flight() const noexcept;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// The seed's envelope helpers, shared with the daemon and tests.
+// (:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID "s") :PAYLOAD (:SENSOR :USER-INPUT :TEXT "..."))
+Value user_input_signal(std::string_view text, std::string_view session = "internal", std::string_view source = "TUI");
+// (:TYPE :EVENT :PAYLOAD (:SENSOR :HEARTBEAT :UNIX-TIME <universal time>))
+Value heartbeat_signal();
+
+// E7: how a tool's result reads: (:STATUS :SUCCESS :CONTENT c) -> c;
+// (:STATUS :ERROR :MESSAGE m) -> "ERROR [<tool>]: m"; other lists ->
+// "TOOL [<tool>] RESULT: <printed>"; anything else -> "TOOL [<tool>] RESULT: <value>".
+std::string tool_result_format(std::string_view tool, const Value& result);
+
+}  // namespace passepartout

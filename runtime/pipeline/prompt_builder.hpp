@@ -1,0 +1,55 @@
+// Prompt assembly (seed D8, D9, B12): the system prompt in the seed's section
+// order, and the raw prompt the model answers.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// One tool as the TOOLS section lists it.
+struct ToolListing {
+  std::string name;
+  std::string description;
+  std::string parameters;  // printed, "" when the tool takes none
+};
+
+// What the sections are made of; the pipeline gathers it per attempt.
+struct PromptParts {
+  std::string version;                    // "0.1.0"
+  std::vector<std::string> providers;     // the cascade's names; "default" when empty
+  std::size_t context_tokens = 8192;
+  std::size_t gates = 0;                  // gates in the snapshot
+  std::size_t pending_approvals = 0;      // "Rules learned"
+  std::string assistant_name = "Agent";   // MEMEX_ASSISTANT
+  std::string identity;                   // appended to the name; may be empty
+  Value rejection;                        // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
+  std::vector<std::string> mandates;      // standing mandates, already evaluated
+  std::vector<ToolListing> tools;         // sorted by name by the caller or not: sorted here
+  std::string context;                    // global awareness; "" when memory is absent
+  std::vector<std::string> logs;          // recent log lines, oldest first
+  std::string time;                       // "TIME: ..." line; "" to omit
+};
+
+// D9: "CONFIG: You are Passepartout v<version>. Provider: <names>. Context: <n>
+// tokens. Security gates: <g> active. Rules learned: <r>. Documentation: README.md."
+std::string config_section(const PromptParts& parts);
+
+// B12: "Available tools:\n- name: description\n  Parameters: ...", sorted, or
+// "No tools registered."
+std::string tool_belt(std::vector<ToolListing> tools);
+
+// D8: TIME \n\n CONFIG \n\n IDENTITY: <name><identity><reflection>[\n<mandates>]
+// \n\n TOOLS:\n<belt> \n\n CONTEXT:\n<context> \n\n LOGS:\n<logs>; the
+// reflection is "\n\nPREVIOUS PROPOSAL REJECTED: <printed rejection>" when
+// there is one; an empty context reads "[Awareness skill not loaded]" and no
+// logs "[No system logs available]".
+std::string system_prompt(const PromptParts& parts);
+
+// The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z".
+std::string time_section();
+
+}  // namespace passepartout

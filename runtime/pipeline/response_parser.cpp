@@ -1,0 +1,202 @@
+// Response parsing: the tool-call path, the s-expression path through the
+// safe reader, and the plain-text message every other answer becomes.
+#include "pipeline/response_parser.hpp"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "value/json_bridge.hpp"
+#include "value/sexp_reader.hpp"
+#include "value/utf8.hpp"
+
+namespace passepartout {
+namespace {
+
+constexpr std::string_view kFence = "```";
+
+// `text` with every ill-formed UTF-8 sequence replaced by U+FFFD: a reply is
+// untrusted bytes, and a Value holds only valid UTF-8.
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  while (std::optional<std::size_t> bad = find_invalid_utf8(text)) {
+    out.append(text.substr(0, *bad)).append("\xEF\xBF\xBD");
+    text.remove_prefix(*bad + 1);
+  }
+  out.append(text);
+  return out;
+}
+
+bool is_language_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '_';
+}
+
+// Length of an opening fence line at `at` ("```lang" and its line break), or 0.
+std::size_t opening_fence(std::string_view text, std::size_t at) {
+  if (text.substr(at, kFence.size()) != kFence) return 0;
+  std::size_t i = at + kFence.size();
+  while (i < text.size() && is_language_char(text[i])) ++i;
+  if (i < text.size() && text[i] == '\r') ++i;
+  if (i < text.size() && text[i] == '\n') return i + 1 - at;
+  return 0;
+}
+
+// Length of a line break and closing fence at `at` ("\n```" ending its line), or 0.
+std::size_t closing_fence(std::string_view text, std::size_t at) {
+  std::size_t i = at;
+  if (i < text.size() && text[i] == '\r') ++i;
+  if (i >= text.size() || text[i] != '\n') return 0;
+  ++i;
+  if (text.substr(i, kFence.size()) != kFence) return 0;
+  const std::size_t end = i + kFence.size();
+  const bool ends_line =
+      end == text.size() || text[end] == '\n' || (text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n');
+  return ends_line ? end - at : 0;
+}
+
+Value message_action(std::string text) {
+  if (text.empty()) text = kNoResponse;
+  return Value::plist({{"TYPE", Value::keyword("REQUEST")},
+                       {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE")},
+                                                 {"TEXT", Value::string(text)},
+                                                 {"EXPLANATION", Value::string(kProbabilisticExplanation)}})}});
+}
+
+// NIL or a list of key/value pairs with keyword keys.
+bool is_plist(const Value& value) {
+  if (value.is_nil()) return true;
+  const std::span<const Value> items = value.items();
+  if (!value.is_list() || items.size() % 2 != 0) return false;
+  for (std::size_t i = 0; i < items.size(); i += 2) {
+    if (!items[i].is_keyword()) return false;
+  }
+  return true;
+}
+
+bool is_blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+// D11 step 2, with Decision 5: the first call only, as a proper plist aimed at the tool actuator.
+Value tool_call_action(const Value& calls) {
+  const std::span<const Value> items = calls.items();
+  // A single call given without its list is taken as the list of one.
+  const Value& first = !items.empty() && items[0].is_keyword() ? calls : items.front();
+  const Value* call = &first;
+  if (call->get("NAME") == nullptr && call->at("FUNCTION").is_list()) call = &call->at("FUNCTION");
+
+  const Value& name = call->at("NAME");
+  const bool named = (name.is_string() || name.is_symbol() || name.is_keyword()) && !name.text().empty();
+  if (!named) return message_action("The model asked for a tool call without a tool name; nothing was run.");
+  const std::string tool(name.text());
+
+  Value args = call->at("ARGUMENTS");
+  if (args.is_string()) {
+    if (is_blank(args.text())) {
+      args = Value();
+    } else {
+      auto parsed = json_to_value(args.text());
+      if (!parsed) {
+        return message_action("The model asked for tool '" + tool + "' with arguments that are not valid JSON (" +
+                              parsed.error().message + "); nothing was run.");
+      }
+      args = std::move(*parsed);
+    }
+  }
+  if (!is_plist(args)) {
+    return message_action("The model asked for tool '" + tool +
+                          "' with arguments that are not an object of named values; nothing was run.");
+  }
+  return Value::plist({{"TYPE", Value::keyword("REQUEST")},
+                       {"TARGET", Value::keyword("TOOL")},
+                       {"PAYLOAD", Value::plist({{"TOOL", Value::string(tool)},
+                                                 {"ARGS", args},
+                                                 {"EXPLANATION", Value::string(kFunctionCallingExplanation)}})}});
+}
+
+// D11 step 4 for a datum that read as a list (NIL included).
+Value form_action(const Value& form) {
+  Value normalized = plist_keywords_normalize(form);
+  const Value& payload = normalized.at("PAYLOAD");
+  if (payload.is_list() && !payload.at("EXPLANATION").is_nil()) return normalized;
+
+  std::vector<Value> new_payload{Value::keyword("EXPLANATION"), Value::string(kProbabilisticExplanation)};
+  if (payload.is_list()) new_payload.insert(new_payload.end(), payload.items().begin(), payload.items().end());
+  const Value rest = normalized.without("PAYLOAD");
+  std::vector<Value> action{Value::keyword("PAYLOAD"), Value::list(new_payload)};
+  action.insert(action.end(), rest.items().begin(), rest.items().end());
+  return Value::list(action);
+}
+
+}  // namespace
+
+std::string markdown_strip(std::string_view text) {
+  std::string opened;
+  opened.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    if (i == 0 || text[i - 1] == '\n') {
+      if (const std::size_t fence = opening_fence(text, i)) {
+        i += fence;
+        continue;
+      }
+    }
+    opened.push_back(text[i++]);
+  }
+
+  std::string closed;
+  closed.reserve(opened.size());
+  for (std::size_t i = 0; i < opened.size();) {
+    if (const std::size_t fence = closing_fence(opened, i)) {
+      i += fence;
+      continue;
+    }
+    if (std::string_view(opened).substr(i, kFence.size()) == kFence) {
+      i += kFence.size();
+      continue;
+    }
+    closed.push_back(opened[i++]);
+  }
+
+  constexpr std::string_view kSpace = " \t\r\n";
+  const std::size_t begin = closed.find_first_not_of(kSpace);
+  if (begin == std::string::npos) return {};
+  const std::size_t end = closed.find_last_not_of(kSpace);
+  return closed.substr(begin, end - begin + 1);
+}
+
+Value plist_keywords_normalize(const Value& form) {
+  if (!form.is_list()) return form;
+  const std::span<const Value> items = form.items();
+  bool changed = false;
+  for (std::size_t i = 0; i < items.size(); i += 2) changed = changed || items[i].is_symbol();
+  if (!changed) return form;
+  std::vector<Value> normalized(items.begin(), items.end());
+  for (std::size_t i = 0; i < normalized.size(); i += 2) {
+    if (normalized[i].is_symbol()) normalized[i] = Value::keyword(normalized[i].text());
+  }
+  return Value::list(normalized);
+}
+
+Value parse_response_text(std::string_view text) {
+  const std::string cleaned = markdown_strip(valid_utf8(text));
+  if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
+    auto form = read_sexp_prefix(cleaned, nullptr);
+    if (form && form->is_sequence()) return form_action(*form);
+  }
+  return message_action(cleaned);
+}
+
+Value parse_response(const ProviderReply& reply) {
+  switch (reply.kind) {
+    case ProviderReply::Kind::tool_calls:
+      if (reply.tool_calls.is_list()) return tool_call_action(reply.tool_calls);
+      return parse_response_text(reply.content);
+    case ProviderReply::Kind::content:
+      return parse_response_text(reply.content);
+    case ProviderReply::Kind::failure:
+      return message_action(valid_utf8(reply.error));
+  }
+  return message_action(std::string());
+}
+
+}  // namespace passepartout

@@ -1,0 +1,12 @@
+// The offline provider's single answer.
+#include "providers/offline_provider.hpp"
+
+#include <string>
+
+namespace passepartout {
+
+void OfflineProvider::complete(ProviderRequest /*request*/, ProviderCompletion done) {
+  done(ProviderReply::text(std::string(kReply)));
+}
+
+}  // namespace passepartout

@@ -1,0 +1,240 @@
+// SkillTable::read: what may be trusted of a skill's table, checked once at
+// load; members are read only when the skill's ABI minor and struct_size cover them.
+#include "skills/skill_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include "value/json_bridge.hpp"
+#include "value/utf8.hpp"
+
+namespace passepartout {
+namespace {
+
+std::string abi_text(unsigned major, unsigned minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Bytes of the table the host may read for the skill's declared minor: every
+// member up to that minor, and nothing the skill did not promise.
+std::size_t readable_size(const pp_skill_api& table) {
+  const std::size_t declared = table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1 : PP_SKILL_API_SIZE_1_0;
+  return std::min<std::size_t>({declared, table.struct_size, sizeof(pp_skill_api)});
+}
+
+// The ABI version, size, required hooks, name and version (everything ABI 1.0 has).
+Result<void> check_header(const pp_skill_api& table, const SkillManifest& manifest, const std::string& who) {
+  if (table.struct_size < offsetof(pp_skill_api, name)) {
+    return fail(ErrorCode::abi_mismatch,
+                who + ": skill table is " + std::to_string(table.struct_size) +
+                    " bytes, too small to hold an ABI version; rebuild the skill against the installed SDK");
+  }
+  if (table.abi_major != PP_ABI_MAJOR) {
+    return fail(ErrorCode::abi_mismatch, who + ": built for ABI " + abi_text(table.abi_major, table.abi_minor) +
+                                             ", this host supports " + std::to_string(PP_ABI_MAJOR) +
+                                             ".x; rebuild it against the installed SDK");
+  }
+  if (table.abi_minor > PP_ABI_MINOR) {
+    return fail(ErrorCode::abi_mismatch, who + ": needs ABI " + abi_text(table.abi_major, table.abi_minor) +
+                                             ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
+                                             "; upgrade passepartout or rebuild the skill against this SDK");
+  }
+  const std::uint32_t needed = table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1 : PP_SKILL_API_SIZE_1_0;
+  if (table.struct_size < needed) {
+    return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table.struct_size) +
+                                             " bytes, ABI " + abi_text(table.abi_major, table.abi_minor) +
+                                             " needs at least " + std::to_string(needed) +
+                                             "; the library is damaged or was built with a broken SDK");
+  }
+  if (table.create == nullptr || table.destroy == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": skill table lacks create or destroy, which are required");
+  }
+  if (table.name == nullptr || table.version == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": skill table lacks its name or version");
+  }
+  std::string_view name = table.name;
+  if (name != manifest.name) {
+    return fail(ErrorCode::refused, who + ": the library reports name '" + std::string(name) + "', the manifest " +
+                                        manifest.path.filename().string() + " says '" + manifest.name +
+                                        "'; fix 'name' in the manifest or point 'library' at the right file");
+  }
+  auto version = SemVer::parse(table.version);
+  if (!version || *version != manifest.version) {
+    return fail(ErrorCode::refused, who + ": the library reports version '" + std::string(table.version) +
+                                        "', the manifest says " + manifest.version.to_string() +
+                                        "; rebuild the library or fix 'version' in " +
+                                        manifest.path.filename().string());
+  }
+  if (manifest.abi.major != table.abi_major) {
+    return fail(ErrorCode::refused, who + ": the manifest declares ABI " +
+                                        abi_text(manifest.abi.major, manifest.abi.minor) +
+                                        ", the library was built for " + abi_text(table.abi_major, table.abi_minor) +
+                                        "; fix 'abi' in " + manifest.path.filename().string());
+  }
+  return {};
+}
+
+// `text` (up to `limit` bytes) or nullopt when it is longer: a bounded strlen,
+// so a string that is not terminated where it should be cannot run away.
+std::optional<std::string_view> bounded(const char* text, std::size_t limit) {
+  const std::size_t length = ::strnlen(text, limit + 1);
+  if (length > limit) return std::nullopt;
+  return std::string_view(text, length);
+}
+
+bool is_tool_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+bool is_actuator_name_char(char c) {
+  return is_tool_name_char(c) || (c >= 'A' && c <= 'Z');
+}
+
+// `text` as a quoted excerpt for messages: at most 60 bytes, control bytes escaped.
+std::string excerpt(std::string_view text) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < 60; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > 60) out += "...";
+  return out + "'";
+}
+
+// A name checked against `allowed`: 1 to kMaxNameLength characters. `what` is
+// "tool" or "actuator", `index` its position, for the message.
+Result<std::string> read_name(const char* name, bool (*allowed)(char), const std::string& who, const char* what,
+                              std::size_t index, const char* rule) {
+  const std::string where = who + ": " + what + " #" + std::to_string(index);
+  if (name == nullptr) return fail(ErrorCode::invalid_input, where + " has no name");
+  const auto text = bounded(name, SkillTable::kMaxNameLength);
+  if (!text) {
+    return fail(ErrorCode::invalid_input, where + ": name " + excerpt(name) + " is longer than " +
+                                              std::to_string(SkillTable::kMaxNameLength) + " characters");
+  }
+  if (text->empty() || !std::all_of(text->begin(), text->end(), allowed)) {
+    return fail(ErrorCode::invalid_input, where + ": name " + excerpt(*text) + " is not " + rule);
+  }
+  return std::string(*text);
+}
+
+Result<std::vector<SkillTool>> read_tools(const pp_skill_api& table, const std::string& who) {
+  std::vector<SkillTool> tools;
+  if (table.tool_count == 0) return tools;
+  if (table.tool_count > SkillTable::kMaxTools) {
+    return fail(ErrorCode::limit_exceeded, who + ": the skill declares " + std::to_string(table.tool_count) +
+                                               " tools, more than the limit of " +
+                                               std::to_string(SkillTable::kMaxTools));
+  }
+  if (table.tools == nullptr) {
+    return fail(ErrorCode::invalid_input,
+                who + ": the skill declares " + std::to_string(table.tool_count) + " tools but no table of them");
+  }
+  if (table.call_tool == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": the skill declares tools but no call_tool hook to run them");
+  }
+  tools.reserve(table.tool_count);
+  for (std::size_t i = 0; i < table.tool_count; ++i) {
+    const pp_tool& spec = table.tools[i];
+    auto name =
+        read_name(spec.name, is_tool_name_char, who, "tool", i, "1 to 64 lower-case letters, digits, '-' and '_'");
+    if (!name) return fail(name.error().code, name.error().message);
+    const std::string where = who + ": tool '" + *name + "'";
+    for (const SkillTool& earlier : tools) {
+      if (earlier.name == *name) return fail(ErrorCode::invalid_input, where + " is declared twice");
+    }
+
+    SkillTool tool;
+    tool.name = std::move(*name);
+    if (spec.description != nullptr) {
+      const auto description = bounded(spec.description, SkillTable::kMaxDescriptionBytes);
+      if (!description) {
+        return fail(ErrorCode::limit_exceeded, where + ": the description is longer than " +
+                                                   std::to_string(SkillTable::kMaxDescriptionBytes) + " bytes");
+      }
+      if (!is_valid_utf8(*description)) {
+        return fail(ErrorCode::invalid_input, where + ": the description is not valid UTF-8");
+      }
+      tool.description = std::string(*description);
+    }
+    if (spec.parameters != nullptr) {
+      const auto json = bounded(spec.parameters, SkillTable::kMaxParametersBytes);
+      if (!json) {
+        return fail(ErrorCode::limit_exceeded, where + ": the parameters JSON is longer than " +
+                                                   std::to_string(SkillTable::kMaxParametersBytes) + " bytes");
+      }
+      auto parsed = json_to_value(*json, SkillTable::kMaxParametersDepth);
+      if (!parsed) {
+        return fail(ErrorCode::invalid_input, where + ": the parameters are not valid JSON: " + parsed.error().message);
+      }
+      const auto first = json->find_first_not_of(" \t\r\n");
+      if (first == std::string_view::npos || (*json)[first] != '{') {
+        return fail(
+            ErrorCode::invalid_input,
+            where + ": the parameters must be a JSON object ({\"type\": \"object\", ...}), got " + excerpt(*json));
+      }
+      tool.parameters = std::move(*parsed);
+      tool.parameters_json = std::string(*json);
+    }
+    tools.push_back(std::move(tool));
+  }
+  return tools;
+}
+
+Result<std::vector<std::string>> read_actuators(const pp_skill_api& table, const std::string& who) {
+  std::vector<std::string> actuators;
+  if (table.actuator_count == 0) return actuators;
+  if (table.actuator_count > SkillTable::kMaxActuators) {
+    return fail(ErrorCode::limit_exceeded, who + ": the skill declares " + std::to_string(table.actuator_count) +
+                                               " actuators, more than the limit of " +
+                                               std::to_string(SkillTable::kMaxActuators));
+  }
+  if (table.actuators == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": the skill declares " + std::to_string(table.actuator_count) +
+                                              " actuators but no table of their names");
+  }
+  if (table.act == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": the skill declares actuators but no act hook to run them");
+  }
+  actuators.reserve(table.actuator_count);
+  for (std::size_t i = 0; i < table.actuator_count; ++i) {
+    auto name = read_name(table.actuators[i], is_actuator_name_char, who, "actuator", i,
+                          "1 to 64 letters, digits, '-' and '_'");
+    if (!name) return fail(name.error().code, name.error().message);
+    std::string upper;
+    append_upper_ascii(upper, *name);
+    if (std::find(actuators.begin(), actuators.end(), upper) != actuators.end()) {
+      return fail(ErrorCode::invalid_input, who + ": actuator '" + *name + "' is declared twice (names ignore case)");
+    }
+    actuators.push_back(std::move(upper));
+  }
+  return actuators;
+}
+
+}  // namespace
+
+Result<SkillTable> SkillTable::read(const pp_skill_api& table, const SkillManifest& manifest) {
+  const std::string who = "skill '" + manifest.name + "'";
+  if (auto ok = check_header(table, manifest, who); !ok) return fail(ok.error().code, ok.error().message);
+
+  SkillTable out;
+  std::memcpy(&out.hooks, &table, readable_size(table));
+  out.hooks.struct_size = static_cast<std::uint32_t>(sizeof(pp_skill_api));
+
+  auto tools = read_tools(out.hooks, who);
+  if (!tools) return fail(tools.error().code, tools.error().message);
+  out.tools = std::move(*tools);
+  auto actuators = read_actuators(out.hooks, who);
+  if (!actuators) return fail(actuators.error().code, actuators.error().message);
+  out.actuators = std::move(*actuators);
+  return out;
+}
+
+}  // namespace passepartout

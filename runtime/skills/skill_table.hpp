@@ -1,0 +1,51 @@
+// SkillTable: a skill's pp_skill_api as the host reads it — checked against the
+// host's ABI and the manifest, with the ABI 1.1 tools and actuators validated.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "passepartout/abi.h"
+#include "result.hpp"
+#include "skills/skill_manifest.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+// A tool a skill offers the model, as the loader checked and copied it.
+struct SkillTool {
+  std::string name;         // 1 to 64 of [a-z0-9_-], unique within the skill
+  std::string description;  // UTF-8; empty when the skill gave none
+  // The parameters through the JSON bridge (object keys become upper-case
+  // keywords); NIL when the skill gave none or `{}`.
+  Value parameters;
+  // The parameters JSON exactly as the skill wrote it ("" when none): what a
+  // provider's tool-calling API wants, since the bridge upper-cases keys.
+  std::string parameters_json;
+};
+
+// The hooks and offerings of one skill library. Plain data; copy freely.
+struct SkillTable {
+  static constexpr std::size_t kMaxTools = 1024;
+  static constexpr std::size_t kMaxActuators = 64;
+  static constexpr std::size_t kMaxNameLength = 64;
+  static constexpr std::size_t kMaxDescriptionBytes = 4096;
+  static constexpr std::size_t kMaxParametersBytes = 64 * 1024;
+  static constexpr std::size_t kMaxParametersDepth = 64;
+
+  // The skill's table copied into a full-size one: members the skill's ABI
+  // minor or struct_size does not cover are zero (NULL hooks, no tools), so
+  // every member can be read whatever the skill was built against.
+  pp_skill_api hooks{};
+  std::vector<SkillTool> tools;        // in the skill's order (its indices)
+  std::vector<std::string> actuators;  // upper-case, as keywords print; the skill's order
+
+  // Reads `table`, which `manifest`'s library returned: the ABI version and
+  // size, the required hooks, name and version against the manifest, and for
+  // ABI 1.1 the tools (names, descriptions, parameters JSON) and actuators.
+  // Every refusal names the skill and what to do. Control thread.
+  static Result<SkillTable> read(const pp_skill_api& table, const SkillManifest& manifest);
+};
+
+}  // namespace passepartout

@@ -1,0 +1,827 @@
+// Tests for the daemon server over real sockets (loopback TCP on port 0 and a
+// Unix socket in a temp dir): handshake, health, handler replies, errors that
+// close one connection only, limits, timeouts and the graceful stop.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/frame_codec.hpp"
+#include "daemon/protocol.hpp"
+#include "daemon/server.hpp"
+#include "support/skill_fixtures.hpp"
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
+using namespace passepartout;
+using passepartout::testing::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Generous bound for anything the tests wait for; nothing should come close.
+constexpr auto kWait = 20s;
+
+// A blocking client on a plain POSIX socket, every read bounded by kWait.
+class TestClient {
+ public:
+  static TestClient tcp(std::uint16_t port) {
+    auto client = try_tcp(port);
+    REQUIRE(client.has_value());
+    return std::move(*client);
+  }
+
+  // nullopt when the connection is refused.
+  static std::optional<TestClient> try_tcp(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    return TestClient(fd);
+  }
+
+  static TestClient local(const std::filesystem::path& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string native = path.string();
+    std::memcpy(address.sun_path, native.data(), native.size());
+    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    return TestClient(fd);
+  }
+
+  TestClient(TestClient&& other) noexcept : fd_(other.fd_), decoder_(std::move(other.decoder_)) { other.fd_ = -1; }
+  TestClient& operator=(TestClient&&) = delete;
+  TestClient(const TestClient&) = delete;
+  TestClient& operator=(const TestClient&) = delete;
+  ~TestClient() { close(); }
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  // Closes with a reset instead of an orderly end of stream.
+  void reset() {
+    const linger abort{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    close();
+  }
+
+  // Sends the end of stream but keeps reading.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+  void send_raw(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      REQUIRE(sent > 0);
+      bytes.remove_prefix(static_cast<std::size_t>(sent));
+    }
+  }
+
+  void send(const Value& message) {
+    auto frame = FrameCodec().encode(message);
+    REQUIRE(frame.has_value());
+    send_raw(*frame);
+  }
+
+  void send(std::string_view message_text) {
+    auto message = read_sexp(message_text);
+    REQUIRE(message.has_value());
+    send(*message);
+  }
+
+  // The next frame, or nullopt when the server closed the connection.
+  std::optional<Value> read_frame() {
+    for (;;) {
+      if (auto message = decoder_.next()) return message;
+      if (decoder_.failed()) FAIL("client could not decode: " << decoder_.error()->message);
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got == 0) return std::nullopt;
+      if (got < 0 && errno == ECONNRESET) return std::nullopt;
+      if (got < 0) FAIL("recv: " << std::strerror(errno));
+      decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
+    }
+  }
+
+  Value expect_frame() {
+    auto frame = read_frame();
+    REQUIRE(frame.has_value());
+    return *frame;
+  }
+
+  // Reads the handshake every connection starts with.
+  Value expect_handshake() {
+    const Value hello = expect_frame();
+    INFO(to_sexp(hello));
+    CHECK(is_handshake(hello));
+    return hello;
+  }
+
+  // True when the server closed with no further frame; then closes this end too.
+  bool closed_by_server() {
+    if (read_frame().has_value()) return false;
+    close();
+    return true;
+  }
+
+ private:
+  explicit TestClient(int fd) : fd_(fd) {
+    timeval timeout{};
+    timeout.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kWait).count();
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  }
+
+  int fd_;
+  FrameDecoder decoder_;
+};
+
+// Records requests; what it replies is up to `on_request` (default: echo).
+class TestHandler final : public RequestHandler {
+ public:
+  using Callback = std::function<void(Value, const ConnectionInfo&, ReplySink)>;
+
+  explicit TestHandler(Callback callback = {}) : callback_(std::move(callback)) {}
+
+  void handle(Value message, const ConnectionInfo& connection, ReplySink reply) override {
+    {
+      std::lock_guard lock(mutex_);
+      requests_.push_back(message);
+    }
+    requests_changed_.notify_all();
+    if (callback_) {
+      callback_(std::move(message), connection, std::move(reply));
+      return;
+    }
+    reply.finish(echo(message, connection));
+  }
+
+  static Value echo(const Value& message, const ConnectionInfo& connection) {
+    return make_ok_response("echo", Value::plist({{"ECHO", message},
+                                                  {"AUTHENTICATED", Value::boolean(connection.authenticated)},
+                                                  {"TRANSPORT", Value::keyword(to_string(connection.transport))}}));
+  }
+
+  bool wait_for_requests(std::size_t count) {
+    std::unique_lock lock(mutex_);
+    return requests_changed_.wait_for(lock, kWait, [&] { return requests_.size() >= count; });
+  }
+  std::size_t request_count() {
+    std::lock_guard lock(mutex_);
+    return requests_.size();
+  }
+
+ private:
+  Callback callback_;
+  std::mutex mutex_;  // guards requests_
+  std::condition_variable requests_changed_;
+  std::vector<Value> requests_;
+};
+
+// A handler that keeps each reply sink for the test to answer later.
+class HoldingHandler final : public RequestHandler {
+ public:
+  void handle(Value message, const ConnectionInfo&, ReplySink reply) override {
+    {
+      std::lock_guard lock(mutex_);
+      held_.push_back({std::move(message), std::move(reply)});
+    }
+    changed_.notify_all();
+  }
+
+  // The `index`th request's sink, once it arrived.
+  ReplySink wait_sink(std::size_t index) {
+    std::unique_lock lock(mutex_);
+    REQUIRE(changed_.wait_for(lock, kWait, [&] { return held_.size() > index; }));
+    return held_[index].second;
+  }
+  Value message(std::size_t index) {
+    std::lock_guard lock(mutex_);
+    return held_.at(index).first;
+  }
+  std::size_t count() {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+  void release_all() {
+    std::lock_guard lock(mutex_);
+    held_.clear();
+  }
+
+ private:
+  std::mutex mutex_;  // guards held_
+  std::condition_variable changed_;
+  std::vector<std::pair<Value, ReplySink>> held_;
+};
+
+ServerOptions tcp_options() {
+  ServerOptions options;
+  options.tcp_port = 0;
+  options.version = "9.9.9-test";
+  options.linger = 5s;
+  return options;
+}
+
+std::unique_ptr<Server> start_server(ServerOptions options, std::shared_ptr<RequestHandler> handler,
+                                     HealthProbe health = {}) {
+  auto server = Server::start(std::move(options), std::move(handler), std::move(health));
+  if (!server) FAIL("server did not start: " << server.error().message);
+  return std::move(*server);
+}
+
+const Value& echoed(const Value& reply) { return reply.path({"PAYLOAD", "ECHO"}); }
+
+// One short client session for the load test, on a worker thread (so without
+// Catch assertions): connect, read the handshake, optionally make a request
+// and read its reply, close. True when everything arrived.
+bool serve_one_connection(std::uint16_t port, bool with_request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  timeval timeout{};
+  timeout.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kWait).count();
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  FrameDecoder decoder;
+  const auto next_frame = [&]() -> std::optional<Value> {
+    for (;;) {
+      if (auto message = decoder.next()) return message;
+      char buffer[1024];
+      const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+      if (got <= 0 || !decoder.feed(std::string_view(buffer, static_cast<std::size_t>(got)))) return std::nullopt;
+    }
+  };
+  bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  if (ok) {
+    const auto hello = next_frame();
+    ok = hello && is_handshake(*hello);
+  }
+  if (ok && with_request) {
+    const std::string request = "000010(:TYPE :REQUEST)";
+    ok = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size());
+    const auto reply = ok ? next_frame() : std::nullopt;
+    ok = reply && is_ok_response(*reply);
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("server speaks first with the handshake on TCP and on the Unix socket", "[daemon][concurrency]") {
+  TempDir dir;
+  ServerOptions options = tcp_options();
+  options.unix_socket_path = dir.path() / "daemon.sock";
+  options.capabilities = {"AUTH", "STREAM-CHUNK"};
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  REQUIRE(server->tcp_port() != 0);
+
+  TestClient over_tcp = TestClient::tcp(server->tcp_port());
+  const Value hello = over_tcp.expect_handshake();
+  CHECK(to_sexp(hello) ==
+        "(:TYPE :EVENT :PAYLOAD (:ACTION :HANDSHAKE :VERSION \"9.9.9-test\" :CAPABILITIES (:AUTH :STREAM-CHUNK)))");
+
+  TestClient over_unix = TestClient::local(server->unix_socket_path());
+  CHECK(over_unix.expect_handshake() == hello);
+}
+
+TEST_CASE("server handshake carries this build's version by default", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.version.clear();
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  const Value hello = client.expect_handshake();
+  CHECK_FALSE(hello.path({"PAYLOAD", "VERSION"}).text().empty());
+  CHECK(hello.path({"PAYLOAD", "CAPABILITIES"}) ==
+        Value::list({Value::keyword("AUTH"), Value::keyword("HEALTH-CHECK"), Value::keyword("STREAM-CHUNK")}));
+}
+
+TEST_CASE("server answers a health check itself from the health probe", "[daemon][concurrency]") {
+  auto handler = std::make_shared<TestHandler>();
+  auto server = start_server(tcp_options(), handler, [] { return HealthReport{"HEALTHY", true}; });
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send_raw("000015(:type :health-check)");
+  CHECK(to_sexp(client.expect_frame()) == "(:TYPE :HEALTH-RESPONSE :STATUS :HEALTHY :CHECKED-P T)");
+  CHECK(handler->request_count() == 0);
+}
+
+TEST_CASE("server reports an unknown health without a probe", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :HEALTH-CHECK)");
+  CHECK(to_sexp(client.expect_frame()) == "(:TYPE :HEALTH-RESPONSE :STATUS :UNKNOWN :CHECKED-P NIL)");
+}
+
+TEST_CASE("server hands other messages to the handler and sends its reply", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"naïve café\"))");
+  const Value reply = client.expect_frame();
+  CHECK(is_ok_response(reply));
+  CHECK(echoed(reply).path({"PAYLOAD", "TEXT"}) == Value::string("naïve café"));
+  CHECK(reply.path({"PAYLOAD", "TRANSPORT"}) == Value::keyword("TCP"));
+
+  const ServerCounters counters = server->counters();
+  CHECK(counters.frames_in == 1);
+  CHECK(counters.frames_out >= 1);  // the handshake; the reply may still be on its way out of the counter
+  CHECK(counters.connections_open == 1);
+  CHECK(counters.connections_total == 1);
+}
+
+TEST_CASE("server answers pipelined requests in order, stream chunks before each final frame",
+          "[daemon][concurrency]") {
+  std::mutex workers_mutex;  // guards workers
+  std::vector<std::thread> workers;
+  auto handler = std::make_shared<TestHandler>([&](Value message, const ConnectionInfo&, ReplySink reply) {
+    const std::int64_t chunks = message.at("CHUNKS").as_integer();
+    // Answered from another thread, as a provider would.
+    std::lock_guard lock(workers_mutex);
+    workers.emplace_back([message, chunks, reply]() mutable {
+      for (std::int64_t i = 0; i < chunks; ++i) reply.send(make_stream_chunk("part " + std::to_string(i)));
+      reply.finish(make_ok_response("done", Value::plist({{"N", message.at("N")}})));
+    });
+  });
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  std::string burst;
+  for (int n = 0; n < 5; ++n) {
+    burst += *FrameCodec().encode(Value::plist({{"TYPE", Value::keyword("REQUEST")},
+                                                {"N", Value::integer(n)},
+                                                {"CHUNKS", Value::integer(n % 3)}}));
+  }
+  client.send_raw(burst);
+  for (int n = 0; n < 5; ++n) {
+    for (int i = 0; i < n % 3; ++i) {
+      const Value chunk = client.expect_frame();
+      CHECK(is_stream_chunk(chunk));
+      CHECK(chunk.path({"PAYLOAD", "TEXT"}) == Value::string("part " + std::to_string(i)));
+    }
+    const Value final = client.expect_frame();
+    CHECK(is_ok_response(final));
+    CHECK(final.path({"PAYLOAD", "N"}) == Value::integer(n));
+  }
+  client.close();
+  server->stop();
+  for (std::thread& worker : workers) worker.join();
+}
+
+TEST_CASE("server holds later requests until the current one is answered", "[daemon][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST :N 1)");
+  client.send("(:TYPE :REQUEST :N 2)");
+  ReplySink first = handler->wait_sink(0);
+  CHECK(handler->count() == 1);  // the second waits for the first reply
+  CHECK(first.is_open());
+  CHECK(first.finish(make_ok_response("one")));
+  CHECK_FALSE(first.is_open());
+  CHECK_FALSE(first.finish(make_ok_response("again")));
+  CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("one"));
+  ReplySink second = handler->wait_sink(1);
+  CHECK(handler->message(1).at("N") == Value::integer(2));
+  second.finish(make_ok_response("two"));
+  CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("two"));
+}
+
+TEST_CASE("server pauses reading while requests queue up and answers them all in order",
+          "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.max_queued_requests = 2;
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(options, handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  std::string burst;
+  for (int n = 0; n < 8; ++n) {
+    burst += *FrameCodec().encode(Value::plist({{"TYPE", Value::keyword("REQUEST")}, {"N", Value::integer(n)}}));
+  }
+  client.send_raw(burst);
+  for (std::size_t n = 0; n < 8; ++n) {
+    ReplySink reply = handler->wait_sink(n);
+    CHECK(handler->message(n).at("N") == Value::integer(static_cast<std::int64_t>(n)));
+    reply.finish(make_ok_response("answer " + std::to_string(n)));
+    CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("answer " + std::to_string(n)));
+  }
+  CHECK(server->counters().errors == 0);
+}
+
+TEST_CASE("server moves on when a handler drops its reply without answering", "[daemon][concurrency]") {
+  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, ReplySink reply) {
+    if (message.at("QUIET")) return;  // the sink goes out of scope unanswered
+    reply.finish(TestHandler::echo(message, connection));
+  });
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :EVENT :QUIET T)");
+  client.send("(:TYPE :EVENT :N 2)");
+  CHECK(echoed(client.expect_frame()).at("N") == Value::integer(2));
+}
+
+TEST_CASE("server answers INTERNAL when the handler throws and keeps the connection", "[daemon][concurrency]") {
+  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, ReplySink reply) {
+    if (message.at("THROW")) throw std::runtime_error("boom");
+    reply.finish(TestHandler::echo(message, connection));
+  });
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST :THROW T)");
+  const Value failed = client.expect_frame();
+  CHECK(error_response_code(failed) == "INTERNAL");
+  CHECK(failed.path({"PAYLOAD", "MESSAGE"}) == Value::string("request failed: boom"));
+  client.send("(:TYPE :REQUEST :N 3)");
+  CHECK(echoed(client.expect_frame()).at("N") == Value::integer(3));
+  CHECK(server->counters().errors == 1);
+}
+
+TEST_CASE("TCP requests authenticate with the :AUTH token; the Unix socket always counts", "[daemon][concurrency]") {
+  TempDir dir;
+  ServerOptions options = tcp_options();
+  options.unix_socket_path = dir.path() / "auth.sock";
+  options.auth_token = "s3cret-token";
+  auto server = start_server(options, std::make_shared<TestHandler>());
+
+  TestClient over_tcp = TestClient::tcp(server->tcp_port());
+  over_tcp.expect_handshake();
+  over_tcp.send("(:TYPE :REQUEST :N 1)");
+  CHECK(over_tcp.expect_frame().path({"PAYLOAD", "AUTHENTICATED"}).is_nil());
+  over_tcp.send("(:TYPE :REQUEST :AUTH \"wrong-token!\" :N 2)");
+  CHECK(over_tcp.expect_frame().path({"PAYLOAD", "AUTHENTICATED"}).is_nil());
+  over_tcp.send("(:TYPE :REQUEST :auth \"s3cret-token\" :N 3)");
+  const Value accepted = over_tcp.expect_frame();
+  CHECK(accepted.path({"PAYLOAD", "AUTHENTICATED"}).is_true());
+  CHECK(to_sexp(echoed(accepted)) == "(:TYPE :REQUEST :N 3)");  // the token is removed
+
+  TestClient over_unix = TestClient::local(server->unix_socket_path());
+  over_unix.expect_handshake();
+  over_unix.send("(:TYPE :REQUEST :N 4)");
+  const Value local = over_unix.expect_frame();
+  CHECK(local.path({"PAYLOAD", "AUTHENTICATED"}).is_true());
+  CHECK(local.path({"PAYLOAD", "TRANSPORT"}) == Value::keyword("UNIX"));
+}
+
+TEST_CASE("TCP requests are never authenticated when no token is configured", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST :AUTH \"\")");
+  CHECK(client.expect_frame().path({"PAYLOAD", "AUTHENTICATED"}).is_nil());
+}
+
+TEST_CASE("a malformed frame gets an error frame and closes that connection only", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.frame_limits.max_payload_code_points = 1000;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  TestClient bystander = TestClient::tcp(server->tcp_port());
+  bystander.expect_handshake();
+
+  struct Case {
+    std::string bytes;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {"zzzzzz(:TYPE :EVENT)", "BAD-FRAME"},
+      {"0003E9", "FRAME-TOO-LARGE"},  // 1001 code points announced
+      {"FFFFFF", "FRAME-TOO-LARGE"},
+      {"00000E(#.(run \"rm\"))", "BAD-FRAME"},
+      {"000003\"\xFF\"", "BAD-FRAME"},
+      {std::string(5000, ' '), "BAD-FRAME"},
+      {"000004(a b", "BAD-FRAME"},
+  };
+  for (const Case& c : cases) {
+    INFO("sending " << c.bytes.substr(0, 40));
+    TestClient offender = TestClient::tcp(server->tcp_port());
+    offender.expect_handshake();
+    offender.send_raw(c.bytes);
+    const Value error = offender.expect_frame();
+    CHECK(error_response_code(error) == c.code);
+    CHECK(offender.closed_by_server());
+
+    bystander.send("(:TYPE :REQUEST :STILL :HERE)");
+    CHECK(echoed(bystander.expect_frame()).at("STILL") == Value::keyword("HERE"));
+  }
+  CHECK(server->counters().errors == cases.size());
+}
+
+TEST_CASE("requests before a malformed frame are answered before its error frame", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send_raw(*FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 1)").value()) + "garbage");
+  CHECK(echoed(client.expect_frame()).at("N") == Value::integer(1));
+  CHECK(error_response_code(client.expect_frame()) == "BAD-FRAME");
+  CHECK(client.closed_by_server());
+}
+
+TEST_CASE("a frame cut short by the client's end of stream gets an error frame", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST :N 1)");
+  client.send_raw("00002C(:TYPE :EVENT");
+  // Half-closed: the server sees the end of the stream and still answers.
+  client.shutdown_write();
+  CHECK(echoed(client.expect_frame()).at("N") == Value::integer(1));
+  const Value error = client.expect_frame();
+  CHECK(error_response_code(error) == "BAD-FRAME");
+  CHECK(error.path({"PAYLOAD", "MESSAGE"}).text().find("the stream ended after 13 of 44 payload code points") !=
+        std::string_view::npos);
+  CHECK(client.closed_by_server());
+}
+
+TEST_CASE("the Unix socket is created with mode 0600", "[daemon][concurrency]") {
+  TempDir dir;
+  ServerOptions options;
+  options.listen_tcp = false;
+  options.unix_socket_path = dir.path() / "mode.sock";
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  struct stat status {};
+  REQUIRE(::lstat(options.unix_socket_path.c_str(), &status) == 0);
+  CHECK(S_ISSOCK(status.st_mode));
+  CHECK((status.st_mode & 07777) == 0600);
+  CHECK(server->tcp_port() == 0);
+  server->stop();
+  CHECK_FALSE(std::filesystem::exists(options.unix_socket_path));  // removed on stop
+}
+
+TEST_CASE("a stale Unix socket file is replaced, a live one or another file is not", "[daemon][concurrency]") {
+  TempDir dir;
+  const auto path = dir.path() / "stale.sock";
+  {
+    // Bound and closed without unlinking: a file nobody answers on.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.string().size());
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    ::close(fd);
+  }
+  REQUIRE(std::filesystem::exists(path));
+  ServerOptions options;
+  options.listen_tcp = false;
+  options.unix_socket_path = path;
+  auto first = start_server(options, std::make_shared<TestHandler>());
+  TestClient::local(path).expect_handshake();
+
+  auto second = Server::start(options, std::make_shared<TestHandler>());
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == ErrorCode::refused);
+  CHECK(second.error().message == "another server answers on unix socket '" + path.string() + "'");
+  TestClient::local(path).expect_handshake();  // the first still serves
+
+  const auto file = dir.path() / "not-a-socket";
+  std::ofstream(file) << "keep me";
+  options.unix_socket_path = file;
+  auto refused = Server::start(options, std::make_shared<TestHandler>());
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::refused);
+  CHECK(std::filesystem::file_size(file) == 7);
+}
+
+TEST_CASE("server refuses options it cannot serve", "[daemon]") {
+  auto handler = std::make_shared<TestHandler>();
+  ServerOptions none = tcp_options();
+  none.listen_tcp = false;
+  CHECK_FALSE(Server::start(none, handler).has_value());
+  ServerOptions huge = tcp_options();
+  huge.frame_limits.max_payload_code_points = kMaxFrameCodePoints + 1;
+  CHECK_FALSE(Server::start(huge, handler).has_value());
+  CHECK_FALSE(Server::start(tcp_options(), nullptr).has_value());
+  ServerOptions bad_address = tcp_options();
+  bad_address.tcp_address = "localhost:80";
+  CHECK(Server::start(bad_address, handler).error().code == ErrorCode::invalid_input);
+  TempDir dir;
+  ServerOptions long_path = tcp_options();
+  long_path.unix_socket_path = dir.path() / std::string(120, 'x');
+  CHECK(Server::start(long_path, handler).error().code == ErrorCode::invalid_input);
+}
+
+TEST_CASE("server reports a TCP port already in use", "[daemon][concurrency]") {
+  auto handler = std::make_shared<TestHandler>();
+  auto first = start_server(tcp_options(), handler);
+  ServerOptions same = tcp_options();
+  same.tcp_port = first->tcp_port();
+  auto second = Server::start(same, handler);
+  REQUIRE_FALSE(second.has_value());
+  CHECK(second.error().code == ErrorCode::io_error);
+  CHECK(second.error().message.find("cannot listen on 127.0.0.1:" + std::to_string(first->tcp_port())) == 0);
+}
+
+TEST_CASE("server serves 1,000 connections opened and closed", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.threads = 3;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 250;
+  std::vector<std::future<int>> done;
+  for (int t = 0; t < kThreads; ++t) {
+    done.push_back(std::async(std::launch::async, [port = server->tcp_port()] {
+      int served = 0;
+      for (int i = 0; i < kPerThread; ++i) {
+        if (serve_one_connection(port, i % 10 == 0)) ++served;  // some also make a request
+      }
+      return served;
+    }));
+  }
+  int served = 0;
+  for (auto& result : done) served += result.get();
+  CHECK(served == kThreads * kPerThread);
+  REQUIRE(server->wait_connections_open_for_test(0, kWait));
+  const ServerCounters counters = server->counters();
+  CHECK(counters.connections_total == kThreads * kPerThread);
+  CHECK(counters.connections_open == 0);
+  CHECK(counters.connections_rejected == 0);
+  CHECK(counters.errors == 0);
+}
+
+TEST_CASE("one connection over the maximum gets BUSY and is closed", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.max_connections = 2;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  auto first = std::make_unique<TestClient>(TestClient::tcp(server->tcp_port()));
+  first->expect_handshake();
+  TestClient second = TestClient::tcp(server->tcp_port());
+  second.expect_handshake();
+
+  TestClient third = TestClient::tcp(server->tcp_port());
+  const Value busy = third.expect_frame();
+  CHECK(error_response_code(busy) == "BUSY");
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections (the limit is 2)"));
+  CHECK(third.closed_by_server());
+  CHECK(server->counters().connections_rejected == 1);
+
+  first.reset();
+  REQUIRE(server->wait_connections_open_for_test(1, kWait));
+  TestClient fourth = TestClient::tcp(server->tcp_port());
+  fourth.expect_handshake();
+  second.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(second.expect_frame()));
+}
+
+TEST_CASE("a frame not finished within the read timeout gets TIMEOUT and closes", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.read_timeout = 200ms;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send_raw("0000");
+  const Value timeout = client.expect_frame();
+  CHECK(error_response_code(timeout) == "TIMEOUT");
+  CHECK(timeout.path({"PAYLOAD", "MESSAGE"}) == Value::string("a frame was not complete within 200 ms"));
+  CHECK(client.closed_by_server());
+}
+
+TEST_CASE("an idle connection gets TIMEOUT and closes after the idle timeout", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.idle_timeout = 300ms;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  const Value timeout = client.expect_frame();
+  CHECK(error_response_code(timeout) == "TIMEOUT");
+  CHECK(timeout.path({"PAYLOAD", "MESSAGE"}) == Value::string("the connection was idle for 300 ms"));
+  CHECK(client.closed_by_server());
+}
+
+TEST_CASE("stop answers a request in flight before closing", "[daemon][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  TestClient busy = TestClient::tcp(server->tcp_port());
+  busy.expect_handshake();
+  TestClient idle = TestClient::tcp(server->tcp_port());
+  idle.expect_handshake();
+  // Both in one write, so the second is queued when the first reaches the handler.
+  busy.send_raw(*FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 1)").value()) +
+                *FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 2)").value()));
+  ReplySink in_flight = handler->wait_sink(0);
+
+  server->begin_stop();
+  auto stopped = std::async(std::launch::async, [&server] { server->stop(kWait); });
+  CHECK(idle.closed_by_server());  // nothing to finish: closed at once
+
+  in_flight.send(make_stream_chunk("almost"));
+  CHECK(in_flight.finish(make_ok_response("finished during stop")));
+  CHECK(is_stream_chunk(busy.expect_frame()));
+  CHECK(busy.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("finished during stop"));
+  CHECK(error_response_code(busy.expect_frame()) == "SHUTTING-DOWN");  // the queued one was not started
+  CHECK(busy.closed_by_server());
+  REQUIRE(stopped.wait_for(kWait) == std::future_status::ready);
+  stopped.get();
+  CHECK(handler->count() == 1);
+  CHECK(server->counters().connections_open == 0);
+  CHECK_FALSE(in_flight.send(make_stream_chunk("late")));
+}
+
+TEST_CASE("stop closes connections whose handler never answers once the grace period ends",
+          "[daemon][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST)");
+  ReplySink never = handler->wait_sink(0);
+  server->stop(100ms);
+  CHECK(client.closed_by_server());
+  CHECK(server->counters().connections_open == 0);
+  CHECK_FALSE(never.finish(make_ok_response("too late")));
+  handler->release_all();
+}
+
+TEST_CASE("a connection arriving while the server stops is never served", "[daemon][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  TestClient holder = TestClient::tcp(server->tcp_port());
+  holder.expect_handshake();
+  holder.send("(:TYPE :REQUEST)");
+  ReplySink held = handler->wait_sink(0);
+  server->begin_stop();
+  // The listener closes asynchronously: a late client is refused by the
+  // kernel, dropped with the listener, or told that the daemon is stopping.
+  if (auto late = TestClient::try_tcp(server->tcp_port())) {
+    const auto first = late->read_frame();
+    if (first) CHECK(error_response_code(*first) == "SHUTTING-DOWN");
+  }
+  held.finish(make_ok_response("bye"));
+  CHECK(holder.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("bye"));
+  CHECK(holder.closed_by_server());
+  server->stop();
+  CHECK(handler->count() == 1);
+}
+
+TEST_CASE("a reply sink outliving its connection does nothing", "[daemon][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  TestClient client = TestClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST)");
+  handler->wait_sink(0);
+  client.reset();
+  REQUIRE(server->wait_connections_open_for_test(0, kWait));
+  ReplySink orphan = handler->wait_sink(0);
+  CHECK_FALSE(orphan.is_open());
+  CHECK_FALSE(orphan.send(make_stream_chunk("x")));
+  CHECK_FALSE(orphan.finish(make_ok_response("x")));
+  CHECK(orphan.connection().transport == Transport::tcp);
+  CHECK_FALSE(ReplySink().send(make_stream_chunk("x")));
+}
+
+TEST_CASE("server runs on an io_context the caller shares", "[daemon][concurrency]") {
+  boost::asio::io_context context;
+  auto work = boost::asio::make_work_guard(context);
+  std::thread runner([&context] { context.run(); });
+  {
+    auto started = Server::start(context, tcp_options(), std::make_shared<TestHandler>());
+    REQUIRE(started.has_value());
+    std::unique_ptr<Server> server = std::move(*started);
+    TestClient client = TestClient::tcp(server->tcp_port());
+    client.expect_handshake();
+    client.send("(:TYPE :REQUEST :N 5)");
+    CHECK(echoed(client.expect_frame()).at("N") == Value::integer(5));
+    server->begin_stop();
+    CHECK(client.closed_by_server());
+    server->stop();
+    CHECK(server->counters().connections_open == 0);
+  }
+  work.reset();
+  runner.join();
+}

@@ -1,0 +1,229 @@
+// Executor: the thread pool (post, post_after, stop) and the strand (order,
+// one task at a time), waiting on results rather than sleeping.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "log.hpp"
+#include "pipeline/executor.hpp"
+#include "support/async_wait.hpp"
+
+using namespace passepartout;
+using passepartout::testing::Awaited;
+using passepartout::testing::CountDown;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+TEST_CASE("a thread pool has at least one thread", "[pipeline][executor]") {
+  ThreadPool none(0);
+  CHECK(none.size() == 1);
+  ThreadPool three(3);
+  CHECK(three.size() == 3);
+}
+
+TEST_CASE("a thread pool runs posted tasks on its own threads", "[pipeline][executor]") {
+  ThreadPool pool(2);
+  constexpr std::size_t kTasks = 1000;
+  CountDown done(kTasks);
+  std::atomic<std::size_t> on_caller{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  for (std::size_t i = 0; i < kTasks; ++i) {
+    pool.post([&] {
+      if (std::this_thread::get_id() == caller) ++on_caller;
+      done.arrive();
+    });
+  }
+  REQUIRE(done.wait());
+  CHECK(on_caller == 0);
+}
+
+TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]") {
+  ThreadPool pool(1);
+  Awaited<Clock::time_point> ran;
+  const Clock::time_point start = Clock::now();
+  pool.post_after(std::chrono::milliseconds(30), [&] { ran.set(Clock::now()); });
+  auto at = ran.wait();
+  REQUIRE(at.has_value());
+  CHECK(*at - start >= std::chrono::milliseconds(30));
+}
+
+TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]") {
+  ThreadPool pool(1);
+  std::mutex order_mutex;
+  std::vector<int> order;
+  CountDown done(3);
+  auto record = [&](int n) {
+    return [&, n] {
+      {
+        std::lock_guard lock(order_mutex);
+        order.push_back(n);
+      }
+      done.arrive();
+    };
+  };
+  pool.post_after(std::chrono::milliseconds(60), record(3));
+  pool.post_after(std::chrono::milliseconds(0), record(1));
+  pool.post_after(std::chrono::milliseconds(20), record(2));
+  REQUIRE(done.wait());
+  CHECK(order == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]") {
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  const Clock::time_point start = Clock::now();
+  {
+    ThreadPool pool(2);
+    pool.post_after(std::chrono::hours(1), [ran] { *ran = true; });
+    pool.stop();
+    pool.stop();  // idempotent
+  }
+  CHECK_FALSE(*ran);
+  CHECK(Clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("stopping lets the tasks already queued run, and drops what is posted later", "[pipeline][executor]") {
+  ThreadPool pool(1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  Awaited<bool> first_running;
+  std::atomic<int> ran{0};
+  pool.post([&, released] {
+    first_running.set(true);
+    released.wait();
+  });
+  REQUIRE(first_running.wait());
+  for (int i = 0; i < 10; ++i) pool.post([&] { ++ran; });
+
+  std::thread stopper([&] { pool.stop(); });
+  release.set_value();
+  stopper.join();
+  CHECK(ran == 10);
+
+  pool.post([&] { ++ran; });
+  pool.post_after(std::chrono::milliseconds(0), [&] { ++ran; });
+  CHECK(ran == 10);
+}
+
+TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]") {
+  LogCapture log;
+  ThreadPool pool(1);
+  Awaited<bool> after;
+  pool.post([] { throw std::runtime_error("task exploded"); });
+  pool.post_after(std::chrono::milliseconds(1), [] { throw std::runtime_error("timer exploded"); });
+  pool.post_after(std::chrono::milliseconds(5), [&] { after.set(true); });
+  REQUIRE(after.wait());
+  CHECK(log.contains("executor: a pool task threw: task exploded"));
+  CHECK(log.contains("executor: a delayed pool task threw: timer exploded"));
+}
+
+TEST_CASE("a strand runs its tasks one at a time in the order posted", "[pipeline][executor][concurrency]") {
+  ThreadPool pool(4);
+  Strand strand(pool);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 500;
+  std::atomic<int> active{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::vector<int>> seen(kThreads);  // written only on the strand
+  CountDown done(kThreads * kPerThread);
+
+  std::vector<std::thread> posters;
+  for (int t = 0; t < kThreads; ++t) {
+    posters.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        strand.post([&, t, i] {
+          if (active.fetch_add(1) != 0) overlapped = true;
+          seen[static_cast<std::size_t>(t)].push_back(i);
+          active.fetch_sub(1);
+          done.arrive();
+        });
+      }
+    });
+  }
+  for (std::thread& poster : posters) poster.join();
+  REQUIRE(done.wait());
+  CHECK_FALSE(overlapped);
+  for (const std::vector<int>& sequence : seen) {
+    REQUIRE(sequence.size() == kPerThread);
+    for (int i = 0; i < kPerThread; ++i) CHECK(sequence[static_cast<std::size_t>(i)] == i);
+  }
+}
+
+TEST_CASE("a strand's delayed task runs on the strand after its delay", "[pipeline][executor]") {
+  ThreadPool pool(2);
+  Strand strand(pool);
+  Awaited<Clock::time_point> ran;
+  const Clock::time_point start = Clock::now();
+  strand.post_after(std::chrono::milliseconds(20), [&] { ran.set(Clock::now()); });
+  auto at = ran.wait();
+  REQUIRE(at.has_value());
+  CHECK(*at - start >= std::chrono::milliseconds(20));
+}
+
+TEST_CASE("a strand destroyed with tasks queued still runs them, in order", "[pipeline][executor]") {
+  ThreadPool pool(1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::vector<int> order;  // written only on the strand
+  CountDown done(3);
+  {
+    Strand strand(pool);
+    strand.post([released] { released.wait(); });
+    strand.post([&] {
+      order.push_back(1);
+      done.arrive();
+    });
+    strand.post([&] {
+      order.push_back(2);
+      done.arrive();
+    });
+    strand.post([&] { done.arrive(); });
+  }
+  release.set_value();
+  REQUIRE(done.wait());
+  CHECK(order == std::vector<int>{1, 2});
+}
+
+TEST_CASE("a strand task that throws is logged and the next one runs", "[pipeline][executor]") {
+  LogCapture log;
+  ThreadPool pool(2);
+  Strand strand(pool);
+  Awaited<bool> next;
+  strand.post([] { throw std::runtime_error("strand task failed"); });
+  strand.post([&] { next.set(true); });
+  REQUIRE(next.wait());
+  CHECK(log.contains("executor: a strand task threw: strand task failed"));
+}
+
+TEST_CASE("posting from many threads while the pool stops neither crashes nor hangs",
+          "[pipeline][executor][concurrency]") {
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  {
+    ThreadPool pool(2);
+    std::atomic<bool> go{false};
+    std::vector<std::thread> posters;
+    for (int t = 0; t < 4; ++t) {
+      posters.emplace_back([&, ran] {
+        while (!go.load()) std::this_thread::yield();
+        for (int i = 0; i < 2000; ++i) {
+          pool.post([ran] { ++*ran; });
+          pool.post_after(std::chrono::microseconds(i % 50), [ran] { ++*ran; });
+        }
+      });
+    }
+    go = true;
+    pool.stop();
+    for (std::thread& poster : posters) poster.join();
+  }
+  CHECK(ran->load() <= 16000);
+}
