@@ -130,9 +130,13 @@ struct ServerCounters {
 
 // Listens, accepts, runs connections. Each connection sends the handshake
 // first, then reads frames; a malformed or oversized frame gets an error
-// response and closes that connection only. Each connection has its own
-// strand and write queue (one write in flight at a time); replies to the
-// requests of one connection leave in order.
+// response (after the replies to the requests before it) and closes that
+// connection only. Each connection has its own strand and write queue (one
+// write in flight at a time); replies to the requests of one connection
+// leave in order. A client that ends its side of the stream (half-close)
+// still gets the answers to what it sent; a reset closes at once, and the
+// sinks of its requests then do nothing. Closing sends FIN and waits up to
+// `linger` for the client's, so the last frame is not lost to a reset.
 //
 // Thread affinity: start, stop and the destructor from a thread that is not
 // one of the io_context's (stop waits); everything else from any thread.
