@@ -52,7 +52,7 @@ struct ScriptedRule {
 
 // A parsed script: its rules in order. Immutable once parsed.
 struct ScriptedScript {
-  static constexpr std::size_t kMaxFileSize = 1024 * 1024;
+  static constexpr std::size_t kMaxFileSize = std::size_t{1024} * 1024;
   static constexpr std::chrono::milliseconds kMaxDelay{60 * 60 * 1000};
 
   std::vector<ScriptedRule> rules;
