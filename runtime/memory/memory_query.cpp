@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "value/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {
@@ -18,11 +19,9 @@ bool todo_state_is(const MemoryObject& object, std::string_view state) {
   return (value.is_string() || value.is_keyword() || value.is_symbol()) && value.text() == state;
 }
 
-char lower_ascii(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
 bool contains_ignore_case(std::string_view haystack, std::string_view needle) {
   auto found = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
-                           [](char a, char b) { return lower_ascii(a) == lower_ascii(b); });
+                           [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
   return found != haystack.end() || needle.empty();
 }
 

@@ -23,6 +23,7 @@
 #include "providers/cascade.hpp"
 #include "skills/host_api.hpp"
 #include "skills/registry.hpp"
+#include "value/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {
@@ -44,28 +45,12 @@ std::int64_t depth_of(const Value& signal) {
   return depth.is_integer() ? depth.as_integer() : 0;
 }
 
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-  return out;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 // A keyword or string naming a target, as an upper-case name without ':'.
 std::string target_name(const Value& target) {
   if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return {};
   std::string_view name = target.text();
   if (!name.empty() && name.front() == ':') name.remove_prefix(1);
-  return upper(name);
+  return ascii_upper(name);
 }
 
 // (:TYPE :EVENT :DEPTH d :META m :PAYLOAD payload)
@@ -294,7 +279,7 @@ struct Run : std::enable_shared_from_this<Run> {
     const Value& sensor = sensor_of(reasoning);
     if (sensor.is_keyword("TOOL-OUTPUT") || sensor.is_keyword("TOOL-ERROR")) {
       const Value& tool = reasoning.path({"PAYLOAD", "TOOL"});
-      const std::string name = tool.is_string() ? std::string(tool.text()) : lower(target_name(tool.at("TARGET")));
+      const std::string name = tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET")));
       if (sensor.is_keyword("TOOL-ERROR")) {
         return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD", "MESSAGE"}).text());
       }
@@ -497,7 +482,7 @@ struct Run : std::enable_shared_from_this<Run> {
   void dispatch(Value action) {
     std::string target = target_name(action.at("TARGET"));
     if (target.empty()) target = target_name(signal.path({"META", "SOURCE"}));
-    if (target.empty()) target = upper(options().default_actuator);
+    if (target.empty()) target = ascii_upper(options().default_actuator);
     if (target == "SYSTEM" && reply_open()) target = "TUI";
     if (action.get("META") == nullptr && signal.get("META") != nullptr) action = action.with("META", signal.at("META"));
 
@@ -522,7 +507,7 @@ struct Run : std::enable_shared_from_this<Run> {
     }
     const Snapshot::ActuatorEntry* actuator = snapshot->find_actuator(target);
     if (actuator == nullptr) {
-      log_message(LogLevel::error, kComponent, "ACT ERROR: No actuator registered for '" + lower(target) + "'");
+      log_message(LogLevel::error, kComponent, "ACT ERROR: No actuator registered for '" + ascii_lower(target) + "'");
       acted(Value());
       return;
     }
@@ -546,7 +531,7 @@ struct Run : std::enable_shared_from_this<Run> {
     if (result.is_nil()) return Value();
     const std::string own_target = target_name(action.at("TARGET"));
     for (const std::string& silent : options().silent_actuators) {
-      if (!own_target.empty() && upper(silent) == own_target) return Value();
+      if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
     }
     return feedback_event(depth_of(signal) + 1, signal.at("META"),
                           Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
@@ -572,7 +557,7 @@ struct Run : std::enable_shared_from_this<Run> {
   // E7: a tool call, on the blocking executor.
   void tool_actuator(const Value& action) {
     const Value& tool_value = action.path({"PAYLOAD", "TOOL"});
-    const std::string name = lower(tool_value.is_string() || tool_value.is_keyword() || tool_value.is_symbol()
+    const std::string name = ascii_lower(tool_value.is_string() || tool_value.is_keyword() || tool_value.is_symbol()
                                        ? tool_value.text()
                                        : std::string_view());
     Value args = action.path({"PAYLOAD", "ARGS"});
@@ -791,7 +776,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     if (args.is_list() && args.items()[0].is_list()) args = args.items()[0];
   }
   if (actuator == nullptr && tool == nullptr) {
-    done(fail(ErrorCode::not_found, "approved, but no actuator or tool serves target '" + lower(target) + "'"));
+    done(fail(ErrorCode::not_found, "approved, but no actuator or tool serves target '" + ascii_lower(target) + "'"));
     return;
   }
   log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");

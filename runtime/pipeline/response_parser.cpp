@@ -15,17 +15,6 @@ namespace {
 
 constexpr std::string_view kFence = "```";
 
-// `text` with every ill-formed UTF-8 sequence replaced by U+FFFD: a reply is
-// untrusted bytes, and a Value holds only valid UTF-8.
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  while (std::optional<std::size_t> bad = find_invalid_utf8(text)) {
-    out.append(text.substr(0, *bad)).append("\xEF\xBF\xBD");
-    text.remove_prefix(*bad + 1);
-  }
-  out.append(text);
-  return out;
-}
 
 bool is_language_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '_';
@@ -178,7 +167,7 @@ Value plist_keywords_normalize(const Value& form) {
 }
 
 Value parse_response_text(std::string_view text) {
-  const std::string cleaned = markdown_strip(valid_utf8(text));
+  const std::string cleaned = markdown_strip(replace_invalid_utf8(text));
   if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
     auto form = read_sexp_prefix(cleaned, nullptr);
     if (form && form->is_sequence()) return form_action(*form);
@@ -194,7 +183,7 @@ Value parse_response(const ProviderReply& reply) {
     case ProviderReply::Kind::content:
       return parse_response_text(reply.content);
     case ProviderReply::Kind::failure:
-      return message_action(valid_utf8(reply.error));
+      return message_action(replace_invalid_utf8(reply.error));
   }
   return message_action(std::string());
 }

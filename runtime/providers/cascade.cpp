@@ -15,17 +15,6 @@ namespace {
 
 constexpr std::string_view kComponent = "PROBABILISTIC";
 
-// `text` with every ill-formed UTF-8 sequence replaced by U+FFFD, so provider
-// messages (which may echo raw HTTP bodies) can become Values.
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  while (std::optional<std::size_t> bad = find_invalid_utf8(text)) {
-    out.append(text.substr(0, *bad)).append("\xEF\xBF\xBD");
-    text.remove_prefix(*bad + 1);
-  }
-  out.append(text);
-  return out;
-}
 
 std::string exception_text(const std::exception_ptr& error) {
   try {
@@ -52,8 +41,8 @@ Value CascadeOutcome::failure_value() const {
   std::vector<Value> failed;
   failed.reserve(failures.size());
   for (const ProviderFailure& failure : failures) {
-    failed.push_back(Value::plist({{"PROVIDER", Value::string(valid_utf8(failure.provider))},
-                                   {"MESSAGE", Value::string(valid_utf8(failure.message))}}));
+    failed.push_back(Value::plist({{"PROVIDER", Value::string(replace_invalid_utf8(failure.provider))},
+                                   {"MESSAGE", Value::string(replace_invalid_utf8(failure.message))}}));
   }
   return Value::plist(
       {{"TYPE", Value::keyword("LOG")},

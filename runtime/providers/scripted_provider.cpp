@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "value/utf8.hpp"
+#include "yaml_diagnostics.hpp"
 
 namespace passepartout {
 namespace {
@@ -38,15 +39,6 @@ constexpr int kMaxArgumentDepth = 32;
 
 constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
 
-// Quoted for a message, shortened so one bad value cannot flood a log line.
-std::string in_quotes(std::string_view s) {
-  constexpr std::size_t kShown = 60;
-  if (s.size() <= kShown) return "'" + std::string(s) + "'";
-  std::size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole code points
-  return "'" + std::string(s.substr(0, cut)) + "...'";
-}
-
 std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return in_quotes(node.Scalar());
   if (node.IsSequence()) return "a list";
@@ -54,54 +46,8 @@ std::string describe(const YAML::Node& node) {
   return "an empty value";
 }
 
-// "<where>:<line>:<column>: <what>", 1-based; a mark yaml-cpp left unset counts as the start.
-std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what) {
-  const int line = mark.line < 0 ? 0 : mark.line;
-  const int column = mark.column < 0 ? 0 : mark.column;
-  return where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + what;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// "unknown key 'rply' in a rule; did you mean 'reply'?", or the allowed keys.
-std::string unknown_key_message(std::string_view key, std::span<const std::string_view> known, std::string_view where) {
-  std::string message = "unknown key " + in_quotes(key) + std::string(where);
-  std::string_view best;
-  std::size_t best_distance = 3;
-  for (std::string_view candidate : known) {
-    const std::size_t d = edit_distance(key, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  if (!best.empty()) return message + "; did you mean '" + std::string(best) + "'?";
-  message += "; allowed keys are ";
-  for (std::size_t i = 0; i < known.size(); ++i) message += (i == 0 ? "" : ", ") + std::string(known[i]);
-  return message;
-}
-
 bool is_null(const YAML::Node& node) {
   return !node.IsDefined() || node.IsNull();
-}
-
-std::optional<bool> core_bool(std::string_view s) {
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  return std::nullopt;
 }
 
 // A plain YAML scalar as the YAML 1.2 core schema types it: null, bool,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "log.hpp"
+#include "value/ascii.hpp"
 
 namespace passepartout {
 namespace {
@@ -16,8 +17,6 @@ bool runs_before(const Slot* a, const Slot* b) {
   return a->name() < b->name();
 }
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-char upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 
 // Three-way comparison of `name` (stored folded by `fold`) with `query` folded the same way.
 template <char (*Fold)(char)>
@@ -94,12 +93,12 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
 }
 
 const Snapshot::ToolEntry* Snapshot::find_tool(std::string_view name) const noexcept {
-  return find_folded<lower>(tools_, name);
+  return find_folded<ascii_lower>(tools_, name);
 }
 
 const Snapshot::ActuatorEntry* Snapshot::find_actuator(std::string_view target) const noexcept {
   if (!target.empty() && target.front() == ':') target.remove_prefix(1);
-  return find_folded<upper>(actuators_, target);
+  return find_folded<ascii_upper>(actuators_, target);
 }
 
 const Slot* Snapshot::find(std::string_view name) const noexcept {

@@ -14,13 +14,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <openssl/evp.h>
 #include <mutex>
 #include <set>
 #include <vector>
 #include <sstream>
 #include <thread>
 
+#include "digest.hpp"
 #include "log.hpp"
 #include "skills/elf_inspector.hpp"
 #include "skills/skill_table.hpp"
@@ -42,23 +42,6 @@ std::string octal_mode(mode_t mode) {
   std::ostringstream out;
   out << '0' << std::oct << (mode & 07777);
   return out.str();
-}
-
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(n * 2, '0');
-  for (std::size_t i = 0; i < n; ++i) {
-    out[2 * i] = kDigits[bytes[i] >> 4];
-    out[2 * i + 1] = kDigits[bytes[i] & 0xF];
-  }
-  return out;
-}
-
-std::string sha256_hex(const std::string& bytes) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr);
-  return hex(digest.data(), length);
 }
 
 Result<std::string> read_file(const fs::path& file, const std::string& who) {

@@ -18,7 +18,9 @@
 #include <system_error>
 #include <utility>
 
+#include "value/ascii.hpp"
 #include "value/utf8.hpp"
+#include "yaml_diagnostics.hpp"
 
 namespace passepartout {
 namespace {
@@ -67,13 +69,6 @@ bool is_blank(char c) {
   return c == ' ' || c == '\t';
 }
 
-std::string lower_ascii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
@@ -81,73 +76,10 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Quoted for a message, shortened so one bad value cannot flood a log line.
-std::string in_quotes(std::string_view s) {
-  constexpr std::size_t kShown = 60;
-  if (s.size() <= kShown) return "'" + std::string(s) + "'";
-  std::size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole code points
-  return "'" + std::string(s.substr(0, cut)) + "...'";
-}
-
-// Edit distance counting a swap of neighbours as one edit ("nmae" -> "name").
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// "unknown key 'priorty'; did you mean 'priority'?", or the allowed keys when
-// nothing is close.
-std::string unknown_key_message(std::string_view key, std::span<const std::string_view> known, std::string_view where) {
-  std::string message = "unknown key " + in_quotes(key) + std::string(where);
-  std::string folded = lower_ascii(key);
-  std::string_view best;
-  for (auto [alias, target] : kKeyAliases) {
-    if (folded == alias && std::find(known.begin(), known.end(), target) != known.end()) {
-      best = target;
-    }
-  }
-  if (best.empty()) {
-    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
-    for (std::string_view candidate : known) {
-      std::size_t d = edit_distance(folded, candidate);
-      // Close means a slip of the keyboard, not a different word.
-      bool close = d <= 1 || (d == 2 && folded.size() >= 5) || d * 3 <= candidate.size();
-      if (close && d < best_distance) {
-        best_distance = d;
-        best = candidate;
-      }
-    }
-  }
-  if (!best.empty()) return message + "; did you mean '" + std::string(best) + "'?";
-  message += "; allowed keys are ";
-  for (std::size_t i = 0; i < known.size(); ++i) {
-    message += (i == 0 ? "" : ", ") + std::string(known[i]);
-  }
-  return message;
-}
-
 // --- YAML 1.2 core schema ------------------------------------------------------
 
 bool is_core_null(std::string_view s) {
   return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
-}
-
-std::optional<bool> core_bool(std::string_view s) {
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  return std::nullopt;
 }
 
 enum class Parsed { no, yes, out_of_range };
@@ -241,13 +173,6 @@ std::string describe(const YAML::Node& node) {
   return "an empty value";
 }
 
-// "<where>:<line>:<column>: <what>", 1-based; a mark yaml-cpp left unset counts as the start.
-std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what) {
-  int line = mark.line < 0 ? 0 : mark.line;
-  int column = mark.column < 0 ? 0 : mark.column;
-  return where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + what;
-}
-
 bool valid_config_key_char(char c) {
   auto u = static_cast<unsigned char>(c);
   if (u <= 0x20 || u == 0x7F) return false;
@@ -331,7 +256,7 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
     }
     const std::string& k = key.Scalar();
     if (std::find(std::begin(kTopKeys), std::end(kTopKeys), k) == std::end(kTopKeys)) {
-      problem(key.Mark(), unknown_key_message(k, kTopKeys, ""));
+      problem(key.Mark(), unknown_key_message(k, kTopKeys, "", kKeyAliases));
       continue;
     }
     if (auto [it, inserted] = seen.emplace(k, key.Mark()); !inserted) {
@@ -521,7 +446,7 @@ void ManifestReader::read_trigger(const YAML::Node& key, const YAML::Node& value
     }
     const std::string& name = k.Scalar();
     if (std::find(std::begin(kTriggerKeys), std::end(kTriggerKeys), name) == std::end(kTriggerKeys)) {
-      problem(k.Mark(), unknown_key_message(name, kTriggerKeys, " in 'trigger'"));
+      problem(k.Mark(), unknown_key_message(name, kTriggerKeys, " in 'trigger'", kKeyAliases));
       continue;
     }
     if (!seen.insert(name).second) {
@@ -569,7 +494,7 @@ void ManifestReader::read_sha256(const YAML::Node& key, const YAML::Node& value,
                               in_quotes(*text) + " (" + std::to_string(text->size()) + " characters)");
     return;
   }
-  out.sha256 = lower_ascii(*text);
+  out.sha256 = ascii_lower(*text);
 }
 
 Value ManifestReader::convert_config(const YAML::Node& node, const std::string& path, int depth) {

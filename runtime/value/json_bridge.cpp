@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "value/ascii.hpp"
 #include "value/json_bridge_detail.hpp"
 #include "value/value_access.hpp"
 
@@ -21,7 +22,7 @@ using OrderedJson = nlohmann::ordered_json;
 Value keyword_from_key(std::string_view key) {
   Value keyword;
   char* out = ValueAccess::init_text(keyword, Kind::Keyword, key.size());
-  for (const char c : key) *out++ = (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
+  for (const char c : key) *out++ = ascii_upper(c);
   return keyword;
 }
 
@@ -152,14 +153,6 @@ bool is_proper_plist(std::span<const Value> items) noexcept {
   return true;
 }
 
-std::string lower_ascii(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<Value> json_to_value(std::string_view json, std::size_t max_depth) {
@@ -214,13 +207,13 @@ OrderedJson value_to_json_dom(const Value& value) {
     case Kind::Float: return value.as_float();
     case Kind::String:
     case Kind::Symbol: return std::string(value.text());
-    case Kind::Keyword: return lower_ascii(value.text());
+    case Kind::Keyword: return ascii_lower(value.text());
     case Kind::List: {
       const std::span<const Value> items = value.items();
       if (is_proper_plist(items)) {
         OrderedJson object = OrderedJson::object();
         for (std::size_t i = 0; i < items.size(); i += 2) {
-          std::string key = lower_ascii(items[i].text());
+          std::string key = ascii_lower(items[i].text());
           if (!object.contains(key)) object.emplace(std::move(key), value_to_json_dom(items[i + 1]));
         }
         return object;

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <vector>
 
+#include "value/ascii.hpp"
 #include "value/sexp_syntax.hpp"
 #include "value/utf8.hpp"
 #include "value/value_access.hpp"
@@ -131,10 +132,6 @@ constexpr std::array<char, 256> kPlainTokenUpper = [] {
 bool ends_token(char c) noexcept {
   const CharClass cls = char_class(c);
   return cls == CharClass::whitespace || cls == CharClass::terminating;
-}
-
-char upper_ascii(char c) noexcept {
-  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
 }
 
 // A token for an error message: quoted, cut at a code-point boundary when long.
@@ -491,7 +488,7 @@ class Reader {
       char* dst = ValueAccess::init_text(out, Kind::Keyword, name.size());
       for (const char c : name) {
         if (c == ':') return fail_package_marker(start, token);
-        *dst++ = upper_ascii(c);
+        *dst++ = ascii_upper(c);
       }
       return true;
     }
@@ -520,7 +517,7 @@ class Reader {
     char* dst = ValueAccess::init_text(out, Kind::Symbol, token.size());
     for (const char c : token) {
       if (c == ':') return fail_package_marker(start, token);
-      *dst++ = upper_ascii(c);
+      *dst++ = ascii_upper(c);
     }
     return true;
   }
@@ -547,7 +544,7 @@ class Reader {
         ++k;
       }
       if (!verbatim && c == ':') *package_marker = true;
-      if (dst != nullptr) dst[n] = keyword || !verbatim ? upper_ascii(c) : c;
+      if (dst != nullptr) dst[n] = keyword || !verbatim ? ascii_upper(c) : c;
       ++n;
     }
     return n;

@@ -83,6 +83,16 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
   return std::nullopt;
 }
 
+std::string replace_invalid_utf8(std::string_view text) {
+  std::string out;
+  while (std::optional<std::size_t> bad = find_invalid_utf8(text)) {
+    out.append(text.substr(0, *bad)).append("\xEF\xBF\xBD");
+    text.remove_prefix(*bad + 1);
+  }
+  out.append(text);
+  return out;
+}
+
 std::size_t count_code_points(std::string_view text) noexcept {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t size = text.size();

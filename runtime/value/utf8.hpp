@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace passepartout {
@@ -17,6 +18,10 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
 inline bool is_valid_utf8(std::string_view text) noexcept {
   return !find_invalid_utf8(text).has_value();
 }
+
+// `text` with every ill-formed UTF-8 sequence replaced by U+FFFD, so untrusted
+// bytes (a model's reply, an echoed HTTP body) can become a Value.
+std::string replace_invalid_utf8(std::string_view text);
 
 // Number of code points in `text`, which must be valid UTF-8.
 std::size_t count_code_points(std::string_view text) noexcept;

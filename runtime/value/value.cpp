@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "value/ascii.hpp"
 #include "value/utf8.hpp"
 #include "value/value_access.hpp"
 
@@ -190,10 +191,6 @@ std::string_view strip_colon(std::string_view name) noexcept {
   return name;
 }
 
-char upper_ascii(char c) noexcept {
-  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - ('a' - 'A')) : c;
-}
-
 }  // namespace
 
 const char* to_string(Kind kind) noexcept {
@@ -288,7 +285,7 @@ Value Value::keyword(std::string_view name) {
   name = strip_colon(name);
   Value v;
   char* out = ValueAccess::init_text(v, Kind::Keyword, name.size());
-  for (std::size_t i = 0; i < name.size(); ++i) out[i] = upper_ascii(name[i]);
+  for (std::size_t i = 0; i < name.size(); ++i) out[i] = ascii_upper(name[i]);
   return v;
 }
 
@@ -446,13 +443,13 @@ std::uint32_t Value::use_count_for_test() const noexcept {
 void append_upper_ascii(std::string& out, std::string_view text) {
   const std::size_t start = out.size();
   out.append(text);
-  for (std::size_t i = start; i < out.size(); ++i) out[i] = upper_ascii(out[i]);
+  for (std::size_t i = start; i < out.size(); ++i) out[i] = ascii_upper(out[i]);
 }
 
 bool equals_ignore_case(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i] && upper_ascii(a[i]) != upper_ascii(b[i])) return false;
+    if (a[i] != b[i] && ascii_upper(a[i]) != ascii_upper(b[i])) return false;
   }
   return true;
 }
