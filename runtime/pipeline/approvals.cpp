@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <limits>
 #include <mutex>
 #include <utility>
 
@@ -107,6 +108,12 @@ struct ApprovalStore::State {
   std::chrono::seconds lifetime{kDefaultLifetime};
   Clock now_ms = system_now_ms;
   SqliteDb::Statement insert, by_token, list_pending, count_pending, decide, expire;
+  // pending_count() is asked for every reply and every prompt: it is kept
+  // here and recounted only when it may have changed (a decision, or the
+  // earliest pending expiry has passed).
+  bool count_known = false;
+  std::size_t count = 0;
+  std::int64_t next_expiry_ms = 0;  // of the pending approval that expires first
 
   // The row the statement stands on; a stored action that does not read back
   // or no longer matches its hash is reported, never run.
@@ -167,7 +174,7 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file,
        "state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending')"},
       {&state->by_token, std::string(kColumns) + "WHERE token = ?1"},
       {&state->list_pending, std::string(kColumns) + "WHERE state = 'pending' ORDER BY created_unix_ms, rowid"},
-      {&state->count_pending, "SELECT count(*) FROM approvals WHERE state = 'pending'"},
+      {&state->count_pending, "SELECT count(*), min(expires_unix_ms) FROM approvals WHERE state = 'pending'"},
       {&state->decide,
        "UPDATE approvals SET state = ?2, decided_unix_ms = ?3, decided_by = ?4 WHERE token = ?1 AND state = "
        "'pending' AND expires_unix_ms > ?3"},
@@ -206,6 +213,7 @@ Result<Approval> ApprovalStore::create(const Value& action, const Value& meta, s
                      sqlite3_bind_int64(insert, 7, approval.created_unix_ms) == SQLITE_OK &&
                      sqlite3_bind_int64(insert, 8, approval.expires_unix_ms) == SQLITE_OK;
   if (!bound || sqlite3_step(insert) != SQLITE_DONE) return state_->db.error("cannot record an approval");
+  state_->count_known = false;
   return approval;
 }
 
@@ -227,11 +235,16 @@ Result<std::vector<Approval>> ApprovalStore::pending() const {
 
 std::size_t ApprovalStore::pending_count() const {
   std::lock_guard lock(state_->mutex);
+  if (state_->count_known && state_->now_ms() < state_->next_expiry_ms) return state_->count;
   static_cast<void>(state_->expire_due());
   sqlite3_stmt* query = state_->count_pending.get();
   StatementReset reset(query);
   if (sqlite3_step(query) != SQLITE_ROW) return 0;
-  return static_cast<std::size_t>(sqlite3_column_int64(query, 0));
+  state_->count = static_cast<std::size_t>(sqlite3_column_int64(query, 0));
+  state_->next_expiry_ms = sqlite3_column_type(query, 1) == SQLITE_NULL ? std::numeric_limits<std::int64_t>::max()
+                                                                         : sqlite3_column_int64(query, 1);
+  state_->count_known = true;
+  return state_->count;
 }
 
 Result<Approval> ApprovalStore::find(std::string_view token) const {
@@ -270,6 +283,7 @@ Result<Approval> ApprovalStore::decide(std::string_view token, std::string_view 
                        sqlite3_bind_int64(update, 3, now) == SQLITE_OK && bind_text(update, 4, who);
     if (!bound || sqlite3_step(update) != SQLITE_DONE) return state_->db.error("cannot record the decision");
     changed = sqlite3_changes(state_->db.handle()) == 1;
+    state_->count_known = false;
     if (!changed) static_cast<void>(state_->expire_due());
   }
   auto approval = find(token);

@@ -135,6 +135,8 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
 
   void enqueue(const std::string& session_id, Pending pending);
+  // Starts the loop of `pending` on the session's strand.
+  void start(const std::shared_ptr<Session>& session, const std::string& session_id, Pending pending);
   void finished(const std::shared_ptr<Session>& session, const std::string& session_id);
 };
 
@@ -668,6 +670,10 @@ void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
     }
     session->busy = true;
   }
+  start(session, session_id, std::move(pending));
+}
+
+void Pipeline::Impl::start(const std::shared_ptr<Session>& session, const std::string& session_id, Pending pending) {
   auto run = std::make_shared<Run>();
   run->pipeline = shared_from_this();
   run->session = session;
@@ -678,26 +684,19 @@ void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
 }
 
 void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, const std::string& session_id) {
+  active.fetch_sub(1, std::memory_order_acq_rel);
   Pending next;
   {
     std::lock_guard lock(sessions_mutex);
     if (session->queue.empty()) {
       session->busy = false;
       sessions.erase(session_id);
-      active.fetch_sub(1, std::memory_order_acq_rel);
       return;
     }
     next = std::move(session->queue.front());
     session->queue.pop_front();
   }
-  active.fetch_sub(1, std::memory_order_acq_rel);
-  auto run = std::make_shared<Run>();
-  run->pipeline = shared_from_this();
-  run->session = session;
-  run->session_id = session_id;
-  run->reply = std::move(next.reply);
-  run->done = std::move(next.done);
-  run->post([run, signal = std::move(next.signal)]() mutable { run->cycle(std::move(signal)); });
+  start(session, session_id, std::move(next));
 }
 
 // --- Pipeline --------------------------------------------------------------------------------
