@@ -53,6 +53,18 @@ std::string target_name(const Value& target) {
   return ascii_upper(name);
 }
 
+// E7: the tool a :TOOL action names, lower-cased ("" when it names none).
+std::string tool_name_of(const Value& action) {
+  const Value& tool = action.path({"PAYLOAD", "TOOL"});
+  return tool.is_string() || tool.is_keyword() || tool.is_symbol() ? ascii_lower(tool.text()) : std::string();
+}
+
+// E7: a :TOOL action's arguments, unwrapped one level when the first element is itself a list.
+Value tool_args_of(const Value& action) {
+  const Value& args = action.path({"PAYLOAD", "ARGS"});
+  return args.is_list() && args.items()[0].is_list() ? args.items()[0] : args;
+}
+
 // (:TYPE :EVENT :DEPTH d :META m :PAYLOAD payload)
 Value feedback_event(std::int64_t depth, const Value& meta, Value payload) {
   return Value::plist({{"TYPE", Value::keyword("EVENT")},
@@ -558,12 +570,8 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E7: a tool call, on the blocking executor.
   void tool_actuator(const Value& action) {
-    const Value& tool_value = action.path({"PAYLOAD", "TOOL"});
-    const std::string name = ascii_lower(tool_value.is_string() || tool_value.is_keyword() || tool_value.is_symbol()
-                                       ? tool_value.text()
-                                       : std::string_view());
-    Value args = action.path({"PAYLOAD", "ARGS"});
-    if (args.is_list() && args.items()[0].is_list()) args = args.items()[0];  // unwrapped one level
+    const std::string name = tool_name_of(action);
+    const Value args = tool_args_of(action);
     const std::int64_t depth = depth_of(signal) + 1;
     const Snapshot::ToolEntry* tool = snapshot->find_tool(name);
     if (tool == nullptr) {
@@ -769,10 +777,8 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   const Snapshot::ToolEntry* tool = nullptr;
   Value args;
   if (target == "TOOL") {
-    const Value& name = action.path({"PAYLOAD", "TOOL"});
-    tool = snapshot->find_tool(name.text());
-    args = action.path({"PAYLOAD", "ARGS"});
-    if (args.is_list() && args.items()[0].is_list()) args = args.items()[0];
+    tool = snapshot->find_tool(tool_name_of(action));
+    args = tool_args_of(action);
   }
   if (actuator == nullptr && tool == nullptr) {
     done(fail(ErrorCode::not_found, "approved, but no actuator or tool serves target '" + ascii_lower(target) + "'"));
