@@ -6,6 +6,7 @@
 
 #include "memory/global_awareness.hpp"
 #include "memory/memory_store.hpp"
+#include "support/sexp.hpp"
 #include "value/sexp_reader.hpp"
 
 using passepartout::AwarenessOptions;
@@ -14,11 +15,7 @@ using passepartout::Value;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto value = passepartout::read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 constexpr std::string_view kHeader = "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
 

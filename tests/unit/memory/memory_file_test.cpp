@@ -15,6 +15,7 @@
 #include "memory/memory_file.hpp"
 #include "memory/memory_store.hpp"
 #include "memory/merkle_hash.hpp"
+#include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -27,11 +28,7 @@ using passepartout::testing::TempDir;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto value = passepartout::read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 std::string slurp(const fs::path& file) {
   std::string text(static_cast<std::size_t>(fs::file_size(file)), '\0');

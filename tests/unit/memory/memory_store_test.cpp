@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "memory/memory_store.hpp"
+#include "support/sexp.hpp"
 #include "value/sexp_reader.hpp"
 
 using passepartout::ErrorCode;
@@ -16,11 +17,7 @@ using passepartout::Value;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto value = passepartout::read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 std::vector<std::string> ids(const std::vector<MemoryObjectPtr>& objects) {
   std::vector<std::string> out;

@@ -7,6 +7,7 @@
 
 #include "memory/memory_store.hpp"
 #include "memory/merkle_hash.hpp"
+#include "support/sexp.hpp"
 #include "value/sexp_reader.hpp"
 
 using passepartout::MemoryStore;
@@ -14,11 +15,7 @@ using passepartout::Value;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto value = passepartout::read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 constexpr std::int64_t kTime = 3'900'000'000;
 

@@ -18,6 +18,7 @@
 #include "providers/scripted_provider.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
+#include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -122,11 +123,7 @@ struct Rig {
   bool logged(std::string_view needle) const { return logs.contains(needle); }
 };
 
-Value sexp(std::string_view text) {
-  auto value = read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 
 }  // namespace

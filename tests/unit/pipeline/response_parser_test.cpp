@@ -7,6 +7,7 @@
 #include "pipeline/response_parser.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
+#include "support/sexp.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -14,12 +15,7 @@ using namespace passepartout;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto v = read_sexp(text);
-  INFO(std::string(text));
-  REQUIRE(v.has_value());
-  return *v;
-}
+using passepartout::testing::sexp;
 
 std::string parsed(std::string_view text) {
   return to_sexp(parse_response_text(text));

@@ -7,6 +7,7 @@
 #include "pipeline/gate_watchdog.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"
+#include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -16,12 +17,7 @@ using passepartout::testing::SkillFixtures;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto v = read_sexp(text);
-  INFO(std::string(text));
-  REQUIRE(v.has_value());
-  return *v;
-}
+using passepartout::testing::sexp;
 
 const Value& user_signal() {
   static const Value signal = *read_sexp("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))");

@@ -6,6 +6,7 @@
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_loader.hpp"
+#include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -26,11 +27,7 @@ SkillManifest echo_manifest(SkillFixtures& fx, std::string_view library, std::st
   return std::move(*manifest);
 }
 
-Value sexp(std::string_view text) {
-  auto value = read_sexp(text);
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "log.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_loader.hpp"
+#include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -18,12 +19,7 @@ using passepartout::testing::SkillFixtures;
 
 namespace {
 
-Value sexp(std::string_view text) {
-  auto value = read_sexp(text);
-  INFO((value ? std::string() : value.error().message));
-  REQUIRE(value.has_value());
-  return *value;
-}
+using passepartout::testing::sexp;
 
 std::shared_ptr<Slot> load(SkillFixtures& fx, std::string_view name, int priority = 10) {
   auto slot = fx.loader().load(fx.manifest(name, priority));

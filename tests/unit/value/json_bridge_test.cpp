@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "support/sexp.hpp"
 #include "value/json_bridge.hpp"
 #include "value/json_bridge_detail.hpp"
 #include "value/sexp_printer.hpp"
@@ -34,11 +35,7 @@ std::string json_error(std::string_view json, std::size_t max_depth = 256) {
   return result.error().message;
 }
 
-Value sexp(std::string_view text) {
-  auto result = passepartout::read_sexp(text);
-  REQUIRE(result.has_value());
-  return *result;
-}
+using passepartout::testing::sexp;
 
 }  // namespace
 
