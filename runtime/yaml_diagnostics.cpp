@@ -65,6 +65,12 @@ std::string unknown_key_message(std::string_view key, std::span<const std::strin
   return message;
 }
 
+std::string YamlProblems::message() const {
+  std::string joined;
+  for (const std::string& p : problems_) joined += (joined.empty() ? "" : "\n") + p;
+  return joined;
+}
+
 std::optional<bool> core_bool(std::string_view s) {
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;

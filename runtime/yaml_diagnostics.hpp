@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace passepartout {
 
@@ -27,6 +28,29 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // lower-cased) to the known key they mean.
 std::string unknown_key_message(std::string_view key, std::span<const std::string_view> known, std::string_view where,
                                 std::span<const std::pair<std::string_view, std::string_view>> aliases = {});
+
+// The problems a YAML reader finds, each located "<origin>:<line>:<col>: <what>",
+// reported together so one run shows every mistake in a file.
+class YamlProblems {
+ public:
+  explicit YamlProblems(std::string origin) : origin_(std::move(origin)) {}
+
+  void problem(const YAML::Mark& mark, const std::string& what) { problems_.push_back(located(origin_, mark, what)); }
+  // At the value, or at its key when the value is empty (yaml-cpp marks an
+  // empty value at the next token).
+  void problem_at(const YAML::Node& key, const YAML::Node& value, const std::string& what) {
+    problem(!value.IsDefined() || value.IsNull() ? key.Mark() : value.Mark(), what);
+  }
+  bool ok() const { return problems_.empty(); }
+  std::size_t count() const noexcept { return problems_.size(); }
+  // Every problem, one per line.
+  std::string message() const;
+  const std::string& origin() const noexcept { return origin_; }
+
+ private:
+  std::string origin_;
+  std::vector<std::string> problems_;
+};
 
 // YAML 1.2 core schema booleans: true/True/TRUE, false/False/FALSE.
 std::optional<bool> core_bool(std::string_view s);

@@ -75,24 +75,11 @@ Value plain_scalar(const std::string& text) {
 }
 
 // Reads one script, collecting every problem as a located line.
-class ScriptReader {
+class ScriptReader : public YamlProblems {
  public:
-  explicit ScriptReader(std::string origin) : origin_(std::move(origin)) {}
+  using YamlProblems::YamlProblems;
 
   void read(const YAML::Node& root, ScriptedScript& out);
-
-  void problem(const YAML::Mark& mark, const std::string& what) { problems_.push_back(located(origin_, mark, what)); }
-  // At the value, or at its key when the value is empty (yaml-cpp marks an
-  // empty value at the next token).
-  void problem_at(const YAML::Node& key, const YAML::Node& value, const std::string& what) {
-    problem(is_null(value) ? key.Mark() : value.Mark(), what);
-  }
-  bool ok() const { return problems_.empty(); }
-  std::string message() const {
-    std::string joined;
-    for (const std::string& p : problems_) joined += (joined.empty() ? "" : "\n") + p;
-    return joined;
-  }
 
  private:
   struct Entry {
@@ -109,8 +96,6 @@ class ScriptReader {
   std::optional<Value> read_tool_call(const Entry& entry, std::string_view where);
   Value convert(const YAML::Node& node, const std::string& path, int depth);
 
-  std::string origin_;
-  std::vector<std::string> problems_;
   std::size_t argument_values_ = 0;
 };
 
@@ -195,7 +180,7 @@ std::optional<ScriptedRule> ScriptReader::read_rule(const YAML::Node& node, std:
                              describe(node));
     return std::nullopt;
   }
-  const std::size_t problems_before = problems_.size();
+  const std::size_t problems_before = count();
   auto fields = entries(node, kRuleKeys, where);
   auto field = [&](std::string_view name) -> const Entry* {
     auto it = fields.find(std::string(name));
@@ -267,7 +252,7 @@ std::optional<ScriptedRule> ScriptReader::read_rule(const YAML::Node& node, std:
     problem(node.Mark(), "rule " + std::to_string(number) +
                              " gives no answer: add 'reply' (the text to return), 'tool_call', or 'fail: true'");
   }
-  if (problems_.size() != problems_before) return std::nullopt;
+  if (count() != problems_before) return std::nullopt;
   return rule;
 }
 

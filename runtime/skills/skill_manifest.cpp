@@ -188,25 +188,11 @@ bool is_constraint_char(char c) {
 }
 
 // Reads one manifest document, collecting every problem as a located line.
-class ManifestReader {
+class ManifestReader : public YamlProblems {
  public:
-  explicit ManifestReader(std::string origin) : origin_(std::move(origin)) {}
+  using YamlProblems::YamlProblems;
 
   void read(const YAML::Node& root, SkillManifest& out);
-
-  void problem(const YAML::Mark& mark, const std::string& what) { problems_.push_back(located(origin_, mark, what)); }
-  // Where a value's problem is reported: at the value, or at its key when the
-  // value is empty (yaml-cpp marks an empty value at the next token).
-  void problem_at(const YAML::Node& key, const YAML::Node& value, const std::string& what) {
-    problem(value.IsNull() || !value.IsDefined() ? key.Mark() : value.Mark(), what);
-  }
-
-  bool ok() const { return problems_.empty(); }
-  std::string message() const {
-    std::string joined;
-    for (const std::string& p : problems_) joined += (joined.empty() ? "" : "\n") + p;
-    return joined;
-  }
 
  private:
   std::optional<std::string> scalar(const YAML::Node& key, const YAML::Node& value, std::string_view field,
@@ -222,8 +208,6 @@ class ManifestReader {
   Value convert_config(const YAML::Node& node, const std::string& path, int depth);
   Value convert_config_scalar(const YAML::Node& node, const std::string& path);
 
-  std::string origin_;
-  std::vector<std::string> problems_;
   std::vector<YAML::Mark> dependency_marks_;  // parallel to depends_on
   std::size_t config_values_ = 0;
   bool config_aborted_ = false;  // a cap was hit; the problem is already reported once
