@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/commands.hpp"
 #include "cli/history_format.hpp"
 #include "log.hpp"
 #include "pipeline/verifier.hpp"
@@ -513,11 +514,16 @@ int run(int argc, char** argv) {
   verify_cmd->add_option("--plugins", verify.plugin_dir, "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
   verify_cmd->add_flag("--json", verify.json, "Print one JSON document");
 
+  Runner chosen;
+  add_daemon_command(app, chosen);
+  add_client_commands(app, *skills, chosen);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
+  if (chosen) return chosen();
   configure_logging(verbose ? LogLevel::debug : LogLevel::warn);
 
   if (version->parsed()) {

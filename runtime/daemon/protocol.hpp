@@ -28,6 +28,53 @@ namespace passepartout {
 //       closes the connection. Clients read :PAYLOAD :MESSAGE.
 // A request over TCP may carry :AUTH "<token>" at its top level; the server
 // checks and removes it before anyone else sees the message.
+//
+// Shapes the daemon receives (besides the health check):
+//
+//   User input (seed A3), from Lisp clients and `passepartout chat`:
+//     (:TYPE :EVENT :META (:SOURCE :TUI [:SESSION-ID "s"]) :PAYLOAD (:SENSOR :USER-INPUT :TEXT "..."))
+//   It is injected into the pipeline; whatever the :TUI actuator sends
+//   (the approved action with its :GATE-TRACE, seed A16), approval notices
+//   and :STREAM-CHUNK frames go back on the same connection as they happen.
+//   Without :SESSION-ID the session is the connection ("conn-<id>").
+//   A client that needs to know when the exchange is over adds a top-level
+//   :REQUEST-ID "<id>"; the daemon then ends it with
+//     (:TYPE :RESPONSE :STATUS :OK :REQUEST-ID "<id>"
+//      :PAYLOAD (:MESSAGE "done" :STOPPED-BY :DONE|:DEPTH|:INTERRUPT|:ERROR|:SKIP|:ABORT :CYCLES n))
+//   Lisp clients never send it and see exactly the seed's frames.
+//   Any other message that is not an operator request is injected as a
+//   signal too (its :TYPE decides, seed C1), with the same reply rules.
+//
+//   Operator requests (need authentication: see ConnectionInfo):
+//     (:TYPE :OPERATOR :COMMAND :<NAME> [:AUTH "<token>"] [:REQUEST-ID "<id>"] <arguments>)
+//   answered by one :RESPONSE (make_ok_response / make_error_response; the
+//   :REQUEST-ID, when sent, is echoed at the top level). Commands, their
+//   arguments, and the keys of the :OK payload after :MESSAGE:
+//     :STATUS                      :VERSION "v" :UPTIME-S n :HEALTH :<H> :CONNECTIONS n
+//                                  :SIGNALS-PROCESSED n :IN-FLIGHT n :PENDING-APPROVALS n
+//                                  :SKILLS (<skill> ...)
+//     :SKILLS                      :SKILLS (<skill> ...) in load order, where <skill> is
+//                                  (:NAME "n" :VERSION "v" :PRIORITY n :STATE :LOADED|:DISABLED
+//                                   :REASON "why disabled" :SHA256 "hex" :GATE T|NIL
+//                                   :VERIFIED n :BLOCKED n :FAILED n)
+//     :LOAD :MANIFEST "path"       :CHANGES (<change> ...)
+//     :RELOAD :NAME "n"            :CHANGES (<change> ...)
+//     :UNLOAD :NAME "n" [:CASCADE T]  :CHANGES (<change> ...)
+//     :RESCAN                      :CHANGES (<change> ...)
+//     :HISTORY [:LIMIT n] [:SKILL "n"]  :CHANGES (<change> ...) newest first, where <change> is
+//                                  (:KIND "swap" :SKILL "n" :FROM-VERSION "v" :FROM-SHA256 "hex"
+//                                   :TO-VERSION "v" :TO-SHA256 "hex" :OUTCOME "ok"|"refused"|"failed"
+//                                   :STEP "step" :ERROR "text" :REQUESTER "who" :DURATION-US n :AT-UNIX-MS n)
+//     :APPROVALS                   :APPROVALS ((:TOKEN "hex" :ACTION <action> :REASON "r"
+//                                   :GATES ("name@version" ...) :CREATED-UNIX-MS n :EXPIRES-UNIX-MS n) ...)
+//     :APPROVE :TOKEN "hex"        :RESULT <what the actuator answered>
+//     :DENY :TOKEN "hex"           (nothing more)
+//     :SHUTDOWN                    (nothing more; the daemon then stops as on SIGTERM)
+//   When a change is refused or fails, the answer is :ERROR with code
+//   :REFUSED and a message naming the skill, the step and the error (the old
+//   version keeps serving; the audit log has the details). Unknown commands
+//   and bad arguments get :BAD-REQUEST, unknown skills or tokens :NOT-FOUND,
+//   operator requests over TCP without the token :UNAUTHORIZED.
 
 // Codes carried by error responses (keyword names, without the ':').
 namespace wire_error {
@@ -39,6 +86,9 @@ inline constexpr std::string_view kShuttingDown = "SHUTTING-DOWN";     // the da
 inline constexpr std::string_view kUnauthorized = "UNAUTHORIZED";      // an operator request without a valid token
 inline constexpr std::string_view kInternal = "INTERNAL";              // the handler failed
 inline constexpr std::string_view kReplyTooLarge = "REPLY-TOO-LARGE";  // the reply exceeded the frame limit
+inline constexpr std::string_view kBadRequest = "BAD-REQUEST";        // unknown command or missing/ill-typed argument
+inline constexpr std::string_view kNotFound = "NOT-FOUND";            // no such skill, token or file
+inline constexpr std::string_view kRefused = "REFUSED";              // the runtime refused the change or decision
 }  // namespace wire_error
 
 // What a health check reports: a keyword name (e.g. "HEALTHY", "DEGRADED";

@@ -1,0 +1,25 @@
+// How the command groups of `passepartout` plug into the one CLI::App.
+// Each group adds its subcommands and, in each subcommand's callback, stores
+// the function that runs it; cli::run() calls the chosen one after parsing.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace passepartout::cli {
+
+// Set by a subcommand's callback; returns the exit status.
+using Runner = std::function<int()>;
+
+// `passepartout daemon` (runtime/cli/daemon_command.cpp).
+void add_daemon_command(CLI::App& app, Runner& chosen);
+
+// The commands that talk to a running daemon (runtime/cli/client_commands.cpp):
+// chat, status, doctor, approvals ..., and skills list|load|reload|unload
+// under the existing `skills` group.
+void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen);
+
+}  // namespace passepartout::cli
