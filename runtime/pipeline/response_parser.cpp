@@ -120,6 +120,12 @@ Value form_action(const Value& form) {
 }  // namespace
 
 std::string markdown_strip(std::string_view text) {
+  constexpr std::string_view kSpace = " \t\r\n";
+  if (text.find(kFence) == std::string_view::npos) {  // the common case: nothing fenced, only trimmed
+    const std::size_t begin = text.find_first_not_of(kSpace);
+    if (begin == std::string_view::npos) return {};
+    return std::string(text.substr(begin, text.find_last_not_of(kSpace) - begin + 1));
+  }
   std::string opened;
   opened.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -146,7 +152,6 @@ std::string markdown_strip(std::string_view text) {
     closed.push_back(opened[i++]);
   }
 
-  constexpr std::string_view kSpace = " \t\r\n";
   const std::size_t begin = closed.find_first_not_of(kSpace);
   if (begin == std::string::npos) return {};
   const std::size_t end = closed.find_last_not_of(kSpace);

@@ -2,7 +2,6 @@
 // byte-wise (Unicode Table 3-7) elsewhere.
 #include "value/utf8.hpp"
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -21,7 +20,9 @@ std::uint64_t load_word(const unsigned char* p) noexcept {
 // Number of bytes in the word that start a code point (are not 10xxxxxx).
 int count_starts(std::uint64_t word) noexcept {
   const std::uint64_t continuation = word & ~(word << 1) & kHighBits;
-  return 8 - std::popcount(continuation);
+  // One bit per byte (bit 7 of each): summing the bytes by multiplication is
+  // a popcount without the library call std::popcount becomes without -mpopcnt.
+  return 8 - static_cast<int>(((continuation >> 7) * 0x0101010101010101ULL) >> 56);
 }
 
 bool in_range(unsigned char byte, unsigned char low, unsigned char high) noexcept {

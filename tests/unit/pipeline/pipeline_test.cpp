@@ -7,17 +7,20 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/executor.hpp"
+#include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
+#include "support/async_wait.hpp"
 #include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
@@ -301,6 +304,30 @@ TEST_CASE("heartbeats reach skills whose trigger names them, and never actuate",
   auto count = observed->call(Value(), Value());
   REQUIRE(count.has_value());
   CHECK(count->as_integer() == 1);
+}
+
+TEST_CASE("the heartbeat timer injects heartbeats that skills receive and auto-saves memory on its own count",
+          "[pipeline][loop][concurrency]") {
+  Rig rig({{"toolbox-a", 50, "trigger: {sensors: [heartbeat]}\n"}}, {});
+  testing::CountDown three_saves(3);
+  // Auto-save every 2 ticks (H1: the counter reaching auto-save/interval).
+  Heartbeat heartbeat(rig.pool, *rig.pipeline, HeartbeatOptions{1ms, 2ms}, [&] { three_saves.arrive(); });
+  heartbeat.start();
+  REQUIRE(three_saves.wait());
+  heartbeat.stop();
+  const auto deadline = std::chrono::steady_clock::now() + testing::kAsyncTimeout;
+  while (rig.pipeline->in_flight() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(rig.pipeline->in_flight() == 0);
+
+  const std::uint64_t ticks = heartbeat.ticks();
+  CHECK(ticks >= 6);
+  CHECK(heartbeat.saves() == ticks / 2);
+  CHECK(heartbeat.heartbeats() >= 1);
+  CHECK(heartbeat.heartbeats() <= ticks);  // a tick whose heartbeat is still in flight skips
+  auto snapshot = rig.registry.snapshot();
+  auto count = snapshot->find_tool("observed")->call(Value(), Value());
+  REQUIRE(count.has_value());
+  CHECK(static_cast<std::uint64_t>(count->as_integer()) == heartbeat.heartbeats());
 }
 
 TEST_CASE("the system actuator logs messages and refuses :eval", "[pipeline][loop]") {
