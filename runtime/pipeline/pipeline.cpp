@@ -16,6 +16,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/errors.hpp"
 #include "pipeline/executor.hpp"
+#include "pipeline/gate_log.hpp"
 #include "pipeline/prompt_builder.hpp"
 #include "pipeline/prompt_selector.hpp"
 #include "pipeline/response_parser.hpp"
@@ -28,6 +29,14 @@
 
 namespace passepartout {
 namespace {
+
+// Runs the gates and records their decisions when any gate did not simply pass.
+void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
+                       Verification& out) {
+  const auto start = std::chrono::steady_clock::now();
+  Verifier::verify(snapshot, action, signal, out);
+  log_gate_decisions(stage, out, action, std::chrono::steady_clock::now() - start);
+}
 
 constexpr std::string_view kComponent = "pipeline";
 
@@ -367,7 +376,7 @@ struct Run : std::enable_shared_from_this<Run> {
     }
     const Value action = parse_response(outcome.reply);
     Verification verification;
-    Verifier::verify(*snapshot, action, reasoning, verification);
+    verify_and_record("reason", *snapshot, action, reasoning, verification);
     switch (verification.outcome) {
       case VerifyOutcome::approval_required: {
         approval_gates = approving_gates(verification);
@@ -474,7 +483,7 @@ struct Run : std::enable_shared_from_this<Run> {
     // event; a block here really stops the action (Decisions 3, K0).
     if (!is_log_or_event(action)) {
       Verification last_mile;
-      Verifier::verify(*snapshot, action.without("GATE-TRACE"), signal, last_mile);
+      verify_and_record("last-mile", *snapshot, action.without("GATE-TRACE"), signal, last_mile);
       if (last_mile.outcome == VerifyOutcome::blocked) {
         log_message(LogLevel::warn, kComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
         signal = signal.without("APPROVED-ACTION");
@@ -749,7 +758,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
                                       {"META", approval->meta},
                                       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED")}})}});
   Verification check;
-  Verifier::verify(*snapshot, approval->action, context, check);
+  verify_and_record("approval", *snapshot, approval->action, context, check);
   if (check.outcome == VerifyOutcome::blocked) {
     done(fail(ErrorCode::refused, "approved, but the gates now block the action: " +
                                       std::string(check.reason.is_string() ? check.reason.text() : "")));

@@ -147,6 +147,8 @@ TEST_CASE("a destructive proposal is blocked three times and the rejection reach
   CHECK(printed[0].find(":TYPE :LOG") != std::string::npos);
   CHECK(printed[0].find("rm -rf") == std::string::npos);  // the user sees the rejection, not the command
   CHECK(rig.logged("REASON: proposal rejected (attempt 2 of 3)"));
+  // The operator's record of why: the deciding gate, its version, the verdict.
+  CHECK(rig.logged("gates: GATE DECISION [reason]: shell-guard@1.0.0 blocked"));
 }
 
 TEST_CASE("a reasoned message reaches the user with its gate trace", "[pipeline][loop]") {

@@ -1,0 +1,74 @@
+// Gate decision records, with secrets masked (RE2: linear time, compiled once).
+#include "pipeline/gate_log.hpp"
+
+#include <re2/re2.h>
+
+#include "digest.hpp"
+#include "log.hpp"
+#include "pipeline/verifier.hpp"
+#include "skills/slot.hpp"
+#include "value/sexp_printer.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+namespace {
+
+const RE2& secret_pattern() {
+  static const RE2 pattern(
+      "(?i)("
+      "-----BEGIN [A-Z ]*PRIVATE KEY-----[\\s\\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+      "|\\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"
+      "|\\bgh[pousr]_[A-Za-z0-9]{20,}"
+      "|\\bxox[abprs]-[A-Za-z0-9-]{10,}"
+      "|\\bAKIA[0-9A-Z]{16}\\b"
+      "|\\bbearer\\s+[A-Za-z0-9._~+/=-]{8,}"
+      "|\\b(?:password|passwd|secret|token|api[_-]?key)\\s*[:=]\\s*\\S+"
+      "|\\b[A-Fa-f0-9]{32,}\\b"
+      ")");
+  return pattern;
+}
+
+}  // namespace
+
+std::string mask_secrets(std::string_view text) {
+  std::string out(text);
+  RE2::GlobalReplace(&out, secret_pattern(), "[MASKED]");
+  return out;
+}
+
+std::string action_digest(const Value& action) { return sha256_hex(to_sexp(action)).substr(0, 16); }
+
+void log_gate_decisions(std::string_view stage, const Verification& verification, const Value& action,
+                        std::chrono::nanoseconds took) {
+  bool all_passed = true;
+  for (std::size_t i = 0; i < verification.trace.size() && all_passed; ++i) {
+    all_passed = verification.trace[i].result == GateResult::passed;
+  }
+  if (all_passed) return;
+  const std::string digest = action_digest(action);
+  const std::string micros = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  for (std::size_t i = 0; i < verification.trace.size(); ++i) {
+    const GateTraceView entry = verification.trace[i];
+    std::string line = "GATE DECISION [";
+    line += stage;
+    line += "]: ";
+    line += entry.slot != nullptr ? entry.slot->name() + "@" + entry.slot->version_text() : std::string("?");
+    line += ' ';
+    line += to_string(entry.result);
+    if (entry.reason.is_string()) {
+      line += ": ";
+      line += mask_secrets(entry.reason.text());
+    }
+    line += " (action ";
+    line += digest;
+    line += ", ";
+    line += to_string(verification.outcome);
+    line += " in ";
+    line += micros;
+    line += " us)";
+    log_message(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates", line);
+  }
+}
+
+}  // namespace passepartout

@@ -1,0 +1,33 @@
+// The record an operator reads to answer "why was this blocked?": when a
+// verification did not simply pass, every gate decision in its trace is
+// logged (skill, version, verdict, reason, how long the verification took,
+// a digest of the action), with anything that looks like a secret masked.
+// A verification where every gate passed is only counted (gate counters):
+// logging it would cost more than the verification itself.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace passepartout {
+
+class Value;
+struct Verification;
+
+// `stage` names where the verification ran: "reason", "last-mile", "approval".
+// Logs nothing when every gate passed. Any thread.
+void log_gate_decisions(std::string_view stage, const Verification& verification, const Value& action,
+                        std::chrono::nanoseconds took);
+
+// `text` with credentials replaced by "[MASKED]": API keys and tokens of the
+// usual shapes (sk-..., ghp_..., xoxb-..., AKIA..., Bearer ...), values of
+// password/secret/token/api_key assignments, private key blocks, and runs
+// of 32 hex digits or more.
+std::string mask_secrets(std::string_view text);
+
+// The first 16 hex digits of the SHA-256 of the action's printed form (the
+// same printing the approval store hashes), to tie log lines to one action.
+std::string action_digest(const Value& action);
+
+}  // namespace passepartout
