@@ -2,6 +2,7 @@
 // executors; every wait is on a future with a generous bound, never a sleep.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -330,6 +331,23 @@ TEST_CASE("the heartbeat timer injects heartbeats that skills receive and auto-s
   auto count = snapshot->find_tool("observed")->call(Value(), Value());
   REQUIRE(count.has_value());
   CHECK(static_cast<std::uint64_t>(count->as_integer()) == heartbeat.heartbeats());
+}
+
+TEST_CASE("with no gates and no provider the user hears that the cascade is exhausted, in their own session",
+          "[pipeline][loop]") {
+  Rig rig({}, {});  // seed L: test-loop-gate-reason-sets-status, test-backend-cascade-no-backends
+  auto sink = std::make_shared<RecordingSink>();
+  const Value input = user_input_signal("anyone there?", "s-42");
+  LoopReport report = rig.run(input, sink);
+  CHECK(report.stopped_by == "done");
+  CHECK(report.last_signal.at("STATUS").is_keyword("ACTED"));
+  REQUIRE(sink->messages().size() == 1);
+  const Value reply = sink->messages()[0];
+  std::string text(reply.path({"PAYLOAD", "TEXT"}).text());
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  CHECK(text.find("exhausted") != std::string::npos);
+  // seed L: test-loop-gate-act-preserves-meta
+  CHECK(to_sexp(reply.at("META")) == to_sexp(input.at("META")));
 }
 
 TEST_CASE("the system actuator logs messages and refuses :eval", "[pipeline][loop]") {

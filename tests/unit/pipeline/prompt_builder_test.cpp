@@ -1,0 +1,64 @@
+// Prompt assembly: the CONFIG line (seed test-assemble-config-section), the
+// tool belt, and the section order of D8.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "pipeline/prompt_builder.hpp"
+#include "support/sexp.hpp"
+
+namespace passepartout {
+
+TEST_CASE("the CONFIG section names the system, its version and its gates", "[pipeline][prompt]") {
+  PromptParts parts;
+  parts.version = "0.7.2";
+  parts.providers = {"scripted", "offline"};
+  parts.gates = 5;
+  parts.pending_approvals = 2;
+  const std::string config = config_section(parts);
+  CHECK(config ==
+        "CONFIG: You are Passepartout v0.7.2. Provider: scripted, offline. Context: 8192 tokens. Security gates: 5 "
+        "active. Rules learned: 2. Documentation: README.md.");
+  parts.providers.clear();
+  CHECK(config_section(parts).find("Provider: default.") != std::string::npos);
+}
+
+TEST_CASE("the tool belt lists tools sorted by name, or says there are none", "[pipeline][prompt]") {
+  CHECK(tool_belt({}) == "No tools registered.");
+  const std::string belt = tool_belt({{"write-file", "Writes a file", "(:PATH \"string\")"}, {"read-file", "Reads a file", ""}});
+  CHECK(belt.find("Available tools:\n- read-file: Reads a file") == 0);
+  CHECK(belt.find("- write-file: Writes a file\n  Parameters: (:PATH \"string\")") != std::string::npos);
+}
+
+TEST_CASE("the system prompt keeps the seed's section order and carries the rejection", "[pipeline][prompt]") {
+  PromptParts parts;
+  parts.version = "0.1.0";
+  parts.time = "TIME: 2026-11-22T00:00:00Z";
+  parts.assistant_name = "Ada";
+  parts.mandates = {"Always answer in French."};
+  parts.rejection = testing::sexp("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"no explanation\"))");
+  parts.logs = {"pipeline: hello"};
+  const std::string prompt = system_prompt(parts);
+  const auto at = [&](std::string_view needle) { return prompt.find(needle); };
+  REQUIRE(at("TIME: 2026-11-22T00:00:00Z") == 0);
+  CHECK(at("TIME:") < at("CONFIG:"));
+  CHECK(at("CONFIG:") < at("IDENTITY: Ada"));
+  CHECK(at("IDENTITY: Ada") < at("PREVIOUS PROPOSAL REJECTED: (:TYPE :LOG"));
+  CHECK(at("PREVIOUS PROPOSAL REJECTED") < at("Always answer in French."));
+  CHECK(at("Always answer in French.") < at("TOOLS:\nNo tools registered."));
+  CHECK(at("TOOLS:") < at("CONTEXT:\n[Awareness skill not loaded]"));
+  CHECK(at("CONTEXT:") < at("LOGS:\npipeline: hello"));
+  parts.logs.clear();
+  CHECK(system_prompt(parts).find("LOGS:\n[No system logs available]") != std::string::npos);
+}
+
+TEST_CASE("the TIME section is an ISO 8601 UTC timestamp", "[pipeline][prompt]") {
+  const std::string time = time_section();
+  REQUIRE(time.size() == std::string("TIME: 2026-11-22T00:00:00Z").size());
+  CHECK(time.rfind("TIME: ", 0) == 0);
+  CHECK(time[10] == '-');
+  CHECK(time[16] == 'T');
+  CHECK(time.back() == 'Z');
+}
+
+}  // namespace passepartout
