@@ -5,6 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+
+#include "value/utf8.hpp"
 
 namespace passepartout {
 namespace {
@@ -26,6 +29,34 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::info;
 }
 
+std::atomic<bool> json_lines{false};  // set by configure_logging()
+
+// Appends `text` as a JSON string (invalid UTF-8 repaired as replace_invalid_utf8 does).
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  const std::string valid = replace_invalid_utf8(text);
+  for (char c : valid) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (byte < 0x20 || byte == 0x7f) {
+          out += "\\u00";
+          out += kHex[byte >> 4];
+          out += kHex[byte & 0xf];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
 }  // namespace
 
 const char* to_string(LogLevel level) noexcept {
@@ -38,16 +69,30 @@ const char* to_string(LogLevel level) noexcept {
   return "info";
 }
 
-void configure_logging(LogLevel min_level) {
+void configure_logging(LogLevel min_level, LogFormat format) {
   auto logger = spdlog::get("passepartout");
   if (!logger) logger = spdlog::stderr_color_mt("passepartout");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  if (format == LogFormat::json) {
+    // log_message() supplies the escaped "component" and "message" members.
+    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l",%v})");
+  } else {
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  }
   logger->set_level(to_spdlog(min_level));
+  json_lines.store(format == LogFormat::json, std::memory_order_relaxed);
   spdlog::set_default_logger(std::move(logger));
 }
 
 void log_message(LogLevel level, std::string_view component, std::string_view message) {
-  spdlog::log(to_spdlog(level), "{}: {}", component, message);
+  if (json_lines.load(std::memory_order_relaxed)) {
+    std::string members = "\"component\":";
+    append_json_string(members, component);
+    members += ",\"message\":";
+    append_json_string(members, message);
+    spdlog::log(to_spdlog(level), "{}", members);
+  } else {
+    spdlog::log(to_spdlog(level), "{}: {}", component, message);
+  }
   std::string line;
   line.reserve(component.size() + 2 + message.size());
   line.append(component).append(": ").append(message);

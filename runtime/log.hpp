@@ -14,9 +14,14 @@ enum class LogLevel { debug, info, warn, error };
 
 const char* to_string(LogLevel level) noexcept;
 
-// Sends log lines at `min_level` and above to standard error (plain text, no
-// colour unless stderr is a terminal). Call once at start-up; any thread after.
-void configure_logging(LogLevel min_level);
+// How lines are written to standard error: text ("<time> <level> <component>:
+// <message>", coloured only when stderr is a terminal) or JSON lines (one
+// object per line: {"time":"...","level":"...","component":"...","message":"..."}).
+enum class LogFormat { text, json };
+
+// Sends log lines at `min_level` and above to standard error in `format`.
+// Call once at start-up (again to change the level or format); any thread after.
+void configure_logging(LogLevel min_level, LogFormat format = LogFormat::text);
 
 // Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
 void log_message(LogLevel level, std::string_view component, std::string_view message);

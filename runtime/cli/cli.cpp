@@ -19,10 +19,13 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/history_format.hpp"
+#include "cli/terminal_text.hpp"
 #include "log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/audit_log.hpp"
+#include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
 #include "value/sexp_printer.hpp"
@@ -33,37 +36,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Exit statuses, documented in --help.
-constexpr int kExitOk = 0;
-constexpr int kExitProblem = 1;   // something would not load / failed
-constexpr int kExitUsage = 2;     // bad arguments or unreadable input
-constexpr int kExitBlocked = 3;   // verify: the gates blocked the action
-constexpr int kExitApproval = 4;  // verify: the gates want a human's approval
-
-fs::path executable_dir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path() : self.parent_path();
-}
-
-// Installed layout first (<prefix>/bin, <prefix>/lib/passepartout/plugins,
-// <prefix>/share/passepartout/manifests), then the build tree (<build>/bin,
-// <build>/plugins, <build>/manifests).
-fs::path default_dir(const char* env, const fs::path& installed, const fs::path& build_tree) {
-  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') return value;
-  fs::path base = executable_dir();
-  std::error_code ec;
-  if (fs::is_directory(base / installed, ec)) return (base / installed).lexically_normal();
-  return (base / build_tree).lexically_normal();
-}
-
-fs::path default_plugin_dir() {
-  return default_dir("PASSEPARTOUT_PLUGIN_DIR", "../lib/passepartout/plugins", "../plugins");
-}
-fs::path default_manifest_dir() {
-  return default_dir("PASSEPARTOUT_MANIFEST_DIR", "../share/passepartout/manifests", "../manifests");
-}
 
 void print_json(const json& document) { std::cout << document.dump(2) << '\n'; }
 
@@ -264,9 +236,9 @@ struct HistoryOptions {
   bool json = false;
 };
 
-// Shows a recorded string on a terminal: control characters (C0, DEL and C1,
-// which some terminals obey even UTF-8 encoded) become \xNN escapes.
-std::string printable(std::string_view text) {
+}  // namespace
+
+std::string printable(std::string_view text, bool keep_layout) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
@@ -280,7 +252,9 @@ std::string printable(std::string_view text) {
         ++i;
       }
     }
-    if (code < 0x20 || code == 0x7f || (code >= 0x80 && code <= 0x9f && code != byte)) {
+    if (keep_layout && (byte == '\n' || byte == '\t')) {
+      out += static_cast<char>(byte);
+    } else if (code < 0x20 || code == 0x7f || (code >= 0x80 && code <= 0x9f && code != byte)) {
       out += "\\x";
       out += kHex[code >> 4];
       out += kHex[code & 0xf];
@@ -291,7 +265,6 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-// Columns are measured in code points, so a non-ASCII name does not shift the rest.
 std::size_t display_width(std::string_view text) {
   std::size_t width = 0;
   for (char c : text) {
@@ -300,7 +273,6 @@ std::size_t display_width(std::string_view text) {
   return width;
 }
 
-// Local time, ISO 8601 to the second with the UTC offset: 2024-05-01T14:03:22+02:00.
 std::string local_iso8601(std::int64_t unix_ms) {
   const auto seconds = static_cast<std::time_t>(unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000);
   std::tm local{};
@@ -314,7 +286,6 @@ std::string local_iso8601(std::int64_t unix_ms) {
          two_digits(magnitude % 60);
 }
 
-// 850 us, 12.3 ms, 1.25 s.
 std::string format_duration(std::int64_t us) {
   if (us < 0) us = 0;
   if (us < 1000) return std::to_string(us) + " us";
@@ -322,6 +293,8 @@ std::string format_duration(std::int64_t us) {
   const std::int64_t hundredths = us % 1000000 / 10000;
   return std::to_string(us / 1000000) + "." + (hundredths < 10 ? "0" : "") + std::to_string(hundredths) + " s";
 }
+
+namespace {
 
 // "1.0.0 (3f5a12345678)", either part alone, or "-" when there is none.
 std::string version_side(const std::string& version, const std::string& sha256) {
@@ -451,7 +424,7 @@ int run(int argc, char** argv) {
                "passepartout"};
   app.require_subcommand(1);
   app.footer("Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
-             "3 (verify) the gates blocked the action; 4 (verify) the gates require approval.");
+             "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval.");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what happens (to standard error)");
 
@@ -461,7 +434,9 @@ int run(int argc, char** argv) {
   version->add_flag("--json", version_json, "Print one JSON document");
 
   // skills check
-  auto* skills = app.add_subcommand("skills", "Inspect skills");
+  auto* skills = app.add_subcommand(
+      "skills", "Skills: check manifests and read the change history locally; list, load, reload, unload\n"
+                "and rescan them in the running daemon");
   skills->require_subcommand(1);
   CheckOptions check;
   auto* check_cmd = skills->add_subcommand(

@@ -72,9 +72,17 @@ namespace passepartout {
 //     :SHUTDOWN                    (nothing more; the daemon then stops as on SIGTERM)
 //   When a change is refused or fails, the answer is :ERROR with code
 //   :REFUSED and a message naming the skill, the step and the error (the old
-//   version keeps serving; the audit log has the details). Unknown commands
+//   version keeps serving; the audit log has the details); its payload still
+//   carries :CHANGES (every change of the request, with its :OUTCOME), so a
+//   :RESCAN that was refused in part lists what did change. Unknown commands
 //   and bad arguments get :BAD-REQUEST, unknown skills or tokens :NOT-FOUND,
-//   operator requests over TCP without the token :UNAUTHORIZED.
+//   operator requests over TCP without the token :UNAUTHORIZED (the
+//   :REQUEST-ID, when sent, is echoed on every one of these). A disabled
+//   skill in :SKILLS has :STATE :DISABLED and :REASON, and :VERSION ""
+//   when its manifest could not be read.
+//   The token is the first line of <state dir>/token (daemon/token_file.hpp).
+//   A daemon started with --require-auth answers :UNAUTHORIZED to every TCP
+//   request without the token, user input included.
 
 // Codes carried by error responses (keyword names, without the ':').
 namespace wire_error {

@@ -153,7 +153,7 @@ struct ServerState {
 
 namespace detail {
 
-// One request's reply: shared by the copies of its ReplySink.
+// One request's reply: shared by the copies of its WireReply.
 struct ReplyState {
   ReplyState(std::weak_ptr<Connection> reply_connection, std::shared_ptr<ReplyHub> reply_hub, std::uint64_t id,
              ConnectionInfo connection_info)
@@ -356,10 +356,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     in_flight_ = true;
     request_id_ = ++last_request_id_;
-    ReplySink sink(std::make_shared<detail::ReplyState>(weak_from_this(), server_->hub, request_id_, info));
+    WireReply sink(std::make_shared<detail::ReplyState>(weak_from_this(), server_->hub, request_id_, info));
     // `keep` lets a failed handler's reply be finished here; when the handler
     // dropped its copy unfinished, releasing `keep` ends the request.
-    ReplySink keep = sink;
+    WireReply keep = sink;
     try {
       server_->handler->handle(std::move(message), info, std::move(sink));
     } catch (const std::exception& error) {
@@ -369,7 +369,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  void fail_request(ReplySink& reply, std::string_view what) {
+  void fail_request(WireReply& reply, std::string_view what) {
     server_->errors.fetch_add(1, std::memory_order_relaxed);
     log_message(LogLevel::error, kComponent, describe() + ": request handler failed: " + std::string(what));
     reply.finish(make_error_response(wire_error::kInternal, "request failed: " + std::string(what)));
@@ -585,9 +585,9 @@ bool detail::ReplyState::post(std::optional<std::string> frame, bool final) {
   return true;
 }
 
-// --- ReplySink ------------------------------------------------------------------
+// --- WireReply ------------------------------------------------------------------
 
-bool ReplySink::send(const Value& frame) {
+bool WireReply::send(const Value& frame) {
   if (!state_ || state_->finished.load(std::memory_order_acquire)) return false;
   auto encoded = state_->hub->codec.encode(frame);
   if (!encoded) {
@@ -597,7 +597,7 @@ bool ReplySink::send(const Value& frame) {
   return state_->post(std::move(*encoded), false);
 }
 
-bool ReplySink::finish(const Value& frame) {
+bool WireReply::finish(const Value& frame) {
   if (!state_ || state_->finished.exchange(true)) return false;
   const FrameCodec& codec = state_->hub->codec;
   auto encoded = codec.encode(frame);
@@ -610,17 +610,17 @@ bool ReplySink::finish(const Value& frame) {
   return state_->post(std::move(*encoded), true);
 }
 
-void ReplySink::finish() {
+void WireReply::finish() {
   if (state_ && !state_->finished.exchange(true)) state_->post(std::nullopt, true);
 }
 
-bool ReplySink::is_open() const noexcept {
+bool WireReply::is_open() const noexcept {
   if (!state_ || state_->finished.load(std::memory_order_acquire)) return false;
   const std::shared_ptr<Connection> target = state_->connection.lock();
   return target && !target->is_closed();
 }
 
-const ConnectionInfo& ReplySink::connection() const noexcept {
+const ConnectionInfo& WireReply::connection() const noexcept {
   static const ConnectionInfo kNone;
   return state_ ? state_->info : kNone;
 }

@@ -51,11 +51,12 @@ struct ReplyState;
 // the reply with no final frame (for requests that need no answer).
 // Frames are encoded on the calling thread; a frame over the frame limit is
 // not sent (send() returns false; finish() sends a REPLY-TOO-LARGE error
-// response in its place).
-class ReplySink {
+// response in its place). (Not the pipeline's ReplySink, an interface the
+// daemon implements on top of this one.)
+class WireReply {
  public:
-  ReplySink() = default;  // answers nothing; every call returns false
-  explicit ReplySink(std::shared_ptr<detail::ReplyState> state) : state_(std::move(state)) {}
+  WireReply() = default;  // answers nothing; every call returns false
+  explicit WireReply(std::shared_ptr<detail::ReplyState> state) : state_(std::move(state)) {}
 
   bool send(const Value& frame);
   bool finish(const Value& frame);
@@ -79,7 +80,7 @@ class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
   // `message` is the decoded datum (usually a plist) without its :AUTH key.
-  virtual void handle(Value message, const ConnectionInfo& connection, ReplySink reply) = 0;
+  virtual void handle(Value message, const ConnectionInfo& connection, WireReply reply) = 0;
 };
 
 // The health status for (:TYPE :HEALTH-CHECK); called on an io thread, must be quick.

@@ -789,8 +789,14 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     tool = snapshot->find_tool(tool_name_of(action));
     args = tool_args_of(action);
   }
+  if (target == "TOOL" && tool == nullptr) {
+    done(fail(ErrorCode::not_found, "approved, but no loaded skill offers the tool '" + tool_name_of(action) +
+                                        "'; the action did not run"));
+    return;
+  }
   if (actuator == nullptr && tool == nullptr) {
-    done(fail(ErrorCode::not_found, "approved, but no actuator or tool serves target '" + ascii_lower(target) + "'"));
+    done(fail(ErrorCode::not_found, "approved, but no actuator serves target '" + ascii_lower(target) +
+                                        "'; the action did not run"));
     return;
   }
   log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");

@@ -62,6 +62,8 @@ class SkillHost {
   BootResult boot(std::string_view requester = "boot");
 
   std::shared_ptr<const Snapshot> snapshot() const noexcept { return registry_.snapshot(); }
+  // The registry the pipeline reads snapshots from; only the host publishes to it.
+  Registry& registry() noexcept { return registry_; }
 
   // Replaces the loaded skill of the same name with `next`. Steps: manifest,
   // dependencies (its own and its dependents' constraints), load (private

@@ -171,11 +171,11 @@ class TestClient {
 // Records requests; what it replies is up to `on_request` (default: echo).
 class TestHandler final : public RequestHandler {
  public:
-  using Callback = std::function<void(Value, const ConnectionInfo&, ReplySink)>;
+  using Callback = std::function<void(Value, const ConnectionInfo&, WireReply)>;
 
   explicit TestHandler(Callback callback = {}) : callback_(std::move(callback)) {}
 
-  void handle(Value message, const ConnectionInfo& connection, ReplySink reply) override {
+  void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
     {
       std::lock_guard lock(mutex_);
       requests_.push_back(message);
@@ -213,7 +213,7 @@ class TestHandler final : public RequestHandler {
 // A handler that keeps each reply sink for the test to answer later.
 class HoldingHandler final : public RequestHandler {
  public:
-  void handle(Value message, const ConnectionInfo&, ReplySink reply) override {
+  void handle(Value message, const ConnectionInfo&, WireReply reply) override {
     {
       std::lock_guard lock(mutex_);
       held_.push_back({std::move(message), std::move(reply)});
@@ -222,7 +222,7 @@ class HoldingHandler final : public RequestHandler {
   }
 
   // The `index`th request's sink, once it arrived.
-  ReplySink wait_sink(std::size_t index) {
+  WireReply wait_sink(std::size_t index) {
     std::unique_lock lock(mutex_);
     REQUIRE(changed_.wait_for(lock, kWait, [&] { return held_.size() > index; }));
     return held_[index].second;
@@ -243,7 +243,7 @@ class HoldingHandler final : public RequestHandler {
  private:
   std::mutex mutex_;  // guards held_
   std::condition_variable changed_;
-  std::vector<std::pair<Value, ReplySink>> held_;
+  std::vector<std::pair<Value, WireReply>> held_;
 };
 
 ServerOptions tcp_options() {
@@ -369,7 +369,7 @@ TEST_CASE("server answers pipelined requests in order, stream chunks before each
           "[daemon][concurrency]") {
   std::mutex workers_mutex;  // guards workers
   std::vector<std::thread> workers;
-  auto handler = std::make_shared<TestHandler>([&](Value message, const ConnectionInfo&, ReplySink reply) {
+  auto handler = std::make_shared<TestHandler>([&](Value message, const ConnectionInfo&, WireReply reply) {
     const std::int64_t chunks = message.at("CHUNKS").as_integer();
     // Answered from another thread, as a provider would.
     std::lock_guard lock(workers_mutex);
@@ -410,14 +410,14 @@ TEST_CASE("server holds later requests until the current one is answered", "[dae
   client.expect_handshake();
   client.send("(:TYPE :REQUEST :N 1)");
   client.send("(:TYPE :REQUEST :N 2)");
-  ReplySink first = handler->wait_sink(0);
+  WireReply first = handler->wait_sink(0);
   CHECK(handler->count() == 1);  // the second waits for the first reply
   CHECK(first.is_open());
   CHECK(first.finish(make_ok_response("one")));
   CHECK_FALSE(first.is_open());
   CHECK_FALSE(first.finish(make_ok_response("again")));
   CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("one"));
-  ReplySink second = handler->wait_sink(1);
+  WireReply second = handler->wait_sink(1);
   CHECK(handler->message(1).at("N") == Value::integer(2));
   second.finish(make_ok_response("two"));
   CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("two"));
@@ -437,7 +437,7 @@ TEST_CASE("server pauses reading while requests queue up and answers them all in
   }
   client.send_raw(burst);
   for (std::size_t n = 0; n < 8; ++n) {
-    ReplySink reply = handler->wait_sink(n);
+    WireReply reply = handler->wait_sink(n);
     CHECK(handler->message(n).at("N") == Value::integer(static_cast<std::int64_t>(n)));
     reply.finish(make_ok_response("answer " + std::to_string(n)));
     CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("answer " + std::to_string(n)));
@@ -446,7 +446,7 @@ TEST_CASE("server pauses reading while requests queue up and answers them all in
 }
 
 TEST_CASE("server moves on when a handler drops its reply without answering", "[daemon][concurrency]") {
-  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, ReplySink reply) {
+  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, WireReply reply) {
     if (message.at("QUIET")) return;  // the sink goes out of scope unanswered
     reply.finish(TestHandler::echo(message, connection));
   });
@@ -459,7 +459,7 @@ TEST_CASE("server moves on when a handler drops its reply without answering", "[
 }
 
 TEST_CASE("server answers INTERNAL when the handler throws and keeps the connection", "[daemon][concurrency]") {
-  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, ReplySink reply) {
+  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, WireReply reply) {
     if (message.at("THROW")) throw std::runtime_error("boom");
     reply.finish(TestHandler::echo(message, connection));
   });
@@ -475,7 +475,7 @@ TEST_CASE("server answers INTERNAL when the handler throws and keeps the connect
   CHECK(server->counters().errors == 1);
 }
 
-TEST_CASE("TCP requests authenticate with the :AUTH token; the Unix socket always counts", "[daemon][concurrency]") {
+TEST_CASE("TCP requests authenticate with the :AUTH token and the Unix socket always counts", "[daemon][concurrency]") {
   TempDir dir;
   ServerOptions options = tcp_options();
   options.unix_socket_path = dir.path() / "auth.sock";
@@ -734,7 +734,7 @@ TEST_CASE("stop answers a request in flight before closing", "[daemon][concurren
   // Both in one write, so the second is queued when the first reaches the handler.
   busy.send_raw(*FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 1)").value()) +
                 *FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 2)").value()));
-  ReplySink in_flight = handler->wait_sink(0);
+  WireReply in_flight = handler->wait_sink(0);
 
   server->begin_stop();
   auto stopped = std::async(std::launch::async, [&server] { server->stop(kWait); });
@@ -760,7 +760,7 @@ TEST_CASE("stop closes connections whose handler never answers once the grace pe
   TestClient client = TestClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST)");
-  ReplySink never = handler->wait_sink(0);
+  WireReply never = handler->wait_sink(0);
   server->stop(100ms);
   CHECK(client.closed_by_server());
   CHECK(server->counters().connections_open == 0);
@@ -774,7 +774,7 @@ TEST_CASE("a connection arriving while the server stops is never served", "[daem
   TestClient holder = TestClient::tcp(server->tcp_port());
   holder.expect_handshake();
   holder.send("(:TYPE :REQUEST)");
-  ReplySink held = handler->wait_sink(0);
+  WireReply held = handler->wait_sink(0);
   server->begin_stop();
   // The listener closes asynchronously: a late client is refused by the
   // kernel, dropped with the listener, or told that the daemon is stopping.
@@ -798,12 +798,12 @@ TEST_CASE("a reply sink outliving its connection does nothing", "[daemon][concur
   handler->wait_sink(0);
   client.reset();
   REQUIRE(server->wait_connections_open_for_test(0, kWait));
-  ReplySink orphan = handler->wait_sink(0);
+  WireReply orphan = handler->wait_sink(0);
   CHECK_FALSE(orphan.is_open());
   CHECK_FALSE(orphan.send(make_stream_chunk("x")));
   CHECK_FALSE(orphan.finish(make_ok_response("x")));
   CHECK(orphan.connection().transport == Transport::tcp);
-  CHECK_FALSE(ReplySink().send(make_stream_chunk("x")));
+  CHECK_FALSE(WireReply().send(make_stream_chunk("x")));
 }
 
 TEST_CASE("server runs on an io_context the caller shares", "[daemon][concurrency]") {

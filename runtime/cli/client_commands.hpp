@@ -1,0 +1,99 @@
+// The commands that talk to a running daemon (chat, status, stop, skills
+// list|load|reload|unload|rescan, approvals, doctor) as functions of their
+// options and output streams, so they run the same from the CLI and in tests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/client.hpp"
+#include "result.hpp"
+#include "value/value.hpp"
+
+namespace passepartout::cli {
+
+// How to reach the daemon, as given on the command line (empty / unset:
+// from the environment, then the defaults; see resolve_target()).
+struct ConnectionOptions {
+  std::string socket_path;            // --socket PATH
+  std::optional<std::uint16_t> port;  // --port N (TCP)
+  std::string host;                   // --host NAME (TCP; default 127.0.0.1)
+  std::string token_file;             // --token-file FILE
+  std::optional<double> timeout_s;    // --timeout SECONDS for replies
+};
+
+// Where and how a command talks to the daemon, everything decided.
+struct Target {
+  Endpoint endpoint;
+  std::string token;         // sent as :AUTH with every request over TCP; empty: none
+  std::string token_source;  // where the token came from (a file or the variable), for hints
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds reply_timeout{30000};
+};
+
+// The daemon's default Unix socket: $XDG_RUNTIME_DIR/passepartout.sock, else
+// <state dir>/passepartout.sock (state dir as default_state_dir()).
+std::filesystem::path default_socket_path();
+
+// Decides the target: --socket or --port, else $PASSEPARTOUT_SOCKET, else
+// $PASSEPARTOUT_PORT (TCP), else default_socket_path(). The token (TCP only):
+// the file from --token-file, else from $PASSEPARTOUT_TOKEN_FILE, else
+// $PASSEPARTOUT_TOKEN, else <state dir>/token when it exists. Fails
+// (invalid_input) on a bad $PASSEPARTOUT_PORT or an unreadable token file
+// that was named explicitly.
+Result<Target> resolve_target(const ConnectionOptions& options, std::chrono::milliseconds default_reply_timeout);
+
+// Where a command writes: `out` for results (text, or exactly one JSON
+// document with `json`), `err` for problems and hints in text mode.
+struct Output {
+  std::ostream& out;
+  std::ostream& err;
+  bool json = false;
+};
+
+struct ChatOptions {
+  // The message; empty: interactive, one exchange per line of `in` until
+  // end of input or "/exit".
+  std::optional<std::string> text;
+  std::string session_id;  // :META :SESSION-ID; empty: the connection is the session
+  bool prompt = false;     // print "> " before reading each line (a terminal)
+};
+
+// `passepartout chat`: sends user input with a :REQUEST-ID and prints, as
+// they arrive, the streamed chunks, each reply's text with its gate trace and
+// approval notices, until the daemon's end-of-exchange response. Returns
+// kExitOk, kExitBlocked when a reply was blocked by a gate, kExitApproval
+// when an action waits for approval (interactive: of the last exchange), or
+// kExitProblem. With json: one JSON document per exchange.
+int run_chat(const Target& target, const ChatOptions& options, std::istream& in, const Output& output);
+
+// Operator requests; each returns kExitOk or the failure's status.
+int run_status(const Target& target, const Output& output);
+int run_skills_list(const Target& target, const Output& output);
+// `manifest` is made absolute (the daemon resolves paths in its own folder).
+int run_skills_load(const Target& target, const std::filesystem::path& manifest, const Output& output);
+int run_skills_reload(const Target& target, const std::string& name, const Output& output);
+int run_skills_unload(const Target& target, const std::string& name, bool cascade, const Output& output);
+int run_skills_rescan(const Target& target, const Output& output);
+int run_approvals_list(const Target& target, const Output& output);
+int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output);
+int run_stop(const Target& target, const Output& output);
+
+struct DoctorOptions {
+  std::vector<std::string> tools = {"sh"};  // looked up on $PATH
+  std::filesystem::path state_dir;          // must exist and be writable
+  std::filesystem::path manifest_dir;       // the bundled skills must load from here
+  std::filesystem::path plugin_dir;
+  bool check_provider = true;  // informational: an API key or a local Ollama
+};
+
+// `passepartout doctor`: each check with OK, FAIL or INFO and a hint; kExitOk
+// only when every required check passed.
+int run_doctor(const Target& target, const DoctorOptions& options, const Output& output);
+
+}  // namespace passepartout::cli

@@ -1,0 +1,588 @@
+// The daemon: boot in the seed's order, request routing (operator commands,
+// everything else into the pipeline), signals, systemd notifications and the
+// orderly stop.
+#include "daemon/daemon.hpp"
+
+#include <arpa/inet.h>
+#include <sys/stat.h>
+
+// GCC 12 reports a "potential null pointer dereference" inside Asio's
+// scheduler once it is inlined here (a false positive, as in server.cpp);
+// silenced for Asio's headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#pragma GCC diagnostic pop
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "daemon/operator_handler.hpp"
+#include "daemon/server.hpp"
+#include "daemon/systemd_notify.hpp"
+#include "daemon/token_file.hpp"
+#include "log.hpp"
+#include "memory/memory_store.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/executor.hpp"
+#include "pipeline/heartbeat.hpp"
+#include "pipeline/pipeline.hpp"
+#include "providers/cascade.hpp"
+#include "providers/offline_provider.hpp"
+#include "providers/scripted_provider.hpp"
+#include "skills/audit_log.hpp"
+#include "skills/skill_host.hpp"
+#include "skills/skill_watcher.hpp"
+#include "value/ascii.hpp"
+
+namespace passepartout {
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::string_view kComponent = "daemon";
+constexpr std::size_t kIoThreads = 2;
+constexpr std::size_t kPipelineThreads = 2;
+constexpr std::size_t kBlockingThreads = 2;
+
+std::string version_text() {
+  return PASSEPARTOUT_VERSION;
+}
+
+// The pipeline's reply interface on top of one wire reply: what the :TUI
+// actuator sends, approval notices and stream chunks go out as frames on the
+// connection the signal came from.
+class WireSink final : public ReplySink {
+ public:
+  explicit WireSink(WireReply reply) : reply_(std::move(reply)) {}
+  void send(const Value& message) override { reply_.send(message); }
+  bool is_open() const override { return reply_.is_open(); }
+
+ private:
+  WireReply reply_;
+};
+
+Value with_request_id(Value response, const Value& request_id) {
+  return request_id.is_nil() ? response : response.with("REQUEST-ID", request_id);
+}
+
+// Routes every request the server does not answer itself: operator requests
+// to the OperatorHandler (when authenticated), everything else into the
+// pipeline with this connection's reply. Called on io threads; never blocks.
+class DaemonHandler final : public RequestHandler {
+ public:
+  DaemonHandler(Pipeline& pipeline, OperatorHandler& operators, bool require_auth)
+      : pipeline_(pipeline), operators_(operators), require_auth_(require_auth) {}
+
+  void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
+    const Value request_id = message.at("REQUEST-ID");
+    const bool is_operator = message_type(message) == "OPERATOR";
+    if ((is_operator || (require_auth_ && connection.transport == Transport::tcp)) && !connection.authenticated) {
+      log_message(LogLevel::warn, kComponent,
+                  "refused an unauthenticated " + std::string(is_operator ? "operator request" : "request") + " from " +
+                      connection.peer);
+      reply.finish(with_request_id(
+          make_error_response(wire_error::kUnauthorized,
+                              "this request needs :AUTH \"<token>\" over TCP (the token is in the daemon's state "
+                              "folder, file 'token'); the Unix socket needs none"),
+          request_id));
+      return;
+    }
+    if (is_operator) {
+      operators_.handle(std::move(message), "wire", [reply](Value response) mutable { reply.finish(response); });
+      return;
+    }
+    inject(std::move(message), connection, std::move(reply), request_id);
+  }
+
+ private:
+  void inject(Value message, const ConnectionInfo& connection, WireReply reply, const Value& request_id) {
+    Value signal =
+        message.is_list()
+            ? message.without("REQUEST-ID")
+            : Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", message}})}});
+    // Without a session of its own, the connection is the session: signals
+    // of one connection stay in order, connections run in parallel.
+    Value meta = signal.at("META");
+    if (!meta.is_list()) meta = Value::plist({{"SOURCE", Value::keyword("SYSTEM")}});
+    const Value& session = meta.at("SESSION-ID");
+    if (!((session.is_string() || session.is_keyword()) && !session.text().empty())) {
+      meta = meta.with("SESSION-ID", Value::string("conn-" + std::to_string(connection.connection_id)));
+    }
+    signal = signal.with("META", meta);
+    pipeline_.inject(
+        std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
+          if (request_id.is_nil()) {
+            reply.finish();
+            return;
+          }
+          const std::string stopped_by = ascii_upper(report.stopped_by.empty() ? "done" : report.stopped_by);
+          reply.finish(
+              with_request_id(make_ok_response("done", Value::plist({{"STOPPED-BY", Value::keyword(stopped_by)},
+                                                                     {"CYCLES", Value::integer(report.cycles)}})),
+                              request_id));
+        });
+  }
+
+  Pipeline& pipeline_;
+  OperatorHandler& operators_;
+  bool require_auth_;
+};
+
+std::string endpoint_text(const std::string& address, std::uint16_t port) {
+  return address.find(':') != std::string::npos ? "[" + address + "]:" + std::to_string(port)
+                                                : address + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+bool is_loopback_address(std::string_view address) {
+  if (address == "localhost") return true;
+  const std::string text(address);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+// Members are declared in the order they are built; the destructor's
+// explicit teardown (shutdown()) runs first, then members go in reverse.
+struct Daemon::Impl {
+  DaemonConfig config;
+  SystemdNotifier notifier;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  asio::signal_set signals{io};
+  asio::steady_timer watchdog{io};
+
+  MemoryStore memory;
+  bool memory_saves = true;  // false after a load failure: never overwrite a file we could not read
+  bool memory_ok = true;
+  std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<SkillHost> skills;
+  bool audit_ok = true;
+  SkillProblems problems;
+
+  // Before the pipeline (it holds references to them); stopped explicitly.
+  ThreadPool pool{kPipelineThreads};
+  ThreadPool blocking{kBlockingThreads};
+  ThreadPool control{1};
+  Cascade cascade;
+  std::unique_ptr<Pipeline> pipeline;
+  std::unique_ptr<Heartbeat> heartbeat;
+  std::unique_ptr<SkillWatcher> watcher;
+  std::unique_ptr<OperatorHandler> operators;
+  // Set once `operators` exists: SIGHUP can arrive while boot() still runs.
+  std::atomic<OperatorHandler*> operators_ready{nullptr};
+  std::unique_ptr<Server> server;
+
+  mutable std::mutex health_mutex;  // guards health
+  HealthReport health;
+
+  std::mutex stop_mutex;  // guards stop_requested, stop_reason
+  std::condition_variable stop_wanted;
+  bool stop_requested = false;
+  std::string stop_reason;
+  bool shut_down = false;  // serve()'s thread only
+
+  ~Impl() { shutdown(); }
+
+  void run_io() {
+    work.emplace(io.get_executor());
+    for (std::size_t i = 0; i < kIoThreads; ++i) {
+      io_threads.emplace_back([this] {
+        for (;;) {
+          try {
+            io.run();
+            return;
+          } catch (const std::exception& e) {
+            log_message(LogLevel::error, kComponent, std::string("io thread: ") + e.what());
+          }
+        }
+      });
+    }
+  }
+
+  void watch_signals() {
+    signals.add(SIGTERM);
+    signals.add(SIGINT);
+    signals.add(SIGHUP);
+    wait_signal();
+  }
+
+  void wait_signal() {
+    signals.async_wait([this](const boost::system::error_code& error, int number) {
+      if (error) return;  // cancelled at shutdown
+      if (number == SIGHUP) {
+        log_message(LogLevel::info, kComponent, "SIGHUP: rescanning " + config.manifest_dir.string());
+        rescan("sighup");
+      } else {
+        request_stop(number == SIGTERM ? "SIGTERM received" : "SIGINT received");
+      }
+      wait_signal();
+    });
+  }
+
+  void rescan(std::string requester) {
+    OperatorHandler* handler = operators_ready.load(std::memory_order_acquire);
+    if (handler == nullptr) {
+      log_message(LogLevel::warn, kComponent, "rescan ignored: the skills are still booting");
+      return;
+    }
+    handler->handle(Value::plist({{"TYPE", Value::keyword("OPERATOR")}, {"COMMAND", Value::keyword("RESCAN")}}),
+                    std::move(requester), [](const Value& response) {
+                      const Value& message = response.path({"PAYLOAD", "MESSAGE"});
+                      log_message(is_ok_response(response) ? LogLevel::info : LogLevel::warn, kComponent,
+                                  "rescan: " + std::string(message.text()));
+                    });
+  }
+
+  void request_stop(std::string_view why) {
+    std::lock_guard lock(stop_mutex);
+    if (stop_requested) return;
+    stop_requested = true;
+    stop_reason = std::string(why);
+    stop_wanted.notify_all();
+  }
+
+  void tick_watchdog(std::chrono::microseconds period) {
+    notifier.notify("WATCHDOG=1");
+    watchdog.expires_after(period);
+    watchdog.async_wait([this, period](const boost::system::error_code& error) {
+      if (!error) tick_watchdog(period);
+    });
+  }
+
+  // Seed H2/H3: UNHEALTHY when nothing can verify an action (no gate loaded,
+  // or the manifest folder unreadable); DEGRADED when a skill is disabled, a
+  // manifest did not parse, or memory, approvals or the audit log are not
+  // usable; HEALTHY otherwise.
+  HealthReport evaluate_health() const {
+    const auto snapshot = skills->snapshot();
+    HealthReport report;
+    report.checked = true;
+    if (snapshot->gates().empty()) {
+      report.status = "UNHEALTHY";
+    } else if (!problems.empty() || !memory_ok || approvals == nullptr || !audit_ok) {
+      report.status = "DEGRADED";
+    } else {
+      report.status = "HEALTHY";
+    }
+    return report;
+  }
+
+  void refresh_health() {
+    HealthReport next = evaluate_health();
+    std::lock_guard lock(health_mutex);
+    if (next.status != health.status && health.checked) {
+      log_message(next.status == "HEALTHY" ? LogLevel::info : LogLevel::warn, kComponent,
+                  "health is now " + next.status + " (was " + health.status + ")");
+    }
+    health = std::move(next);
+  }
+
+  HealthReport current_health() const {
+    std::lock_guard lock(health_mutex);
+    return health;
+  }
+
+  Result<void> boot();
+  void diagnostics();
+  Result<void> listen();
+  bool save_memory(std::string_view why);
+  int shutdown();
+};
+
+Result<void> Daemon::Impl::boot() {
+  const DaemonConfig& c = config;
+  if (c.listen_tcp && !is_loopback_address(c.listen_address) && !c.require_auth) {
+    return fail(ErrorCode::invalid_input, "refusing to listen on " + c.listen_address +
+                                              ", which is not a loopback address, without authentication: add "
+                                              "--require-auth (every TCP request then needs the token)");
+  }
+  std::error_code ec;
+  fs::create_directories(c.state_dir, ec);
+  if (ec || !fs::is_directory(c.state_dir, ec)) {
+    return fail(ErrorCode::io_error, "cannot create the state folder " + c.state_dir.string() + ": " + ec.message());
+  }
+  ::chmod(c.state_dir.c_str(), 0700);
+  log_message(LogLevel::info, kComponent,
+              "passepartout " + version_text() + " starting; state in " + c.state_dir.string());
+
+  // H6 (2): memory.
+  if (auto loaded = memory.load(c.memory_file); !loaded) {
+    memory_ok = false;
+    memory_saves = false;
+    log_message(LogLevel::error, kComponent,
+                "memory not loaded, starting empty; it will not be saved over " + c.memory_file.string() +
+                    " until that file is fixed or moved: " + loaded.error().message);
+  } else {
+    log_message(
+        LogLevel::info, kComponent,
+        *loaded ? "memory loaded from " + c.memory_file.string() + " (" + std::to_string(memory.size()) + " objects)"
+                : "no memory saved yet at " + c.memory_file.string());
+  }
+
+  if (auto store = ApprovalStore::open(approvals_file(c.state_dir)); store) {
+    approvals = std::move(*store);
+  } else {
+    log_message(LogLevel::error, kComponent,
+                "approvals unavailable (actions that need one are refused): " + store.error().message);
+  }
+
+  // H6 (3, 4): actuators and skills.
+  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir), true};
+  auto host = SkillHost::create(host_options);
+  if (!host) {
+    audit_ok = false;
+    log_message(LogLevel::error, kComponent,
+                "the audit log is unusable, skill changes are kept in memory only: " + host.error().message);
+    host_options.audit_file.clear();
+    host = SkillHost::create(host_options);
+    if (!host) return fail(host.error().code, host.error().message);
+  }
+  skills = std::move(*host);
+  const BootResult booted = skills->boot("boot");
+  problems.record(booted);
+  std::string loaded;
+  for (const auto& slot : booted.slots)
+    loaded += (loaded.empty() ? "" : ", ") + slot->name() + " " + slot->version_text();
+  log_message(LogLevel::info, kComponent,
+              "skills from " + c.manifest_dir.string() + ": " + std::to_string(booted.slots.size()) + " loaded" +
+                  (loaded.empty() ? "" : " (" + loaded + ")"));
+  for (const auto& d : booted.disabled) {
+    log_message(LogLevel::warn, kComponent, "skill '" + d.name + "' disabled: " + d.reason);
+  }
+  for (const auto& e : booted.manifest_errors) log_message(LogLevel::warn, kComponent, e.message);
+
+  // Providers, in cascade order.
+  std::vector<std::shared_ptr<Provider>> providers;
+  for (const std::string& name : c.providers) {
+    if (name == "scripted") {
+      auto script = ScriptedScript::load(c.script);
+      if (!script) return fail(ErrorCode::invalid_input, script.error().message);
+      log_message(LogLevel::info, kComponent,
+                  "provider scripted: " + std::to_string(script->rules.size()) + " rules from " + c.script.string());
+      providers.push_back(std::make_shared<ScriptedProvider>(std::move(*script), &pool));
+    } else {
+      log_message(LogLevel::warn, kComponent,
+                  "provider offline: no language model is configured; replies explain how to configure one");
+      providers.push_back(std::make_shared<OfflineProvider>());
+    }
+  }
+  cascade.set_providers(std::move(providers));
+
+  PipelineOptions options;
+  options.version = version_text();
+  options.default_actuator = c.default_actuator;
+  options.silent_actuators = c.silent_actuators;
+  options.assistant_name = c.assistant_name;
+  options.log_lines = c.context_log_limit;
+  pipeline = std::make_unique<Pipeline>(
+      Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get()}, std::move(options));
+
+  operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
+      *skills, *pipeline, approvals.get(), control, problems, version_text(), started,
+      [this] { return current_health(); },
+      [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
+      [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); }});
+  operators_ready.store(operators.get(), std::memory_order_release);
+
+  // H6 (5): startup diagnostics (fail open).
+  diagnostics();
+
+  // H6 (6): heartbeat; then the watcher.
+  if (c.heartbeat_interval.count() > 0) {
+    heartbeat =
+        std::make_unique<Heartbeat>(pool, *pipeline, HeartbeatOptions{c.heartbeat_interval, c.auto_save_interval},
+                                    [this] { save_memory("auto-save"); });
+    heartbeat->start();
+  }
+  if (c.watch) {
+    auto started_watcher = SkillWatcher::start(*skills);
+    if (started_watcher) {
+      watcher = std::move(*started_watcher);
+    } else {
+      log_message(LogLevel::warn, kComponent, "not watching for skill changes: " + started_watcher.error().message);
+    }
+  }
+  return {};
+}
+
+void Daemon::Impl::diagnostics() {
+  log_message(LogLevel::info, kComponent, "DOCTOR: Running Startup Health Check");
+  refresh_health();
+  const HealthReport report = current_health();
+  if (report.status == "HEALTHY") {
+    log_message(LogLevel::info, kComponent, "DAEMON: Health check passed. Starting services.");
+    return;
+  }
+  log_message(LogLevel::warn, kComponent, "DAEMON: Health check found issues (health " + report.status + ").");
+  if (skills->snapshot()->gates().empty()) {
+    log_message(LogLevel::error, kComponent, "no gate is loaded: nothing verifies the model's proposals");
+  }
+  for (const auto& [name, entry] : problems.disabled()) {
+    log_message(LogLevel::warn, kComponent, "  skill '" + name + "' disabled: " + entry.reason);
+  }
+  log_message(LogLevel::warn, kComponent,
+              "  see `passepartout skills check " + config.manifest_dir.string() + "` for the skills");
+}
+
+Result<void> Daemon::Impl::listen() {
+  const DaemonConfig& c = config;
+  auto token = load_or_create_token(token_file(c.state_dir));
+  if (!token) return fail(token.error().code, token.error().message);
+
+  ServerOptions options;
+  options.unix_socket_path = c.socket_path;
+  options.listen_tcp = c.listen_tcp;
+  options.tcp_address = c.listen_address == "localhost" ? "127.0.0.1" : c.listen_address;
+  options.tcp_port = c.port;
+  options.auth_token = *token;
+  options.version = version_text();
+  options.frame_limits.max_payload_code_points = c.max_frame;
+  options.idle_timeout = c.idle_timeout;
+  options.read_timeout = c.read_timeout;
+  options.max_connections = c.max_connections;
+  std::error_code ec;
+  fs::create_directories(c.socket_path.parent_path(), ec);
+  auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.require_auth);
+  auto started_server = Server::start(io, std::move(options), handler, [this] { return current_health(); });
+  if (!started_server) return fail(started_server.error().code, started_server.error().message);
+  server = std::move(*started_server);
+
+  // The lines scripts and tests wait for.
+  std::printf("listening on unix:%s\n", server->unix_socket_path().c_str());
+  if (c.listen_tcp) {
+    const std::string where = endpoint_text(c.listen_address, server->tcp_port());
+    std::printf("listening on %s\n", where.c_str());
+  }
+  std::fflush(stdout);
+  log_message(LogLevel::info, kComponent,
+              "serving: unix " + server->unix_socket_path().string() +
+                  (c.listen_tcp ? ", tcp " + endpoint_text(c.listen_address, server->tcp_port()) : std::string()) +
+                  "; health " + current_health().status);
+
+  std::string status = "STATUS=serving; health " + current_health().status;
+  notifier.notify("READY=1\n" + status);
+  if (auto period = notifier.watchdog_period()) {
+    asio::post(io, [this, period = *period] { tick_watchdog(period); });
+  }
+  return {};
+}
+
+bool Daemon::Impl::save_memory(std::string_view why) {
+  if (!memory_saves) return true;
+  auto saved = memory.save_if_dirty(config.memory_file);
+  if (!saved) {
+    log_message(LogLevel::error, kComponent, std::string(why) + ": memory not saved: " + saved.error().message);
+    return false;
+  }
+  if (*saved)
+    log_message(LogLevel::info, kComponent, std::string(why) + ": memory saved to " + config.memory_file.string());
+  return true;
+}
+
+// The stop (seed H7, without its abrupt exit): stop accepting, let signals in
+// flight finish within the grace, save memory, stop every thread.
+int Daemon::Impl::shutdown() {
+  if (shut_down) return 0;
+  shut_down = true;
+  notifier.notify("STOPPING=1\nSTATUS=stopping");
+  if (heartbeat) heartbeat->stop();
+  watcher.reset();
+  const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;
+  if (server) server->begin_stop();
+  if (pipeline) {
+    // Poll: the pipeline reports only a count, and the wait is bounded.
+    while (pipeline->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    if (pipeline->in_flight() > 0) {
+      log_message(LogLevel::warn, kComponent,
+                  std::to_string(pipeline->in_flight()) + " signal(s) still in flight after the grace; interrupting");
+      pipeline->interrupt();
+    }
+  }
+  if (server) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    server->stop(std::max<std::chrono::milliseconds>(left, 500ms));
+  }
+  control.stop();
+  pool.stop();
+  blocking.stop();
+  const bool saved = save_memory("shutdown");
+  boost::system::error_code ignored;
+  signals.cancel(ignored);
+  watchdog.cancel();
+  work.reset();
+  io.stop();
+  for (auto& thread : io_threads) {
+    if (thread.joinable()) thread.join();
+  }
+  log_message(LogLevel::info, kComponent, "stopped");
+  return saved ? 0 : 1;
+}
+
+// --- Daemon --------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
+  std::signal(SIGPIPE, SIG_IGN);
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(config);
+  impl->notifier = SystemdNotifier::from_environment();
+  // Signals are watched from the start, so a SIGTERM during boot stops cleanly.
+  impl->watch_signals();
+  impl->run_io();
+  if (auto booted = impl->boot(); !booted) return fail(booted.error().code, booted.error().message);
+  if (auto listening = impl->listen(); !listening) return fail(listening.error().code, listening.error().message);
+  return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
+}
+
+Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Daemon::~Daemon() = default;
+
+int Daemon::serve() {
+  std::string reason;
+  {
+    std::unique_lock lock(impl_->stop_mutex);
+    impl_->stop_wanted.wait(lock, [&] { return impl_->stop_requested; });
+    reason = impl_->stop_reason;
+  }
+  log_message(LogLevel::info, kComponent, "SHUTDOWN: " + reason + ". Saving memory...");
+  return impl_->shutdown();
+}
+
+void Daemon::request_stop(std::string_view why) {
+  impl_->request_stop(why);
+}
+
+std::uint16_t Daemon::tcp_port() const noexcept {
+  return impl_->server ? impl_->server->tcp_port() : 0;
+}
+
+const fs::path& Daemon::socket_path() const noexcept {
+  return impl_->config.socket_path;
+}
+
+HealthReport Daemon::health() const {
+  return impl_->current_health();
+}
+
+}  // namespace passepartout

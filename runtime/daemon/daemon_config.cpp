@@ -1,0 +1,462 @@
+// Resolving the daemon's settings: command line over config file over
+// environment over .env, each value checked with a message naming its source.
+#include "daemon/daemon_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "daemon/frame_codec.hpp"
+#include "skills/audit_log.hpp"
+#include "skills/bundled_skills.hpp"
+#include "value/ascii.hpp"
+#include "yaml_diagnostics.hpp"
+
+namespace passepartout {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::array kSettings{
+    DaemonSetting{"state-dir", "PASSEPARTOUT_STATE_DIR", "DIR",
+                  "Folder for durable state: audit.sqlite3 (skill changes), approvals.sqlite3, memory.sexp and\n"
+                  "the operator token file `token` (default $XDG_STATE_HOME/passepartout, else\n"
+                  "~/.local/state/passepartout)"},
+    DaemonSetting{"socket", "PASSEPARTOUT_SOCKET", "PATH",
+                  "The Unix socket, created mode 0600 (default $XDG_RUNTIME_DIR/passepartout.sock, else\n"
+                  "<state dir>/passepartout.sock)"},
+    DaemonSetting{"listen", "PASSEPARTOUT_LISTEN", "ADDR",
+                  "The TCP address (default 127.0.0.1); anything but loopback also needs --require-auth"},
+    DaemonSetting{"port", "PASSEPARTOUT_PORT", "N",
+                  "The TCP port (default 9105); 0 picks a free one. The daemon prints\n"
+                  "`listening on <addr>:<port>` on standard output once it serves"},
+    DaemonSetting{"no-tcp", "PASSEPARTOUT_NO_TCP", "", "Serve on the Unix socket only"},
+    DaemonSetting{"require-auth", "PASSEPARTOUT_REQUIRE_AUTH", "",
+                  "Every TCP request must carry :AUTH \"<token>\" (the contents of <state dir>/token), not only\n"
+                  "operator requests; the Unix socket is authenticated by its mode"},
+    DaemonSetting{"manifests", "PASSEPARTOUT_MANIFEST_DIR", "DIR",
+                  "Folder of skill manifests (default: the bundled ones)"},
+    DaemonSetting{"plugins", "PASSEPARTOUT_PLUGIN_DIR", "DIR",
+                  "Folder the manifests' libraries are found in (default: the bundled skills)"},
+    DaemonSetting{"watch", "PASSEPARTOUT_WATCH", "",
+                  "Rescan when a manifest or library in those folders changes (inotify)"},
+    DaemonSetting{"provider", "PASSEPARTOUT_PROVIDER", "NAMES",
+                  "Model providers to try, in order, separated by commas: scripted, offline (default: scripted\n"
+                  "when --script is given, else offline, which explains how to configure a model)"},
+    DaemonSetting{"script", "PASSEPARTOUT_SCRIPT", "FILE",
+                  "The scripted provider's YAML rules (match / reply / delay_ms / stream / fail / tool_call)"},
+    DaemonSetting{"memory-file", "MEMORY_SNAPSHOT_PATH", "FILE",
+                  "Where memory is loaded from at start and saved to (default <state dir>/memory.sexp)"},
+    DaemonSetting{"heartbeat-interval", "HEARTBEAT_INTERVAL", "SECONDS",
+                  "Seconds between heartbeat signals (default 60; 0: no heartbeat)"},
+    DaemonSetting{"memory-auto-save-interval", "MEMORY_AUTO_SAVE_INTERVAL", "SECONDS",
+                  "Seconds between saves of changed memory, on heartbeats (default 300)"},
+    DaemonSetting{"default-actuator", "DEFAULT_ACTUATOR", "NAME",
+                  "Actuator for actions that name no target and whose signal has no source (default cli)"},
+    DaemonSetting{"silent-actuators", "SILENT_ACTUATORS", "LIST",
+                  "Actuators whose results are not fed back as signals, separated by commas\n"
+                  "(default cli,system-message,emacs)"},
+    DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
+    DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
+    DaemonSetting{"max-frame", "PASSEPARTOUT_MAX_FRAME", "N",
+                  "Largest frame, in code points, either direction (default 1048576; at most 16777215)"},
+    DaemonSetting{"max-connections", "PASSEPARTOUT_MAX_CONNECTIONS", "N",
+                  "Open connections; one more gets a BUSY error (default 128)"},
+    DaemonSetting{"idle-timeout", "PASSEPARTOUT_IDLE_TIMEOUT", "SECONDS",
+                  "Close a connection idle this long (default 1800; 0: never)"},
+    DaemonSetting{"read-timeout", "PASSEPARTOUT_READ_TIMEOUT", "SECONDS",
+                  "A frame begun must be complete within this (default 30)"},
+    DaemonSetting{"shutdown-grace", "PASSEPARTOUT_SHUTDOWN_GRACE", "SECONDS",
+                  "On SIGTERM, SIGINT or :SHUTDOWN, how long signals in flight may take to finish (default 10)"},
+    DaemonSetting{"log-level", "PASSEPARTOUT_LOG_LEVEL", "LEVEL", "debug, info, warn or error (default info)"},
+    DaemonSetting{"log-json", "PASSEPARTOUT_LOG_JSON", "", "Log JSON lines instead of text (standard error)"},
+};
+
+// A setting's text and where it came from, for messages.
+struct Raw {
+  std::string text;
+  std::string where;  // "--port", "PASSEPARTOUT_PORT", "/etc/pp.yaml:3:7: port"
+  fs::path base;      // relative paths are resolved against it (the config file's folder)
+};
+
+using RawMap = std::map<std::string, Raw, std::less<>>;
+
+Unexpected<Error> bad(const Raw& raw, const std::string& what) {
+  return fail(ErrorCode::invalid_input, raw.where + ": " + in_quotes(raw.text) + " " + what);
+}
+
+std::string scalar_text(const YAML::Node& node) {
+  if (node.IsSequence()) {
+    std::string joined;
+    for (const auto& item : node) joined += (joined.empty() ? "" : ",") + (item.IsScalar() ? item.Scalar() : "?");
+    return joined;
+  }
+  return node.Scalar();
+}
+
+// Reads the config file: a map whose keys are settings' keys.
+Result<void> read_config_file(const fs::path& file, RawMap& raws) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return fail(ErrorCode::io_error,
+                "config file " + file.string() + ": cannot be read (" + std::generic_category().message(errno) + ")");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string origin = file.string();
+  YamlProblems problems(origin);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return fail(ErrorCode::invalid_input, located(origin, e.mark, e.msg));
+  }
+  if (root.IsNull()) return {};  // an empty file sets nothing
+  if (!root.IsMap()) {
+    return fail(ErrorCode::invalid_input,
+                located(origin, root.Mark(), "expected a map of settings (key: value), one per line"));
+  }
+  std::vector<std::string_view> known;
+  for (const DaemonSetting& s : kSettings) known.push_back(s.key);
+  const fs::path base = file.parent_path();
+  for (const auto& entry : root) {
+    const YAML::Node& key = entry.first;
+    const YAML::Node& value = entry.second;
+    const std::string name = key.IsScalar() ? key.Scalar() : std::string("?");
+    auto setting =
+        std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
+    if (setting == kSettings.end()) {
+      problems.problem(key.Mark(), unknown_key_message(name, known, ""));
+      continue;
+    }
+    const bool list_ok = name == "silent-actuators" || name == "provider";
+    if (value.IsNull() || !value.IsDefined()) {
+      problems.problem_at(key, value, name + ": needs a value");
+      continue;
+    }
+    if (!value.IsScalar() && !(list_ok && value.IsSequence())) {
+      problems.problem_at(key, value,
+                          name + (list_ok ? ": expected a value or a list of values" : ": expected a single value"));
+      continue;
+    }
+    const std::string where = located(origin, value.Mark(), name);
+    raws[name] = Raw{scalar_text(value), where, base};
+  }
+  if (!problems.ok()) return fail(ErrorCode::invalid_input, problems.message());
+  return {};
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  const std::string folded = ascii_lower(text);
+  if (folded == "true" || folded == "1" || folded == "yes" || folded == "on") return true;
+  if (folded == "false" || folded == "0" || folded == "no" || folded == "off") return false;
+  return std::nullopt;
+}
+
+Result<std::uint64_t> parse_count(const Raw& raw, std::uint64_t min, std::uint64_t max, const std::string& what) {
+  std::uint64_t n = 0;
+  const char* end = raw.text.data() + raw.text.size();
+  auto [ptr, ec] = std::from_chars(raw.text.data(), end, n);
+  if (raw.text.empty() || ec != std::errc() || ptr != end || n < min || n > max) {
+    return bad(raw, "is not " + what + " (" + std::to_string(min) + " to " + std::to_string(max) + ")");
+  }
+  return n;
+}
+
+// Whole or decimal seconds, "60" or "0.25"; at most a year.
+Result<std::chrono::milliseconds> parse_seconds(const Raw& raw) {
+  double seconds = -1;
+  const char* end = raw.text.data() + raw.text.size();
+  auto [ptr, ec] = std::from_chars(raw.text.data(), end, seconds);
+  constexpr double kMax = 366.0 * 24 * 3600;
+  if (raw.text.empty() || ec != std::errc() || ptr != end || !std::isfinite(seconds) || seconds < 0 || seconds > kMax) {
+    return bad(raw, "is not a number of seconds (0 or more, at most a year; e.g. 60 or 0.5)");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000)));
+}
+
+fs::path parse_path(const Raw& raw) {
+  fs::path path = raw.text;
+  if (raw.text.starts_with("~/")) {
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+      path = fs::path(home) / raw.text.substr(2);
+  }
+  if (path.is_relative() && !raw.base.empty()) path = raw.base / path;
+  return path.lexically_normal();
+}
+
+// An actuator name as the pipeline compares it: upper case, no leading ':'.
+Result<std::string> parse_actuator(const Raw& raw, std::string_view text) {
+  if (!text.empty() && text.front() == ':') text.remove_prefix(1);
+  const bool ok = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+  if (!ok) return bad(raw, "is not an actuator name (letters, digits, '-' and '_')");
+  return ascii_upper(text);
+}
+
+std::vector<std::string_view> split_list(std::string_view text) {
+  std::vector<std::string_view> items;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) items.push_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return items;
+}
+
+// A value of a .env line without its quotes.
+std::string unquote(std::string_view value) {
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t' || value.back() == '\r'))
+    value.remove_suffix(1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+    return std::string(value.substr(1, value.size() - 2));
+  }
+  if (const std::size_t hash = value.find(" #"); hash != std::string_view::npos) {  // a trailing comment
+    value = value.substr(0, hash);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  }
+  return std::string(value);
+}
+
+}  // namespace
+
+std::span<const DaemonSetting> daemon_settings() {
+  return kSettings;
+}
+
+std::optional<std::string> process_env(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
+  // Lowest precedence first, each later source overwriting.
+  RawMap raws;
+  for (const DaemonSetting& s : kSettings) {
+    if (s.env.empty() || !sources.env) continue;
+    if (auto value = sources.env(s.env)) raws[std::string(s.key)] = Raw{*value, std::string(s.env), {}};
+  }
+  if (!sources.config_file.empty()) {
+    if (auto read = read_config_file(sources.config_file, raws); !read)
+      return fail(read.error().code, read.error().message);
+  }
+  for (const auto& [key, text] : sources.command_line) raws[key] = Raw{text, "--" + key, {}};
+  auto raw = [&](std::string_view key) -> const Raw* {
+    auto it = raws.find(key);
+    return it == raws.end() ? nullptr : &it->second;
+  };
+  auto env = [&](std::string_view name) { return sources.env ? sources.env(name) : std::nullopt; };
+  auto flag = [&](std::string_view key, bool& out) -> Result<void> {
+    if (const Raw* r = raw(key)) {
+      auto value = parse_bool(r->text);
+      if (!value) return bad(*r, "is not true or false");
+      out = *value;
+    }
+    return {};
+  };
+
+  DaemonConfig config;
+  if (const Raw* r = raw("state-dir")) {
+    if (r->text.empty()) return bad(*r, "is not a folder");
+    config.state_dir = parse_path(*r);
+  } else {
+    config.state_dir = default_state_dir();
+  }
+  if (const Raw* r = raw("socket")) {
+    if (r->text.empty()) return bad(*r, "is not a path");
+    config.socket_path = parse_path(*r);
+  } else if (auto runtime_dir = env("XDG_RUNTIME_DIR"); runtime_dir && fs::path(*runtime_dir).is_absolute()) {
+    config.socket_path = fs::path(*runtime_dir) / "passepartout.sock";
+  } else {
+    config.socket_path = config.state_dir / "passepartout.sock";
+  }
+  if (config.socket_path.native().size() > 107) {
+    const Raw* r = raw("socket");
+    const Raw fallback{config.socket_path.string(), "the Unix socket path", {}};
+    return bad(r != nullptr ? *r : fallback,
+               "is longer than the 107 bytes a Unix socket path may have; choose a shorter --socket");
+  }
+  if (const Raw* r = raw("listen")) {
+    if (r->text.empty()) return bad(*r, "is not an address");
+    config.listen_address = r->text;
+  }
+  if (const Raw* r = raw("port")) {
+    auto port = parse_count(*r, 0, 65535, "a port number");
+    if (!port) return fail(port.error().code, port.error().message);
+    config.port = static_cast<std::uint16_t>(*port);
+  }
+  bool no_tcp = false;
+  if (auto r = flag("no-tcp", no_tcp); !r) return fail(r.error().code, r.error().message);
+  config.listen_tcp = !no_tcp;
+  if (auto r = flag("require-auth", config.require_auth); !r) return fail(r.error().code, r.error().message);
+  if (auto r = flag("watch", config.watch); !r) return fail(r.error().code, r.error().message);
+  bool log_json = false;
+  if (auto r = flag("log-json", log_json); !r) return fail(r.error().code, r.error().message);
+  config.log_format = log_json ? LogFormat::json : LogFormat::text;
+
+  config.manifest_dir = raw("manifests") != nullptr ? parse_path(*raw("manifests")) : default_manifest_dir();
+  config.plugin_dir = raw("plugins") != nullptr ? parse_path(*raw("plugins")) : default_plugin_dir();
+
+  if (const Raw* r = raw("script")) {
+    if (r->text.empty()) return bad(*r, "is not a file");
+    config.script = parse_path(*r);
+  }
+  if (const Raw* r = raw("provider")) {
+    for (std::string_view name : split_list(r->text)) {
+      const std::string folded = ascii_lower(name);
+      if (folded != "scripted" && folded != "offline") {
+        return bad(*r, "names an unknown provider '" + std::string(name) + "' (known: scripted, offline)");
+      }
+      if (std::find(config.providers.begin(), config.providers.end(), folded) == config.providers.end()) {
+        config.providers.push_back(folded);
+      }
+    }
+    if (config.providers.empty()) return bad(*r, "names no provider (known: scripted, offline)");
+  } else {
+    config.providers = {config.script.empty() ? "offline" : "scripted"};
+  }
+  const bool scripted =
+      std::find(config.providers.begin(), config.providers.end(), "scripted") != config.providers.end();
+  if (scripted && config.script.empty()) {
+    return fail(ErrorCode::invalid_input,
+                "the scripted provider needs its rules: give --script FILE (or PASSEPARTOUT_SCRIPT)");
+  }
+
+  config.memory_file =
+      raw("memory-file") != nullptr ? parse_path(*raw("memory-file")) : config.state_dir / "memory.sexp";
+
+  if (const Raw* r = raw("heartbeat-interval")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    config.heartbeat_interval = *v;
+  }
+  if (const Raw* r = raw("memory-auto-save-interval")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
+    config.auto_save_interval = *v;
+  }
+  if (const Raw* r = raw("default-actuator")) {
+    auto v = parse_actuator(*r, r->text);
+    if (!v) return fail(v.error().code, v.error().message);
+    config.default_actuator = *v;
+  }
+  if (const Raw* r = raw("silent-actuators")) {
+    config.silent_actuators.clear();
+    for (std::string_view name : split_list(r->text)) {
+      auto v = parse_actuator(*r, name);
+      if (!v) return fail(v.error().code, v.error().message);
+      config.silent_actuators.push_back(*v);
+    }
+  }
+  if (const Raw* r = raw("assistant-name")) {
+    if (r->text.empty()) return bad(*r, "is not a name");
+    config.assistant_name = r->text;
+  }
+  if (const Raw* r = raw("context-log-limit")) {
+    auto v = parse_count(*r, 0, 100, "a number of log lines");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.context_log_limit = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-frame")) {
+    auto v = parse_count(*r, 64, kMaxFrameCodePoints, "a frame size in code points");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_frame = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-connections")) {
+    auto v = parse_count(*r, 1, 100000, "a number of connections");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_connections = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("idle-timeout")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    config.idle_timeout = *v;
+  }
+  if (const Raw* r = raw("read-timeout")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
+    config.read_timeout = *v;
+  }
+  if (const Raw* r = raw("shutdown-grace")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    config.shutdown_grace = *v;
+  }
+  if (const Raw* r = raw("log-level")) {
+    const std::string folded = ascii_lower(r->text);
+    if (folded == "debug") {
+      config.log_level = LogLevel::debug;
+    } else if (folded == "info") {
+      config.log_level = LogLevel::info;
+    } else if (folded == "warn" || folded == "warning") {
+      config.log_level = LogLevel::warn;
+    } else if (folded == "error") {
+      config.log_level = LogLevel::error;
+    } else {
+      return bad(*r, "is not a log level (debug, info, warn or error)");
+    }
+  }
+  return config;
+}
+
+fs::path default_env_file() {
+  if (const char* config = std::getenv("XDG_CONFIG_HOME"); config != nullptr && fs::path(config).is_absolute()) {
+    return fs::path(config) / "passepartout" / ".env";
+  }
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr ? home : "") / ".config" / "passepartout" / ".env";
+}
+
+Result<std::size_t> load_env_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!fs::exists(file, ec)) return std::size_t{0};
+    return fail(ErrorCode::io_error, file.string() + ": cannot be read");
+  }
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string_view rest = line;
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    if (rest.empty() || rest.front() == '#' || rest == "\r") continue;
+    if (rest.starts_with("export ")) rest.remove_prefix(7);
+    const std::size_t equals = rest.find('=');
+    std::string_view name = rest.substr(0, equals);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    const bool valid_name =
+        !name.empty() && !(name.front() >= '0' && name.front() <= '9') &&
+        std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+        });
+    if (equals == std::string_view::npos || !valid_name) {
+      return fail(ErrorCode::invalid_input, file.string() + ":" + std::to_string(number) +
+                                                ": expected NAME=value (letters, digits and '_' in NAME)");
+    }
+    entries.emplace_back(std::string(name), unquote(rest.substr(equals + 1)));
+  }
+  std::size_t set = 0;
+  for (const auto& [name, value] : entries) {
+    if (std::getenv(name.c_str()) != nullptr) continue;  // the environment wins
+    if (::setenv(name.c_str(), value.c_str(), 0) == 0) ++set;
+  }
+  return set;
+}
+
+}  // namespace passepartout

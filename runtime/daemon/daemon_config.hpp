@@ -1,0 +1,102 @@
+// DaemonConfig: every setting of `passepartout daemon`, and how it is resolved
+// from the command line, a YAML config file, the environment and the .env file.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log.hpp"
+#include "result.hpp"
+
+namespace passepartout {
+
+// One setting: its flag (`--<key>`, and its key in the config file), the
+// environment variable that sets it (empty when none), the name of its value
+// in --help (empty for a switch), and its help including the default.
+struct DaemonSetting {
+  std::string_view key;
+  std::string_view env;
+  std::string_view value_name;
+  std::string_view help;
+  bool is_switch() const noexcept { return value_name.empty(); }
+};
+
+// Every setting, in the order --help lists them.
+std::span<const DaemonSetting> daemon_settings();
+
+// Where the text of each setting comes from. For each setting the first of
+// these that has it wins: the command line, the config file, the environment
+// (the .env file only fills variables the environment does not set).
+struct SettingSources {
+  // Key -> text as given on the command line; a switch given is "true".
+  std::map<std::string, std::string, std::less<>> command_line;
+  std::filesystem::path config_file;  // empty: none
+  // Looks a variable up in the environment; nullopt when unset or empty.
+  std::function<std::optional<std::string>(std::string_view)> env;
+};
+
+// The process environment (::getenv), for SettingSources::env.
+std::optional<std::string> process_env(std::string_view name);
+
+// The settings, resolved and checked.
+struct DaemonConfig {
+  std::filesystem::path state_dir;    // audit.sqlite3, approvals.sqlite3, memory.sexp, token
+  std::filesystem::path socket_path;  // the Unix socket
+  std::string listen_address = "127.0.0.1";
+  std::uint16_t port = 9105;  // 0: any free port
+  bool listen_tcp = true;
+  bool require_auth = false;  // every TCP request needs the token, not only operator requests
+  std::filesystem::path manifest_dir;
+  std::filesystem::path plugin_dir;
+  bool watch = false;                  // rescan when the manifest or plugin folder changes
+  std::vector<std::string> providers;  // "scripted", "offline", in cascade order
+  std::filesystem::path script;        // the scripted provider's rules
+  std::filesystem::path memory_file;
+
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(60)};  // zero: no heartbeat
+  std::chrono::milliseconds auto_save_interval{std::chrono::seconds(300)};
+  std::string default_actuator = "CLI";
+  std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};
+  std::string assistant_name = "Agent";
+  std::size_t context_log_limit = 20;
+
+  std::size_t max_frame = std::size_t{1024} * 1024;  // code points
+  std::size_t max_connections = 128;
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};  // zero: never
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
+
+  LogLevel log_level = LogLevel::info;
+  LogFormat log_format = LogFormat::text;
+};
+
+// Resolves and checks every setting. The error (invalid_input) names where
+// the bad value came from and what is allowed, e.g.
+//   "--port: 'abc' is not a port number (0 to 65535)"
+//   "/etc/pp.yaml:3:1: unknown key 'prot'; did you mean 'port'?"
+//   "HEARTBEAT_INTERVAL: '-1' is not a number of seconds (0 or more, e.g. 60 or 0.5)"
+// A config file that cannot be read is io_error. Settings without a value
+// anywhere take the defaults described in daemon_settings().
+Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources);
+
+// $XDG_CONFIG_HOME/passepartout/.env when that variable is an absolute path,
+// else ~/.config/passepartout/.env.
+std::filesystem::path default_env_file();
+
+// Reads KEY=VALUE lines (blank lines and '#' comments skipped, an optional
+// `export ` prefix, values optionally in single or double quotes) and sets
+// each variable the environment does not already set. A missing file sets
+// nothing (returns 0). Returns how many variables were set; invalid_input
+// names the file and line of a malformed line, and then nothing is set.
+Result<std::size_t> load_env_file(const std::filesystem::path& file);
+
+}  // namespace passepartout

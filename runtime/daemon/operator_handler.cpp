@@ -1,0 +1,376 @@
+// The operator commands: each reads its arguments, acts through the skill
+// host, the pipeline or the approval store, and builds the response plist.
+#include "daemon/operator_handler.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "log.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/executor.hpp"
+#include "pipeline/pipeline.hpp"
+#include "skills/skill_host.hpp"
+#include "skills/skill_manifest.hpp"
+#include "value/ascii.hpp"
+
+namespace passepartout {
+namespace {
+
+constexpr std::string_view kComponent = "operator";
+
+Value str(std::string_view text) {
+  return Value::string(text);
+}
+Value num(std::int64_t n) {
+  return Value::integer(n);
+}
+
+Value bad_request(std::string_view message) {
+  return make_error_response(wire_error::kBadRequest, message);
+}
+
+// The string argument `key`, or nullptr with `error` set.
+const Value* string_argument(const Value& request, std::string_view key, Value& error) {
+  const Value* value = request.get(key);
+  if (value == nullptr || !value->is_string() || value->text().empty()) {
+    error = bad_request(":" + std::string(key) + " \"...\" is required (a non-empty string)");
+    return nullptr;
+  }
+  return value;
+}
+
+std::string describe_failure(const SkillChange& change) {
+  std::string text = "skill '" + change.skill + "': " + change.action + " " + change.outcome;
+  if (!change.step.empty()) text += " at step '" + change.step + "'";
+  if (!change.error.empty()) text += ": " + change.error;
+  return text + " (the previous version keeps serving; see the audit log)";
+}
+
+// The response to a list of changes: :OK with :CHANGES, or :REFUSED naming the
+// first that did not succeed (the list is still attached).
+Value changes_response(const std::vector<const SkillChange*>& changes, std::string_view ok_message) {
+  std::vector<Value> items;
+  const SkillChange* failed = nullptr;
+  for (const SkillChange* change : changes) {
+    items.push_back(change_value(*change));
+    if (failed == nullptr && change->outcome != "ok") failed = change;
+  }
+  const Value list = Value::list(items);
+  if (failed != nullptr) {
+    Value response = make_error_response(wire_error::kRefused, describe_failure(*failed));
+    return response.with("PAYLOAD", response.at("PAYLOAD").with("CHANGES", list));
+  }
+  return make_ok_response(ok_message, Value::plist({{"CHANGES", list}}));
+}
+
+Value approval_value(const Approval& approval) {
+  std::vector<Value> gates;
+  for (const auto& gate : approval.gates) gates.push_back(str(gate));
+  return Value::plist({{"TOKEN", str(approval.token)},
+                       {"ACTION", approval.action},
+                       {"REASON", str(approval.reason)},
+                       {"GATES", Value::list(gates)},
+                       {"CREATED-UNIX-MS", num(approval.created_unix_ms)},
+                       {"EXPIRES-UNIX-MS", num(approval.expires_unix_ms)}});
+}
+
+std::string_view code_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::not_found:
+      return wire_error::kNotFound;
+    case ErrorCode::invalid_input:
+      return wire_error::kBadRequest;
+    default:
+      return wire_error::kRefused;
+  }
+}
+
+}  // namespace
+
+// --- SkillProblems ---------------------------------------------------------------
+
+void SkillProblems::record(const BootResult& boot) {
+  std::lock_guard lock(problems_mutex_);
+  disabled_.clear();
+  manifest_errors_.clear();
+  for (const auto& d : boot.disabled) {
+    Entry entry{d.reason, {}, 0};
+    for (const auto& m : boot.manifests) {
+      if (m.name == d.name) {
+        entry.version = m.version.to_string();
+        entry.priority = m.priority;
+      }
+    }
+    disabled_[d.name] = std::move(entry);
+  }
+  for (const auto& e : boot.manifest_errors) manifest_errors_.push_back(e.message);
+}
+
+void SkillProblems::record(const ChangeResult& result) {
+  const SkillChange& change = result.change;
+  std::lock_guard lock(problems_mutex_);
+  if (change.outcome == "ok") {
+    disabled_.erase(change.skill);
+  } else if (change.action == "add" || change.action == "load") {
+    disabled_[change.skill] =
+        Entry{change.step.empty() ? change.error : change.step + ": " + change.error, change.to_version, 0};
+  }
+}
+
+void SkillProblems::record(const RescanResult& rescan) {
+  for (const auto& change : rescan.changes) record(change);
+  std::lock_guard lock(problems_mutex_);
+  manifest_errors_.clear();
+  for (const auto& e : rescan.manifest_errors) manifest_errors_.push_back(e.message);
+}
+
+std::map<std::string, SkillProblems::Entry> SkillProblems::disabled() const {
+  std::lock_guard lock(problems_mutex_);
+  return disabled_;
+}
+
+std::vector<std::string> SkillProblems::manifest_errors() const {
+  std::lock_guard lock(problems_mutex_);
+  return manifest_errors_;
+}
+
+bool SkillProblems::empty() const {
+  std::lock_guard lock(problems_mutex_);
+  return disabled_.empty() && manifest_errors_.empty();
+}
+
+// --- OperatorHandler -----------------------------------------------------------
+
+Value change_value(const SkillChange& change) {
+  return Value::plist({{"KIND", str(change.action)},
+                       {"SKILL", str(change.skill)},
+                       {"FROM-VERSION", str(change.from_version)},
+                       {"FROM-SHA256", str(change.from_sha256)},
+                       {"TO-VERSION", str(change.to_version)},
+                       {"TO-SHA256", str(change.to_sha256)},
+                       {"OUTCOME", str(change.outcome)},
+                       {"STEP", str(change.step)},
+                       {"ERROR", str(change.error)},
+                       {"REQUESTER", str(change.requester)},
+                       {"DURATION-US", num(change.duration_us)},
+                       {"AT-UNIX-MS", num(change.at_unix_ms)}});
+}
+
+OperatorHandler::OperatorHandler(Services services) : services_(std::move(services)) {}
+
+void OperatorHandler::handle(Value request, std::string requester, Answer answer) {
+  const Value* id = request.get("REQUEST-ID");
+  Value request_id = id != nullptr ? *id : Value();
+  // Echoes the request id and logs refusals; called once.
+  auto reply = [answer = std::move(answer), request_id](Value response) {
+    if (!request_id.is_nil()) response = response.with("REQUEST-ID", request_id);
+    answer(std::move(response));
+  };
+  services_.control.post([this, request = std::move(request), requester = std::move(requester), reply]() {
+    try {
+      run(request, requester, reply);
+    } catch (const std::exception& e) {
+      log_message(LogLevel::error, kComponent, std::string("operator command failed: ") + e.what());
+      reply(make_error_response(wire_error::kInternal, std::string("the command failed: ") + e.what()));
+    }
+  });
+}
+
+Value OperatorHandler::skills_value() const {
+  std::vector<Value> items;
+  auto snapshot = services_.skills.snapshot();
+  for (const auto& slot : snapshot->slots()) {
+    const GateCounts counts = slot->counters().read();
+    items.push_back(Value::plist({{"NAME", str(slot->name())},
+                                  {"VERSION", str(slot->version_text())},
+                                  {"PRIORITY", num(slot->priority())},
+                                  {"STATE", Value::keyword("LOADED")},
+                                  {"SHA256", str(slot->library_sha256())},
+                                  {"GATE", Value::boolean(slot->has_gate())},
+                                  {"VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
+                                  {"BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
+                                  {"FAILED", num(static_cast<std::int64_t>(counts.failures))}}));
+  }
+  for (const auto& [name, entry] : services_.problems.disabled()) {
+    if (snapshot->find(name) != nullptr) continue;
+    items.push_back(Value::plist({{"NAME", str(name)},
+                                  {"VERSION", str(entry.version)},
+                                  {"PRIORITY", num(entry.priority)},
+                                  {"STATE", Value::keyword("DISABLED")},
+                                  {"REASON", str(entry.reason)}}));
+  }
+  return Value::list(items);
+}
+
+void OperatorHandler::run(const Value& request, const std::string& requester, const Answer& answer) {
+  const Value& command = request.at("COMMAND");
+  if (!command.is_keyword() && !command.is_string()) {
+    answer(
+        bad_request(":COMMAND is required: one of :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY "
+                    ":APPROVALS :APPROVE :DENY :SHUTDOWN"));
+    return;
+  }
+  const std::string name = ascii_upper(command.text());
+  SkillHost& host = services_.skills;
+  Value error;
+
+  if (name == "STATUS") {
+    const HealthReport health = services_.health ? services_.health() : HealthReport{};
+    const auto uptime =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
+    const std::size_t pending = services_.approvals != nullptr ? services_.approvals->pending_count() : 0;
+    answer(make_ok_response(
+        "running",
+        Value::plist(
+            {{"VERSION", str(services_.version)},
+             {"UPTIME-S", num(uptime.count())},
+             {"HEALTH", Value::keyword(health.status)},
+             {"CONNECTIONS", num(static_cast<std::int64_t>(services_.connections ? services_.connections() : 0))},
+             {"SIGNALS-PROCESSED", num(static_cast<std::int64_t>(services_.pipeline.signals_processed()))},
+             {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
+             {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
+             {"SKILLS", skills_value()}})));
+    return;
+  }
+  if (name == "SKILLS") {
+    const Value skills = skills_value();
+    answer(make_ok_response(std::to_string(skills.size()) + " skills", Value::plist({{"SKILLS", skills}})));
+    return;
+  }
+  if (name == "LOAD") {
+    const Value* path = string_argument(request, "MANIFEST", error);
+    if (path == nullptr) return answer(error);
+    auto manifest = SkillManifest::load(std::string(path->text()));
+    if (!manifest) {
+      answer(make_error_response(
+          manifest.error().code == ErrorCode::not_found ? wire_error::kNotFound : wire_error::kBadRequest,
+          manifest.error().message));
+      return;
+    }
+    const bool loaded = host.snapshot()->find(manifest->name) != nullptr;
+    ChangeResult result = loaded ? host.swap(*manifest, requester) : host.add(*manifest, requester);
+    services_.problems.record(result);
+    if (services_.changed) services_.changed();
+    answer(changes_response({&result.change}, loaded ? "swapped" : "loaded"));
+    return;
+  }
+  if (name == "RELOAD") {
+    const Value* skill = string_argument(request, "NAME", error);
+    if (skill == nullptr) return answer(error);
+    const std::string skill_name(skill->text());
+    const auto disabled = services_.problems.disabled();
+    if (host.snapshot()->find(skill_name) == nullptr && disabled.find(skill_name) == disabled.end()) {
+      answer(make_error_response(wire_error::kNotFound, "no skill named '" + skill_name + "' is loaded or disabled"));
+      return;
+    }
+    ChangeResult result = host.reload(skill_name, requester);
+    services_.problems.record(result);
+    if (services_.changed) services_.changed();
+    answer(changes_response({&result.change}, "reloaded"));
+    return;
+  }
+  if (name == "UNLOAD") {
+    const Value* skill = string_argument(request, "NAME", error);
+    if (skill == nullptr) return answer(error);
+    const std::string skill_name(skill->text());
+    if (host.snapshot()->find(skill_name) == nullptr) {
+      answer(make_error_response(wire_error::kNotFound, "no skill named '" + skill_name + "' is loaded"));
+      return;
+    }
+    const bool cascade = static_cast<bool>(request.at("CASCADE"));
+    std::vector<ChangeResult> results = host.remove(skill_name, cascade, requester);
+    std::vector<const SkillChange*> changes;
+    for (const auto& r : results) {
+      services_.problems.record(r);
+      changes.push_back(&r.change);
+    }
+    if (services_.changed) services_.changed();
+    answer(changes_response(changes, "unloaded"));
+    return;
+  }
+  if (name == "RESCAN") {
+    RescanResult result = host.rescan(requester);
+    services_.problems.record(result);
+    if (services_.changed) services_.changed();
+    std::vector<const SkillChange*> changes;
+    for (const auto& r : result.changes) changes.push_back(&r.change);
+    std::string message = std::to_string(changes.size()) + (changes.size() == 1 ? " change" : " changes");
+    for (const auto& e : result.manifest_errors) message += "; " + e.message;
+    if (!result.deferred.empty())
+      message += "; " + std::to_string(result.deferred.size()) + " deferred (still being written)";
+    answer(changes_response(changes, message));
+    return;
+  }
+  if (name == "HISTORY") {
+    std::int64_t limit = 100;
+    if (const Value* n = request.get("LIMIT")) {
+      if (!n->is_integer() || n->as_integer() < 1 || n->as_integer() > 100000) {
+        return answer(bad_request(":LIMIT must be a whole number from 1 to 100000"));
+      }
+      limit = n->as_integer();
+    }
+    std::string only;
+    if (const Value* s = request.get("SKILL")) {
+      if (!s->is_string()) return answer(bad_request(":SKILL must be a string"));
+      only = std::string(s->text());
+    }
+    // The host lists every skill's changes; a filtered list looks further back.
+    auto history = host.history(only.empty() ? static_cast<std::size_t>(limit) : std::size_t{100000});
+    if (!history) return answer(make_error_response(wire_error::kInternal, history.error().message));
+    std::vector<Value> items;
+    for (const auto& change : *history) {
+      if (!only.empty() && change.skill != only) continue;
+      if (static_cast<std::int64_t>(items.size()) >= limit) break;
+      items.push_back(change_value(change));
+    }
+    answer(
+        make_ok_response(std::to_string(items.size()) + " changes", Value::plist({{"CHANGES", Value::list(items)}})));
+    return;
+  }
+  if (name == "APPROVALS") {
+    std::vector<Value> items;
+    if (services_.approvals != nullptr) {
+      auto pending = services_.approvals->pending();
+      if (!pending) return answer(make_error_response(wire_error::kInternal, pending.error().message));
+      for (const auto& approval : *pending) items.push_back(approval_value(approval));
+    }
+    answer(
+        make_ok_response(std::to_string(items.size()) + " pending", Value::plist({{"APPROVALS", Value::list(items)}})));
+    return;
+  }
+  if (name == "APPROVE") {
+    const Value* token = string_argument(request, "TOKEN", error);
+    if (token == nullptr) return answer(error);
+    services_.pipeline.approve(std::string(token->text()), "wire", [answer](Result<Value> result) {
+      if (!result) {
+        log_message(LogLevel::warn, kComponent, "approval refused: " + result.error().message);
+        answer(make_error_response(code_for(result.error().code), result.error().message));
+        return;
+      }
+      answer(make_ok_response("approved", Value::plist({{"RESULT", *result}})));
+    });
+    return;
+  }
+  if (name == "DENY") {
+    const Value* token = string_argument(request, "TOKEN", error);
+    if (token == nullptr) return answer(error);
+    auto denied = services_.pipeline.deny(std::string(token->text()), "wire");
+    if (!denied) {
+      answer(make_error_response(code_for(denied.error().code), denied.error().message));
+      return;
+    }
+    answer(make_ok_response("denied"));
+    return;
+  }
+  if (name == "SHUTDOWN") {
+    log_message(LogLevel::info, kComponent, "shutdown requested by an operator (" + requester + ")");
+    answer(make_ok_response("shutting down"));
+    if (services_.shutdown) services_.shutdown();
+    return;
+  }
+  answer(bad_request(
+      "unknown command :" + name +
+      "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :APPROVALS :APPROVE :DENY :SHUTDOWN"));
+}
+
+}  // namespace passepartout

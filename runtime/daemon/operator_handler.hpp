@@ -1,0 +1,98 @@
+// OperatorHandler: the operator requests of the wire protocol (STATUS, SKILLS,
+// LOAD ... SHUTDOWN, see protocol.hpp), carried out against the live runtime.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/protocol.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+class SkillHost;
+class Pipeline;
+class ApprovalStore;
+class Executor;
+struct BootResult;
+struct ChangeResult;
+struct RescanResult;
+struct SkillChange;
+
+// The skills that are not serving and why, kept current as changes happen:
+// boot's disabled skills and unreadable manifests, then every change (a
+// skill that loads is no longer disabled; one refused while being added is).
+// Thread-safe: one mutex guards the lists.
+class SkillProblems {
+ public:
+  struct Entry {
+    std::string reason;
+    std::string version;  // from its manifest, when known
+    int priority = 0;
+  };
+
+  void record(const BootResult& boot);
+  void record(const ChangeResult& change);
+  void record(const RescanResult& rescan);
+
+  std::map<std::string, Entry> disabled() const;
+  std::vector<std::string> manifest_errors() const;
+  bool empty() const;
+
+ private:
+  mutable std::mutex problems_mutex_;  // guards disabled_ and manifest_errors_
+  std::map<std::string, Entry> disabled_;
+  std::vector<std::string> manifest_errors_;
+};
+
+// Carries out operator requests. Every command runs on the `control`
+// executor (one thread, so changes never interleave and the io threads never
+// wait on a skill's create or a SQLite write) and is answered once, through
+// the `answer` callback, from whichever thread finished it.
+//
+// Thread affinity: handle() from any thread; the services must outlive every
+// request in flight (the daemon stops `control` before destroying them).
+class OperatorHandler {
+ public:
+  struct Services {
+    SkillHost& skills;
+    Pipeline& pipeline;
+    ApprovalStore* approvals;  // may be null: APPROVALS lists nothing, APPROVE/DENY are refused
+    Executor& control;
+    SkillProblems& problems;
+    std::string version;
+    std::chrono::steady_clock::time_point started;
+    std::function<HealthReport()> health;
+    std::function<std::uint64_t()> connections;  // open connections, for STATUS
+    std::function<void()> shutdown;              // begins the daemon's stop (SHUTDOWN)
+    std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
+  };
+  using Answer = std::function<void(Value response)>;
+
+  explicit OperatorHandler(Services services);
+
+  // Answers `request`, a (:TYPE :OPERATOR :COMMAND :<NAME> ...) plist,
+  // echoing its :REQUEST-ID. `requester` is recorded with skill changes
+  // ("wire", "sighup").
+  void handle(Value request, std::string requester, Answer answer);
+
+  // The (:NAME ... :STATE ...) plists of the SKILLS command, for tests and STATUS.
+  Value skills_value() const;
+
+ private:
+  // Runs on `control`; calls `answer` exactly once.
+  void run(const Value& request, const std::string& requester, const Answer& answer);
+
+  Services services_;
+};
+
+// A change as the HISTORY, LOAD, ... responses list it: (:KIND "swap" :SKILL "n" ...).
+Value change_value(const SkillChange& change);
+
+}  // namespace passepartout

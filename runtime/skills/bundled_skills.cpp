@@ -1,0 +1,36 @@
+// Where the bundled skills are, relative to the running executable.
+#include "skills/bundled_skills.hpp"
+
+#include <cstdlib>
+#include <system_error>
+
+namespace passepartout {
+namespace fs = std::filesystem;
+namespace {
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : self.parent_path();
+}
+
+// The variable when set; else the installed layout, then the build tree.
+fs::path default_dir(const char* env, const fs::path& installed, const fs::path& build_tree) {
+  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') return value;
+  const fs::path base = executable_dir();
+  std::error_code ec;
+  if (fs::is_directory(base / installed, ec)) return (base / installed).lexically_normal();
+  return (base / build_tree).lexically_normal();
+}
+
+}  // namespace
+
+fs::path default_plugin_dir() {
+  return default_dir("PASSEPARTOUT_PLUGIN_DIR", "../lib/passepartout/plugins", "../plugins");
+}
+
+fs::path default_manifest_dir() {
+  return default_dir("PASSEPARTOUT_MANIFEST_DIR", "../share/passepartout/manifests", "../manifests");
+}
+
+}  // namespace passepartout

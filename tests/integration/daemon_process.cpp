@@ -1,0 +1,319 @@
+// The daemon as a child process, and a blocking wire client: posix_spawn,
+// pipes read with poll() deadlines, sockets with receive timeouts.
+#include "integration/daemon_process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
+namespace passepartout::testing {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Spawns the executable with stdin from /dev/null, stdout into a pipe (its
+// read end returned in `out_fd`) and stderr into `err_file`.
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, int& out_fd,
+            const fs::path& err_file) {
+  int pipe_fds[2];
+  REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> argv_strings{PP_PASSEPARTOUT_EXE};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> env_strings = env;
+  auto argv = c_strings(argv_strings);
+  auto envp = c_strings(env_strings);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, PP_PASSEPARTOUT_EXE, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (spawned != 0) {
+    ::close(pipe_fds[0]);
+    FAIL("posix_spawn " << PP_PASSEPARTOUT_EXE << ": " << std::strerror(spawned));
+  }
+  out_fd = pipe_fds[0];
+  return pid;
+}
+
+// Reads from `fd` until `done(text)` or EOF or the deadline; returns what was read.
+template <class Done>
+std::string read_until(int fd, Clock::time_point deadline, Done done) {
+  std::string text;
+  char buffer[4096];
+  while (!done(text)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  return text;
+}
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Polls waitpid until the child exits or the deadline passes (a short nap
+// between polls: a child's exit has no descriptor to wait on here).
+std::optional<int> wait_child(pid_t pid, Clock::time_point deadline, bool& reaped) {
+  for (;;) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      reaped = true;
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      return std::nullopt;
+    }
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> hermetic_env(const fs::path& home) {
+  std::vector<std::string> env{"HOME=" + home.string(), "LANG=C.UTF-8"};
+  for (const char* name :
+       {"PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "LD_LIBRARY_PATH"}) {
+    if (const char* value = std::getenv(name)) env.push_back(std::string(name) + "=" + value);
+  }
+  return env;
+}
+
+ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  TempDir scratch;
+  int out_fd = -1;
+  const pid_t pid = spawn(args, env, out_fd, scratch.path() / "stderr");
+  const auto deadline = Clock::now() + kProcessWait;
+  ProcessRun run;
+  run.out = read_until(out_fd, deadline, [](const std::string&) { return false; });  // to EOF
+  ::close(out_fd);
+  bool reaped = false;
+  auto status = wait_child(pid, deadline, reaped);
+  if (!reaped) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  run.exit_status = status.value_or(-1);
+  run.err = read_file(scratch.path() / "stderr");
+  return run;
+}
+
+DaemonProcess::DaemonProcess(Options options) {
+  const fs::path script = dir_.path() / "script.yaml";
+  std::ofstream(script) << options.script;
+  std::vector<std::string> args{"daemon",
+                                "--port",
+                                "0",
+                                "--socket",
+                                socket_path().string(),
+                                "--state-dir",
+                                state_dir().string(),
+                                "--provider",
+                                "scripted",
+                                "--script",
+                                script.string(),
+                                "--context-log-limit",
+                                "0",
+                                "--heartbeat-interval",
+                                "0"};
+  if (options.copy_manifests) {
+    fs::create_directories(manifest_dir());
+    for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
+      fs::copy_file(entry.path(), manifest_dir() / entry.path().filename());
+    }
+    args.push_back("--manifests");
+    args.push_back(manifest_dir().string());
+  }
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  std::vector<std::string> env = hermetic_env(dir_.path());
+  env.insert(env.end(), options.extra_env.begin(), options.extra_env.end());
+
+  int out_fd = -1;
+  pid_ = spawn(args, env, out_fd, dir_.path() / "daemon.log");
+  constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
+  const std::string out = read_until(out_fd, Clock::now() + kProcessWait, [&](const std::string& text) {
+    const std::size_t at = text.find(kPrefix);
+    return at != std::string::npos && text.find('\n', at) != std::string::npos;
+  });
+  ::close(out_fd);  // the daemon prints nothing more on stdout
+  const std::size_t at = out.find(kPrefix);
+  if (at != std::string::npos) port_ = static_cast<std::uint16_t>(std::stoi(out.substr(at + kPrefix.size())));
+  if (port_ == 0) FAIL("the daemon did not start; stdout:\n" << out << "\nlog:\n" << log());
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string DaemonProcess::log() const {
+  return read_file(dir_.path() / "daemon.log");
+}
+
+std::string DaemonProcess::token() const {
+  std::string text = read_file(state_dir() / "token");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+void DaemonProcess::signal(int number) const {
+  REQUIRE(::kill(pid_, number) == 0);
+}
+
+std::optional<int> DaemonProcess::wait_exit(std::chrono::milliseconds timeout) {
+  return wait_child(pid_, Clock::now() + timeout, reaped_);
+}
+
+// --- WireClient -------------------------------------------------------------------
+
+WireClient::WireClient(int fd) : fd_(fd) {
+  timeval timeout{};
+  timeout.tv_sec = kProcessWait.count();
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+}
+
+WireClient::WireClient(WireClient&& other) noexcept : fd_(other.fd_), decoder_(std::move(other.decoder_)) {
+  other.fd_ = -1;
+}
+
+WireClient::~WireClient() {
+  close();
+}
+
+WireClient WireClient::tcp(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    const int error = errno;
+    ::close(fd);
+    FAIL("connect to 127.0.0.1:" << port << ": " << std::strerror(error));
+  }
+  return WireClient(fd);
+}
+
+WireClient WireClient::local(const fs::path& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string native = path.string();
+  REQUIRE(native.size() < sizeof address.sun_path);
+  std::memcpy(address.sun_path, native.data(), native.size());
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    const int error = errno;
+    ::close(fd);
+    FAIL("connect to " << native << ": " << std::strerror(error));
+  }
+  return WireClient(fd);
+}
+
+void WireClient::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void WireClient::shutdown_write() {
+  ::shutdown(fd_, SHUT_WR);
+}
+
+void WireClient::send_raw(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    REQUIRE(sent > 0);
+    bytes.remove_prefix(static_cast<std::size_t>(sent));
+  }
+}
+
+void WireClient::send(const Value& message) {
+  auto frame = FrameCodec(FrameLimits{kMaxFrameCodePoints, 128, 4096}).encode(message);
+  REQUIRE(frame.has_value());
+  send_raw(*frame);
+}
+
+void WireClient::send(std::string_view message_text) {
+  auto message = read_sexp(message_text);
+  INFO(message_text);
+  REQUIRE(message.has_value());
+  send(*message);
+}
+
+std::optional<Value> WireClient::read_frame() {
+  for (;;) {
+    if (auto message = decoder_.next()) return message;
+    if (decoder_.failed()) FAIL("the client could not decode a frame: " << decoder_.error()->message);
+    char buffer[4096];
+    const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (got == 0) return std::nullopt;
+    if (got < 0 && errno == ECONNRESET) return std::nullopt;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) FAIL("no frame within " << kProcessWait.count() << " s");
+    if (got < 0) FAIL("recv: " << std::strerror(errno));
+    decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
+  }
+}
+
+Value WireClient::expect_frame() {
+  auto frame = read_frame();
+  REQUIRE(frame.has_value());
+  return *frame;
+}
+
+Value WireClient::expect_handshake() {
+  const Value hello = expect_frame();
+  INFO(to_sexp(hello));
+  REQUIRE(hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE"));
+  return hello;
+}
+
+Value WireClient::request(std::string_view message_text) {
+  send(message_text);
+  return expect_frame();
+}
+
+}  // namespace passepartout::testing

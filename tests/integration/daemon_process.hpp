@@ -1,0 +1,110 @@
+// Test support for the integration tests: the real `passepartout` executable
+// run as a child process in a temp dir, and a blocking wire client for it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "daemon/frame_codec.hpp"
+#include "support/skill_fixtures.hpp"
+#include "value/value.hpp"
+
+namespace passepartout::testing {
+
+// Long enough for a loaded machine or a sanitizer build; a test that hits it has hung.
+inline constexpr std::chrono::seconds kProcessWait{30};
+
+// What a finished run of the executable printed and how it ended.
+struct ProcessRun {
+  int exit_status = -1;  // -1: killed by a signal or did not finish in time
+  std::string out;
+  std::string err;
+};
+
+// Runs `passepartout <args>` to completion (at most kProcessWait) with
+// `env` as its whole environment.
+ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vector<std::string>& env);
+
+// A hermetic environment for the child: PATH, HOME=`home`, and the
+// sanitizers' options when set; nothing else leaks in from the test's own.
+std::vector<std::string> hermetic_env(const std::filesystem::path& home);
+
+// `passepartout daemon` in a temp dir: HOME, the state folder and the socket
+// all inside it, port 0, the scripted provider with `script` (YAML rules).
+// The constructor starts it and waits for `listening on 127.0.0.1:<port>`;
+// the destructor kills it if it still runs.
+class DaemonProcess {
+ public:
+  struct Options {
+    std::string script;                   // the scripted provider's rules
+    std::vector<std::string> extra_args;  // more flags
+    std::vector<std::string> extra_env;   // more NAME=value
+    bool copy_manifests = false;          // run from a copy of the bundled manifests (to change them)
+  };
+
+  explicit DaemonProcess(Options options);
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  bool started() const noexcept { return port_ != 0; }
+  std::uint16_t port() const noexcept { return port_; }
+  pid_t pid() const noexcept { return pid_; }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  std::filesystem::path socket_path() const { return dir_.path() / "s.sock"; }
+  std::filesystem::path state_dir() const { return dir_.path() / "state"; }
+  std::filesystem::path manifest_dir() const { return dir_.path() / "manifests"; }
+  // The daemon's standard error so far (its log).
+  std::string log() const;
+  // The operator token the daemon wrote.
+  std::string token() const;
+
+  void signal(int number) const;
+  // Waits for the process to exit; its exit status, or nullopt on timeout
+  // or when a signal ended it.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout = kProcessWait);
+
+ private:
+  TempDir dir_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::uint16_t port_ = 0;
+};
+
+// A blocking client on a plain socket; every read is bounded by kProcessWait.
+class WireClient {
+ public:
+  static WireClient tcp(std::uint16_t port);
+  static WireClient local(const std::filesystem::path& path);
+  WireClient(WireClient&& other) noexcept;
+  WireClient& operator=(WireClient&&) = delete;
+  WireClient(const WireClient&) = delete;
+  WireClient& operator=(const WireClient&) = delete;
+  ~WireClient();
+
+  void close();
+  void shutdown_write();
+  void send_raw(std::string_view bytes);
+  void send(const Value& message);
+  void send(std::string_view message_text);  // an s-expression
+  // The next frame; nullopt when the daemon closed the connection.
+  std::optional<Value> read_frame();
+  Value expect_frame();
+  Value expect_handshake();
+  // Sends `message_text` and returns the next frame.
+  Value request(std::string_view message_text);
+
+ private:
+  explicit WireClient(int fd);
+  int fd_ = -1;
+  FrameDecoder decoder_{FrameLimits{kMaxFrameCodePoints, 128, 4096}};
+};
+
+}  // namespace passepartout::testing

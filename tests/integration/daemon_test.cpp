@@ -1,0 +1,426 @@
+// `passepartout daemon` end to end: the real executable on port 0 and a Unix
+// socket in a temp dir, the scripted provider, the bundled skills; every wait
+// bounded by a deadline.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/frame_codec.hpp"
+#include "daemon/protocol.hpp"
+#include "integration/daemon_process.hpp"
+#include "value/sexp_printer.hpp"
+
+namespace passepartout {
+namespace {
+
+using testing::DaemonProcess;
+using testing::WireClient;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Each rule's trigger word appears in one test's input only.
+constexpr std::string_view kScript = R"(rules:
+  - match: '(?i)\bhello\b'
+    reply: "Hello! How can I help?"
+  - match: 'naïve'
+    reply: "Déjà vu: a naïve café ☕"
+  - match: 'disk'
+    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
+  - match: 'slowly'
+    reply: "Finally, the slow answer."
+    delay_ms: 3000
+  - match: 'streamed'
+    reply: "An answer that arrives in several pieces, one after another."
+    stream: true
+)";
+
+DaemonProcess::Options options(std::vector<std::string> extra_args = {}) {
+  return DaemonProcess::Options{std::string(kScript), std::move(extra_args), {}, false};
+}
+
+std::string chat(std::string_view text, std::string_view request_id = "") {
+  std::string message =
+      "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
+  if (!request_id.empty()) message.insert(message.size() - 1, " :REQUEST-ID \"" + std::string(request_id) + "\"");
+  return message;
+}
+
+// A fresh connection's health check: the daemon still serves.
+void expect_healthy_service(const DaemonProcess& daemon) {
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  const Value health = client.request("(:TYPE :HEALTH-CHECK)");
+  INFO(to_sexp(health));
+  CHECK(is_health_response(health));
+}
+
+Value operator_request(WireClient& client, std::string_view command_and_args) {
+  client.send("(:TYPE :OPERATOR :COMMAND " + std::string(command_and_args) + ")");
+  return client.expect_frame();
+}
+
+// Asks STATUS over the Unix socket until `done(response)` or the deadline.
+template <class Done>
+bool poll_status(const DaemonProcess& daemon, Done done, std::string_view command = ":STATUS") {
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  const auto deadline = Clock::now() + testing::kProcessWait;
+  while (Clock::now() < deadline) {
+    const Value response = operator_request(client, command);
+    REQUIRE(is_ok_response(response));
+    if (done(response)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+bool has_skill(const Value& response, std::string_view name) {
+  for (const Value& skill : response.path({"PAYLOAD", "SKILLS"}).items()) {
+    if (skill.at("NAME").text() == name && skill.at("STATE").is_keyword("LOADED")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the daemon greets on TCP and on its 0600 Unix socket and reports itself healthy", "[integration]") {
+  DaemonProcess daemon(options());
+
+  struct stat info {};
+  REQUIRE(::stat(daemon.socket_path().c_str(), &info) == 0);
+  CHECK(S_ISSOCK(info.st_mode));
+  CHECK((info.st_mode & 0777) == 0600);
+  REQUIRE(::stat((daemon.state_dir() / "token").c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0600);
+  CHECK(daemon.token().size() == 64);
+
+  SECTION("over TCP") {
+    WireClient client = WireClient::tcp(daemon.port());
+    const Value hello = client.expect_handshake();
+    CHECK(hello.path({"PAYLOAD", "VERSION"}).is_string());
+    const Value health = client.request("(:TYPE :HEALTH-CHECK)");
+    INFO(to_sexp(health) << "\n" << daemon.log());
+    CHECK(health.at("STATUS").is_keyword("HEALTHY"));
+    CHECK(health.at("CHECKED-P").is_true());
+  }
+  SECTION("over the Unix socket") {
+    WireClient client = WireClient::local(daemon.socket_path());
+    client.expect_handshake();
+    CHECK(client.request("(:TYPE :HEALTH-CHECK)").at("STATUS").is_keyword("HEALTHY"));
+  }
+}
+
+TEST_CASE("a chat goes through the scripted model and comes back with its gate trace", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("hello there", "r-1"));
+
+  const Value reply = client.expect_frame();
+  INFO(to_sexp(reply) << "\n" << daemon.log());
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
+  const Value& trace = reply.at("GATE-TRACE");
+  REQUIRE(trace.is_list());
+  CHECK(trace.size() >= 2);
+
+  const Value done = client.expect_frame();
+  INFO(to_sexp(done));
+  CHECK(is_ok_response(done));
+  CHECK(done.at("REQUEST-ID").text() == "r-1");
+  CHECK(done.path({"PAYLOAD", "STOPPED-BY"}).is_keyword("DONE"));
+  CHECK(done.path({"PAYLOAD", "CYCLES"}).as_integer() == 1);
+
+  SECTION("and without a request id the reply alone comes back, on the Unix socket too") {
+    WireClient local = WireClient::local(daemon.socket_path());
+    local.expect_handshake();
+    local.send(chat("hello again"));
+    CHECK(local.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
+    // The next request is answered after it: nothing else was queued in between.
+    CHECK(is_health_response(local.request("(:TYPE :HEALTH-CHECK)")));
+  }
+  SECTION("streamed replies arrive as chunks before the final frame") {
+    client.send(chat("a streamed answer please", "r-2"));
+    std::string streamed;
+    Value frame = client.expect_frame();
+    while (is_stream_chunk(frame)) {
+      streamed += frame.path({"PAYLOAD", "TEXT"}).text();
+      frame = client.expect_frame();
+    }
+    INFO(to_sexp(frame));
+    CHECK(streamed == "An answer that arrives in several pieces, one after another.");
+    CHECK(frame.path({"PAYLOAD", "TEXT"}).text() == streamed);
+    CHECK(client.expect_frame().at("REQUEST-ID").text() == "r-2");
+  }
+}
+
+TEST_CASE("a destructive shell command from the model is blocked and the user sees why", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("my disk is full", "r-3"));
+
+  const Value rejection = client.expect_frame();
+  const std::string printed = to_sexp(rejection);
+  INFO(printed << "\n" << daemon.log());
+  CHECK(rejection.at("TYPE").is_keyword("LOG"));
+  CHECK(printed.find("rm -rf") == std::string::npos);       // the user sees the rejection, not the command
+  CHECK(printed.find("shell-guard") != std::string::npos);  // the gate that blocked it, in the trace
+  const Value done = client.expect_frame();
+  CHECK(done.at("REQUEST-ID").text() == "r-3");
+  CHECK(daemon.log().find("proposal rejected") != std::string::npos);
+}
+
+TEST_CASE("every malformed frame gets an error frame and closes only its own connection", "[integration]") {
+  DaemonProcess daemon(options({"--max-frame", "1024"}));
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  std::string expected_code = "BAD-FRAME";
+
+  SECTION("a prefix that is not hexadecimal") {
+    client.send_raw("zz0010(:TYPE :HEALTH-CHECK)");
+  }
+  SECTION("an announced length over the limit") {
+    client.send_raw("000401");  // 1025 code points, one over --max-frame
+    expected_code = "FRAME-TOO-LARGE";
+  }
+  SECTION("a payload cut short by the end of the stream") {
+    client.send_raw("000040(:TYPE :HEALTH");
+    client.shutdown_write();
+  }
+  SECTION("a read-time evaluation") {
+    client.send_raw("00000A#.(launch)");
+  }
+  SECTION("invalid UTF-8") {
+    client.send_raw(std::string("000004(\"\xff\")", 10));
+  }
+
+  const Value error = client.expect_frame();
+  INFO(to_sexp(error));
+  CHECK(is_error_response(error));
+  CHECK(error_response_code(error) == expected_code);
+  CHECK_FALSE(client.read_frame().has_value());  // then the daemon closes
+  expect_healthy_service(daemon);
+}
+
+TEST_CASE("non-ASCII text is counted in code points both ways", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+
+  // 32 code points, 34 bytes: a byte count would leave the daemon waiting.
+  const std::string payload = "(:TYPE :HEALTH-CHECK :NOTE \"ïé\")";
+  REQUIRE(payload.size() == 34);
+  client.send_raw("000020" + payload);
+  CHECK(is_health_response(client.expect_frame()));
+
+  client.send(chat("a naïve question", "r-4"));
+  const Value reply = client.expect_frame();
+  INFO(to_sexp(reply));
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Déjà vu: a naïve café ☕");
+}
+
+TEST_CASE("a thousand connections open and close and the daemon keeps serving", "[integration]") {
+  DaemonProcess daemon(options());
+  for (int i = 0; i < 1000; ++i) {
+    WireClient client = i % 2 == 0 ? WireClient::tcp(daemon.port()) : WireClient::local(daemon.socket_path());
+    client.expect_handshake();
+  }
+  // Only the status connection is left once the daemon has seen every close.
+  CHECK(poll_status(daemon, [](const Value& status) {
+    return status.path({"PAYLOAD", "CONNECTIONS"}).as_integer() == 1;
+  }));
+  expect_healthy_service(daemon);
+}
+
+TEST_CASE("operator commands over TCP need the token and on the Unix socket need none", "[integration]") {
+  DaemonProcess daemon(options());
+
+  SECTION("refused without the token or with a wrong one") {
+    WireClient client = WireClient::tcp(daemon.port());
+    client.expect_handshake();
+    Value refused = operator_request(client, ":STATUS :REQUEST-ID \"op-1\"");
+    INFO(to_sexp(refused));
+    CHECK(error_response_code(refused) == "UNAUTHORIZED");
+    CHECK(refused.at("REQUEST-ID").text() == "op-1");
+    refused = operator_request(client, ":STATUS :AUTH \"0123456789abcdef0123456789abcdef\"");
+    CHECK(error_response_code(refused) == "UNAUTHORIZED");
+    // The connection still serves other requests.
+    CHECK(is_health_response(client.request("(:TYPE :HEALTH-CHECK)")));
+  }
+  SECTION("accepted with the token") {
+    WireClient client = WireClient::tcp(daemon.port());
+    client.expect_handshake();
+    const Value status = operator_request(client, ":STATUS :AUTH \"" + daemon.token() + "\"");
+    INFO(to_sexp(status));
+    REQUIRE(is_ok_response(status));
+    CHECK(status.path({"PAYLOAD", "HEALTH"}).is_keyword("HEALTHY"));
+    CHECK(status.path({"PAYLOAD", "SKILLS"}).size() == 7);
+    CHECK(status.path({"PAYLOAD", "VERSION"}).is_string());
+  }
+  SECTION("accepted on the Unix socket, with the listed commands") {
+    WireClient client = WireClient::local(daemon.socket_path());
+    client.expect_handshake();
+    const Value skills = operator_request(client, ":SKILLS");
+    INFO(to_sexp(skills));
+    REQUIRE(is_ok_response(skills));
+    CHECK(has_skill(skills, "shell-guard"));
+    const Value history = operator_request(client, ":HISTORY :LIMIT 3");
+    CHECK(history.path({"PAYLOAD", "CHANGES"}).size() == 3);
+    CHECK(is_ok_response(operator_request(client, ":APPROVALS")));
+    CHECK(error_response_code(operator_request(client, ":UNLOAD :NAME \"no-such-skill\"")) == "NOT-FOUND");
+    CHECK(error_response_code(operator_request(client, ":APPROVE :TOKEN \"00000000000000000000000000000000\"")) ==
+          "NOT-FOUND");
+    CHECK(error_response_code(operator_request(client, ":FROBNICATE")) == "BAD-REQUEST");
+    CHECK(error_response_code(operator_request(client, ":RELOAD")) == "BAD-REQUEST");
+  }
+}
+
+TEST_CASE("SIGTERM lets the request in flight finish, then the daemon exits 0", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("answer slowly", "r-5"));
+  REQUIRE(poll_status(daemon, [](const Value& status) {
+    return status.path({"PAYLOAD", "IN-FLIGHT"}).as_integer() >= 1;
+  }));
+
+  daemon.signal(SIGTERM);
+  const Value reply = client.expect_frame();
+  INFO(to_sexp(reply) << "\n" << daemon.log());
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Finally, the slow answer.");
+  CHECK(client.expect_frame().at("REQUEST-ID").text() == "r-5");
+  CHECK(daemon.wait_exit() == 0);
+  CHECK_FALSE(std::filesystem::exists(daemon.socket_path()));
+  CHECK(daemon.log().find("SHUTDOWN: SIGTERM received") != std::string::npos);
+}
+
+TEST_CASE("an operator's SHUTDOWN stops the daemon like SIGTERM", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  const Value response = operator_request(client, ":SHUTDOWN :REQUEST-ID \"bye\"");
+  CHECK(is_ok_response(response));
+  CHECK(response.at("REQUEST-ID").text() == "bye");
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("RESCAN and SIGHUP apply what changed in the manifest folder", "[integration]") {
+  DaemonProcess::Options opts = options();
+  opts.copy_manifests = true;
+  DaemonProcess daemon(std::move(opts));
+  const auto manifest = daemon.manifest_dir() / "protocol-validator.yaml";
+  const auto aside = daemon.dir() / "protocol-validator.yaml";
+  std::filesystem::rename(manifest, aside);
+
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  const Value rescanned = operator_request(client, ":RESCAN");
+  INFO(to_sexp(rescanned));
+  REQUIRE(is_ok_response(rescanned));
+  const Value& changes = rescanned.path({"PAYLOAD", "CHANGES"});
+  REQUIRE(changes.size() == 1);
+  CHECK(changes.items()[0].at("KIND").text() == "remove");
+  CHECK(changes.items()[0].at("SKILL").text() == "protocol-validator");
+  CHECK_FALSE(has_skill(operator_request(client, ":SKILLS"), "protocol-validator"));
+
+  std::filesystem::rename(aside, manifest);
+  daemon.signal(SIGHUP);
+  CHECK(poll_status(
+      daemon, [](const Value& skills) { return has_skill(skills, "protocol-validator"); }, ":SKILLS"));
+}
+
+TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
+  testing::TempDir dir;
+  const auto path = dir.path() / "notify.sock";
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.native().size());
+  REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  timeval timeout{};
+  timeout.tv_sec = testing::kProcessWait.count();
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  auto next = [&] {
+    char buffer[512];
+    const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
+    REQUIRE(got > 0);
+    return std::string(buffer, static_cast<std::size_t>(got));
+  };
+
+  DaemonProcess::Options opts = options();
+  opts.extra_env = {"NOTIFY_SOCKET=" + path.string(), "WATCHDOG_USEC=200000"};
+  DaemonProcess daemon(std::move(opts));
+  const std::string ready = next();
+  CHECK(ready.find("READY=1") != std::string::npos);
+  CHECK(ready.find("STATUS=") != std::string::npos);
+  CHECK(next() == "WATCHDOG=1");
+  CHECK(next() == "WATCHDOG=1");
+  daemon.signal(SIGTERM);
+  std::string message;
+  do {
+    message = next();
+  } while (message == "WATCHDOG=1");
+  CHECK(message.find("STOPPING=1") != std::string::npos);
+  CHECK(daemon.wait_exit() == 0);
+  ::close(fd);
+}
+
+TEST_CASE("bad settings stop the daemon before it starts, with exit status 2 and the culprit named", "[integration]") {
+  testing::TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  const std::string state = (dir.path() / "state").string();
+
+  SECTION("a flag") {
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--port", "http"}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("--port: 'http' is not a port number") != std::string::npos);
+  }
+  SECTION("an environment variable") {
+    auto with = env;
+    with.push_back("HEARTBEAT_INTERVAL=soon");
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state}, with);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("HEARTBEAT_INTERVAL: 'soon'") != std::string::npos);
+  }
+  SECTION("a config file, by line") {
+    const auto config = dir.path() / "daemon.yaml";
+    std::ofstream(config) << "port: 0\nprot: 9\n";
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--config", config.string()}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find(config.string() + ":2:1: unknown key 'prot'; did you mean 'port'?") != std::string::npos);
+  }
+  SECTION("a listener beyond loopback without authentication") {
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--listen", "0.0.0.0", "--port", "0"}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("--require-auth") != std::string::npos);
+  }
+  INFO(std::string("state dir ") + state);
+}
+
+TEST_CASE("daemon --help explains every flag and the environment", "[integration]") {
+  testing::TempDir dir;
+  auto run = testing::run_passepartout({"daemon", "--help"}, testing::hermetic_env(dir.path()));
+  CHECK(run.exit_status == 0);
+  for (std::string_view needle :
+       {"--port", "--socket", "--no-tcp", "--listen", "--require-auth", "--config", "--script", "--max-frame",
+        "--log-json", "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS",
+        "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
+    INFO(needle);
+    CHECK(run.out.find(needle) != std::string::npos);
+  }
+}
+
+}  // namespace passepartout

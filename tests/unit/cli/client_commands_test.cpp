@@ -1,0 +1,473 @@
+// Tests for the operator commands (status, stop, skills, approvals) and for
+// finding the daemon, against an in-process server and a misbehaving raw peer.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "cli/client_commands.hpp"
+#include "cli/exit_status.hpp"
+#include "unit/cli/fake_daemon.hpp"
+
+using namespace passepartout;
+using namespace passepartout::testing;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& text, std::string_view what) {
+  return text.find(what) != std::string::npos;
+}
+
+// Sets environment variables for one test and puts the old values back.
+class EnvOverride {
+ public:
+  EnvOverride& set(const char* name, std::optional<std::string> value) {
+    if (saved_.find(name) == saved_.end()) {
+      const char* old = std::getenv(name);
+      saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+    return *this;
+  }
+  ~EnvOverride() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// No connection settings from the environment of whoever runs the tests.
+EnvOverride clean_env() {
+  EnvOverride env;
+  for (const char* name :
+       {"PASSEPARTOUT_SOCKET", "PASSEPARTOUT_PORT", "PASSEPARTOUT_TOKEN", "PASSEPARTOUT_TOKEN_FILE"}) {
+    env.set(name, std::nullopt);
+  }
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("text") {
+    Captured captured;
+    REQUIRE(cli::run_status(server.unix_target(), captured.output()) == cli::kExitOk);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(out.rfind("passepartout daemon 9.9.9 at " + server.unix_target().endpoint.socket_path.string() + "\n", 0) ==
+          0);
+    CHECK(contains(out, "  health             HEALTHY\n"));
+    CHECK(contains(out, "  uptime             1h 02m 05s\n"));
+    CHECK(contains(out, "  connections        2\n"));
+    CHECK(contains(out, "  signals processed  42 (1 in flight)\n"));
+    CHECK(contains(out, "  pending approvals  1 (see `passepartout approvals list`)\n"));
+    CHECK(contains(out, "Skills (2, in load order):"));
+    CHECK(contains(out, "  shell-guard  1.2.0    loaded          10        2       1\n"));
+    CHECK(contains(out, "  weather: depends on 'geo', which failed to load\n"));
+  }
+  SECTION("json") {
+    Captured captured;
+    REQUIRE(cli::run_status(server.unix_target(), captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["ok"] == true);
+    CHECK(document["version"] == "9.9.9");
+    CHECK(document["uptime_s"] == 3725);
+    CHECK(document["health"] == "healthy");
+    CHECK(document["signals_processed"] == 42);
+    CHECK(document["pending_approvals"] == 1);
+    REQUIRE(document["skills"].size() == 2);
+    CHECK(document["skills"][0]["name"] == "shell-guard");
+    CHECK(document["skills"][0]["gate"] == true);
+    CHECK(document["skills"][1]["state"] == "disabled");
+    CHECK(document["skills"][1]["gate"] == nullptr);
+  }
+  CHECK(server.daemon().last_request().at("COMMAND").is_keyword("STATUS"));
+  CHECK(server.daemon().last_request().at("REQUEST-ID").is_string());
+}
+
+TEST_CASE("operator commands over TCP carry the token; without it the daemon says UNAUTHORIZED", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("with the token") {
+    Captured captured;
+    CHECK(cli::run_status(server.tcp_target(), captured.output()) == cli::kExitOk);
+  }
+  SECTION("without a token, text") {
+    Captured captured;
+    CHECK(cli::run_status(server.tcp_target(""), captured.output()) == cli::kExitProblem);
+    const std::string err = captured.err.str();
+    INFO(err);
+    CHECK(contains(err, "passepartout: `status` failed: operator requests need the token (UNAUTHORIZED); "));
+    CHECK(contains(err, "pass --token-file FILE or set PASSEPARTOUT_TOKEN"));
+    CHECK(captured.out.str().empty());
+  }
+  SECTION("with a wrong token, json") {
+    Captured captured;
+    CHECK(cli::run_skills_list(server.tcp_target("wrong"), captured.output(true)) == cli::kExitProblem);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["ok"] == false);
+    CHECK(document["code"] == "UNAUTHORIZED");
+    CHECK(contains(document["hint"].get<std::string>(), "the token from the test was not accepted"));
+  }
+}
+
+TEST_CASE("skills list shows every skill with its state and counters", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("text") {
+    Captured captured;
+    REQUIRE(cli::run_skills_list(server.unix_target(), captured.output()) == cli::kExitOk);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(contains(out, "2 skills in the daemon at "));
+    CHECK(contains(out, "NAME         VERSION  PRIORITY  STATE     GATE  VERIFIED  BLOCKED  FAILED  SHA256"));
+    CHECK(contains(out, "shell-guard  1.2.0          90  loaded    yes         10        2       1  3f5a12345678"));
+    CHECK(contains(out, "weather      0.3.0          10  disabled  no           0        0       0  -"));
+    CHECK(contains(out, "Why disabled:\n  weather: depends on 'geo', which failed to load\n"));
+  }
+  SECTION("json") {
+    Captured captured;
+    REQUIRE(cli::run_skills_list(server.unix_target(), captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["skills"][0]["sha256"] == "3f5a1234567890abcdef");
+    CHECK(document["skills"][1]["reason"] == "depends on 'geo', which failed to load");
+  }
+}
+
+TEST_CASE("skills load sends the manifest's absolute path and prints the changes", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("ok") {
+    Captured captured;
+    REQUIRE(cli::run_skills_load(server.unix_target(), "manifests/weather.yaml", captured.output()) == cli::kExitOk);
+    const Value request = server.daemon().last_request();
+    CHECK(request.at("COMMAND").is_keyword("LOAD"));
+    CHECK(request.at("MANIFEST").text() == (std::filesystem::current_path() / "manifests/weather.yaml").string());
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(out.rfind("loaded weather 1.1.0\n", 0) == 0);
+    CHECK(contains(out, "swap  weather  1.0.0 (aaaabbbbcccc) -> 1.1.0 (eeeeffff0000)  ok  1.5 ms  cli"));
+  }
+  SECTION("json") {
+    Captured captured;
+    REQUIRE(cli::run_skills_load(server.unix_target(), "/x/weather.yaml", captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["message"] == "loaded weather 1.1.0");
+    CHECK(document["changes"][0]["kind"] == "swap");
+    CHECK(document["changes"][0]["to_version"] == "1.1.0");
+    CHECK(document["changes"][0]["duration_us"] == 1500);
+  }
+  SECTION("refused") {
+    Captured captured;
+    CHECK(cli::run_skills_load(server.unix_target(), "/x/refused.yaml", captured.output()) == cli::kExitProblem);
+    CHECK(captured.err.str() ==
+          "passepartout: `load` failed: skill 'weather': step self-test: the skill's self-test failed "
+          "(REFUSED); `passepartout skills history` shows the recorded changes\n");
+  }
+}
+
+TEST_CASE("skills reload, unload and rescan print what changed", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("reload") {
+    Captured captured;
+    CHECK(cli::run_skills_reload(server.unix_target(), "weather", captured.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("NAME").text() == "weather");
+    CHECK(contains(captured.out.str(), "reloaded\n"));
+  }
+  SECTION("reload of an unknown skill") {
+    Captured captured;
+    CHECK(cli::run_skills_reload(server.unix_target(), "nope", captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(),
+                   "no skill named 'nope' (NOT-FOUND); see the loaded skills with `passepartout skills list`"));
+  }
+  SECTION("unload with --cascade") {
+    Captured captured;
+    CHECK(cli::run_skills_unload(server.unix_target(), "weather", true, captured.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("CASCADE").is_true());
+    CHECK(contains(captured.out.str(), "remove  forecast"));
+  }
+  SECTION("unload without --cascade") {
+    Captured captured;
+    CHECK(cli::run_skills_unload(server.unix_target(), "weather", false, captured.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().get("CASCADE") == nullptr);
+  }
+  SECTION("rescan with nothing to do") {
+    Captured captured;
+    CHECK(cli::run_skills_rescan(server.unix_target(), captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str() == "nothing changed\nNo changes.\n");
+    Captured as_json;
+    CHECK(cli::run_skills_rescan(server.unix_target(), as_json.output(true)) == cli::kExitOk);
+    CHECK(json::parse(as_json.out.str())["changes"] == json::array());
+  }
+}
+
+TEST_CASE("approvals list, approve and deny", "[cli]") {
+  FakeDaemonServer server;
+  SECTION("list, text") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_list(server.unix_target(), captured.output()) == cli::kExitOk);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(contains(out, "1 approval pending:\n\n  ab12cd34\n"));
+    CHECK(contains(out, "    reason:   deletes files\n"));
+    CHECK(contains(out, "    gates:    shell-guard@1.2.0\n"));
+    CHECK(contains(out, "    action:   (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))\n"));
+    CHECK(contains(out, "    expires:  "));
+    CHECK(contains(out, "passepartout approvals approve TOKEN"));
+  }
+  SECTION("list, json") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_list(server.unix_target(), captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["approvals"][0]["token"] == "ab12cd34");
+    CHECK(document["approvals"][0]["gates"] == json::array({"shell-guard@1.2.0"}));
+    CHECK(document["approvals"][0]["action"]["payload"]["cmd"] == "rm -rf build");
+    CHECK(document["approvals"][0]["action_sexp"] ==
+          "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))");
+  }
+  SECTION("approve") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_decide(server.unix_target(), "ab12cd34", true, captured.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("COMMAND").is_keyword("APPROVE"));
+    CHECK(server.daemon().last_request().at("TOKEN").text() == "ab12cd34");
+    CHECK(captured.out.str() == "approved\nResult: removed build/\n");
+  }
+  SECTION("deny, json") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_decide(server.unix_target(), "ab12cd34", false, captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["decision"] == "denied");
+    CHECK(document["message"] == "denied");
+  }
+  SECTION("an unknown token") {
+    Captured captured;
+    CHECK(cli::run_approvals_decide(server.unix_target(), "ffff", true, captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "(NOT-FOUND); see the pending approvals with `passepartout approvals list`"));
+  }
+}
+
+TEST_CASE("stop asks the daemon to shut down", "[cli]") {
+  FakeDaemonServer server;
+  Captured captured;
+  CHECK(cli::run_stop(server.unix_target(), captured.output()) == cli::kExitOk);
+  CHECK(server.daemon().last_request().at("COMMAND").is_keyword("SHUTDOWN"));
+  CHECK(contains(captured.out.str(), "is shutting down: shutting down\n"));
+}
+
+TEST_CASE("operator commands say how to start the daemon when nothing listens", "[cli]") {
+  TempDir dir;
+  cli::Target target;
+  target.endpoint.socket_path = dir.path() / "absent.sock";
+  SECTION("text") {
+    Captured captured;
+    CHECK(cli::run_status(target, captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "cannot reach the daemon at " + target.endpoint.socket_path.string() +
+                                           ": No such file or directory; start it with `passepartout daemon`"));
+  }
+  SECTION("json") {
+    Captured captured;
+    CHECK(cli::run_skills_list(target, captured.output(true)) == cli::kExitProblem);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["ok"] == false);
+    CHECK(contains(document["error"].get<std::string>(), "No such file or directory"));
+    CHECK(contains(document["hint"].get<std::string>(), "passepartout daemon"));
+    CHECK(captured.err.str().empty());
+  }
+  SECTION("tcp") {
+    // A port nothing listens on: bound to find a free one, then closed.
+    const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(probe >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    REQUIRE(::bind(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+    ::close(probe);
+    cli::Target tcp;
+    tcp.endpoint.port = ntohs(address.sin_port);
+    Captured captured;
+    CHECK(cli::run_status(tcp, captured.output()) == cli::kExitProblem);
+    INFO(captured.err.str());
+    CHECK(contains(captured.err.str(), "cannot reach the daemon at 127.0.0.1:" + std::to_string(tcp.endpoint.port) +
+                                           ": Connection refused; start it with `passepartout daemon`"));
+  }
+}
+
+TEST_CASE("operator commands cope with a daemon that answers oddly or not at all", "[cli]") {
+  SECTION("closes before answering") {
+    RawPeer peer("");
+    Captured captured;
+    CHECK(cli::run_status(peer.target(), captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "closed the connection before answering; the daemon may have stopped"));
+  }
+  SECTION("an :OK response with no payload") {
+    RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :OK)"));
+    Captured captured;
+    CHECK(cli::run_status(peer.target(), captured.output()) == cli::kExitOk);
+    CHECK(contains(captured.out.str(), "  health             unknown\n"));
+    CHECK(contains(captured.out.str(), "(none loaded)"));
+  }
+  SECTION("junk where the skills should be") {
+    RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :OK :PAYLOAD (:SKILLS (junk 5 (:NAME 7) (:STATE \"x\"))))"));
+    Captured captured;
+    CHECK(cli::run_skills_list(peer.target(), captured.output()) == cli::kExitOk);
+  }
+  SECTION("junk where the approvals and changes should be, json") {
+    RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :OK :PAYLOAD (:APPROVALS \"none\" :MESSAGE 5))"));
+    Captured captured;
+    CHECK(cli::run_approvals_list(peer.target(), captured.output(true)) == cli::kExitOk);
+    CHECK_NOTHROW(json::parse(captured.out.str()));
+  }
+  SECTION("a response that is neither :OK nor :ERROR") {
+    RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :MAYBE)"));
+    Captured captured;
+    CHECK(cli::run_skills_rescan(peer.target(), captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "`rescan` failed: the request failed"));
+  }
+  SECTION("no handshake") {
+    RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :OK)"), false, false);
+    Captured captured;
+    CHECK(cli::run_stop(peer.target(), captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "did not start with a handshake"));
+  }
+  SECTION("an error instead of the handshake") {
+    RawPeer peer(
+        RawPeer::frame("(:TYPE :RESPONSE :STATUS :ERROR :PAYLOAD (:MESSAGE \"too many connections\" :CODE :BUSY))"),
+        false, false);
+    Captured captured;
+    CHECK(cli::run_stop(peer.target(), captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "turned the connection away: too many connections"));
+  }
+}
+
+TEST_CASE("the daemon is found from the options, then the environment, then the defaults", "[cli]") {
+  EnvOverride env = clean_env();
+  const cli::ConnectionOptions none;
+  SECTION("--socket") {
+    cli::ConnectionOptions options;
+    options.socket_path = "/tmp/x.sock";
+    env.set("PASSEPARTOUT_PORT", "9200");
+    auto target = cli::resolve_target(options, std::chrono::seconds(30));
+    REQUIRE(target.has_value());
+    CHECK(target->endpoint.socket_path == "/tmp/x.sock");
+    CHECK(target->reply_timeout == std::chrono::seconds(30));
+    CHECK(target->connect_timeout == std::chrono::seconds(5));
+  }
+  SECTION("--port, --host and --timeout") {
+    cli::ConnectionOptions options;
+    options.port = 9300;
+    options.host = "localhost";
+    options.timeout_s = 2.5;
+    env.set("PASSEPARTOUT_SOCKET", "/tmp/ignored.sock");
+    auto target = cli::resolve_target(options, std::chrono::seconds(30));
+    REQUIRE(target.has_value());
+    CHECK(target->endpoint.is_tcp());
+    CHECK(target->endpoint.describe() == "localhost:9300");
+    CHECK(target->reply_timeout == std::chrono::milliseconds(2500));
+  }
+  SECTION("PASSEPARTOUT_SOCKET, then PASSEPARTOUT_PORT") {
+    env.set("PASSEPARTOUT_SOCKET", "/tmp/env.sock").set("PASSEPARTOUT_PORT", "9400");
+    CHECK(cli::resolve_target(none, std::chrono::seconds(1))->endpoint.socket_path == "/tmp/env.sock");
+    env.set("PASSEPARTOUT_SOCKET", std::nullopt);
+    CHECK(cli::resolve_target(none, std::chrono::seconds(1))->endpoint.describe() == "127.0.0.1:9400");
+    env.set("PASSEPARTOUT_PORT", "99999");
+    auto bad = cli::resolve_target(none, std::chrono::seconds(1));
+    REQUIRE_FALSE(bad.has_value());
+    CHECK(bad.error().message == "PASSEPARTOUT_PORT is '99999', not a port number from 1 to 65535");
+  }
+  SECTION("the default socket") {
+    env.set("XDG_RUNTIME_DIR", "/run/user/4242");
+    CHECK(cli::resolve_target(none, std::chrono::seconds(1))->endpoint.socket_path ==
+          "/run/user/4242/passepartout.sock");
+    env.set("XDG_RUNTIME_DIR", std::nullopt).set("PASSEPARTOUT_STATE_DIR", "/var/lib/pp");
+    CHECK(cli::resolve_target(none, std::chrono::seconds(1))->endpoint.socket_path == "/var/lib/pp/passepartout.sock");
+  }
+  SECTION("the token over TCP") {
+    TempDir dir;
+    env.set("PASSEPARTOUT_STATE_DIR", dir.path().string());
+    cli::ConnectionOptions tcp;
+    tcp.port = 9105;
+    CHECK(cli::resolve_target(tcp, std::chrono::seconds(1))->token.empty());
+    { std::ofstream(dir.path() / "token") << "from-state-dir\n"; }
+    CHECK(cli::resolve_target(tcp, std::chrono::seconds(1))->token == "from-state-dir");
+    env.set("PASSEPARTOUT_TOKEN", "from-env");
+    CHECK(cli::resolve_target(tcp, std::chrono::seconds(1))->token == "from-env");
+    { std::ofstream(dir.path() / "other") << "  from-file  \n"; }
+    env.set("PASSEPARTOUT_TOKEN_FILE", (dir.path() / "other").string());
+    CHECK(cli::resolve_target(tcp, std::chrono::seconds(1))->token == "from-file");
+    tcp.token_file = (dir.path() / "missing").string();
+    auto missing = cli::resolve_target(tcp, std::chrono::seconds(1));
+    REQUIRE_FALSE(missing.has_value());
+    CHECK(contains(missing.error().message, "cannot read the token file"));
+  }
+}
+
+TEST_CASE("doctor checks tools, the state folder, the bundled skills and the daemon", "[cli]") {
+  TempDir state;
+  cli::DoctorOptions options;
+  options.state_dir = state.path();
+  options.manifest_dir = PP_MANIFEST_DIR;
+  options.plugin_dir = PP_PLUGIN_DIR;
+  options.check_provider = false;
+  SECTION("healthy") {
+    FakeDaemonServer server([] { return HealthReport{"HEALTHY", true}; });
+    Captured captured;
+    CHECK(cli::run_doctor(server.unix_target(), options, captured.output()) == cli::kExitOk);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(contains(out, "OK    tool sh"));
+    CHECK(contains(out, "OK    state folder"));
+    CHECK(contains(out, "OK    bundled skills"));
+    CHECK(contains(out, "OK    daemon          " + server.unix_target().endpoint.socket_path.string() +
+                            ", version 9.9.9, health HEALTHY"));
+    CHECK(contains(out, "\nHealthy.\n"));
+  }
+  SECTION("a degraded daemon fails") {
+    FakeDaemonServer server([] { return HealthReport{"DEGRADED", true}; });
+    Captured captured;
+    CHECK(cli::run_doctor(server.unix_target(), options, captured.output(true)) == cli::kExitProblem);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["ok"] == false);
+    CHECK(document["checks"][3]["name"] == "daemon");
+    CHECK(document["checks"][3]["status"] == "fail");
+  }
+  SECTION("everything missing") {
+    options.tools = {"sh", "passepartout-no-such-tool"};
+    options.state_dir = state.path() / "absent";
+    options.manifest_dir = state.path() / "no-manifests";
+    options.check_provider = true;
+    cli::Target target;
+    target.endpoint.socket_path = state.path() / "absent.sock";
+    Captured captured;
+    CHECK(cli::run_doctor(target, options, captured.output(true)) == cli::kExitProblem);
+    const auto document = json::parse(captured.out.str());
+    INFO(document.dump(2));
+    CHECK(document["failed"] == 4);
+    CHECK(document["checks"][0]["status"] == "ok");
+    CHECK(document["checks"][1]["status"] == "fail");
+    CHECK(contains(document["checks"][2]["hint"].get<std::string>(), "mkdir -p"));
+    CHECK(document["checks"][3]["status"] == "fail");
+    CHECK(contains(document["checks"][4]["hint"].get<std::string>(), "passepartout daemon"));
+    CHECK(document["checks"][5]["status"] == "info");
+  }
+}

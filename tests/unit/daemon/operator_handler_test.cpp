@@ -1,0 +1,180 @@
+// Tests for the operator commands against a real skill host (fixture skills),
+// a pipeline with no provider, and an approval store in a temp dir.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "daemon/operator_handler.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/executor.hpp"
+#include "pipeline/pipeline.hpp"
+#include "providers/cascade.hpp"
+#include "skills/skill_host.hpp"
+#include "support/async_wait.hpp"
+#include "support/skill_fixtures.hpp"
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
+namespace passepartout {
+namespace {
+
+using testing::Awaited;
+using testing::SkillFixtures;
+using testing::TempDir;
+
+// Two loaded skills (pass-gate-1 is a dependency of pass-gate-0) and one
+// that fails to create, behind an OperatorHandler.
+struct OperatorRig {
+  TempDir state;
+  SkillFixtures fx;
+  std::unique_ptr<SkillHost> host;
+  ThreadPool pool{1};
+  ThreadPool blocking{1};
+  ThreadPool control{1};
+  Cascade cascade;
+  std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<Pipeline> pipeline;
+  SkillProblems problems;
+  std::unique_ptr<OperatorHandler> handler;
+  Awaited<bool> shutdown;  // set by the SHUTDOWN command, after its answer
+  int changes = 0;         // control thread, before each answer
+
+  OperatorRig() {
+    for (auto name : {"pass-gate-0", "pass-gate-1", "create-fails"}) fx.install_library(name);
+    fx.write_manifest("a.yaml", SkillFixtures::yaml("pass-gate-0", 10, "depends_on: [pass-gate-1 >=1.0]\n"));
+    fx.write_manifest("b.yaml", SkillFixtures::yaml("pass-gate-1", 5));
+    fx.write_manifest("c.yaml", SkillFixtures::yaml("create-fails", 50));
+    auto created =
+        SkillHost::create(SkillHostOptions{fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true});
+    REQUIRE(created.has_value());
+    host = std::move(*created);
+    problems.record(host->boot("test"));
+    auto store = ApprovalStore::open(state.path() / "approvals.sqlite3");
+    REQUIRE(store.has_value());
+    approvals = std::move(*store);
+    pipeline = std::make_unique<Pipeline>(
+        Pipeline::Services{host->registry(), cascade, pool, blocking, nullptr, approvals.get()}, PipelineOptions{});
+    handler = std::make_unique<OperatorHandler>(OperatorHandler::Services{
+        *host, *pipeline, approvals.get(), control, problems, "9.9.9", std::chrono::steady_clock::now(),
+        [] {
+          return HealthReport{"DEGRADED", true};
+        },
+        [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; }});
+  }
+
+  ~OperatorRig() {
+    control.stop();
+    pool.stop();
+    blocking.stop();
+  }
+
+  Value ask(std::string_view request_text) {
+    auto request = read_sexp(request_text);
+    REQUIRE(request.has_value());
+    auto answer = std::make_shared<Awaited<Value>>();
+    handler->handle(*request, "test", [answer](Value response) { answer->set(std::move(response)); });
+    auto response = answer->wait();
+    REQUIRE(response.has_value());
+    return *response;
+  }
+};
+
+const Value* find_skill(const Value& skills, std::string_view name) {
+  for (const Value& skill : skills.items()) {
+    if (skill.at("NAME").text() == name) return &skill;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skills", "[daemon][operator]") {
+  OperatorRig rig;
+  const Value status = rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS :REQUEST-ID \"s1\")");
+  INFO(to_sexp(status));
+  REQUIRE(is_ok_response(status));
+  CHECK(status.at("REQUEST-ID").text() == "s1");
+  const Value& payload = status.at("PAYLOAD");
+  CHECK(payload.at("VERSION").text() == "9.9.9");
+  CHECK(payload.at("HEALTH").is_keyword("DEGRADED"));
+  CHECK(payload.at("CONNECTIONS").as_integer() == 4);
+  CHECK(payload.at("IN-FLIGHT").as_integer() == 0);
+  CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
+
+  const Value skills = rig.ask("(:TYPE :OPERATOR :COMMAND :SKILLS)").path({"PAYLOAD", "SKILLS"});
+  REQUIRE(skills.size() == 3);
+  CHECK(skills.items()[0].at("NAME").text() == "pass-gate-1");  // load order
+  const Value* loaded = find_skill(skills, "pass-gate-0");
+  REQUIRE(loaded != nullptr);
+  CHECK(loaded->at("STATE").is_keyword("LOADED"));
+  CHECK(loaded->at("GATE").is_true());
+  CHECK(loaded->at("SHA256").text().size() == 64);
+  const Value* disabled = find_skill(skills, "create-fails");
+  REQUIRE(disabled != nullptr);
+  CHECK(disabled->at("STATE").is_keyword("DISABLED"));
+  CHECK(disabled->at("REASON").text().find("create failed") != std::string_view::npos);
+}
+
+TEST_CASE("UNLOAD is refused while others depend on a skill, unless it cascades", "[daemon][operator]") {
+  OperatorRig rig;
+  const Value refused = rig.ask("(:TYPE :OPERATOR :COMMAND :UNLOAD :NAME \"pass-gate-1\")");
+  INFO(to_sexp(refused));
+  CHECK(error_response_code(refused) == "REFUSED");
+  CHECK(refused.path({"PAYLOAD", "MESSAGE"}).text().find("pass-gate-1") != std::string_view::npos);
+
+  const Value removed = rig.ask("(:TYPE :OPERATOR :COMMAND :UNLOAD :NAME \"pass-gate-1\" :CASCADE T)");
+  INFO(to_sexp(removed));
+  REQUIRE(is_ok_response(removed));
+  const Value& changes = removed.path({"PAYLOAD", "CHANGES"});
+  REQUIRE(changes.size() == 2);
+  CHECK(changes.items()[0].at("SKILL").text() == "pass-gate-0");  // dependents first
+  CHECK(changes.items()[1].at("KIND").text() == "remove");
+  CHECK(rig.host->snapshot()->slots().empty());
+  CHECK(rig.changes == 2);
+
+  const Value history = rig.ask("(:TYPE :OPERATOR :COMMAND :HISTORY :LIMIT 10 :SKILL \"pass-gate-1\")");
+  const Value& listed = history.path({"PAYLOAD", "CHANGES"});
+  REQUIRE(listed.size() >= 2);
+  CHECK(listed.items()[0].at("KIND").text() == "remove");  // newest first
+  CHECK(listed.items()[0].at("REQUESTER").text() == "test");
+}
+
+TEST_CASE("RELOAD and LOAD go through the host and failures are REFUSED, leaving the old version", "[daemon][operator]") {
+  OperatorRig rig;
+  const Value reloaded = rig.ask("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"pass-gate-0\")");
+  INFO(to_sexp(reloaded));
+  REQUIRE(is_ok_response(reloaded));
+  CHECK(reloaded.path({"PAYLOAD", "CHANGES"}).items()[0].at("KIND").text() == "swap");
+
+  const Value retried = rig.ask("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"create-fails\")");
+  INFO(to_sexp(retried));
+  CHECK(error_response_code(retried) == "REFUSED");
+  CHECK(find_skill(rig.handler->skills_value(), "create-fails")->at("STATE").is_keyword("DISABLED"));
+
+  const std::string manifest = (rig.fx.manifest_dir() / "b.yaml").string();
+  const Value swapped = rig.ask("(:TYPE :OPERATOR :COMMAND :LOAD :MANIFEST \"" + manifest + "\")");
+  CHECK(is_ok_response(swapped));
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :LOAD :MANIFEST \"/no/such.yaml\")")) == "NOT-FOUND");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"ghost\")")) == "NOT-FOUND");
+}
+
+TEST_CASE("bad operator requests are BAD-REQUEST and SHUTDOWN answers before it stops", "[daemon][operator]") {
+  OperatorRig rig;
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR)")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :REBOOT)")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :UNLOAD :NAME 42)")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :HISTORY :LIMIT 0)")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) ==
+        "NOT-FOUND");
+  CHECK(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS)").path({"PAYLOAD", "APPROVALS"}).is_nil());
+
+  const Value bye = rig.ask("(:TYPE :OPERATOR :COMMAND :shutdown :REQUEST-ID \"x\")");
+  CHECK(is_ok_response(bye));
+  CHECK(bye.at("REQUEST-ID").text() == "x");
+  CHECK(rig.shutdown.wait().has_value());
+  CHECK(rig.shutdown.times_set() == 1);
+}
+
+}  // namespace passepartout
