@@ -691,7 +691,17 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
       error_code ignored;
       self->acceptor_.close(ignored);
       self->retry_timer_.cancel();
+      std::lock_guard lock(self->close_mutex_);
+      self->acceptor_closed_ = true;
+      self->close_done_.notify_all();
     });
+  }
+  // Waits until the acceptor closed (after close()), so the port and socket
+  // no longer accept; false when `timeout` passed first (the io_context is
+  // not running). Never from an io thread.
+  bool wait_closed(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(close_mutex_);
+    return close_done_.wait_for(lock, timeout, [this] { return acceptor_closed_; });
   }
 
  private:
@@ -736,6 +746,9 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
   asio::strand<asio::io_context::executor_type> strand_;
   Acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  std::mutex close_mutex_;  // guards acceptor_closed_
+  std::condition_variable close_done_;
+  bool acceptor_closed_ = false;
   const Transport transport_;
   bool closed_ = false;
 };
@@ -1011,6 +1024,10 @@ void Server::stop(std::chrono::milliseconds grace) {
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->begin_stop();
+  // The listeners close on their strands; wait for that before the io_context
+  // may stop, or a stopped server would keep its port accepting.
+  if (impl_->tcp_listener) impl_->tcp_listener->wait_closed(grace);
+  if (impl_->unix_listener) impl_->unix_listener->wait_closed(grace);
   ServerState& state = *impl_->state;
   {
     std::unique_lock lock(state.connections_mutex);

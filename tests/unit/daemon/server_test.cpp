@@ -826,3 +826,26 @@ TEST_CASE("server runs on an io_context the caller shares", "[daemon][concurrenc
   work.reset();
   runner.join();
 }
+
+namespace passepartout {
+
+TEST_CASE("a stopped server no longer accepts on its port, even with no connection open", "[daemon][concurrency]") {
+  auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
+  const std::uint16_t port = server->tcp_port();
+  REQUIRE(serve_one_connection(port, false));  // positive control: it accepts while serving
+  REQUIRE(server->wait_connections_open_for_test(0, kWait));
+  server->stop();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int connected = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = errno;
+  ::close(fd);
+  CHECK(connected != 0);
+  CHECK(error == ECONNREFUSED);
+}
+
+}  // namespace passepartout
