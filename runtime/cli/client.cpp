@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -101,7 +102,11 @@ int connect_socket(const Endpoint& endpoint, Clock::time_point deadline, std::st
       continue;
     }
     last_error = connect_before(fd, candidate->ai_addr, candidate->ai_addrlen, deadline);
-    if (last_error == 0) break;
+    if (last_error == 0) {
+      const int one = 1;  // each request is one whole frame: send it at once (no Nagle delay)
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      break;
+    }
     ::close(fd);
     fd = -1;
   }

@@ -723,6 +723,13 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
       });
       return;
     }
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      // Replies are often two small frames (the answer, then the end of the
+      // exchange); with Nagle's algorithm the second waits for the peer's
+      // delayed ACK, some 40 ms. Frames are written whole, so send at once.
+      error_code ignored;
+      peer.set_option(asio::ip::tcp::no_delay(true), ignored);
+    }
     ConnectionInfo info;
     info.transport = transport_;
     info.peer = peer_name(peer);

@@ -1,0 +1,365 @@
+// The real daemon: `passepartout daemon` run as a child process with the
+// scripted provider and every bundled skill, measured from outside over TCP
+// loopback: request round trip, throughput with 64 clients, cold start and
+// idle memory.
+#include <benchmark/benchmark.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "daemon/frame_codec.hpp"
+#include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+using namespace passepartout;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::chrono::seconds kWait{30};
+constexpr int kWarmup = 1000;
+constexpr int kRttRequests = 20000;
+constexpr int kClients = 64;
+constexpr auto kRpsDuration = 2s;
+constexpr int kColdStarts = 5;
+
+// The daemon running now, killed by die() so that no child outlives the bench.
+std::atomic<pid_t> live_daemon{-1};
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "bench_daemon: %s\n", message.c_str());
+  if (const pid_t pid = live_daemon.load(); pid > 0) ::kill(pid, SIGKILL);
+  std::exit(1);
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A temp dir with the script in it, removed at the end.
+struct Scratch {
+  fs::path root;
+  Scratch() {
+    std::random_device random;
+    root = fs::temp_directory_path() / ("passepartout-bench-daemon-" + std::to_string(random()));
+    fs::create_directories(root);
+    std::ofstream(root / "script.yaml") << "rules:\n  - match: \"ping\"\n    reply: \"pong\"\n";
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+
+// `passepartout daemon` in `dir`; started() once it printed its TCP port.
+class Daemon {
+ public:
+  explicit Daemon(const fs::path& dir) : dir_(dir) {
+    std::vector<std::string> args{PP_PASSEPARTOUT_EXE,
+                                  "daemon",
+                                  "--port",
+                                  "0",
+                                  "--socket",
+                                  (dir / "s.sock").string(),
+                                  "--state-dir",
+                                  dir.string(),
+                                  "--provider",
+                                  "scripted",
+                                  "--script",
+                                  (dir / "script.yaml").string(),
+                                  "--manifests",
+                                  PP_MANIFEST_DIR,
+                                  "--plugins",
+                                  PP_PLUGIN_DIR};
+    std::vector<std::string> env{"HOME=" + dir.string(), "LANG=C.UTF-8"};
+    for (const char* name : {"PATH", "LD_LIBRARY_PATH"}) {
+      if (const char* value = std::getenv(name)) env.push_back(std::string(name) + "=" + value);
+    }
+    auto c_strings = [](std::vector<std::string>& strings) {
+      std::vector<char*> out;
+      for (auto& s : strings) out.push_back(s.data());
+      out.push_back(nullptr);
+      return out;
+    };
+    auto argv = c_strings(args);
+    auto envp = c_strings(env);
+
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) die("pipe2 failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+    const std::string log_file = (dir / "daemon.log").string();
+    posix_spawn_file_actions_addopen(&actions, 2, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+    const auto started = Clock::now();
+    const int spawned = ::posix_spawn(&pid_, PP_PASSEPARTOUT_EXE, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipe_fds[1]);
+    if (spawned == 0) live_daemon.store(pid_);
+    if (spawned != 0) {
+      ::close(pipe_fds[0]);
+      die(std::string("posix_spawn " PP_PASSEPARTOUT_EXE ": ") + std::strerror(spawned));
+    }
+
+    // Reads stdout until the `listening on 127.0.0.1:<port>` line is complete.
+    constexpr std::string_view kPrefix = "listening on 127.0.0.1:";
+    const auto deadline = started + kWait;
+    std::string out;
+    char buffer[4096];
+    for (;;) {
+      const std::size_t at = out.find(kPrefix);
+      if (at != std::string::npos && out.find('\n', at) != std::string::npos) break;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{pipe_fds[0], POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
+      if (got <= 0) break;
+      out.append(buffer, static_cast<std::size_t>(got));
+    }
+    start_time_ = Clock::now() - started;
+    ::close(pipe_fds[0]);  // the daemon prints nothing more on stdout
+    const std::size_t at = out.find(kPrefix);
+    if (at != std::string::npos) port_ = static_cast<std::uint16_t>(std::stoi(out.substr(at + kPrefix.size())));
+    if (port_ == 0) die("the daemon did not start; stdout:\n" + out + "\nlog:\n" + slurp(dir / "daemon.log"));
+  }
+
+  ~Daemon() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    live_daemon.store(-1);
+  }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  std::uint16_t port() const noexcept { return port_; }
+  pid_t pid() const noexcept { return pid_; }
+  Clock::duration start_time() const noexcept { return start_time_; }
+
+  // SIGTERM, then waits (SIGKILL after kWait). False when it did not exit cleanly.
+  bool stop() {
+    ::kill(pid_, SIGTERM);
+    live_daemon.store(-1);
+    const auto deadline = Clock::now() + kWait;
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      }
+      if (Clock::now() >= deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        reaped_ = true;
+        return false;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+  // VmRSS of the daemon, in MiB.
+  double rss_mb() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;
+    }
+    die("no VmRSS for the daemon");
+  }
+
+  std::string log() const { return slurp(dir_ / "daemon.log"); }
+
+ private:
+  fs::path dir_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::uint16_t port_ = 0;
+  Clock::duration start_time_{};
+};
+
+// A blocking TCP client: sends chat requests and reads frames up to the
+// :RESPONSE that ends each exchange.
+class Client {
+ public:
+  explicit Client(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) die("socket failed");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+      die(std::string("connect: ") + std::strerror(errno));
+    }
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    timeval timeout{};
+    timeout.tv_sec = kWait.count();
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    const Value hello = read_frame();
+    if (!hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE")) die("no handshake: " + to_sexp(hello));
+  }
+  ~Client() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // One chat exchange: "ping" in, frames until the :RESPONSE with its id.
+  void chat(long id) {
+    const std::string request_id = std::to_string(id);
+    text_.clear();
+    text_ += "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"ping\") :REQUEST-ID \"";
+    text_ += request_id;
+    text_ += "\")";
+    auto message = read_sexp(text_);
+    if (!message) die("the request does not read: " + message.error().message);
+    frame_.clear();
+    if (!codec_.encode_into(*message, frame_)) die("the request could not be framed");
+    std::string_view bytes = frame_;
+    while (!bytes.empty()) {
+      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (sent <= 0) die(std::string("send: ") + std::strerror(errno));
+      bytes.remove_prefix(static_cast<std::size_t>(sent));
+    }
+    bool replied = false;
+    for (;;) {
+      const Value frame = read_frame();
+      if (frame.at("TYPE").is_keyword("RESPONSE") && frame.at("REQUEST-ID").text() == request_id) {
+        if (!frame.at("STATUS").is_keyword("OK")) die("the exchange failed: " + to_sexp(frame));
+        break;
+      }
+      if (frame.path({"PAYLOAD", "TEXT"}).text() == "pong") replied = true;
+    }
+    if (!replied) die("the exchange ended without the scripted reply");
+  }
+
+ private:
+  Value read_frame() {
+    for (;;) {
+      if (auto message = decoder_.next()) return std::move(*message);
+      if (decoder_.failed()) die("the client could not decode a frame: " + decoder_.error()->message);
+      char buffer[8192];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got == 0) die("the daemon closed the connection");
+      if (got < 0) die(std::string("recv: ") + std::strerror(errno));
+      decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
+    }
+  }
+
+  int fd_ = -1;
+  FrameCodec codec_;
+  FrameDecoder decoder_;
+  std::string text_;
+  std::string frame_;
+};
+
+double percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+void BM_Daemon(benchmark::State& state) {
+  for (auto _ : state) {
+    // Cold starts: fresh temp dir each time, spawn to `listening on`.
+    std::vector<double> starts;
+    for (int i = 0; i < kColdStarts; ++i) {
+      Scratch scratch;
+      Daemon daemon(scratch.root);
+      starts.push_back(std::chrono::duration<double, std::milli>(daemon.start_time()).count());
+      if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
+    }
+
+    Scratch scratch;
+    Daemon daemon(scratch.root);
+    std::this_thread::sleep_for(500ms);
+    const double idle_rss = daemon.rss_mb();
+
+    // Round trip: one client, sequential requests.
+    std::vector<double> rtt;
+    rtt.reserve(kRttRequests);
+    {
+      Client client(daemon.port());
+      long id = 0;
+      for (int i = 0; i < kWarmup; ++i) client.chat(++id);
+      for (int i = 0; i < kRttRequests; ++i) {
+        const auto sent = Clock::now();
+        client.chat(++id);
+        rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - sent).count());
+      }
+    }
+
+    // Throughput: 64 connections, one thread each, sequential requests for ~2 s.
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::atomic<bool> stop{false};
+    std::atomic<long> completed{0};
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kClients; ++c) {
+      threads.emplace_back([&] {
+        Client client(daemon.port());
+        ready.fetch_add(1);
+        while (!go.load()) std::this_thread::yield();
+        long id = 0, done = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          client.chat(++id);
+          ++done;
+        }
+        completed.fetch_add(done);
+      });
+    }
+    while (ready.load() < kClients) std::this_thread::sleep_for(1ms);
+    const auto began = Clock::now();
+    go.store(true);
+    std::this_thread::sleep_for(kRpsDuration);
+    stop.store(true);
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+
+    if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
+
+    state.counters["rtt_p50_us"] = percentile(rtt, 0.50);
+    state.counters["rtt_p99_us"] = percentile(rtt, 0.99);
+    state.counters["rps_64_clients"] = static_cast<double>(completed.load()) / seconds;
+    state.counters["cold_start_ms"] = percentile(starts, 0.50);
+    state.counters["idle_rss_mb"] = idle_rss;
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Daemon)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
