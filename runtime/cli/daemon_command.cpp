@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/daemon_config.hpp"
 #include "log.hpp"
@@ -22,9 +23,9 @@
 namespace passepartout::cli {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;  // could not start (a listener, the state folder)
-constexpr int kExitUsage = 2;    // a bad flag, config file, environment value or .env line
+// Exit statuses (cli/exit_status.hpp): kExitProblem when the daemon could not
+// start (a listener, the state folder) or save memory; kExitUsage for a bad
+// flag, config file, environment value or .env line.
 
 // What the command line gave, kept until the command runs.
 struct DaemonArgs {
@@ -65,10 +66,10 @@ int run_daemon(const DaemonArgs& args) {
   if (!daemon) {
     log_message(LogLevel::error, "daemon", "could not start: " + daemon.error().message);
     std::cerr << "passepartout daemon: " << daemon.error().message << '\n';
-    return daemon.error().code == ErrorCode::invalid_input ? kExitUsage : kExitFailure;
+    return daemon.error().code == ErrorCode::invalid_input ? kExitUsage : kExitProblem;
   }
   const int status = (*daemon)->serve();
-  return status == 0 ? kExitOk : kExitFailure;
+  return status == 0 ? kExitOk : kExitProblem;
 }
 
 std::string option_help(const DaemonSetting& setting) {
