@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -224,17 +225,8 @@ WireClient::~WireClient() {
 }
 
 WireClient WireClient::tcp(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    const int error = errno;
-    ::close(fd);
-    FAIL("connect to 127.0.0.1:" << port << ": " << std::strerror(error));
-  }
+  const int fd = testing::connect_loopback(port);
+  if (fd < 0) FAIL("connect to 127.0.0.1:" << port << ": " << std::strerror(-fd));
   return WireClient(fd);
 }
 

@@ -32,6 +32,7 @@
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/server.hpp"
+#include "support/loopback.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -56,16 +57,9 @@ class TestClient {
 
   // nullopt when the connection is refused.
   static std::optional<TestClient> try_tcp(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int fd = testing::connect_loopback(port);
+    if (fd == -ECONNREFUSED) return std::nullopt;
     REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
     return TestClient(fd);
   }
 
@@ -267,15 +261,11 @@ const Value& echoed(const Value& reply) { return reply.path({"PAYLOAD", "ECHO"})
 // Catch assertions): connect, read the handshake, optionally make a request
 // and read its reply, close. True when everything arrived.
 bool serve_one_connection(std::uint16_t port, bool with_request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = testing::connect_loopback(port);
   if (fd < 0) return false;
   timeval timeout{};
   timeout.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kWait).count();
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   FrameDecoder decoder;
   const auto next_frame = [&]() -> std::optional<Value> {
     for (;;) {
@@ -285,11 +275,8 @@ bool serve_one_connection(std::uint16_t port, bool with_request) {
       if (got <= 0 || !decoder.feed(std::string_view(buffer, static_cast<std::size_t>(got)))) return std::nullopt;
     }
   };
-  bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
-  if (ok) {
-    const auto hello = next_frame();
-    ok = hello && is_handshake(*hello);
-  }
+  const auto hello = next_frame();
+  bool ok = hello && is_handshake(*hello);
   if (ok && with_request) {
     const std::string request = "000010(:TYPE :REQUEST)";
     ok = ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size());
@@ -835,17 +822,9 @@ TEST_CASE("a stopped server no longer accepts on its port, even with no connecti
   REQUIRE(serve_one_connection(port, false));  // positive control: it accepts while serving
   REQUIRE(server->wait_connections_open_for_test(0, kWait));
   server->stop();
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const int connected = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  const int error = errno;
-  ::close(fd);
-  CHECK(connected != 0);
-  CHECK(error == ECONNREFUSED);
+  const int fd = testing::connect_loopback(port);
+  if (fd >= 0) ::close(fd);
+  CHECK(fd == -ECONNREFUSED);
 }
 
 }  // namespace passepartout
