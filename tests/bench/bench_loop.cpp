@@ -13,23 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "bench_gates.hpp"
 #include "daemon/frame_codec.hpp"
 #include "pipeline/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
-#include "skills/registry.hpp"
-#include "skills/skill_boot.hpp"
-#include "skills/skill_loader.hpp"
 
 namespace {
 using namespace passepartout;
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "bench_loop: %s\n", message.c_str());
-  std::exit(1);
-}
+[[noreturn]] void die(const std::string& message) { bench::die("bench_loop", message); }
 
 // Frames every reply as the daemon would, then drops it.
 class NullFramingSink final : public ReplySink {
@@ -49,35 +44,14 @@ class NullFramingSink final : public ReplySink {
 };
 
 struct LoopWorld {
-  std::unique_ptr<SkillLoader> loader;
-  Registry registry;
+  std::unique_ptr<bench::LoadedGates> gates;
   ThreadPool pool;
   ThreadPool blocking{1};
   Cascade cascade;
   std::unique_ptr<Pipeline> pipeline;
 
-  LoopWorld(std::size_t threads, bool bundled) : pool(threads) {
-    auto created = SkillLoader::create(LoaderOptions{bundled ? PP_PLUGIN_DIR : PP_FIXTURE_DIR, {}, false, {}});
-    if (!created) die(created.error().message);
-    loader = std::make_unique<SkillLoader>(std::move(*created));
-    if (bundled) {
-      auto boot = boot_skill_dir(PP_MANIFEST_DIR, *loader);
-      if (!boot || !boot->all_loaded()) die("the bundled skills did not all load");
-      registry.publish(boot->slots);
-    } else {
-      std::vector<std::shared_ptr<const Slot>> slots;
-      for (int i = 0; i < 10; ++i) {
-        std::string name = "pass-gate-" + std::to_string(i);
-        auto manifest = SkillManifest::parse("name: " + name + "\nversion: 1.0.0\nlibrary: lib" + name +
-                                                 ".so\nabi: 1\npriority: " + std::to_string(100 - i) + "\n",
-                                             name + ".yaml");
-        if (!manifest) die(manifest.error().message);
-        auto slot = loader->load(*manifest);
-        if (!slot) die(slot.error().message);
-        slots.push_back(std::move(*slot));
-      }
-      registry.publish(std::move(slots));
-    }
+  LoopWorld(std::size_t threads, bool bundled)
+      : gates(bundled ? bench::LoadedGates::bundled() : bench::LoadedGates::pass_through(10)), pool(threads) {
     auto script = ScriptedScript::parse(
         "rules:\n"
         "  - match: \"build\"\n"
@@ -89,7 +63,7 @@ struct LoopWorld {
     PipelineOptions options;
     options.version = "bench";
     options.log_lines = 0;
-    pipeline = std::make_unique<Pipeline>(Pipeline::Services{registry, cascade, pool, blocking, nullptr, nullptr},
+    pipeline = std::make_unique<Pipeline>(Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr},
                                           options);
   }
   ~LoopWorld() {

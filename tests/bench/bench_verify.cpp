@@ -8,44 +8,17 @@
 #include <fstream>
 #include <memory>
 
+#include "bench_gates.hpp"
 #include "pipeline/verifier.hpp"
-#include "skills/registry.hpp"
-#include "skills/skill_boot.hpp"
-#include "skills/skill_loader.hpp"
 #include "value/sexp_reader.hpp"
 
 namespace {
 namespace fs = std::filesystem;
 using namespace passepartout;
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "bench_verify: %s\n", message.c_str());
-  std::exit(1);
-}
+using bench::LoadedGates;
 
-// A registry holding the first `n` pass-through fixture gates.
-struct PassGates {
-  std::unique_ptr<SkillLoader> loader;
-  Registry registry;
-
-  explicit PassGates(int n) {
-    auto created = SkillLoader::create(LoaderOptions{PP_FIXTURE_DIR, {}, false, {}});
-    if (!created) die(created.error().message);
-    loader = std::make_unique<SkillLoader>(std::move(*created));
-    std::vector<std::shared_ptr<const Slot>> slots;
-    for (int i = 0; i < n; ++i) {
-      std::string name = "pass-gate-" + std::to_string(i);
-      auto manifest = SkillManifest::parse("name: " + name + "\nversion: 1.0.0\nlibrary: lib" + name +
-                                               ".so\nabi: 1\npriority: " + std::to_string(100 - i) + "\n",
-                                           name + ".yaml");
-      if (!manifest) die(manifest.error().message);
-      auto slot = loader->load(*manifest);
-      if (!slot) die(slot.error().message);
-      slots.push_back(std::move(*slot));
-    }
-    registry.publish(std::move(slots));
-  }
-};
+[[noreturn]] void die(const std::string& message) { bench::die("bench_verify", message); }
 
 const Value& action() {
   static const Value value = *read_sexp(
@@ -62,8 +35,8 @@ const Value& signal() {
 }
 
 void verify_n(benchmark::State& state, int n) {
-  PassGates gates(n);
-  auto snapshot = gates.registry.snapshot();
+  auto gates = LoadedGates::pass_through(n);
+  auto snapshot = gates->registry.snapshot();
   Verification out;
   for (auto _ : state) {
     Verifier::verify(*snapshot, action(), signal(), out);
@@ -77,15 +50,10 @@ void BM_Verify10Gates(benchmark::State& state) { verify_n(state, 10); }
 BENCHMARK(BM_Verify1Gate);
 BENCHMARK(BM_Verify10Gates);
 
-// The bundled gates (policy, protocol-validator, shell-guard) on an ordinary message.
+// Every bundled gate on an ordinary message.
 void BM_VerifyBundled(benchmark::State& state) {
-  auto created = SkillLoader::create(LoaderOptions{PP_PLUGIN_DIR, {}, false, {}});
-  if (!created) die(created.error().message);
-  auto boot = boot_skill_dir(PP_MANIFEST_DIR, *created);
-  if (!boot || !boot->all_loaded()) die("the bundled skills did not all load");
-  Registry registry;
-  registry.publish(boot->slots);
-  auto snapshot = registry.snapshot();
+  auto gates = LoadedGates::bundled();
+  auto snapshot = gates->registry.snapshot();
   Verification out;
   for (auto _ : state) {
     Verifier::verify(*snapshot, action(), signal(), out);
@@ -97,9 +65,9 @@ BENCHMARK(BM_VerifyBundled);
 
 // What a signal pays once, on entering the pipeline.
 void BM_SnapshotAcquire(benchmark::State& state) {
-  PassGates gates(10);
+  auto gates = LoadedGates::pass_through(10);
   for (auto _ : state) {
-    auto snapshot = gates.registry.snapshot();
+    auto snapshot = gates->registry.snapshot();
     benchmark::DoNotOptimize(snapshot.get());
   }
 }

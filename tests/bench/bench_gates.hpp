@@ -1,0 +1,62 @@
+// What the benchmarks load: the pass-through fixture gates and the bundled skills.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "skills/registry.hpp"
+#include "skills/skill_boot.hpp"
+#include "skills/skill_loader.hpp"
+
+namespace passepartout::bench {
+
+[[noreturn]] inline void die(const char* bench, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", bench, message.c_str());
+  std::exit(1);
+}
+
+// A loader and a registry holding either the first `n` pass-through fixture
+// gates (priorities 100, 99, ...) or, with bundled(), every bundled skill.
+struct LoadedGates {
+  std::unique_ptr<SkillLoader> loader;
+  Registry registry;
+
+  static std::unique_ptr<LoadedGates> pass_through(int n) {
+    auto gates = create(PP_FIXTURE_DIR);
+    std::vector<std::shared_ptr<const Slot>> slots;
+    for (int i = 0; i < n; ++i) {
+      std::string name = "pass-gate-" + std::to_string(i);
+      auto manifest = SkillManifest::parse("name: " + name + "\nversion: 1.0.0\nlibrary: lib" + name +
+                                               ".so\nabi: 1\npriority: " + std::to_string(100 - i) + "\n",
+                                           name + ".yaml");
+      if (!manifest) die("bench", manifest.error().message);
+      auto slot = gates->loader->load(*manifest);
+      if (!slot) die("bench", slot.error().message);
+      slots.push_back(std::move(*slot));
+    }
+    gates->registry.publish(std::move(slots));
+    return gates;
+  }
+
+  static std::unique_ptr<LoadedGates> bundled() {
+    auto gates = create(PP_PLUGIN_DIR);
+    auto boot = boot_skill_dir(PP_MANIFEST_DIR, *gates->loader);
+    if (!boot || !boot->all_loaded()) die("bench", "the bundled skills did not all load");
+    gates->registry.publish(boot->slots);
+    return gates;
+  }
+
+ private:
+  static std::unique_ptr<LoadedGates> create(const char* plugin_dir) {
+    auto created = SkillLoader::create(LoaderOptions{plugin_dir, {}, false, {}});
+    if (!created) die("bench", created.error().message);
+    auto gates = std::make_unique<LoadedGates>();
+    gates->loader = std::make_unique<SkillLoader>(std::move(*created));
+    return gates;
+  }
+};
+
+}  // namespace passepartout::bench
