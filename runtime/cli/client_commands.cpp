@@ -20,6 +20,7 @@
 #include "cli/exit_status.hpp"
 #include "cli/history_format.hpp"
 #include "cli/terminal_text.hpp"
+#include "daemon/daemon_config.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/token_file.hpp"
 #include "log.hpp"
@@ -297,8 +298,7 @@ const ErrorHints kApprovalHints{"see the pending approvals with `passepartout ap
 // --- finding the daemon ------------------------------------------------------------
 
 fs::path default_socket_path() {
-  if (fs::path runtime = env("XDG_RUNTIME_DIR"); runtime.is_absolute()) return runtime / "passepartout.sock";
-  return default_state_dir() / "passepartout.sock";
+  return passepartout::default_socket_path(process_env("XDG_RUNTIME_DIR"), default_state_dir());
 }
 
 Result<Target> resolve_target(const ConnectionOptions& options, std::chrono::milliseconds default_reply_timeout) {

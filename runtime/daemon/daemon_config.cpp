@@ -279,10 +279,8 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   if (const Raw* r = raw("socket")) {
     if (r->text.empty()) return bad(*r, "is not a path");
     config.socket_path = parse_path(*r);
-  } else if (auto runtime_dir = env("XDG_RUNTIME_DIR"); runtime_dir && fs::path(*runtime_dir).is_absolute()) {
-    config.socket_path = fs::path(*runtime_dir) / "passepartout.sock";
   } else {
-    config.socket_path = config.state_dir / "passepartout.sock";
+    config.socket_path = default_socket_path(env("XDG_RUNTIME_DIR"), config.state_dir);
   }
   if (config.socket_path.native().size() > 107) {
     const Raw* r = raw("socket");
@@ -413,6 +411,11 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     }
   }
   return config;
+}
+
+fs::path default_socket_path(const std::optional<std::string>& runtime_dir, const fs::path& state_dir) {
+  if (runtime_dir && fs::path(*runtime_dir).is_absolute()) return fs::path(*runtime_dir) / "passepartout.sock";
+  return state_dir / "passepartout.sock";
 }
 
 fs::path default_env_file() {

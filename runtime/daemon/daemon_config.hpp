@@ -88,6 +88,12 @@ struct DaemonConfig {
 // anywhere take the defaults described in daemon_settings().
 Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources);
 
+// Where the daemon puts its Unix socket when none is configured, and where
+// clients look for it: <runtime_dir>/passepartout.sock when `runtime_dir`
+// ($XDG_RUNTIME_DIR) is an absolute path, else <state_dir>/passepartout.sock.
+std::filesystem::path default_socket_path(const std::optional<std::string>& runtime_dir,
+                                          const std::filesystem::path& state_dir);
+
 // $XDG_CONFIG_HOME/passepartout/.env when that variable is an absolute path,
 // else ~/.config/passepartout/.env.
 std::filesystem::path default_env_file();
