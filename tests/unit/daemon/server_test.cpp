@@ -55,10 +55,11 @@ class TestClient {
     return std::move(*client);
   }
 
-  // nullopt when the connection is refused.
+  // nullopt when the connection is refused, or reset before it completes
+  // (a listener that closes drops the connections still in its backlog).
   static std::optional<TestClient> try_tcp(std::uint16_t port) {
     const int fd = testing::connect_loopback(port);
-    if (fd == -ECONNREFUSED) return std::nullopt;
+    if (fd == -ECONNREFUSED || fd == -ECONNRESET) return std::nullopt;
     REQUIRE(fd >= 0);
     return TestClient(fd);
   }
