@@ -13,9 +13,7 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #pragma GCC diagnostic pop
 
 #include <atomic>
@@ -53,7 +51,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::string_view kComponent = "daemon";
-constexpr std::size_t kIoThreads = 2;
+constexpr std::size_t kIoThreads = 1;  // signals only: connections run on the pipeline's pool
 constexpr std::size_t kPipelineThreads = 2;
 constexpr std::size_t kBlockingThreads = 2;
 
@@ -169,7 +167,6 @@ struct Daemon::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> io_threads;
   asio::signal_set signals{io};
-  asio::steady_timer watchdog{io};
 
   MemoryStore memory;
   bool memory_saves = true;  // false after a load failure: never overwrite a file we could not read
@@ -261,12 +258,11 @@ struct Daemon::Impl {
     stop_wanted.notify_all();
   }
 
+  // On the threads that serve connections and signals, so systemd restarts a
+  // daemon whose serving threads are all stuck. Ends when the pool stops.
   void tick_watchdog(std::chrono::microseconds period) {
     notifier.notify("WATCHDOG=1");
-    watchdog.expires_after(period);
-    watchdog.async_wait([this, period](const boost::system::error_code& error) {
-      if (!error) tick_watchdog(period);
-    });
+    pool.post_after(period, [this, period] { tick_watchdog(period); });
   }
 
   // Seed H2/H3: UNHEALTHY when nothing can verify an action (no gate loaded,
@@ -463,7 +459,9 @@ Result<void> Daemon::Impl::listen() {
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
   auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.require_auth);
-  auto started_server = Server::start(io, std::move(options), handler, [this] { return current_health(); });
+  // The connections share the pipeline's threads: a request is read, reasoned
+  // and answered on one thread, with no hand-over between thread pools.
+  auto started_server = Server::start(pool.context(), std::move(options), handler, [this] { return current_health(); });
   if (!started_server) return fail(started_server.error().code, started_server.error().message);
   server = std::move(*started_server);
 
@@ -482,7 +480,7 @@ Result<void> Daemon::Impl::listen() {
   std::string status = "STATUS=serving; health " + current_health().status;
   notifier.notify("READY=1\n" + status);
   if (auto period = notifier.watchdog_period()) {
-    asio::post(io, [this, period = *period] { tick_watchdog(period); });
+    pool.post([this, period = *period] { tick_watchdog(period); });
   }
   return {};
 }
@@ -529,7 +527,6 @@ int Daemon::Impl::shutdown() {
   const bool saved = save_memory("shutdown");
   boost::system::error_code ignored;
   signals.cancel(ignored);
-  watchdog.cancel();
   work.reset();
   io.stop();
   for (auto& thread : io_threads) {

@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -24,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -61,6 +63,8 @@ namespace {
 
 constexpr std::string_view kComponent = "daemon";
 constexpr std::size_t kReadBufferSize = std::size_t{16} * 1024;
+// Frames gathered into one write at most.
+constexpr std::size_t kMaxWriteBatch = 64;
 // After the grace period, how long stop() waits for forcibly closed connections.
 constexpr auto kForceCloseWait = std::chrono::seconds(2);
 // Pause before accepting again after accept() failed (e.g. out of descriptors).
@@ -215,8 +219,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void force_close() {
     asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
   }
+  // defer: from a thread of the same io_context (the pipeline's), the frame is
+  // written by that thread once its task returns, without waking another.
   void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
-    asio::post(strand_, [self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
+    asio::defer(strand_, [self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
       self->on_deliver(request_id, std::move(frame), final);
     });
   }
@@ -398,12 +404,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     writes_.push_back(std::move(frame));
-    if (!writing_) write_next();
+    schedule_flush();
   }
 
+  // The write starts after the handlers already queued on the strand, so
+  // frames queued together (a reply and the end of its request) leave in one
+  // write and reach the client as one segment.
+  void schedule_flush() {
+    if (writing_ || flush_scheduled_) return;
+    flush_scheduled_ = true;
+    asio::defer(strand_, [self = shared_from_this()] {
+      self->flush_scheduled_ = false;
+      if (!self->closed_ && !self->writing_ && !self->writes_.empty()) self->write_next();
+    });
+  }
+
+  // Writes every queued frame (up to kMaxWriteBatch) with one gathering write.
   void write_next() {
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(writes_.front()),
+    write_batch_.clear();
+    const std::size_t count = std::min(writes_.size(), kMaxWriteBatch);
+    for (std::size_t i = 0; i < count; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+    asio::async_write(socket_, write_batch_,
                       [self = shared_from_this()](const error_code& error, std::size_t) { self->on_write(error); });
   }
 
@@ -415,9 +437,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       close_now();
       return;
     }
-    queued_write_bytes_ -= writes_.front().size();
-    writes_.pop_front();
-    server_->frames_out.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t written = write_batch_.size();
+    for (std::size_t i = 0; i < written; ++i) {
+      queued_write_bytes_ -= writes_.front().size();
+      writes_.pop_front();
+    }
+    write_batch_.clear();
+    server_->frames_out.fetch_add(written, std::memory_order_relaxed);
     if (!writes_.empty()) {
       write_next();
     } else if (close_after_write_) {
@@ -435,7 +461,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!writing_ && writes_.empty()) {
       shutdown_output();
     } else {
-      timer_.expires_at(Clock::now() + server_->options.linger);
+      set_deadline(Clock::now() + server_->options.linger);
     }
   }
 
@@ -450,7 +476,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       close_now();
       return;
     }
-    timer_.expires_at(Clock::now() + server_->options.linger);
+    set_deadline(Clock::now() + server_->options.linger);
     start_read();
   }
 
@@ -474,12 +500,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([self = shared_from_this()](const error_code&) { self->check_deadline(); });
   }
 
+  // The deadline of the current phase. The timer fires at or before it, and
+  // is moved only when the deadline comes earlier: a request that pushes the
+  // idle deadline later leaves the timer alone (moving it costs the reactor a
+  // wake-up), and the timer, when it fires early, waits again for the rest.
+  void set_deadline(Clock::time_point deadline) {
+    deadline_ = deadline;
+    if (deadline < timer_.expiry()) timer_.expires_at(deadline);  // the pending wait ends; check_deadline waits anew
+  }
+
   void check_deadline() {
     if (closed_) return;
-    if (timer_.expiry() <= Clock::now()) {
+    const Clock::time_point now = Clock::now();
+    if (deadline_ <= now) {
+      deadline_ = Clock::time_point::max();
       timer_.expires_at(Clock::time_point::max());
       on_deadline();
       if (closed_) return;
+    } else if (timer_.expiry() <= now) {
+      timer_.expires_at(deadline_);
     }
     wait_deadline();
   }
@@ -524,11 +563,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     deadline_frame_ = frames_decoded_;
     const ServerOptions& options = server_->options;
     if (phase == Phase::reading && options.read_timeout.count() > 0) {
-      timer_.expires_at(Clock::now() + options.read_timeout);
+      set_deadline(Clock::now() + options.read_timeout);
     } else if (phase == Phase::idle && options.idle_timeout.count() > 0) {
-      timer_.expires_at(Clock::now() + options.idle_timeout);
+      set_deadline(Clock::now() + options.idle_timeout);
     } else {
-      timer_.expires_at(Clock::time_point::max());
+      set_deadline(Clock::time_point::max());
     }
   }
 
@@ -540,6 +579,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const asio::any_io_executor strand_;
   GenericSocket socket_;
   asio::steady_timer timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();  // see set_deadline
   const ConnectionInfo info_;
   FrameDecoder decoder_;
   const bool registered_;
@@ -547,6 +587,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::deque<Item> pending_;
   std::deque<std::string> writes_;
+  std::vector<asio::const_buffer> write_batch_;  // the frames of the write in progress
   std::size_t queued_write_bytes_ = 0;
   std::uint64_t last_request_id_ = 0;
   std::uint64_t request_id_ = 0;
@@ -556,6 +597,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool in_flight_ = false;
   bool reading_ = false;
   bool writing_ = false;
+  bool flush_scheduled_ = false;
   bool eof_ = false;
   bool input_closed_ = false;  // no further requests are taken
   bool draining_ = false;

@@ -3,7 +3,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
@@ -141,10 +141,15 @@ ThreadPool::~ThreadPool() { stop(); }
 // After stop() a task is dropped at once rather than left in a queue no
 // thread will run; it also keeps a task that re-posts itself from holding
 // stop() forever.
+//
+// defer, not post: from a pool thread the task joins that thread's private
+// queue (no other thread is woken for it); from elsewhere both are the same.
 void ThreadPool::post(Task task) {
   if (impl_->stopped.load(std::memory_order_acquire)) return;
-  asio::post(impl_->context, [task = std::move(task)] { run_logged(task, "a pool task"); });
+  asio::defer(impl_->context, [task = std::move(task)] { run_logged(task, "a pool task"); });
 }
+
+asio::io_context& ThreadPool::context() noexcept { return impl_->context; }
 
 void ThreadPool::post_after(std::chrono::nanoseconds delay, Task task) {
   // Registered and started under the lock, so stop() either sees the timer

@@ -7,6 +7,10 @@
 #include <functional>
 #include <memory>
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace passepartout {
 
 class Executor {
@@ -43,6 +47,12 @@ class Strand final : public Executor {
 // header). Stops and joins in the destructor, dropping tasks not yet run.
 // After stop(), post and post_after drop their task. A task that throws is
 // logged and dropped; the thread goes on.
+//
+// A task posted from one of the pool's own threads is queued on that thread
+// and runs there once the current task returns, unless an idle thread takes
+// it first: a chain of tasks (a signal's steps, a reply's write) stays on one
+// thread instead of waking another for every step. Work that piles up still
+// spreads over every thread.
 class ThreadPool final : public Executor {
  public:
   explicit ThreadPool(std::size_t threads);
@@ -58,6 +68,10 @@ class ThreadPool final : public Executor {
   // one of the pool's own threads.
   void stop();
   std::size_t size() const noexcept { return size_; }
+
+  // The io_context the threads run, for I/O objects that should share them
+  // (the daemon's listeners and connections). Stop those before the pool.
+  boost::asio::io_context& context() noexcept;
 
  private:
   struct Impl;
