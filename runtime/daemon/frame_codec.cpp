@@ -51,23 +51,35 @@ std::string hex_byte(unsigned char byte) {
   return std::string("0x") + kHexDigits[byte >> 4] + kHexDigits[byte & 0xF];
 }
 
+// Keyword names are stored upper-case, so plain comparison suffices; the
+// length decides before any bytes are compared (this runs on every key of
+// every frame sent).
 bool is_removed_key(const Value& key) noexcept {
-  return key.is_keyword("REPLY-STREAM") || key.is_keyword("SOCKET") || key.is_keyword("STREAM");
+  if (!key.is_keyword()) return false;
+  const std::string_view name = key.text();
+  switch (name.size()) {
+    case 6: return name == "SOCKET" || name == "STREAM";
+    case 12: return name == "REPLY-STREAM";
+    default: return false;
+  }
 }
 
-bool is_plist(std::span<const Value> items) noexcept {
+// A property list with at least one key to remove.
+bool has_removed_key(std::span<const Value> items) noexcept {
   if (items.size() % 2 != 0) return false;
+  bool found = false;
   for (std::size_t i = 0; i < items.size(); i += 2) {
     if (!items[i].is_keyword()) return false;
+    found = found || is_removed_key(items[i]);
   }
-  return true;
+  return found;
 }
 
 // The cleaned copy of `value`, or nullopt when nothing in it changes.
 std::optional<Value> sanitized(const Value& value) {
   if (!value.is_list()) return std::nullopt;
   const std::span<const Value> items = value.items();
-  const bool plist = is_plist(items);
+  const bool removes = has_removed_key(items);
   std::vector<Value> out;
   bool changed = false;
   const auto start_copy = [&](std::size_t upto) {
@@ -77,12 +89,14 @@ std::optional<Value> sanitized(const Value& value) {
     out.assign(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(upto));
   };
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (plist && i % 2 == 0 && is_removed_key(items[i])) {
+    if (removes && i % 2 == 0 && is_removed_key(items[i])) {
       start_copy(i);
       ++i;  // and its value
       continue;
     }
-    if (auto inner = sanitized(items[i])) {
+    if (!items[i].is_list()) {
+      if (changed) out.push_back(items[i]);
+    } else if (auto inner = sanitized(items[i])) {
       start_copy(i);
       out.push_back(std::move(*inner));
     } else if (changed) {

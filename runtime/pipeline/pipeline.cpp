@@ -311,13 +311,30 @@ struct Run : std::enable_shared_from_this<Run> {
     return "Maintain metabolic stasis.";
   }
 
-  std::vector<ToolListing> tool_listings() const {
-    std::vector<ToolListing> tools;
+  // The TOOLS section and the tools handed to providers depend only on the
+  // snapshot: built once per snapshot and thread, not per signal.
+  struct ToolView {
+    std::uint64_t snapshot_id = 0;
+    std::string belt;
+    Value values;  // ((:NAME .. :DESCRIPTION .. :PARAMETERS ..) ...), NIL when none
+  };
+
+  const ToolView& tool_view() const {
+    thread_local ToolView view;
+    if (view.snapshot_id == snapshot->id()) return view;
+    std::vector<ToolListing> listings;
+    std::vector<Value> values;
     for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
       const SkillTool& tool = entry.tool();
-      tools.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
+      listings.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
+      values.push_back(Value::plist({{"NAME", Value::string(tool.name)},
+                                     {"DESCRIPTION", Value::string(tool.description)},
+                                     {"PARAMETERS", tool.parameters}}));
     }
-    return tools;
+    view.belt = tool_belt(std::move(listings));
+    view.values = Value::list(values);
+    view.snapshot_id = snapshot->id();
+    return view;
   }
 
   void think() {
@@ -340,7 +357,8 @@ struct Run : std::enable_shared_from_this<Run> {
       } catch (...) {  // NOLINT(bugprone-empty-catch): D8 — a failing mandate is ignored
       }
     }
-    parts.tools = tool_listings();
+    const ToolView& tools = tool_view();
+    parts.tools = tools.belt;
     if (memory != nullptr) parts.context = render_global_awareness(*memory);
     parts.logs = recent_log_lines(options().log_lines);
     parts.time = time_section();
@@ -349,15 +367,7 @@ struct Run : std::enable_shared_from_this<Run> {
     request.system_prompt = system_prompt(parts);
     request.prompt = raw_prompt();
     request.context = reasoning;
-    if (!snapshot->tools().empty()) {
-      std::vector<Value> tools;
-      for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
-        tools.push_back(Value::plist({{"NAME", Value::string(entry.tool().name)},
-                                      {"DESCRIPTION", Value::string(entry.tool().description)},
-                                      {"PARAMETERS", entry.tool().parameters}}));
-      }
-      request.tools = Value::list(tools);
-    }
+    request.tools = tools.values;
     if (reply_open()) {
       request.on_chunk = [sink = reply](std::string_view delta) {
         sink->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK")},

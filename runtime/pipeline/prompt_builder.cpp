@@ -10,16 +10,23 @@
 namespace passepartout {
 
 std::string config_section(const PromptParts& parts) {
-  std::string names;
-  for (const std::string& name : parts.providers) {
-    if (!names.empty()) names += ", ";
-    names += name;
+  std::string section = "CONFIG: You are Passepartout v";
+  section.reserve(160);
+  section += parts.version;
+  section += ". Provider: ";
+  if (parts.providers.empty()) section += "default";
+  for (std::size_t i = 0; i < parts.providers.size(); ++i) {
+    if (i != 0) section += ", ";
+    section += parts.providers[i];
   }
-  if (names.empty()) names = "default";
-  return "CONFIG: You are Passepartout v" + parts.version + ". Provider: " + names +
-         ". Context: " + std::to_string(parts.context_tokens) + " tokens. Security gates: " +
-         std::to_string(parts.gates) + " active. Rules learned: " + std::to_string(parts.pending_approvals) +
-         ". Documentation: README.md.";
+  section += ". Context: ";
+  section += std::to_string(parts.context_tokens);
+  section += " tokens. Security gates: ";
+  section += std::to_string(parts.gates);
+  section += " active. Rules learned: ";
+  section += std::to_string(parts.pending_approvals);
+  section += ". Documentation: README.md.";
+  return section;
 }
 
 std::string tool_belt(std::vector<ToolListing> tools) {
@@ -35,16 +42,34 @@ std::string tool_belt(std::vector<ToolListing> tools) {
 
 std::string system_prompt(const PromptParts& parts) {
   std::string prompt;
-  if (!parts.time.empty()) prompt += parts.time + "\n\n";
-  prompt += config_section(parts);
-  prompt += "\n\nIDENTITY: " + parts.assistant_name + parts.identity;
-  if (!parts.rejection.is_nil()) prompt += "\n\nPREVIOUS PROPOSAL REJECTED: " + to_sexp(parts.rejection);
-  if (!parts.mandates.empty()) {
-    prompt += "\n";
-    for (const std::string& mandate : parts.mandates) prompt += mandate + "\n";
+  std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
+                         parts.tools.size() + parts.context.size();
+  for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
+  for (const std::string& line : parts.logs) estimate += line.size() + 1;
+  prompt.reserve(estimate);
+  if (!parts.time.empty()) {
+    prompt += parts.time;
+    prompt += "\n\n";
   }
-  prompt += "\n\nTOOLS:\n" + tool_belt(parts.tools);
-  prompt += "\n\nCONTEXT:\n" + (parts.context.empty() ? std::string("[Awareness skill not loaded]") : parts.context);
+  prompt += config_section(parts);
+  prompt += "\n\nIDENTITY: ";
+  prompt += parts.assistant_name;
+  prompt += parts.identity;
+  if (!parts.rejection.is_nil()) {
+    prompt += "\n\nPREVIOUS PROPOSAL REJECTED: ";
+    print_sexp(parts.rejection, prompt);
+  }
+  if (!parts.mandates.empty()) {
+    prompt += '\n';
+    for (const std::string& mandate : parts.mandates) {
+      prompt += mandate;
+      prompt += '\n';
+    }
+  }
+  prompt += "\n\nTOOLS:\n";
+  prompt += parts.tools.empty() ? std::string_view("No tools registered.") : std::string_view(parts.tools);
+  prompt += "\n\nCONTEXT:\n";
+  prompt += parts.context.empty() ? std::string_view("[Awareness skill not loaded]") : std::string_view(parts.context);
   prompt += "\n\nLOGS:\n";
   if (parts.logs.empty()) {
     prompt += "[No system logs available]";
@@ -58,12 +83,20 @@ std::string system_prompt(const PromptParts& parts) {
 }
 
 std::string time_section() {
+  // Formatting the time costs more than the rest of the CONFIG line; within
+  // one second the text is the same.
+  thread_local std::time_t cached_second = -1;
+  thread_local std::string cached;
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return std::string("TIME: ") + buffer;
+  if (now != cached_second) {
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char buffer[32];
+    std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    cached = std::string("TIME: ") + buffer;
+    cached_second = now;
+  }
+  return cached;
 }
 
 }  // namespace passepartout

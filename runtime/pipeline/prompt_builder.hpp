@@ -28,7 +28,7 @@ struct PromptParts {
   std::string identity;                   // appended to the name; may be empty
   Value rejection;                        // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
   std::vector<std::string> mandates;      // standing mandates, already evaluated
-  std::vector<ToolListing> tools;         // sorted by name by the caller or not: sorted here
+  std::string tools;                      // the TOOLS section: tool_belt() of the snapshot's tools
   std::string context;                    // global awareness; "" when memory is absent
   std::vector<std::string> logs;          // recent log lines, oldest first
   std::string time;                       // "TIME: ..." line; "" to omit
@@ -49,7 +49,8 @@ std::string tool_belt(std::vector<ToolListing> tools);
 // logs "[No system logs available]".
 std::string system_prompt(const PromptParts& parts);
 
-// The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z".
+// The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z"
+// (formatted once per second per thread).
 std::string time_section();
 
 }  // namespace passepartout

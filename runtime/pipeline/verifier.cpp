@@ -69,10 +69,21 @@ const char* to_string(VerifyOutcome outcome) noexcept {
 }
 
 Value GateTrace::to_value() const {
-  std::vector<Value> entries;
-  entries.reserve(size_);
+  // Up to kInline entries are gathered on the stack; a plain pass is the
+  // slot's prebuilt entry, so a trace of passes allocates only its list.
+  Value inline_entries[kInline];
+  std::vector<Value> spilled;
+  Value* entries = inline_entries;
+  if (size_ > kInline) {
+    spilled.resize(size_);
+    entries = spilled.data();
+  }
   for (std::size_t i = 0; i < size_; ++i) {
     const GateTraceView e = (*this)[i];
+    if (e.result == GateResult::passed && e.reason.is_nil()) {
+      entries[i] = e.slot->passed_trace_entry();
+      continue;
+    }
     const char* result = "PASSED";
     switch (e.result) {
       case GateResult::passed:
@@ -81,20 +92,20 @@ Value GateTrace::to_value() const {
       case GateResult::approval: result = "APPROVAL"; break;
       case GateResult::failed: result = "FAILED"; break;
     }
-    std::vector<Value> entry = {Value::keyword("GATE"),    Value::string(e.slot->name()),
-                                Value::keyword("VERSION"), Value::string(e.slot->version_text()),
-                                Value::keyword("RESULT"),  Value::keyword(result)};
+    Value entry[10] = {Value::keyword("GATE"),    e.slot->name_value(), Value::keyword("VERSION"),
+                       e.slot->version_value(), Value::keyword("RESULT"), Value::keyword(result)};
+    std::size_t used = 6;
     if (e.result == GateResult::rewritten) {
-      entry.push_back(Value::keyword("REWRITTEN"));
-      entry.push_back(Value::t());
+      entry[used++] = Value::keyword("REWRITTEN");
+      entry[used++] = Value::t();
     }
     if (!e.reason.is_nil()) {
-      entry.push_back(Value::keyword("REASON"));
-      entry.push_back(e.reason);
+      entry[used++] = Value::keyword("REASON");
+      entry[used++] = e.reason;
     }
-    entries.push_back(Value::list(entry));
+    entries[i] = Value::list(std::span<const Value>(entry, used));
   }
-  return Value::list(entries);
+  return Value::list(std::span<const Value>(entries, size_));
 }
 
 Value Verification::to_value() const {

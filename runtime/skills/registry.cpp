@@ -2,6 +2,7 @@
 #include "skills/registry.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <utility>
 
@@ -68,8 +69,14 @@ std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names 
 
 }  // namespace
 
+namespace {
+std::atomic<std::uint64_t> next_snapshot_id{1};
+}  // namespace
+
 Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation)
-    : slots_(std::move(slots)), generation_(generation) {
+    : slots_(std::move(slots)),
+      generation_(generation),
+      id_(next_snapshot_id.fetch_add(1, std::memory_order_relaxed)) {
   std::vector<const Slot*> ordered;
   ordered.reserve(slots_.size());
   for (const auto& slot : slots_) ordered.push_back(slot.get());

@@ -60,6 +60,9 @@ class Snapshot {
   std::span<const Slot* const> prompt_skills() const noexcept { return prompt_skills_; }
   const Slot* find(std::string_view name) const noexcept;
   std::uint64_t generation() const noexcept { return generation_; }
+  // Unique among every snapshot this process creates (generations restart
+  // with each Registry): a key for what callers derive from a snapshot.
+  std::uint64_t id() const noexcept { return id_; }
 
   // Every tool the model may call, sorted by name. When two skills offer one
   // name, the skill of higher priority (ties: the name first in order) keeps
@@ -83,6 +86,7 @@ class Snapshot {
   std::vector<Gate> gates_;
   std::vector<const Slot*> prompt_skills_;
   std::uint64_t generation_;
+  std::uint64_t id_;
   std::vector<ToolEntry> tools_;          // sorted by name (names are lower-case)
   std::vector<ActuatorEntry> actuators_;  // sorted by name (names are upper-case)
   std::vector<const Slot*> observers_;

@@ -22,6 +22,10 @@ const char* to_string(ErrorChoice::Kind kind) noexcept {
 Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table)
     : manifest_(std::move(manifest)),
       version_text_(manifest_.version.to_string()),
+      name_value_(Value::string(manifest_.name)),
+      version_value_(Value::string(version_text_)),
+      passed_trace_entry_(Value::list({Value::keyword("GATE"), name_value_, Value::keyword("VERSION"), version_value_,
+                                       Value::keyword("RESULT"), Value::keyword("PASSED")})),
       sha256_(std::move(sha256)),
       library_(std::move(library)),
       table_(std::move(table)) {

@@ -65,6 +65,13 @@ class Slot {
   const SkillManifest& manifest() const noexcept { return manifest_; }
   const std::string& name() const noexcept { return manifest_.name; }
   const std::string& version_text() const noexcept { return version_text_; }
+  // name() and version_text() as string Values, built once.
+  const Value& name_value() const noexcept { return name_value_; }
+  const Value& version_value() const noexcept { return version_value_; }
+  // This gate's entry in a gate trace for a plain pass,
+  // (:GATE "name" :VERSION "1.2.0" :RESULT :PASSED): built once, shared by
+  // every trace that records one.
+  const Value& passed_trace_entry() const noexcept { return passed_trace_entry_; }
   int priority() const noexcept { return manifest_.priority; }
   // Lower-case hex SHA-256 of the library bytes that were loaded.
   const std::string& library_sha256() const noexcept { return sha256_; }
@@ -129,6 +136,9 @@ class Slot {
 
   SkillManifest manifest_;
   std::string version_text_;
+  Value name_value_;
+  Value version_value_;
+  Value passed_trace_entry_;
   std::string sha256_;
   pp_self self_;
   std::unique_ptr<SkillLibrary> library_;  // declared before instance_: dies after it

@@ -425,4 +425,58 @@ TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   CHECK((*store)->approve("0123456789abcdef0123456789abcdef", "cli").error().code == ErrorCode::not_found);
 }
 
+
+namespace {
+
+// Answers every request with a plain message and keeps the system prompts it saw.
+class PromptRecorder final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "recorder"; }
+  void complete(ProviderRequest request, ProviderCompletion done) override {
+    {
+      std::lock_guard lock(mutex_);
+      prompts_.push_back(request.system_prompt);
+      tools_.push_back(request.tools);
+    }
+    done(ProviderReply::text("noted"));
+  }
+  std::string prompt(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return prompts_.at(i);
+  }
+  Value tools(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return tools_.at(i);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> prompts_;
+  std::vector<Value> tools_;
+};
+
+}  // namespace
+
+TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signal took", "[pipeline][loop]") {
+  Rig rig({{"toolbox-a", 50}}, {});
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  const auto with_tools = rig.registry.snapshot();
+
+  rig.run(user_input_signal("first", "s1"));
+  CHECK(recorder->prompt(0).find("TOOLS:\nAvailable tools:\n- echo-args: Echoes its arguments") != std::string::npos);
+  CHECK(recorder->tools(0).size() == 3);
+
+  // The same thread pool serves the next signals: what it built for the
+  // first snapshot must not outlive that snapshot's publication.
+  rig.registry.publish({});
+  rig.run(user_input_signal("second", "s1"));
+  CHECK(recorder->prompt(1).find("TOOLS:\nNo tools registered.") != std::string::npos);
+  CHECK(recorder->tools(1).is_nil());
+
+  rig.registry.publish(std::vector<std::shared_ptr<const Slot>>(with_tools->slots().begin(), with_tools->slots().end()));
+  rig.run(user_input_signal("third", "s1"));
+  CHECK(recorder->prompt(2).find("- echo-args: Echoes its arguments") != std::string::npos);
+}
+
 }  // namespace passepartout
