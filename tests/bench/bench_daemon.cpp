@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -80,26 +81,11 @@ struct Scratch {
   }
 };
 
-// `passepartout daemon` in `dir`; started() once it printed its TCP port.
-class Daemon {
+// A server run as a child process, stdout a pipe, stderr `dir`/daemon.log;
+// construction returns once it printed `listening on 127.0.0.1:<port>`.
+class ServerProcess {
  public:
-  explicit Daemon(const fs::path& dir) : dir_(dir) {
-    std::vector<std::string> args{PP_PASSEPARTOUT_EXE,
-                                  "daemon",
-                                  "--port",
-                                  "0",
-                                  "--socket",
-                                  (dir / "s.sock").string(),
-                                  "--state-dir",
-                                  dir.string(),
-                                  "--provider",
-                                  "scripted",
-                                  "--script",
-                                  (dir / "script.yaml").string(),
-                                  "--manifests",
-                                  PP_MANIFEST_DIR,
-                                  "--plugins",
-                                  PP_PLUGIN_DIR};
+  ServerProcess(const fs::path& dir, std::vector<std::string> args) : dir_(dir) {
     std::vector<std::string> env{"HOME=" + dir.string(), "LANG=C.UTF-8"};
     for (const char* name : {"PATH", "LD_LIBRARY_PATH"}) {
       if (const char* value = std::getenv(name)) env.push_back(std::string(name) + "=" + value);
@@ -123,13 +109,13 @@ class Daemon {
     posix_spawn_file_actions_addopen(&actions, 2, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
     const auto started = Clock::now();
-    const int spawned = ::posix_spawn(&pid_, PP_PASSEPARTOUT_EXE, &actions, nullptr, argv.data(), envp.data());
+    const int spawned = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ::close(pipe_fds[1]);
     if (spawned == 0) live_daemon.store(pid_);
     if (spawned != 0) {
       ::close(pipe_fds[0]);
-      die(std::string("posix_spawn " PP_PASSEPARTOUT_EXE ": ") + std::strerror(spawned));
+      die("posix_spawn " + args[0] + ": " + std::strerror(spawned));
     }
 
     // Reads stdout until the `listening on 127.0.0.1:<port>` line is complete.
@@ -152,18 +138,18 @@ class Daemon {
     ::close(pipe_fds[0]);  // the daemon prints nothing more on stdout
     const std::size_t at = out.find(kPrefix);
     if (at != std::string::npos) port_ = static_cast<std::uint16_t>(std::stoi(out.substr(at + kPrefix.size())));
-    if (port_ == 0) die("the daemon did not start; stdout:\n" + out + "\nlog:\n" + slurp(dir / "daemon.log"));
+    if (port_ == 0) die(args[0] + " did not start; stdout:\n" + out + "\nlog:\n" + slurp(dir / "daemon.log"));
   }
 
-  ~Daemon() {
+  ~ServerProcess() {
     if (pid_ > 0 && !reaped_) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
     live_daemon.store(-1);
   }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
   pid_t pid() const noexcept { return pid_; }
@@ -210,51 +196,81 @@ class Daemon {
   Clock::duration start_time_{};
 };
 
-// A blocking TCP client: sends chat requests and reads frames up to the
-// :RESPONSE that ends each exchange.
+// `passepartout daemon` in `dir` with the scripted provider and every bundled skill.
+std::vector<std::string> daemon_args(const fs::path& dir) {
+  return {PP_PASSEPARTOUT_EXE,
+          "daemon",
+          "--port",
+          "0",
+          "--socket",
+          (dir / "s.sock").string(),
+          "--state-dir",
+          dir.string(),
+          "--provider",
+          "scripted",
+          "--script",
+          (dir / "script.yaml").string(),
+          "--manifests",
+          PP_MANIFEST_DIR,
+          "--plugins",
+          PP_PLUGIN_DIR};
+}
+
+int connect_loopback(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    die(std::string("connect: ") + std::strerror(errno));
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval timeout{};
+  timeout.tv_sec = kWait.count();
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return fd;
+}
+
+void send_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent <= 0) die(std::string("send: ") + std::strerror(errno));
+    bytes.remove_prefix(static_cast<std::size_t>(sent));
+  }
+}
+
+// The chat request every client sends, framed, with `id` as its :REQUEST-ID.
+void frame_request(long id, std::string& frame) {
+  std::string text = "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"ping\") :REQUEST-ID \"";
+  text += std::to_string(id);
+  text += "\")";
+  auto message = read_sexp(text);
+  if (!message) die("the request does not read: " + message.error().message);
+  frame.clear();
+  if (!FrameCodec().encode_into(*message, frame)) die("the request could not be framed");
+}
+
+// A blocking TCP client of the daemon: sends chat requests and reads frames
+// up to the :RESPONSE that ends each exchange.
 class Client {
  public:
-  explicit Client(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) die("socket failed");
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      die(std::string("connect: ") + std::strerror(errno));
-    }
-    int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    timeval timeout{};
-    timeout.tv_sec = kWait.count();
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  explicit Client(std::uint16_t port) : fd_(connect_loopback(port)) {
     const Value hello = read_frame();
     if (!hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE")) die("no handshake: " + to_sexp(hello));
   }
-  ~Client() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  ~Client() { ::close(fd_); }
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // One chat exchange: "ping" in, frames until the :RESPONSE with its id.
   void chat(long id) {
+    frame_request(id, frame_);
+    send_all(fd_, frame_);
+    received_ = 0;
     const std::string request_id = std::to_string(id);
-    text_.clear();
-    text_ += "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"ping\") :REQUEST-ID \"";
-    text_ += request_id;
-    text_ += "\")";
-    auto message = read_sexp(text_);
-    if (!message) die("the request does not read: " + message.error().message);
-    frame_.clear();
-    if (!codec_.encode_into(*message, frame_)) die("the request could not be framed");
-    std::string_view bytes = frame_;
-    while (!bytes.empty()) {
-      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (sent <= 0) die(std::string("send: ") + std::strerror(errno));
-      bytes.remove_prefix(static_cast<std::size_t>(sent));
-    }
     bool replied = false;
     for (;;) {
       const Value frame = read_frame();
@@ -267,6 +283,9 @@ class Client {
     if (!replied) die("the exchange ended without the scripted reply");
   }
 
+  // Bytes the daemon sent for the last exchange (its reply and the response).
+  std::size_t received() const noexcept { return received_; }
+
  private:
   Value read_frame() {
     for (;;) {
@@ -276,14 +295,41 @@ class Client {
       const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
       if (got == 0) die("the daemon closed the connection");
       if (got < 0) die(std::string("recv: ") + std::strerror(errno));
+      received_ += static_cast<std::size_t>(got);
       decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
     }
   }
 
-  int fd_ = -1;
-  FrameCodec codec_;
+  int fd_;
   FrameDecoder decoder_;
-  std::string text_;
+  std::string frame_;
+  std::size_t received_ = 0;
+};
+
+// The same requests to the floor server, which answers each with
+// `reply_bytes` bytes and nothing else.
+class FloorClient {
+ public:
+  FloorClient(std::uint16_t port, std::size_t reply_bytes)
+      : fd_(connect_loopback(port)), buffer_(reply_bytes, '\0') {}
+  ~FloorClient() { ::close(fd_); }
+  FloorClient(const FloorClient&) = delete;
+  FloorClient& operator=(const FloorClient&) = delete;
+
+  void chat(long id) {
+    frame_request(id, frame_);
+    send_all(fd_, frame_);
+    std::size_t got_total = 0;
+    while (got_total < buffer_.size()) {
+      const ssize_t got = ::recv(fd_, buffer_.data() + got_total, buffer_.size() - got_total, 0);
+      if (got <= 0) die("the floor server stopped answering");
+      got_total += static_cast<std::size_t>(got);
+    }
+  }
+
+ private:
+  int fd_;
+  std::string buffer_;
   std::string frame_;
 };
 
@@ -293,70 +339,103 @@ double percentile(std::vector<double> values, double fraction) {
   return values[std::min(index, values.size() - 1)];
 }
 
+// Round trips of one client making sequential requests, in microseconds.
+template <typename MakeClient>
+std::vector<double> round_trips(MakeClient make_client) {
+  std::vector<double> rtt;
+  rtt.reserve(kRttRequests);
+  auto client = make_client();
+  long id = 0;
+  for (int i = 0; i < kWarmup; ++i) client->chat(++id);
+  for (int i = 0; i < kRttRequests; ++i) {
+    const auto sent = Clock::now();
+    client->chat(++id);
+    rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - sent).count());
+  }
+  return rtt;
+}
+
+// Requests per second of kClients connections, one thread each, making
+// sequential requests for kRpsDuration.
+template <typename MakeClient>
+double throughput(MakeClient make_client) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<long> completed{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      auto client = make_client();
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      long id = 0, done = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        client->chat(++id);
+        ++done;
+      }
+      completed.fetch_add(done);
+    });
+  }
+  while (ready.load() < kClients) std::this_thread::sleep_for(1ms);
+  const auto began = Clock::now();
+  go.store(true);
+  std::this_thread::sleep_for(kRpsDuration);
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  return static_cast<double>(completed.load()) / seconds;
+}
+
 void BM_Daemon(benchmark::State& state) {
   for (auto _ : state) {
     // Cold starts: fresh temp dir each time, spawn to `listening on`.
     std::vector<double> starts;
     for (int i = 0; i < kColdStarts; ++i) {
       Scratch scratch;
-      Daemon daemon(scratch.root);
+      ServerProcess daemon(scratch.root, daemon_args(scratch.root));
       starts.push_back(std::chrono::duration<double, std::milli>(daemon.start_time()).count());
       if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
     }
 
-    Scratch scratch;
-    Daemon daemon(scratch.root);
-    std::this_thread::sleep_for(500ms);
-    const double idle_rss = daemon.rss_mb();
-
-    // Round trip: one client, sequential requests.
+    std::size_t reply_bytes = 0;
     std::vector<double> rtt;
-    rtt.reserve(kRttRequests);
+    double rps = 0;
+    double idle_rss = 0;
     {
-      Client client(daemon.port());
-      long id = 0;
-      for (int i = 0; i < kWarmup; ++i) client.chat(++id);
-      for (int i = 0; i < kRttRequests; ++i) {
-        const auto sent = Clock::now();
-        client.chat(++id);
-        rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - sent).count());
-      }
-    }
-
-    // Throughput: 64 connections, one thread each, sequential requests for ~2 s.
-    std::atomic<int> ready{0};
-    std::atomic<bool> go{false};
-    std::atomic<bool> stop{false};
-    std::atomic<long> completed{0};
-    std::vector<std::thread> threads;
-    for (int c = 0; c < kClients; ++c) {
-      threads.emplace_back([&] {
-        Client client(daemon.port());
-        ready.fetch_add(1);
-        while (!go.load()) std::this_thread::yield();
-        long id = 0, done = 0;
-        while (!stop.load(std::memory_order_relaxed)) {
-          client.chat(++id);
-          ++done;
-        }
-        completed.fetch_add(done);
+      Scratch scratch;
+      ServerProcess daemon(scratch.root, daemon_args(scratch.root));
+      std::this_thread::sleep_for(500ms);
+      idle_rss = daemon.rss_mb();
+      rtt = round_trips([&] {
+        auto client = std::make_unique<Client>(daemon.port());
+        client->chat(0);
+        reply_bytes = client->received();
+        return client;
       });
+      rps = throughput([&] { return std::make_unique<Client>(daemon.port()); });
+      if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
     }
-    while (ready.load() < kClients) std::this_thread::sleep_for(1ms);
-    const auto began = Clock::now();
-    go.store(true);
-    std::this_thread::sleep_for(kRpsDuration);
-    stop.store(true);
-    for (auto& t : threads) t.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
 
-    if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
+    // The same clients against a server that only answers, with the
+    // daemon's message sizes: what the machine's loopback and scheduler cost.
+    std::vector<double> floor_rtt;
+    double floor_rps = 0;
+    {
+      Scratch scratch;
+      ServerProcess floor(scratch.root, {PP_FLOOR_SERVER_EXE, std::to_string(reply_bytes)});
+      floor_rtt = round_trips([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
+      floor_rps = throughput([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
+    }
 
     state.counters["rtt_p50_us"] = percentile(rtt, 0.50);
     state.counters["rtt_p99_us"] = percentile(rtt, 0.99);
-    state.counters["rps_64_clients"] = static_cast<double>(completed.load()) / seconds;
+    state.counters["rps_64_clients"] = rps;
     state.counters["cold_start_ms"] = percentile(starts, 0.50);
     state.counters["idle_rss_mb"] = idle_rss;
+    state.counters["floor_rtt_p50_us"] = percentile(floor_rtt, 0.50);
+    state.counters["floor_rps_64_clients"] = floor_rps;
+    state.counters["reply_bytes"] = static_cast<double>(reply_bytes);
   }
 }
 
