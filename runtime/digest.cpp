@@ -1,11 +1,13 @@
-// sha256_hex and random_hex over OpenSSL.
+// sha256_hex over Nettle; random_hex from getrandom(2).
 #include "digest.hpp"
 
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <nettle/sha2.h>
+#include <sys/random.h>
 
-#include <array>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace passepartout {
@@ -24,18 +26,25 @@ std::string to_hex(const unsigned char* data, std::size_t size) {
 }  // namespace
 
 std::string sha256_hex(std::string_view bytes) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1) {
-    throw std::runtime_error("SHA-256 is unavailable in this OpenSSL");
-  }
-  return to_hex(digest.data(), length);
+  sha256_ctx context;
+  sha256_init(&context);
+  sha256_update(&context, bytes.size(), reinterpret_cast<const std::uint8_t*>(bytes.data()));
+  unsigned char digest[SHA256_DIGEST_SIZE];
+  sha256_digest(&context, sizeof digest, digest);
+  return to_hex(digest, sizeof digest);
 }
 
 std::string random_hex(std::size_t bytes) {
   std::vector<unsigned char> buffer(bytes);
-  if (RAND_bytes(buffer.data(), static_cast<int>(buffer.size())) != 1) {
-    throw std::runtime_error("the secure random source failed");
+  std::size_t filled = 0;
+  while (filled < buffer.size()) {
+    // Blocks only until the kernel's pool is first initialised at boot.
+    const ssize_t got = ::getrandom(buffer.data() + filled, buffer.size() - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("the secure random source failed: ") + std::strerror(errno));
+    }
+    filled += static_cast<std::size_t>(got);
   }
   return to_hex(buffer.data(), buffer.size());
 }

@@ -1,4 +1,4 @@
-// SHA-256 digests and random tokens (OpenSSL), for library pins, memory
+// SHA-256 digests (Nettle) and random tokens (getrandom), for library pins, memory
 // hashes, action hashes and approval tokens.
 #pragma once
 

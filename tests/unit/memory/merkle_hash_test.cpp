@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "digest.hpp"
 #include "memory/memory_store.hpp"
 #include "memory/merkle_hash.hpp"
 #include "support/sexp.hpp"
@@ -100,4 +101,21 @@ TEST_CASE("hash shape is 64 lower-case hex digits", "[memory]") {
   CHECK_FALSE(passepartout::is_sha256_hex(std::string(64, 'F')));
   CHECK_FALSE(passepartout::is_sha256_hex(std::string(63, 'a')));
   CHECK_FALSE(passepartout::is_sha256_hex(std::string(63, 'a') + "g"));
+}
+
+TEST_CASE("sha256_hex matches the FIPS 180-2 test vectors", "[memory][digest]") {
+  CHECK(passepartout::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(passepartout::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(passepartout::sha256_hex(std::string(1'000'000, 'a')) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("random_hex gives the asked number of bytes as lower-case hex, different each time", "[memory][digest]") {
+  const std::string first = passepartout::random_hex(32);
+  const std::string second = passepartout::random_hex(32);
+  CHECK(first.size() == 64);
+  CHECK(passepartout::is_sha256_hex(first));  // 64 lower-case hex digits
+  CHECK(first != second);
+  CHECK(passepartout::random_hex(0).empty());
 }
