@@ -5,6 +5,9 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <atomic>
 #include <boost/dll/shared_library.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -205,11 +209,35 @@ void pin_new_dependencies(const std::set<std::string>& before, const fs::path& s
   }
 }
 
+// True for a folder on a memory-backed file system (tmpfs) that allows
+// executable mappings: private copies written there never wait for a disk.
+bool is_executable_tmpfs(const fs::path& dir) {
+  struct statfs fs_info{};
+  struct statvfs vfs_info{};
+  if (::statfs(dir.c_str(), &fs_info) != 0 || ::statvfs(dir.c_str(), &vfs_info) != 0) return false;
+  return fs_info.f_type == TMPFS_MAGIC && (vfs_info.f_flag & ST_NOEXEC) == 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+// Where private copies go: a new folder in $XDG_RUNTIME_DIR or /dev/shm when
+// they are an executable tmpfs (a copy is written, mapped and unlinked on
+// every load and swap; on a disk file system the journal can stall a swap for
+// milliseconds), else in the temporary folder.
 Result<fs::path> make_private_dir() {
-  std::string pattern = (fs::temp_directory_path() / "passepartout-libs-XXXXXX").string();
+  std::vector<fs::path> candidates;
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime != nullptr && *runtime == '/') {
+    candidates.emplace_back(runtime);
+  }
+  candidates.emplace_back("/dev/shm");
+  for (const fs::path& parent : candidates) {
+    if (!is_executable_tmpfs(parent)) continue;
+    std::string pattern = (parent / "passepartout-libs-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) return fs::path(pattern);
+  }
+  const fs::path parent = fs::temp_directory_path();
+  std::string pattern = (parent / "passepartout-libs-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
-                                         fs::temp_directory_path().string() + ": " + std::strerror(errno));
+                                         parent.string() + ": " + std::strerror(errno));
   }
   return fs::path(pattern);
 }

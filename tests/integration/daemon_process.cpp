@@ -30,6 +30,13 @@
 
 namespace passepartout::testing {
 namespace fs = std::filesystem;
+
+std::string read_text_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -87,13 +94,6 @@ std::string read_until(int fd, Clock::time_point deadline, Done done) {
   return text;
 }
 
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Polls waitpid until the child exits or the deadline passes (a short nap
 // between polls: a child's exit has no descriptor to wait on here).
 std::optional<int> wait_child(pid_t pid, Clock::time_point deadline, bool& reaped) {
@@ -136,7 +136,7 @@ ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vec
     ::waitpid(pid, nullptr, 0);
   }
   run.exit_status = status.value_or(-1);
-  run.err = read_file(scratch.path() / "stderr");
+  run.err = read_text_file(scratch.path() / "stderr");
   return run;
 }
 
@@ -191,11 +191,11 @@ DaemonProcess::~DaemonProcess() {
 }
 
 std::string DaemonProcess::log() const {
-  return read_file(dir_.path() / "daemon.log");
+  return read_text_file(dir_.path() / "daemon.log");
 }
 
 std::string DaemonProcess::token() const {
-  std::string text = read_file(state_dir() / "token");
+  std::string text = read_text_file(state_dir() / "token");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   return text;
 }

@@ -36,6 +36,9 @@ ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vec
 // sanitizers' options when set; nothing else leaks in from the test's own.
 std::vector<std::string> hermetic_env(const std::filesystem::path& home);
 
+// The whole file (empty when it cannot be read).
+std::string read_text_file(const std::filesystem::path& file);
+
 // `passepartout daemon` in a temp dir: HOME, the state folder and the socket
 // all inside it, port 0, the scripted provider with `script` (YAML rules).
 // The constructor starts it and waits for `listening on 127.0.0.1:<port>`;

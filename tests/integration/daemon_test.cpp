@@ -306,6 +306,29 @@ TEST_CASE("SIGTERM lets the request in flight finish, then the daemon exits 0", 
   CHECK(daemon.log().find("SHUTDOWN: SIGTERM received") != std::string::npos);
 }
 
+TEST_CASE("what the daemon perceived is in its memory file once SIGTERM has stopped it", "[integration]") {
+  DaemonProcess daemon(options());
+  const std::filesystem::path memory_file = daemon.state_dir() / "memory.sexp";
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  // A buffer update is ingested into memory (seed C2); the exchange ends with its response.
+  client.send(
+      "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :BUFFER-UPDATE :AST (:TYPE :HEADLINE :PROPERTIES "
+      "(:ID \"note-1\" :TITLE \"Water the ficus on Tuesdays\"))) :REQUEST-ID \"m1\")");
+  for (;;) {
+    const Value frame = client.expect_frame();
+    if (frame.at("REQUEST-ID").text() == "m1") break;
+  }
+  CHECK_FALSE(std::filesystem::exists(memory_file));  // not before the stop (the auto-save is minutes away)
+
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait_exit() == 0);
+  const std::string saved = testing::read_text_file(memory_file);
+  INFO(daemon.log());
+  CHECK(saved.find("Water the ficus on Tuesdays") != std::string::npos);
+  CHECK(daemon.log().find("shutdown: memory saved to " + memory_file.string()) != std::string::npos);
+}
+
 TEST_CASE("an operator's SHUTDOWN stops the daemon like SIGTERM", "[integration]") {
   DaemonProcess daemon(options());
   WireClient client = WireClient::local(daemon.socket_path());
