@@ -356,8 +356,17 @@ int run_chat(const Target& target, const ChatOptions& options, std::istream& in,
     const std::string text = trimmed(line);
     if (text.empty()) continue;
     if (text == "/exit" || text == "/quit") break;
+    if (!usable) {
+      // The last exchange lost the connection (the daemon restarted, or
+      // closed it after an error): one new connection for this message.
+      if (!client.open(target.endpoint, target.connect_timeout, error)) return report_client_error(output, error);
+      usable = true;
+      if (!output.json) {
+        output.err << "passepartout: reconnected to " << target.endpoint.describe() << '\n';
+        output.err.flush();
+      }
+    }
     status = exchange.run(line, options.session_id, usable);
-    if (!usable) return kExitProblem;
   }
   if (options.prompt) output.out << '\n';
   return status;

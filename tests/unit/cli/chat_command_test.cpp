@@ -140,6 +140,22 @@ TEST_CASE("interactive chat sends each line in one session until /exit", "[cli]"
   CHECK(out.find("Hello there") < out.find("Action blocked"));
 }
 
+TEST_CASE("interactive chat opens a new connection for the next line when the last one was lost", "[cli]") {
+  FakeDaemonServer server;
+  Captured captured;
+  std::istringstream input("stopping\nhello\n");
+  cli::ChatOptions options;
+  const int status = cli::run_chat(server.unix_target(), options, input, captured.output());
+  CHECK(status == cli::kExitOk);  // the second exchange went through
+  const auto connections = server.daemon().request_connections();
+  REQUIRE(connections.size() == 2);
+  CHECK(connections[0] != connections[1]);
+  CHECK(captured.err.str().find("SHUTTING-DOWN") != std::string::npos);
+  CHECK(captured.err.str().find("passepartout: reconnected to " + server.unix_target().endpoint.describe()) !=
+        std::string::npos);
+  CHECK(captured.out.str().find("Hello there") != std::string::npos);
+}
+
 TEST_CASE("chat passes a session id and reports the daemon's error response", "[cli]") {
   FakeDaemonServer server;
   Captured captured;

@@ -48,6 +48,7 @@ class FakeDaemon final : public RequestHandler {
     {
       std::lock_guard lock(mutex_);
       requests_.push_back(message);
+      connections_.push_back(connection.connection_id);
     }
     if (message.at("TYPE").is_keyword("OPERATOR")) {
       if (!connection.authenticated) {
@@ -64,6 +65,11 @@ class FakeDaemon final : public RequestHandler {
   std::vector<Value> requests() const {
     std::lock_guard lock(mutex_);
     return requests_;
+  }
+  // The connection each request came on, in order.
+  std::vector<std::uint64_t> request_connections() const {
+    std::lock_guard lock(mutex_);
+    return connections_;
   }
   Value last_request() const {
     std::lock_guard lock(mutex_);
@@ -197,6 +203,11 @@ class FakeDaemon final : public RequestHandler {
       reply.finish(done);
     } else if (input == "silence") {
       // No frame at all: dropping the sink finishes the reply without one.
+    } else if (input == "stopping") {
+      // What a daemon on its way down answers: the client must not reuse the connection.
+      Value stopping = make_error_response(wire_error::kShuttingDown, "the daemon is stopping");
+      if (id.is_string()) stopping = stopping.with("REQUEST-ID", id);
+      reply.finish(stopping);
     } else if (input == "fail") {
       Value failed = make_error_response(wire_error::kInternal, "the pipeline failed");
       if (id.is_string()) failed = failed.with("REQUEST-ID", id);
@@ -208,8 +219,9 @@ class FakeDaemon final : public RequestHandler {
     }
   }
 
-  mutable std::mutex mutex_;  // guards requests_
+  mutable std::mutex mutex_;  // guards requests_, connections_
   std::vector<Value> requests_;
+  std::vector<std::uint64_t> connections_;
 };
 
 // A Server on a Unix socket in a temp dir and on loopback TCP (port 0), with a FakeDaemon.
