@@ -28,6 +28,7 @@
 #include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
+#include "state_paths.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 

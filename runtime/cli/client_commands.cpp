@@ -26,6 +26,7 @@
 #include "log.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
+#include "state_paths.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/utf8.hpp"
 

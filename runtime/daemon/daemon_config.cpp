@@ -17,6 +17,7 @@
 #include "daemon/frame_codec.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
+#include "state_paths.hpp"
 #include "value/ascii.hpp"
 #include "yaml_diagnostics.hpp"
 

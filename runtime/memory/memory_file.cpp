@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "memory/merkle_hash.hpp"
-#include "skills/audit_log.hpp"
+#include "state_paths.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 

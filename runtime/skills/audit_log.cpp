@@ -5,10 +5,8 @@
 #include "sqlite_db.hpp"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -199,27 +197,6 @@ Result<std::vector<SkillChange>> AuditLog::list(std::size_t limit, std::string_v
   }
   if (rc != SQLITE_DONE) return state_->db.error("cannot list the changes");
   return changes;
-}
-
-fs::path default_state_dir() {
-  auto env = [](const char* name) -> std::string {
-    const char* value = std::getenv(name);
-    return value != nullptr ? std::string(value) : std::string();
-  };
-  if (std::string dir = env("PASSEPARTOUT_STATE_DIR"); !dir.empty()) return dir;
-  // The XDG base-directory spec says to ignore a relative value.
-  if (fs::path xdg = env("XDG_STATE_HOME"); xdg.is_absolute()) return xdg / "passepartout";
-  fs::path home = env("HOME");
-  if (home.empty()) {
-    std::array<char, 4096> buffer{};
-    struct passwd entry {};
-    struct passwd* found = nullptr;
-    if (::getpwuid_r(::getuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
-        found->pw_dir != nullptr) {
-      home = found->pw_dir;
-    }
-  }
-  return home / ".local" / "state" / "passepartout";
 }
 
 fs::path audit_file(const fs::path& state_dir) {

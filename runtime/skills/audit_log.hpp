@@ -74,10 +74,6 @@ class AuditLog {
   std::unique_ptr<State> state_;
 };
 
-// The folder Passepartout keeps durable state in: $PASSEPARTOUT_STATE_DIR, else
-// $XDG_STATE_HOME/passepartout (when absolute), else ~/.local/state/passepartout
-// (the home directory from $HOME, else the password database).
-std::filesystem::path default_state_dir();
 // The audit log in a state folder: <state_dir>/audit.sqlite3.
 std::filesystem::path audit_file(const std::filesystem::path& state_dir);
 
