@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/magic.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -15,10 +16,13 @@
 #include <atomic>
 #include <boost/dll/shared_library.hpp>
 #include <cerrno>
+#include <charconv>
+#include <string_view>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 #include <sstream>
@@ -218,6 +222,16 @@ bool is_executable_tmpfs(const fs::path& dir) {
   return fs_info.f_type == TMPFS_MAGIC && (vfs_info.f_flag & ST_NOEXEC) == 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
 }
 
+constexpr std::string_view kCopyDirPrefix = "passepartout-libs-";
+
+// A new private folder in `parent`, after sweeping the ones dead processes left there.
+std::optional<fs::path> make_private_dir_in(const fs::path& parent) {
+  sweep_stale_copy_dirs(parent);
+  std::string pattern = (parent / (std::string(kCopyDirPrefix) + std::to_string(::getpid()) + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) return std::nullopt;
+  return fs::path(pattern);
+}
+
 // Where private copies go: a new folder in $XDG_RUNTIME_DIR or /dev/shm when
 // they are an executable tmpfs (a copy is written, mapped and unlinked on
 // every load and swap; on a disk file system the journal can stall a swap for
@@ -230,16 +244,12 @@ Result<fs::path> make_private_dir() {
   candidates.emplace_back("/dev/shm");
   for (const fs::path& parent : candidates) {
     if (!is_executable_tmpfs(parent)) continue;
-    std::string pattern = (parent / "passepartout-libs-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) return fs::path(pattern);
+    if (auto dir = make_private_dir_in(parent)) return *dir;
   }
   const fs::path parent = fs::temp_directory_path();
-  std::string pattern = (parent / "passepartout-libs-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
-                                         parent.string() + ": " + std::strerror(errno));
-  }
-  return fs::path(pattern);
+  if (auto dir = make_private_dir_in(parent)) return *dir;
+  return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
+                                       parent.string() + ": " + std::strerror(errno));
 }
 
 // Writes `bytes` to a new file nobody else can have opened, readable and executable by us only.
@@ -263,6 +273,28 @@ Result<void> write_private_copy(const fs::path& copy, const std::string& bytes, 
 }
 
 }  // namespace
+
+std::size_t sweep_stale_copy_dirs(const fs::path& parent) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kCopyDirPrefix, 0) != 0) continue;
+    // "<prefix><pid>-XXXXXX": the pid of the process that made it.
+    const std::string_view rest = std::string_view(name).substr(kCopyDirPrefix.size());
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string_view::npos) continue;
+    long pid = 0;
+    const auto [end_of_pid, parse_error] = std::from_chars(rest.data(), rest.data() + dash, pid);
+    if (parse_error != std::errc() || end_of_pid != rest.data() + dash || pid <= 0) continue;
+    struct stat info {};
+    if (::lstat(it->path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code removal;
+    if (fs::remove(it->path(), removal) && !removal) ++removed;  // fails, harmlessly, when not empty
+  }
+  return removed;
+}
 
 std::uint64_t leaked_library_count() noexcept { return leaked_libraries.load(std::memory_order_relaxed); }
 std::uint64_t pinned_library_count() noexcept { return pinned_libraries.load(std::memory_order_relaxed); }

@@ -56,4 +56,12 @@ class SkillLoader {
 // Lower-case hex SHA-256 of a file's contents.
 Result<std::string> sha256_file(const std::filesystem::path& file);
 
+// A loader that creates its own copy folder names it
+// "passepartout-libs-<pid>-XXXXXX" and removes it when destroyed. A process
+// killed outright leaves it behind (empty: copies are unlinked once mapped);
+// this removes such folders in `parent`: ours, empty, and named after a
+// process that no longer exists. Returns how many it removed. Loaders call
+// it on the folder they create theirs in.
+std::size_t sweep_stale_copy_dirs(const std::filesystem::path& parent);
+
 }  // namespace passepartout

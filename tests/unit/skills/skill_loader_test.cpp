@@ -1,6 +1,8 @@
 // SkillLoader: every refusal names the skill, what was found, what was expected
 // and what to do; nothing half-loaded is left behind.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -188,6 +190,43 @@ TEST_CASE("loader leaves no private copies behind", "[skills][loader]") {
   std::size_t copies = 0;
   for ([[maybe_unused]] const auto& file : fs::directory_iterator(fx.loader().copy_dir())) ++copies;
   CHECK(copies == 0);
+}
+
+TEST_CASE("a loader's own copy folder carries its pid and goes when the loader goes", "[skills][loader]") {
+  fs::path dir;
+  {
+    auto loader = SkillLoader::create(LoaderOptions{});
+    REQUIRE(loader.has_value());
+    dir = loader->copy_dir();
+    CHECK(dir.filename().string().rfind("passepartout-libs-" + std::to_string(::getpid()) + "-", 0) == 0);
+    CHECK(fs::is_directory(dir));
+  }
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("copy folders left by processes that died are swept, and nothing else", "[skills][loader]") {
+  passepartout::testing::TempDir parent;
+  // A pid that runs no process: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const std::string dead_pid = std::to_string(child);
+  const fs::path dead = parent.path() / ("passepartout-libs-" + dead_pid + "-aaaaaa");
+  const fs::path dead_with_file = parent.path() / ("passepartout-libs-" + dead_pid + "-bbbbbb");
+  const fs::path alive = parent.path() / ("passepartout-libs-" + std::to_string(::getpid()) + "-cccccc");
+  const fs::path no_pid = parent.path() / "passepartout-libs-XyZ123";
+  const fs::path unrelated = parent.path() / ("other-" + dead_pid + "-dddddd");
+  for (const fs::path& dir : {dead, dead_with_file, alive, no_pid, unrelated}) fs::create_directory(dir);
+  std::ofstream(dead_with_file / "kept.so") << "x";
+
+  CHECK(sweep_stale_copy_dirs(parent.path()) == 1);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(dead_with_file / "kept.so"));  // never removes anything but an empty folder
+  CHECK(fs::exists(alive));
+  CHECK(fs::exists(no_pid));
+  CHECK(fs::exists(unrelated));
+  CHECK(sweep_stale_copy_dirs(parent.path() / "absent") == 0);
 }
 
 TEST_CASE("an unloaded slot's library is really unmapped", "[skills][loader]") {
