@@ -292,11 +292,7 @@ class Exchange {
 
   int fail_client(const ClientError& error) {
     end_stream_line();
-    std::string hint;
-    if (error.failure == ClientFailure::closed)
-      hint = "the daemon may have stopped or failed; check its log, then try again";
-    if (error.failure == ClientFailure::timeout) hint = "allow more time with --timeout SECONDS";
-    return fail(error.message, hint, {});
+    return fail(error.message, client_error_hint(error), {});
   }
 
   // Text: the message on err. JSON: the exchange so far, with the error.

@@ -342,9 +342,10 @@ Result<Target> resolve_target(const ConnectionOptions& options, std::chrono::mil
   } else if (std::string from_env = env("PASSEPARTOUT_TOKEN"); !from_env.empty()) {
     target.token = std::move(from_env);
     target.token_source = "PASSEPARTOUT_TOKEN";
-  } else if (auto from_file = read_token(token_file(default_state_dir()))) {
+  } else if (const fs::path default_file = token_file(default_state_dir());
+             auto from_file = read_token(default_file)) {
     target.token = std::move(*from_file);
-    target.token_source = token_file(default_state_dir()).string();
+    target.token_source = default_file.string();
   }
   if (!is_valid_utf8(target.token)) {
     return fail(ErrorCode::invalid_input, "the token from " + target.token_source + " is not UTF-8 text");

@@ -146,25 +146,21 @@ int report_failure(const Output& output, const std::string& message, const std::
   return status;
 }
 
-int report_client_error(const Output& output, const ClientError& error) {
-  std::string hint;
+std::string client_error_hint(const ClientError& error) {
   switch (error.failure) {
     case ClientFailure::unreachable:
-      hint = "start it with `passepartout daemon`, or name where it listens with --socket PATH or --port N";
-      break;
-    case ClientFailure::closed:
-      hint = "the daemon may have stopped or failed; check its log, then try again";
-      break;
+      return "start it with `passepartout daemon`, or name where it listens with --socket PATH or --port N";
+    case ClientFailure::closed: return "the daemon may have stopped or failed; check its log, then try again";
     case ClientFailure::timeout:
-      hint = "allow more time with --timeout SECONDS, or see what the daemon is doing with `passepartout status`";
-      break;
-    case ClientFailure::bad_frame:
-      hint = "check that a passepartout daemon listens there";
-      break;
-    case ClientFailure::io:
-      break;
+      return "allow more time with --timeout SECONDS, or see what the daemon is doing with `passepartout status`";
+    case ClientFailure::bad_frame: return "check that a passepartout daemon listens there";
+    case ClientFailure::io: return {};
   }
-  return report_failure(output, error.message, hint, kExitProblem);
+  return {};
+}
+
+int report_client_error(const Output& output, const ClientError& error) {
+  return report_failure(output, error.message, client_error_hint(error), kExitProblem);
 }
 
 }  // namespace passepartout::cli

@@ -50,4 +50,8 @@ int report_failure(const Output& output, const std::string& message, const std::
 // The same for a failure talking to the daemon, with the hint that fits it.
 int report_client_error(const Output& output, const ClientError& error);
 
+// What to do about a failure to reach or talk to the daemon ("" when there is
+// nothing to suggest); report_client_error and chat say the same.
+std::string client_error_hint(const ClientError& error);
+
 }  // namespace passepartout::cli

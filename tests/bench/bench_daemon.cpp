@@ -4,7 +4,6 @@
 // idle memory.
 #include <benchmark/benchmark.h>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +33,7 @@
 #include <vector>
 
 #include "daemon/frame_codec.hpp"
+#include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -216,16 +216,10 @@ std::vector<std::string> daemon_args(const fs::path& dir) {
           PP_PLUGIN_DIR};
 }
 
-int connect_loopback(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket failed");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    die(std::string("connect: ") + std::strerror(errno));
-  }
+// A client connection to the server under test: no Nagle delay, reads bounded by kWait.
+int connect_client(std::uint16_t port) {
+  const int fd = testing::connect_loopback(port);
+  if (fd < 0) die(std::string("connect: ") + std::strerror(-fd));
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   timeval timeout{};
@@ -257,7 +251,7 @@ void frame_request(long id, std::string& frame) {
 // up to the :RESPONSE that ends each exchange.
 class Client {
  public:
-  explicit Client(std::uint16_t port) : fd_(connect_loopback(port)) {
+  explicit Client(std::uint16_t port) : fd_(connect_client(port)) {
     const Value hello = read_frame();
     if (!hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE")) die("no handshake: " + to_sexp(hello));
   }
@@ -311,7 +305,7 @@ class Client {
 class FloorClient {
  public:
   FloorClient(std::uint16_t port, std::size_t reply_bytes)
-      : fd_(connect_loopback(port)), buffer_(reply_bytes, '\0') {}
+      : fd_(connect_client(port)), buffer_(reply_bytes, '\0') {}
   ~FloorClient() { ::close(fd_); }
   FloorClient(const FloorClient&) = delete;
   FloorClient& operator=(const FloorClient&) = delete;
