@@ -51,61 +51,8 @@ std::string hex_byte(unsigned char byte) {
   return std::string("0x") + kHexDigits[byte >> 4] + kHexDigits[byte & 0xF];
 }
 
-// Keyword names are stored upper-case, so plain comparison suffices; the
-// length decides before any bytes are compared (this runs on every key of
-// every frame sent).
-bool is_removed_key(const Value& key) noexcept {
-  if (!key.is_keyword()) return false;
-  const std::string_view name = key.text();
-  switch (name.size()) {
-    case 6: return name == "SOCKET" || name == "STREAM";
-    case 12: return name == "REPLY-STREAM";
-    default: return false;
-  }
-}
-
-// A property list with at least one key to remove.
-bool has_removed_key(std::span<const Value> items) noexcept {
-  if (items.size() % 2 != 0) return false;
-  bool found = false;
-  for (std::size_t i = 0; i < items.size(); i += 2) {
-    if (!items[i].is_keyword()) return false;
-    found = found || is_removed_key(items[i]);
-  }
-  return found;
-}
-
-// The cleaned copy of `value`, or nullopt when nothing in it changes.
-std::optional<Value> sanitized(const Value& value) {
-  if (!value.is_list()) return std::nullopt;
-  const std::span<const Value> items = value.items();
-  const bool removes = has_removed_key(items);
-  std::vector<Value> out;
-  bool changed = false;
-  const auto start_copy = [&](std::size_t upto) {
-    if (changed) return;
-    changed = true;
-    out.reserve(items.size());
-    out.assign(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(upto));
-  };
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (removes && i % 2 == 0 && is_removed_key(items[i])) {
-      start_copy(i);
-      ++i;  // and its value
-      continue;
-    }
-    if (!items[i].is_list()) {
-      if (changed) out.push_back(items[i]);
-    } else if (auto inner = sanitized(items[i])) {
-      start_copy(i);
-      out.push_back(std::move(*inner));
-    } else if (changed) {
-      out.push_back(items[i]);
-    }
-  }
-  if (!changed) return std::nullopt;
-  return Value::list(std::span<const Value>(out));
-}
+// The keys no frame carries: the Lisp's stream and socket objects.
+constexpr std::string_view kUnsentKeys[] = {"REPLY-STREAM", "SOCKET", "STREAM"};
 
 }  // namespace
 
@@ -122,11 +69,6 @@ const char* to_string(FrameErrorKind kind) noexcept {
   return "bad-prefix";
 }
 
-Value sanitize_for_send(const Value& message) {
-  if (auto cleaned = sanitized(message)) return std::move(*cleaned);
-  return message;
-}
-
 // --- FrameCodec ---------------------------------------------------------------
 
 Result<std::string> FrameCodec::encode(const Value& message) const {
@@ -136,42 +78,41 @@ Result<std::string> FrameCodec::encode(const Value& message) const {
   return out;
 }
 
+Result<std::size_t> FrameCodec::payload_code_points(std::string_view payload) const {
+  const Utf8Scan scan = scan_utf8(payload);
+  if (scan.invalid_at) {
+    return fail(ErrorCode::invalid_input, "frame payload: invalid UTF-8 at byte " + std::to_string(*scan.invalid_at));
+  }
+  const std::size_t limit = limits_.effective_max_payload();
+  if (scan.code_points > limit) {
+    return fail(ErrorCode::limit_exceeded, "frame payload is " + std::to_string(scan.code_points) +
+                                               " code points, the limit is " + std::to_string(limit));
+  }
+  return scan.code_points;
+}
+
 Result<void> FrameCodec::encode_into(const Value& message, std::string& out) const {
   // Printed in place after a placeholder prefix, which is filled in once the
   // payload is known to fit (or everything appended is dropped again).
   const std::size_t start = out.size();
   out.append(kPrefixSize, '0');
-  print_sexp(sanitize_for_send(message), out);
-  const std::string_view payload = std::string_view(out).substr(start + kPrefixSize);
-  if (const auto bad = find_invalid_utf8(payload)) {
+  print_sexp(message, out, kUnsentKeys);
+  auto code_points = payload_code_points(std::string_view(out).substr(start + kPrefixSize));
+  if (!code_points) {
     out.resize(start);
-    return fail(ErrorCode::invalid_input, "frame payload: invalid UTF-8 at byte " + std::to_string(*bad));
-  }
-  const std::size_t code_points = count_code_points(payload);
-  const std::size_t limit = limits_.effective_max_payload();
-  if (code_points > limit) {
-    out.resize(start);
-    return fail(ErrorCode::limit_exceeded, "frame payload is " + std::to_string(code_points) +
-                                               " code points, the limit is " + std::to_string(limit));
+    return Unexpected<Error>(std::move(code_points).error());
   }
   for (std::size_t i = 0; i < kPrefixSize; ++i) {
-    out[start + kPrefixSize - 1 - i] = kHexDigits[(code_points >> (4 * i)) & 0xF];
+    out[start + kPrefixSize - 1 - i] = kHexDigits[(*code_points >> (4 * i)) & 0xF];
   }
   return {};
 }
 
 Result<void> FrameCodec::frame_payload(std::string_view payload, std::string& out) const {
-  if (const auto bad = find_invalid_utf8(payload)) {
-    return fail(ErrorCode::invalid_input, "frame payload: invalid UTF-8 at byte " + std::to_string(*bad));
-  }
-  const std::size_t code_points = count_code_points(payload);
-  const std::size_t limit = limits_.effective_max_payload();
-  if (code_points > limit) {
-    return fail(ErrorCode::limit_exceeded, "frame payload is " + std::to_string(code_points) +
-                                               " code points, the limit is " + std::to_string(limit));
-  }
+  auto code_points = payload_code_points(payload);
+  if (!code_points) return Unexpected<Error>(std::move(code_points).error());
   out.reserve(out.size() + kPrefixSize + payload.size());
-  for (std::size_t i = kPrefixSize; i-- > 0;) out.push_back(kHexDigits[(code_points >> (4 * i)) & 0xF]);
+  for (std::size_t i = kPrefixSize; i-- > 0;) out.push_back(kHexDigits[(*code_points >> (4 * i)) & 0xF]);
   out.append(payload);
   return {};
 }

@@ -51,20 +51,15 @@ struct FrameError {
   std::string message;
 };
 
-// A copy of `message` without the keys :REPLY-STREAM, :SOCKET and :STREAM (and
-// their values) in every property list at any depth, as a Lisp peer strips
-// them before sending. A property list is a list of even length with a
-// keyword at every even position; any other list keeps all its elements (and
-// its length) and only has its elements cleaned. Returns `message` itself,
-// sharing its nodes, when there is nothing to remove. Recursion follows the
-// depth of the tree (bounded for everything the reader produces).
-Value sanitize_for_send(const Value& message);
-
 // Encodes messages as frames. Stateless apart from its limits; any thread.
 //
 // A frame is the payload length as 6 upper-case hex digits counting Unicode
 // code points (a Lisp peer counts characters, not bytes), then the payload:
-// sanitize_for_send(message) printed by print_sexp, in UTF-8.
+// `message` printed by print_sexp, in UTF-8, without the keys :REPLY-STREAM,
+// :SOCKET and :STREAM (and their values) in any property list at any depth,
+// as a Lisp peer strips them before sending. A property list is a list of
+// even length with a keyword at every even position; any other list keeps all
+// its elements (and its length). A property list left empty prints as NIL.
 class FrameCodec {
  public:
   explicit FrameCodec(FrameLimits limits = {}) : limits_(limits) {}
@@ -81,6 +76,9 @@ class FrameCodec {
   const FrameLimits& limits() const noexcept { return limits_; }
 
  private:
+  // The code points of a payload, checked for UTF-8 and the size limit.
+  Result<std::size_t> payload_code_points(std::string_view payload) const;
+
   FrameLimits limits_;
 };
 

@@ -83,11 +83,12 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
       const std::string name(provider.name());
       log_message(LogLevel::info, kComponent, "Attempting backend " + name + "...");
 
-      ProviderRequest attempt_request = request_;
+      // The last provider may have the request itself; the others get a copy.
+      ProviderRequest attempt_request = next_ == providers.size() ? std::move(request_) : request_;
       if (snapshot_->selector) {
         ModelChoice choice;
         try {
-          choice = snapshot_->selector(name, request_.context);
+          choice = snapshot_->selector(name, attempt_request.context);
         } catch (...) {
           record(name, "the model selector threw: " + exception_text(std::current_exception()));
           continue;

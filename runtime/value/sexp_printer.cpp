@@ -2,6 +2,7 @@
 // recursion, short keywords a word at a time, floats through std::to_chars.
 #include "value/sexp_printer.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cfloat>
@@ -46,9 +47,12 @@ class Writer {
   }
   void advance(char* cursor) noexcept { cursor_ = cursor; }
   void put(char c) { *reserve(1) = c; ++cursor_; }
+  // Where the next byte goes, as an offset that survives growth; rewind() returns there.
+  std::size_t offset() const noexcept { return static_cast<std::size_t>(cursor_ - out_.data()); }
+  void rewind(std::size_t offset) noexcept { cursor_ = out_.data() + offset; }
 
  private:
-  void grow(std::size_t n) {
+  [[gnu::noinline]] void grow(std::size_t n) {
     const std::size_t used = cursor_ != nullptr ? static_cast<std::size_t>(cursor_ - out_.data()) : out_.size();
     const std::size_t written = used - start_;
     out_.resize(used + n + (written > 256 ? written : 256));
@@ -68,7 +72,8 @@ bool reads_as_something_else(std::string_view name) noexcept {
 }
 
 // A keyword or symbol name, bare when that reads back identically, else in bars.
-void put_name(Writer& writer, std::string_view name, Kind kind) {
+// Out of line: put_keyword's fast path covers almost every keyword.
+[[gnu::noinline]] void put_name(Writer& writer, std::string_view name, Kind kind) {
   char* const start = writer.reserve(2 * name.size() + 3);
   char* p = start;
   if (kind == Kind::Keyword) *p++ = ':';
@@ -95,33 +100,44 @@ void put_name(Writer& writer, std::string_view name, Kind kind) {
   writer.advance(p);
 }
 
-// A string in double quotes; only `"` and `\` are escaped.
-void put_string(Writer& writer, std::string_view text) {
+bool word_needs_escape(std::uint64_t word) noexcept {
+  return sexp::word_has_byte(word, '"') || sexp::word_has_byte(word, '\\');
+}
+
+// True when `text` holds a `"` or `\`, eight bytes at a time (the tail is
+// loaded into a zeroed word, and a zero byte is neither).
+bool needs_escapes(std::string_view text) noexcept {
   const char* const data = text.data();
   const std::size_t size = text.size();
-  std::size_t escapes = 0;
-  for (std::size_t i = 0; i < size;) {
-    if (i + 8 <= size) {
-      std::uint64_t word;
-      std::memcpy(&word, data + i, sizeof word);
-      if (!sexp::word_has_byte(word, '"') && !sexp::word_has_byte(word, '\\')) {
-        i += 8;
-        continue;
-      }
-    }
-    const std::size_t stop = i + 8 <= size ? i + 8 : size;
-    for (; i < stop; ++i) escapes += (data[i] == '"' || data[i] == '\\') ? 1 : 0;
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, data + i, sizeof word);
+    if (word_needs_escape(word)) return true;
   }
-  char* p = writer.reserve(size + escapes + 2);
-  *p++ = '"';
-  if (escapes == 0) {
-    if (size != 0) std::memcpy(p, data, size);
+  if (i == size) return false;
+  std::uint64_t tail = 0;
+  std::memcpy(&tail, data + i, size - i);
+  return word_needs_escape(tail);
+}
+
+// A string in double quotes; only `"` and `\` are escaped.
+void put_string(Writer& writer, std::string_view text) {
+  const std::size_t size = text.size();
+  if (!needs_escapes(text)) {
+    char* p = writer.reserve(size + 2);
+    *p++ = '"';
+    if (size != 0) std::memcpy(p, text.data(), size);
     p += size;
-  } else {
-    for (std::size_t i = 0; i < size; ++i) {
-      if (data[i] == '"' || data[i] == '\\') *p++ = '\\';
-      *p++ = data[i];
-    }
+    *p++ = '"';
+    writer.advance(p);
+    return;
+  }
+  char* p = writer.reserve(2 * size + 2);
+  *p++ = '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') *p++ = '\\';
+    *p++ = c;
   }
   *p++ = '"';
   writer.advance(p);
@@ -195,9 +211,41 @@ void put_float(Writer& writer, double value) {
   writer.advance(p);
 }
 
-// The high bits of the first `n` (0..8) bytes of a word.
-constexpr std::uint64_t first_bytes(std::size_t n) noexcept {
-  return n >= 8 ? sexp::kHighBits : sexp::kHighBits & ((std::uint64_t{1} << (8 * n)) - 1);
+// The first `n` (0..8) bytes of a word, and their high bits.
+constexpr std::uint64_t first_bytes_mask(std::size_t n) noexcept {
+  return n >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * n)) - 1;
+}
+constexpr std::uint64_t first_bytes(std::size_t n) noexcept { return sexp::kHighBits & first_bytes_mask(n); }
+
+// Inline text (at most Value::kInlineCapacity bytes, stored in bytes 2..15 of
+// its Value) as two words, bytes past its end zero; both loads stay inside
+// the Value.
+struct InlineWords {
+  std::uint64_t low;   // bytes 0..7
+  std::uint64_t high;  // bytes 8..13
+};
+
+InlineWords load_inline(std::string_view text) noexcept {
+  InlineWords words;
+  std::memcpy(&words.low, text.data(), sizeof words.low);
+  std::memcpy(&words.high, text.data() + 6, sizeof words.high);
+  words.high >>= 16;
+  words.low &= first_bytes_mask(text.size());
+  words.high &= text.size() > 8 ? first_bytes_mask(text.size() - 8) : 0;
+  return words;
+}
+
+// `open`, then the `size` bytes of `words` (copied as two whole words).
+void put_inline(Writer& writer, char open, const InlineWords& words, std::size_t size) {
+  char* p = writer.reserve(1 + 2 * sizeof(std::uint64_t));
+  *p = open;
+  std::memcpy(p + 1, &words.low, sizeof words.low);
+  std::memcpy(p + 9, &words.high, sizeof words.high);
+  writer.advance(p + 1 + size);
+}
+
+bool fits_inline(std::size_t size) noexcept {
+  return std::endian::native == std::endian::little && size <= Value::kInlineCapacity;
 }
 
 // A keyword. Inline names of upper-case letters, digits and '-' (almost every
@@ -205,27 +253,34 @@ constexpr std::uint64_t first_bytes(std::size_t n) noexcept {
 void put_keyword(Writer& writer, const Value& value) {
   const std::string_view name = ValueAccess::text_of(value);
   const std::size_t size = name.size();
-  if (std::endian::native != std::endian::little || size == 0 || size > Value::kInlineCapacity) {
+  if (size == 0 || !fits_inline(size)) {
     put_name(writer, name, Kind::Keyword);
     return;
   }
-  // Inline text occupies bytes 2..15 of the Value: both loads stay inside it.
-  std::uint64_t low;
-  std::uint64_t high;
-  std::memcpy(&low, name.data(), sizeof low);
-  std::memcpy(&high, name.data() + 6, sizeof high);
-  high >>= 16;
-  const std::uint64_t bad = (sexp::bytes_not_simple(low) & first_bytes(size)) |
-                            (size > 8 ? sexp::bytes_not_simple(high) & first_bytes(size - 8) : 0);
+  const InlineWords words = load_inline(name);
+  const std::uint64_t bad = (sexp::bytes_not_simple(words.low) & first_bytes(size)) |
+                            (size > 8 ? sexp::bytes_not_simple(words.high) & first_bytes(size - 8) : 0);
   if (bad != 0) {
     put_name(writer, name, Kind::Keyword);
     return;
   }
-  char* p = writer.reserve(1 + 2 * sizeof(std::uint64_t));
-  *p = ':';
-  std::memcpy(p + 1, &low, sizeof low);
-  std::memcpy(p + 9, &high, sizeof high);
-  writer.advance(p + 1 + size);
+  put_inline(writer, ':', words, size);
+}
+
+// A string; inline ones (most strings of the protocol) eight bytes at a time.
+void put_any_string(Writer& writer, const Value& value) {
+  const std::string_view text = ValueAccess::text_of(value);
+  if (!fits_inline(text.size())) {
+    put_string(writer, text);
+    return;
+  }
+  const InlineWords words = load_inline(text);
+  if (word_needs_escape(words.low) || word_needs_escape(words.high)) {
+    put_string(writer, text);
+    return;
+  }
+  put_inline(writer, '"', words, text.size());
+  writer.put('"');
 }
 
 void put_atom(Writer& writer, const Value& value) {
@@ -239,11 +294,102 @@ void put_atom(Writer& writer, const Value& value) {
     case Kind::True: writer.put('T'); return;
     case Kind::Integer: put_integer(writer, value.as_integer()); return;
     case Kind::Float: put_float(writer, value.as_float()); return;
-    case Kind::String: put_string(writer, ValueAccess::text_of(value)); return;
+    case Kind::String: put_any_string(writer, value); return;
     case Kind::Keyword:
     case Kind::Symbol: put_name(writer, ValueAccess::text_of(value), value.kind()); return;
     case Kind::List: return;  // print_sexp opens lists itself
   }
+}
+
+// With a key filter, a property list (even length, a keyword at every even
+// position) loses the pairs whose key the filter selects; one left empty prints
+// as NIL. Whether a list is a property list is only asked when a selected key
+// turns up, which on the wire is almost never.
+bool is_property_list(std::span<const Value> items) noexcept {
+  if (items.size() % 2 != 0) return false;
+  for (std::size_t i = 0; i < items.size(); i += 2) {
+    if (!items[i].is_keyword()) return false;
+  }
+  return true;
+}
+
+enum class Plist : std::uint8_t { unknown, yes, no };
+
+// The keys to leave out. A bit per name length passes over almost every key
+// without looking at its text; names that fit inline are then compared as
+// two words, longer ones as text.
+class DropKeys {
+ public:
+  DropKeys() = default;
+  explicit DropKeys(std::span<const std::string_view> names) noexcept : names_(names) {
+    for (const std::string_view name : names) {
+      if (name.size() < 64) sizes_ |= std::uint64_t{1} << name.size();
+      if (fits_inline(name.size()) && short_count_ < kMaxShort) {
+        short_[short_count_++] = Short{name.size(), load_padded(name)};
+      } else {
+        all_short_ = false;
+      }
+    }
+  }
+  bool empty() const noexcept { return names_.empty(); }
+  [[gnu::always_inline]] bool contains(const Value& key) const noexcept {
+    if (!key.is_keyword()) return false;
+    const std::string_view name = ValueAccess::text_of(key);
+    if (name.size() >= 64 || ((sizes_ >> name.size()) & 1U) == 0) return false;
+    if (fits_inline(name.size())) {
+      const InlineWords words = load_inline(name);
+      for (std::size_t i = 0; i < short_count_; ++i) {
+        if (short_[i].size == name.size() && short_[i].words.low == words.low && short_[i].words.high == words.high) {
+          return true;
+        }
+      }
+      if (all_short_) return false;
+    }
+    return std::find(names_.begin(), names_.end(), name) != names_.end();
+  }
+
+ private:
+  // `name` as load_inline() would give it, read from a name outside any Value.
+  static InlineWords load_padded(std::string_view name) noexcept {
+    char bytes[16] = {};
+    std::memcpy(bytes, name.data(), name.size());
+    InlineWords words;
+    std::memcpy(&words.low, bytes, sizeof words.low);
+    std::memcpy(&words.high, bytes + 8, sizeof words.high);
+    return words;
+  }
+
+  struct Short {
+    std::size_t size;
+    InlineWords words;
+  };
+  static constexpr std::size_t kMaxShort = 4;
+  std::span<const std::string_view> names_;
+  std::uint64_t sizes_ = 0;
+  std::array<Short, kMaxShort> short_{};
+  std::size_t short_count_ = 0;
+  bool all_short_ = true;
+};
+
+// True when items[i] is a key to leave out, with its value, of `items`.
+[[gnu::always_inline]] inline bool drops_pair(const DropKeys& drop, std::span<const Value> items, std::size_t i,
+                                              Plist& plist) noexcept {
+  if (i % 2 != 0 || !drop.contains(items[i])) return false;
+  if (plist == Plist::unknown) plist = is_property_list(items) ? Plist::yes : Plist::no;
+  return plist == Plist::yes;
+}
+
+// Ends a list opened at `open`: ')' after its items, or NIL in place of a
+// list whose every pair was left out.
+void close_list(Writer& writer, std::size_t open, bool any) {
+  if (any) {
+    writer.put(')');
+    return;
+  }
+  writer.rewind(open);
+  char* p = writer.reserve(3);
+  std::memcpy(p, "NIL", 3);
+  writer.advance(p + 3);
 }
 
 // The lists being printed, innermost last; the first levels live on the
@@ -254,6 +400,9 @@ class FrameStack {
     const Value* begin;
     const Value* next;
     const Value* end;
+    std::size_t open;  // offset of the list's '('
+    bool any;          // an item has been printed
+    Plist plist;
   };
 
   bool empty() const noexcept { return size_ == 0; }
@@ -279,24 +428,32 @@ class FrameStack {
 };
 
 // A list of any depth, on an explicit stack.
-void put_deep_list(Writer& writer, const Value& list) {
+void put_deep_list(Writer& writer, const Value& list, const DropKeys& drop) {
   FrameStack stack;
-  std::span<const Value> items = ValueAccess::items_of(list);
-  writer.put('(');
-  stack.push({items.data(), items.data(), items.data() + items.size()});
+  const auto open = [&](const Value& inner) {
+    const std::span<const Value> items = ValueAccess::items_of(inner);
+    stack.push({items.data(), items.data(), items.data() + items.size(), writer.offset(), false, Plist::unknown});
+    writer.put('(');
+  };
+  open(list);
   while (!stack.empty()) {
     FrameStack::Frame& frame = stack.top();
     if (frame.next == frame.end) {
-      writer.put(')');
+      close_list(writer, frame.open, frame.any);
       stack.pop();
       continue;
     }
-    if (frame.next != frame.begin) writer.put(' ');
+    const std::span<const Value> items(frame.begin, frame.end);
+    const auto index = static_cast<std::size_t>(frame.next - frame.begin);
+    if (!drop.empty() && drops_pair(drop, items, index, frame.plist)) {
+      frame.next += 2;  // a property list: the value is there
+      continue;
+    }
+    if (frame.any) writer.put(' ');
+    frame.any = true;
     const Value& item = *frame.next++;
     if (item.is_list()) {
-      items = ValueAccess::items_of(item);
-      writer.put('(');
-      stack.push({items.data(), items.data(), items.data() + items.size()});
+      open(item);  // `frame` may dangle from here on
     } else {
       put_atom(writer, item);
     }
@@ -307,23 +464,40 @@ void put_deep_list(Writer& writer, const Value& list) {
 // past kMaxRecursion levels the rest goes to put_deep_list.
 constexpr int kMaxRecursion = 48;
 
-void put_list(Writer& writer, const Value& list, int depth) {
+template <bool kFiltered>
+void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop) {
   if (depth >= kMaxRecursion) {
-    put_deep_list(writer, list);
+    put_deep_list(writer, list, drop);
     return;
   }
   const std::span<const Value> items = ValueAccess::items_of(list);
+  [[maybe_unused]] const std::size_t open = writer.offset();
+  [[maybe_unused]] Plist plist = Plist::unknown;
+  [[maybe_unused]] bool any = false;
   writer.put('(');
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i != 0) writer.put(' ');
+    if constexpr (kFiltered) {
+      if (drops_pair(drop, items, i, plist)) {
+        ++i;  // and its value
+        continue;
+      }
+      if (any) writer.put(' ');
+      any = true;
+    } else {
+      if (i != 0) writer.put(' ');
+    }
     const Value& item = items[i];
     switch (item.kind()) {
       case Kind::Keyword: put_keyword(writer, item); break;
-      case Kind::List: put_list(writer, item, depth + 1); break;
+      case Kind::List: put_list<kFiltered>(writer, item, depth + 1, drop); break;
       default: put_atom(writer, item); break;
     }
   }
-  writer.put(')');
+  if constexpr (kFiltered) {
+    close_list(writer, open, any);
+  } else {
+    writer.put(')');
+  }
 }
 
 }  // namespace
@@ -331,7 +505,20 @@ void put_list(Writer& writer, const Value& list, int depth) {
 void print_sexp(const Value& value, std::string& out) {
   Writer writer(out);
   if (value.is_list()) {
-    put_list(writer, value, 0);
+    put_list<false>(writer, value, 0, DropKeys());
+  } else {
+    put_atom(writer, value);
+  }
+}
+
+void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop) {
+  if (drop.empty()) {
+    print_sexp(value, out);
+    return;
+  }
+  Writer writer(out);
+  if (value.is_list()) {
+    put_list<true>(writer, value, 0, DropKeys(drop));
   } else {
     put_atom(writer, value);
   }

@@ -2,7 +2,9 @@
 // (the payload of a wire frame).
 #pragma once
 
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "value/value.hpp"
 
@@ -28,6 +30,13 @@ namespace passepartout {
 // Lists nested deeper than a few dozen levels continue on a heap stack, so no
 // depth exhausts the call stack. Safe to call from any number of threads at once.
 void print_sexp(const Value& value, std::string& out);
+
+// print_sexp, leaving out of every property list (a list of even length with a
+// keyword at every even position), at any depth, each pair whose key is one of
+// `drop_keys` (upper-case names without ':'); a property list left empty
+// prints as NIL. Other lists print whole. The same text as printing a copy with
+// those pairs removed, without making the copy.
+void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop_keys);
 
 // The printed form of `value` as a new string.
 std::string to_sexp(const Value& value);

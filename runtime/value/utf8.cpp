@@ -31,10 +31,12 @@ bool in_range(unsigned char byte, unsigned char low, unsigned char high) noexcep
 
 }  // namespace
 
-std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
+Utf8Scan scan_utf8(std::string_view text) noexcept {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t size = text.size();
   std::size_t i = 0;
+  // Code points are the bytes that are not continuation bytes (10xxxxxx).
+  std::size_t continuations = 0;
   while (i < size) {
     if (i + 32 <= size && ((load_word(bytes + i) | load_word(bytes + i + 8) | load_word(bytes + i + 16) |
                             load_word(bytes + i + 24)) & kHighBits) == 0) {
@@ -73,16 +75,19 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
       length = 4;
       high = 0x8F;
     } else {
-      return i;
+      return {i, i - continuations};
     }
-    if (i + length > size || !in_range(bytes[i + 1], low, high)) return i;
+    if (i + length > size || !in_range(bytes[i + 1], low, high)) return {i, i - continuations};
     for (std::size_t k = 2; k < length; ++k) {
-      if (!in_range(bytes[i + k], 0x80, 0xBF)) return i;
+      if (!in_range(bytes[i + k], 0x80, 0xBF)) return {i, i - continuations};
     }
     i += length;
+    continuations += length - 1;
   }
-  return std::nullopt;
+  return {std::nullopt, size - continuations};
 }
+
+std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept { return scan_utf8(text).invalid_at; }
 
 std::string replace_invalid_utf8(std::string_view text) {
   std::string out;

@@ -15,6 +15,17 @@ namespace passepartout {
 // ill-formed. NUL bytes are valid.
 std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
 
+// Where validation of a text ended: `invalid_at`, the offset of the first
+// ill-formed sequence (nullopt when there is none), and the number of code
+// points before it.
+struct Utf8Scan {
+  std::optional<std::size_t> invalid_at;
+  std::size_t code_points = 0;
+};
+
+// Validates and counts in one pass (the two questions a frame asks).
+Utf8Scan scan_utf8(std::string_view text) noexcept;
+
 inline bool is_valid_utf8(std::string_view text) noexcept {
   return !find_invalid_utf8(text).has_value();
 }

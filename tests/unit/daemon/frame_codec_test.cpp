@@ -20,7 +20,6 @@ using passepartout::FrameErrorKind;
 using passepartout::FrameLimits;
 using passepartout::kMaxFrameCodePoints;
 using passepartout::read_sexp;
-using passepartout::sanitize_for_send;
 using passepartout::to_sexp;
 using passepartout::Value;
 
@@ -38,6 +37,9 @@ std::string encode_ok(const Value& message, FrameLimits limits = {}) {
   REQUIRE(frame.has_value());
   return *frame;
 }
+
+// The payload of the frame for `message`, without its length prefix.
+std::string payload_of(const Value& message) { return encode_ok(message).substr(6); }
 
 struct Decoded {
   std::vector<std::string> messages;  // printed, for easy comparison
@@ -147,38 +149,42 @@ TEST_CASE("codec frames printed payload text as it is", "[daemon]") {
 
 // --- sanitising -------------------------------------------------------------------
 
-TEST_CASE("sanitize removes reply-stream, socket and stream keys at every plist level", "[daemon]") {
+TEST_CASE("encoding removes reply-stream, socket and stream keys at every plist level", "[daemon]") {
   const Value message = parse(
       "(:TYPE :EVENT :META (:SOURCE :TUI :REPLY-STREAM 7) :SOCKET 3 "
       ":PAYLOAD (:TEXT \"x\" :stream (1 2) :NESTED (:SOCKET :S :KEEP 1)))");
-  CHECK(to_sexp(sanitize_for_send(message)) ==
-        "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:TEXT \"x\" :NESTED (:KEEP 1)))");
-}
-
-TEST_CASE("sanitize leaves ordinary lists their length (no trailing NIL)", "[daemon]") {
-  CHECK(to_sexp(sanitize_for_send(parse("(:X (1 2 3))"))) == "(:X (1 2 3))");
-  CHECK(to_sexp(sanitize_for_send(parse("(\"a\" \"b\" \"c\")"))) == "(\"a\" \"b\" \"c\")");
-  // Odd length: not a plist, so :STREAM here is an element, not a key.
-  CHECK(to_sexp(sanitize_for_send(parse("(:A 1 :STREAM)"))) == "(:A 1 :STREAM)");
-  CHECK(to_sexp(sanitize_for_send(parse("(1 :STREAM 2 3)"))) == "(1 :STREAM 2 3)");
-}
-
-TEST_CASE("sanitize cleans plists inside ordinary lists", "[daemon]") {
-  const Value trace = parse("(:GATE-TRACE ((:GATE \"a\" :STREAM 1) (:GATE \"b\")) :ARGS (1 (:SOCKET 2 :Y 3) 4))");
-  CHECK(to_sexp(sanitize_for_send(trace)) == "(:GATE-TRACE ((:GATE \"a\") (:GATE \"b\")) :ARGS (1 (:Y 3) 4))");
-  CHECK(to_sexp(sanitize_for_send(parse("(:STREAM 1)"))) == "NIL");
-}
-
-TEST_CASE("sanitize returns the message itself when nothing is removed", "[daemon]") {
-  const Value message = parse("(:TYPE :EVENT :PAYLOAD (:TEXT \"hello there, a long enough text\"))");
-  const Value same = sanitize_for_send(message);
-  CHECK(same == message);
-  CHECK(message.use_count_for_test() == 2);  // shared, not copied
-  CHECK(sanitize_for_send(Value::integer(42)) == Value::integer(42));
-}
-
-TEST_CASE("codec sanitises before printing", "[daemon]") {
+  CHECK(payload_of(message) == "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:TEXT \"x\" :NESTED (:KEEP 1)))");
   CHECK(encode_ok(parse("(:A 1 :REPLY-STREAM 2)")) == "000006(:A 1)");
+}
+
+TEST_CASE("encoding leaves ordinary lists their length (no trailing NIL)", "[daemon]") {
+  CHECK(payload_of(parse("(:X (1 2 3))")) == "(:X (1 2 3))");
+  CHECK(payload_of(parse("(\"a\" \"b\" \"c\")")) == "(\"a\" \"b\" \"c\")");
+  // Odd length: not a plist, so :STREAM here is an element, not a key.
+  CHECK(payload_of(parse("(:A 1 :STREAM)")) == "(:A 1 :STREAM)");
+  CHECK(payload_of(parse("(1 :STREAM 2 3)")) == "(1 :STREAM 2 3)");
+  // A non-keyword at an even position: not a plist either.
+  CHECK(payload_of(parse("(:STREAM 1 2 3)")) == "(:STREAM 1 2 3)");
+}
+
+TEST_CASE("encoding cleans plists inside ordinary lists, and an emptied plist is NIL", "[daemon]") {
+  const Value trace = parse("(:GATE-TRACE ((:GATE \"a\" :STREAM 1) (:GATE \"b\")) :ARGS (1 (:SOCKET 2 :Y 3) 4))");
+  CHECK(payload_of(trace) == "(:GATE-TRACE ((:GATE \"a\") (:GATE \"b\")) :ARGS (1 (:Y 3) 4))");
+  CHECK(encode_ok(parse("(:STREAM 1)")) == "000003NIL");
+  CHECK(payload_of(parse("(:A (:STREAM 1 :SOCKET 2) :B 2)")) == "(:A NIL :B 2)");
+  CHECK(payload_of(parse("(:STREAM 1 :A 2)")) == "(:A 2)");
+}
+
+TEST_CASE("encoding cleans plists nested deeper than the printer recurses", "[daemon]") {
+  std::string deep = "(:STREAM 0 :X 1)";
+  std::string expected = "(:X 1)";
+  for (int i = 0; i < 200; ++i) {
+    deep = "(:SOCKET " + std::to_string(i) + " :A " + deep + ")";
+    expected = "(:A " + expected + ")";
+  }
+  CHECK(payload_of(parse(deep)) == expected);
+  CHECK(payload_of(parse("(:A " + std::string(100, '(') + ":STREAM 1" + std::string(100, ')') + ")")) ==
+        "(:A " + std::string(99, '(') + "NIL" + std::string(99, ')') + ")");
 }
 
 // --- decoding ---------------------------------------------------------------------

@@ -146,6 +146,26 @@ TEST_CASE("providers are tried in order and the first answer wins", "[providers]
                                     });
 }
 
+TEST_CASE("every provider tried sees the whole request, the last one too", "[providers][cascade]") {
+  auto first = failing("first", "down");
+  auto second = throwing("second", "broken");
+  auto third = answering("third", "from third");
+  Cascade cascade({first, second, third});
+  ProviderRequest request = prompt("what failed?");
+  request.system_prompt = "TIME: now\n\nCONFIG: ...";
+  request.context = Value::plist({{"SENSOR", Value::keyword("USER-INPUT")}});
+  request.tools = Value::list({Value::plist({{"NAME", Value::string("read_file")}})});
+
+  REQUIRE(call(cascade, request).reply.content == "from third");
+  for (const auto& provider : {first, second, third}) {
+    const ProviderRequest seen = provider->last_request();
+    CHECK(seen.prompt == request.prompt);
+    CHECK(seen.system_prompt == request.system_prompt);
+    CHECK(seen.context == request.context);
+    CHECK(seen.tools == request.tools);
+  }
+}
+
 TEST_CASE("every provider failing gives the exhausted text and each failure", "[providers][cascade]") {
   Cascade cascade({failing("a", "down"), throwing("b", "socket closed"), failing("c", "")});
   CascadeOutcome outcome = call(cascade);

@@ -12,6 +12,7 @@ using passepartout::byte_length_of_code_points;
 using passepartout::count_code_points;
 using passepartout::find_invalid_utf8;
 using passepartout::is_valid_utf8;
+using passepartout::scan_utf8;
 
 namespace {
 
@@ -143,4 +144,26 @@ TEST_CASE("utf8 counting agrees with a byte-at-a-time model on random text", "[v
     }
     REQUIRE(byte_length_of_code_points(text, length + 1) == std::string_view::npos);
   }
+}
+
+TEST_CASE("utf8 scan validates and counts in one pass", "[value][utf8]") {
+  std::mt19937 rng(20261122);
+  for (int round = 0; round < 300; ++round) {
+    const std::size_t length = rng() % 120;
+    const std::string text = random_text(rng, length);
+    const auto scan = scan_utf8(text);
+    REQUIRE_FALSE(scan.invalid_at.has_value());
+    REQUIRE(scan.code_points == length);
+    // Broken at a random byte: the offset is find_invalid_utf8's, the count the prefix's.
+    if (text.empty()) continue;
+    std::string broken = text;
+    const std::size_t at = rng() % broken.size();
+    broken[at] = '\xFF';
+    const auto bad = scan_utf8(broken);
+    REQUIRE(bad.invalid_at == find_invalid_utf8(broken));
+    REQUIRE(bad.invalid_at.has_value());
+    REQUIRE(bad.code_points == count_code_points(std::string_view(broken).substr(0, *bad.invalid_at)));
+  }
+  CHECK(scan_utf8("").code_points == 0);
+  CHECK(scan_utf8("naïve café").code_points == 10);
 }
