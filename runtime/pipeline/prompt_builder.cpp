@@ -67,7 +67,7 @@ std::string system_prompt(const PromptParts& parts) {
     }
   }
   prompt += "\n\nTOOLS:\n";
-  prompt += parts.tools.empty() ? std::string_view("No tools registered.") : std::string_view(parts.tools);
+  prompt += parts.tools.empty() ? std::string_view("No tools registered.") : parts.tools;
   prompt += "\n\nCONTEXT:\n";
   prompt += parts.context.empty() ? std::string_view("[Awareness skill not loaded]") : std::string_view(parts.context);
   prompt += "\n\nLOGS:\n";
@@ -82,7 +82,7 @@ std::string system_prompt(const PromptParts& parts) {
   return prompt;
 }
 
-std::string time_section() {
+const std::string& time_section() {
   // Formatting the time costs more than the rest of the CONFIG line; within
   // one second the text is the same.
   thread_local std::time_t cached_second = -1;

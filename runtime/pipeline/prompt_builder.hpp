@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "value/value.hpp"
@@ -17,21 +18,23 @@ struct ToolListing {
   std::string parameters;  // printed, "" when the tool takes none
 };
 
-// What the sections are made of; the pipeline gathers it per attempt.
+// What the sections are made of; the pipeline gathers it per attempt. The
+// views are of text that outlives the prompt's assembly (options, the
+// snapshot's tool belt, the thread's TIME line), so nothing is copied twice.
 struct PromptParts {
-  std::string version;                    // "0.1.0"
+  std::string_view version;               // "0.1.0"
   std::vector<std::string> providers;     // the cascade's names; "default" when empty
   std::size_t context_tokens = 8192;
   std::size_t gates = 0;                  // gates in the snapshot
   std::size_t pending_approvals = 0;      // "Rules learned"
-  std::string assistant_name = "Agent";   // MEMEX_ASSISTANT
+  std::string_view assistant_name = "Agent";  // MEMEX_ASSISTANT
   std::string identity;                   // appended to the name; may be empty
   Value rejection;                        // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
   std::vector<std::string> mandates;      // standing mandates, already evaluated
-  std::string tools;                      // the TOOLS section: tool_belt() of the snapshot's tools
+  std::string_view tools;                 // the TOOLS section: tool_belt() of the snapshot's tools
   std::string context;                    // global awareness; "" when memory is absent
   std::vector<std::string> logs;          // recent log lines, oldest first
-  std::string time;                       // "TIME: ..." line; "" to omit
+  std::string_view time;                  // "TIME: ..." line; "" to omit
 };
 
 // D9: "CONFIG: You are Passepartout v<version>. Provider: <names>. Context: <n>
@@ -50,7 +53,8 @@ std::string tool_belt(std::vector<ToolListing> tools);
 std::string system_prompt(const PromptParts& parts);
 
 // The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z"
-// (formatted once per second per thread).
-std::string time_section();
+// (formatted once per second per thread). The calling thread's copy, valid
+// until its next call.
+const std::string& time_section();
 
 }  // namespace passepartout

@@ -172,7 +172,12 @@ Value plist_keywords_normalize(const Value& form) {
 }
 
 Value parse_response_text(std::string_view text) {
-  const std::string cleaned = markdown_strip(replace_invalid_utf8(text));
+  std::string repaired;  // only for a reply that is not valid UTF-8
+  if (!is_valid_utf8(text)) {
+    repaired = replace_invalid_utf8(text);
+    text = repaired;
+  }
+  const std::string cleaned = markdown_strip(text);
   if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
     auto form = read_sexp_prefix(cleaned, nullptr);
     if (form && form->is_sequence()) return form_action(*form);

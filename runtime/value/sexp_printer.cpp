@@ -250,7 +250,7 @@ bool fits_inline(std::size_t size) noexcept {
 
 // A keyword. Inline names of upper-case letters, digits and '-' (almost every
 // keyword of the protocol) are checked and copied eight bytes at a time.
-void put_keyword(Writer& writer, const Value& value) {
+[[gnu::always_inline]] inline void put_keyword(Writer& writer, const Value& value) {
   const std::string_view name = ValueAccess::text_of(value);
   const std::size_t size = name.size();
   if (size == 0 || !fits_inline(size)) {

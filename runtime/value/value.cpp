@@ -135,6 +135,18 @@ ListNode* allocate_list(std::size_t size) {
   return node;
 }
 
+// A node of `size` elements: copies of `from`, then NIL. Copying a Value
+// cannot throw, so each element is constructed once, in place.
+ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size) {
+  const std::uint32_t checked = checked_size(size, "Value list longer than 2^32 elements");
+  void* memory = allocate_node(list_node_bytes(size));
+  auto* node = new (memory) ListNode{{1}, checked};
+  auto* items = reinterpret_cast<Value*>(node + 1);
+  for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
+  for (std::size_t i = from.size(); i < size; ++i) new (items + i) Value();
+  return node;
+}
+
 // Decrements a reference count; true when the caller held the last reference.
 // A count of 1 means no other thread holds a reference to increment it, so the
 // atomic read-modify-write can be skipped.
@@ -189,6 +201,18 @@ void free_list(ListNode* node) noexcept {
 std::string_view strip_colon(std::string_view name) noexcept {
   if (!name.empty() && name.front() == ':') name.remove_prefix(1);
   return name;
+}
+
+// True when `keyword` (a Kind::Keyword, stored upper-case) is named `name`
+// (without ':', any case). The lengths decide first: most keys of a property
+// list are told apart without looking at a byte.
+bool keyword_named(const Value& keyword, std::string_view name) noexcept {
+  const std::string_view stored = ValueAccess::text_of(keyword);
+  if (stored.size() != name.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (stored[i] != ascii_upper(name[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -294,10 +318,8 @@ Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name
 Value Value::list(std::span<const Value> items) {
   if (items.empty()) return Value();
   Value v;
-  v.u_.list = allocate_list(items.size());
+  v.u_.list = allocate_list_copying(items, items.size());
   v.kind_ = Kind::List;
-  Value* out = v.u_.list->items();
-  for (std::size_t i = 0; i < items.size(); ++i) out[i] = items[i];
   return v;
 }
 
@@ -329,7 +351,7 @@ std::string_view Value::text() const noexcept {
 }
 
 bool Value::is_keyword(std::string_view name) const noexcept {
-  return kind_ == Kind::Keyword && equals_ignore_case(text(), strip_colon(name));
+  return kind_ == Kind::Keyword && keyword_named(*this, strip_colon(name));
 }
 
 std::span<const Value> Value::items() const noexcept {
@@ -343,9 +365,7 @@ const Value* Value::get(std::string_view key) const noexcept {
   const std::span<const Value> elements = items();
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
     const Value& candidate = elements[i];
-    if (candidate.kind_ == Kind::Keyword && equals_ignore_case(candidate.text(), key)) {
-      return &elements[i + 1];
-    }
+    if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key)) return &elements[i + 1];
   }
   return nullptr;
 }
@@ -365,20 +385,20 @@ const Value& Value::path(std::initializer_list<std::string_view> keys) const noe
 }
 
 Value Value::with(std::string_view key, Value value) const {
+  const std::string_view name = strip_colon(key);
   const std::span<const Value> elements = items();
   std::size_t found = elements.size();
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (elements[i].is_keyword(key)) {
+    if (elements[i].kind_ == Kind::Keyword && keyword_named(elements[i], name)) {
       found = i;
       break;
     }
   }
   const bool replace = found < elements.size();
   Value result;
-  result.u_.list = allocate_list(elements.size() + (replace ? 0 : 2));
+  result.u_.list = allocate_list_copying(elements, elements.size() + (replace ? 0 : 2));
   result.kind_ = Kind::List;
   Value* out = result.u_.list->items();
-  for (std::size_t i = 0; i < elements.size(); ++i) out[i] = elements[i];
   if (replace) {
     out[found + 1] = std::move(value);
   } else {
@@ -389,10 +409,12 @@ Value Value::with(std::string_view key, Value value) const {
 }
 
 Value Value::without(std::string_view key) const {
+  const std::string_view name = strip_colon(key);
+  const auto is_key = [name](const Value& item) { return item.kind_ == Kind::Keyword && keyword_named(item, name); };
   const std::span<const Value> elements = items();
   std::size_t removed = 0;
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (elements[i].is_keyword(key)) removed += 2;
+    if (is_key(elements[i])) removed += 2;
   }
   if (removed == 0) return *this;
   if (removed == elements.size()) return Value();
@@ -402,7 +424,7 @@ Value Value::without(std::string_view key) const {
   Value* out = result.u_.list->items();
   std::size_t i = 0;
   for (; i + 1 < elements.size(); i += 2) {
-    if (elements[i].is_keyword(key)) continue;
+    if (is_key(elements[i])) continue;
     *out++ = elements[i];
     *out++ = elements[i + 1];
   }
