@@ -185,11 +185,13 @@ struct Run : std::enable_shared_from_this<Run> {
   bool reply_open() const { return reply != nullptr && reply->is_open(); }
 
   // Runs `step` on the session's strand; an exception goes to the crash tier.
-  void post(std::function<void()> step) {
-    strand().post([self = shared_from_this(), step = std::move(step)] { self->guarded(step); });
+  template <class Step>
+  void post(Step step) {
+    strand().post([self = shared_from_this(), step = std::move(step)]() mutable { self->guarded(step); });
   }
 
-  void guarded(const std::function<void()>& step) {
+  template <class Step>
+  void guarded(Step& step) {
     try {
       step();
     } catch (const PassepartoutError& error) {
