@@ -323,7 +323,11 @@ class DropKeys {
   DropKeys() = default;
   explicit DropKeys(std::span<const std::string_view> names) noexcept : names_(names) {
     for (const std::string_view name : names) {
-      if (name.size() < 64) sizes_ |= std::uint64_t{1} << name.size();
+      if (name.size() < 64) {
+        sizes_ |= std::uint64_t{1} << name.size();
+      } else {
+        has_long_ = true;
+      }
       if (fits_inline(name.size()) && short_count_ < kMaxShort) {
         short_[short_count_++] = Short{name.size(), load_padded(name)};
       } else {
@@ -335,7 +339,7 @@ class DropKeys {
   [[gnu::always_inline]] bool contains(const Value& key) const noexcept {
     if (!key.is_keyword()) return false;
     const std::string_view name = ValueAccess::text_of(key);
-    if (name.size() >= 64 || ((sizes_ >> name.size()) & 1U) == 0) return false;
+    if (name.size() < 64 ? ((sizes_ >> name.size()) & 1U) == 0 : !has_long_) return false;
     if (fits_inline(name.size())) {
       const InlineWords words = load_inline(name);
       for (std::size_t i = 0; i < short_count_; ++i) {
@@ -369,6 +373,7 @@ class DropKeys {
   std::array<Short, kMaxShort> short_{};
   std::size_t short_count_ = 0;
   bool all_short_ = true;
+  bool has_long_ = false;  // a name of 64 bytes or more, which sizes_ cannot mark
 };
 
 // True when items[i] is a key to leave out, with its value, of `items`.

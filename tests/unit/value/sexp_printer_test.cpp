@@ -69,6 +69,12 @@ TEST_CASE("printer escapes only double quote and backslash in strings", "[value]
   CHECK(to_sexp(Value::string("a longer string with \"quotes\" past the first words \\ end")) ==
         R"("a longer string with \"quotes\" past the first words \\ end")");
   CHECK(to_sexp(Value::string("\"\"\"\"\"\"\"\"\"")) == R"("\"\"\"\"\"\"\"\"\"")");
+  // Short strings are checked a word at a time: a quote or backslash in either word, at either end.
+  CHECK(to_sexp(Value::string("12345678901\"3")) == R"("12345678901\"3")");
+  CHECK(to_sexp(Value::string("1234567890123\\")) == R"("1234567890123\\")");
+  CHECK(to_sexp(Value::string("\\234567890123")) == R"("\\234567890123")");
+  CHECK(to_sexp(Value::string("")) == R"("")");
+  CHECK(to_sexp(Value::string("12345678901234")) == R"("12345678901234")");
 }
 
 TEST_CASE("printer puts keyword names in bars when they would not read back", "[value][printer]") {
@@ -266,4 +272,30 @@ TEST_CASE("printing then reading random Values gives them back", "[value][printe
     const Value v = generator.next();
     check_round_trip(v);
   }
+}
+
+TEST_CASE("printer leaves chosen keys out of property lists, whatever their length", "[value][printer]") {
+  const std::string long_name(70, 'L');                      // past the length bitmap
+  const std::string medium_name = "A-KEY-LONGER-THAN-INLINE";  // compared as text
+  const std::string_view drop[] = {"X", medium_name, long_name};
+  const auto printed = [&](const std::string& text) {
+    auto value = read_sexp(text);
+    REQUIRE(value.has_value());
+    std::string out = "> ";
+    print_sexp(*value, out, drop);
+    return out;
+  };
+  CHECK(printed("(:X 1 :Y 2)") == "> (:Y 2)");
+  CHECK(printed("(:Y 2 :" + medium_name + " 3)") == "> (:Y 2)");
+  CHECK(printed("(:" + long_name + " (1 2) :Y \"kept\")") == "> (:Y \"kept\")");
+  CHECK(printed("(:Y (:X 1) :Z (:" + long_name + " 5 :W 6))") == "> (:Y NIL :Z (:W 6))");
+  // Keys that only share a length or a prefix with a dropped one stay.
+  CHECK(printed("(:Q 1 :" + std::string(70, 'M') + " 2 :XX 3)") == "> (:Q 1 :" + std::string(70, 'M') + " 2 :XX 3)");
+  // Not property lists: printed whole.
+  CHECK(printed("(:X 1 :Y)") == "> (:X 1 :Y)");
+  CHECK(printed("(1 :X 2 3)") == "> (1 :X 2 3)");
+  // No keys to drop: the plain printer.
+  std::string plain;
+  print_sexp(*read_sexp("(:X 1)"), plain, {});
+  CHECK(plain == "(:X 1)");
 }
