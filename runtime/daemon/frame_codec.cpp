@@ -1,11 +1,10 @@
-// Frame encoding (sanitise, print, count code points, prefix) and the
-// incremental decoder (whitespace, prefix, UTF-8 payload, safe read).
+// Frame encoding (print without the stream keys, validate and count code
+// points, prefix) and the incremental decoder (whitespace, prefix, UTF-8
+// payload, safe read).
 #include "daemon/frame_codec.hpp"
 
 #include <algorithm>
-#include <span>
 #include <utility>
-#include <vector>
 
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
