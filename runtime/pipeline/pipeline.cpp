@@ -44,9 +44,10 @@ bool type_is(const Value& message, std::string_view type) { return message.at("T
 bool is_log_or_event(const Value& message) { return type_is(message, "LOG") || type_is(message, "EVENT"); }
 const Value& sensor_of(const Value& signal) { return signal.path({"PAYLOAD", "SENSOR"}); }
 
-std::string sensor_name(const Value& signal) {
+// The sensor's name ("USER-INPUT"), or "UNKNOWN"; a view into `signal`.
+std::string_view sensor_name(const Value& signal) {
   const Value& sensor = sensor_of(signal);
-  return sensor.is_keyword() ? std::string(sensor.text()) : std::string("UNKNOWN");
+  return sensor.is_keyword() ? sensor.text() : std::string_view("UNKNOWN");
 }
 
 std::int64_t depth_of(const Value& signal) {
@@ -54,12 +55,20 @@ std::int64_t depth_of(const Value& signal) {
   return depth.is_integer() ? depth.as_integer() : 0;
 }
 
-// A keyword or string naming a target, as an upper-case name without ':'.
-std::string target_name(const Value& target) {
-  if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return {};
+// Appends the name a keyword or string gives a target, upper-case without
+// ':'; nothing for any other value.
+void append_target_name(std::string& out, const Value& target) {
+  if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return;
   std::string_view name = target.text();
   if (!name.empty() && name.front() == ':') name.remove_prefix(1);
-  return ascii_upper(name);
+  append_upper_ascii(out, name);
+}
+
+// A keyword or string naming a target, as an upper-case name without ':'.
+std::string target_name(const Value& target) {
+  std::string name;
+  append_target_name(name, target);
+  return name;
 }
 
 // E7: the tool a :TOOL action names, lower-cased ("" when it names none).
@@ -258,11 +267,20 @@ struct Run : std::enable_shared_from_this<Run> {
   // --- Perceive (C2) -------------------------------------------------------------
 
   Value perceive(Value incoming) {
-    const std::string type = target_name(incoming.at("TYPE"));
-    log_message(LogLevel::info, kComponent,
-                "GATE [Perceive]: " + (type.empty() ? std::string("NIL") : type) + " (" + sensor_name(incoming) +
-                    ") [Source: " + target_name(incoming.path({"META", "SOURCE"})) + "]");
     const Value& sensor = sensor_of(incoming);
+    {  // "GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]", built in one string
+      std::string line = "GATE [Perceive]: ";
+      line.reserve(96);
+      const std::size_t before_type = line.size();
+      append_target_name(line, incoming.at("TYPE"));
+      if (line.size() == before_type) line += "NIL";
+      line += " (";
+      line += sensor_name(incoming);
+      line += ") [Source: ";
+      append_target_name(line, incoming.path({"META", "SOURCE"}));
+      line += ']';
+      log_message(LogLevel::info, kComponent, line);
+    }
     MemoryStore* memory = services().memory;
     if (type_is(incoming, "EVENT") && memory != nullptr) {
       if (sensor.is_keyword("BUFFER-UPDATE") && incoming.path({"PAYLOAD", "AST"}).is_list()) {
@@ -637,7 +655,7 @@ struct Run : std::enable_shared_from_this<Run> {
   // --- error tiers (F4, F5) ------------------------------------------------------------
 
   void crash(const char* kind, const std::string& message) {
-    const std::string sensor = sensor_name(signal);
+    const std::string sensor(sensor_name(signal));
     log_message(LogLevel::error, kComponent, "METABOLISM CRASH [" + sensor + "]: " + message);
     // A skill's error policy may choose first.
     const Value error = error_value(kind, message);

@@ -163,6 +163,7 @@ TEST_CASE("a reasoned message reaches the user with its gate trace", "[pipeline]
   CHECK(reply.at("GATE-TRACE").size() == 2);
   CHECK(report.last_signal.at("STATUS").is_keyword("ACTED"));
   CHECK(report.cycles == 1);
+  CHECK(rig.logged("pipeline: GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]"));
 }
 
 TEST_CASE("a tool's output is reasoned into a final answer", "[pipeline][loop]") {
