@@ -1,21 +1,14 @@
-// The daemon as a child process, and a blocking wire client: posix_spawn,
-// pipes read with poll() deadlines, sockets with receive timeouts.
+// The daemon as a child process: posix_spawn, pipes read with poll() deadlines.
 #include "integration/daemon_process.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -23,10 +16,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include "support/loopback.hpp"
-#include "value/sexp_printer.hpp"
-#include "value/sexp_reader.hpp"
 
 namespace passepartout::testing {
 namespace fs = std::filesystem;
@@ -206,106 +195,6 @@ void DaemonProcess::signal(int number) const {
 
 std::optional<int> DaemonProcess::wait_exit(std::chrono::milliseconds timeout) {
   return wait_child(pid_, Clock::now() + timeout, reaped_);
-}
-
-// --- WireClient -------------------------------------------------------------------
-
-WireClient::WireClient(int fd) : fd_(fd) {
-  timeval timeout{};
-  timeout.tv_sec = kProcessWait.count();
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-}
-
-WireClient::WireClient(WireClient&& other) noexcept : fd_(other.fd_), decoder_(std::move(other.decoder_)) {
-  other.fd_ = -1;
-}
-
-WireClient::~WireClient() {
-  close();
-}
-
-WireClient WireClient::tcp(std::uint16_t port) {
-  const int fd = testing::connect_loopback(port);
-  if (fd < 0) FAIL("connect to 127.0.0.1:" << port << ": " << std::strerror(-fd));
-  return WireClient(fd);
-}
-
-WireClient WireClient::local(const fs::path& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string native = path.string();
-  REQUIRE(native.size() < sizeof address.sun_path);
-  std::memcpy(address.sun_path, native.data(), native.size());
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    const int error = errno;
-    ::close(fd);
-    FAIL("connect to " << native << ": " << std::strerror(error));
-  }
-  return WireClient(fd);
-}
-
-void WireClient::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-void WireClient::shutdown_write() {
-  ::shutdown(fd_, SHUT_WR);
-}
-
-void WireClient::send_raw(std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    REQUIRE(sent > 0);
-    bytes.remove_prefix(static_cast<std::size_t>(sent));
-  }
-}
-
-void WireClient::send(const Value& message) {
-  auto frame = FrameCodec(FrameLimits{kMaxFrameCodePoints, 128, 4096}).encode(message);
-  REQUIRE(frame.has_value());
-  send_raw(*frame);
-}
-
-void WireClient::send(std::string_view message_text) {
-  auto message = read_sexp(message_text);
-  INFO(message_text);
-  REQUIRE(message.has_value());
-  send(*message);
-}
-
-std::optional<Value> WireClient::read_frame() {
-  for (;;) {
-    if (auto message = decoder_.next()) return message;
-    if (decoder_.failed()) FAIL("the client could not decode a frame: " << decoder_.error()->message);
-    char buffer[4096];
-    const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-    if (got == 0) return std::nullopt;
-    if (got < 0 && errno == ECONNRESET) return std::nullopt;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) FAIL("no frame within " << kProcessWait.count() << " s");
-    if (got < 0) FAIL("recv: " << std::strerror(errno));
-    decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
-  }
-}
-
-Value WireClient::expect_frame() {
-  auto frame = read_frame();
-  REQUIRE(frame.has_value());
-  return *frame;
-}
-
-Value WireClient::expect_handshake() {
-  const Value hello = expect_frame();
-  INFO(to_sexp(hello));
-  REQUIRE(hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE"));
-  return hello;
-}
-
-Value WireClient::request(std::string_view message_text) {
-  send(message_text);
-  return expect_frame();
 }
 
 }  // namespace passepartout::testing

@@ -1,5 +1,5 @@
 // Test support for the integration tests: the real `passepartout` executable
-// run as a child process in a temp dir, and a blocking wire client for it.
+// run as a child process in a temp dir (support/wire_client.hpp talks to it).
 #pragma once
 
 #include <sys/types.h>
@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/frame_codec.hpp"
 #include "support/skill_fixtures.hpp"
+#include "support/wire_client.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::testing {
@@ -79,35 +79,6 @@ class DaemonProcess {
   pid_t pid_ = -1;
   bool reaped_ = false;
   std::uint16_t port_ = 0;
-};
-
-// A blocking client on a plain socket; every read is bounded by kProcessWait.
-class WireClient {
- public:
-  static WireClient tcp(std::uint16_t port);
-  static WireClient local(const std::filesystem::path& path);
-  WireClient(WireClient&& other) noexcept;
-  WireClient& operator=(WireClient&&) = delete;
-  WireClient(const WireClient&) = delete;
-  WireClient& operator=(const WireClient&) = delete;
-  ~WireClient();
-
-  void close();
-  void shutdown_write();
-  void send_raw(std::string_view bytes);
-  void send(const Value& message);
-  void send(std::string_view message_text);  // an s-expression
-  // The next frame; nullopt when the daemon closed the connection.
-  std::optional<Value> read_frame();
-  Value expect_frame();
-  Value expect_handshake();
-  // Sends `message_text` and returns the next frame.
-  Value request(std::string_view message_text);
-
- private:
-  explicit WireClient(int fd);
-  int fd_ = -1;
-  FrameDecoder decoder_{FrameLimits{kMaxFrameCodePoints, 128, 4096}};
 };
 
 }  // namespace passepartout::testing

@@ -7,8 +7,6 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -34,134 +32,19 @@
 #include "daemon/server.hpp"
 #include "support/loopback.hpp"
 #include "support/skill_fixtures.hpp"
+#include "support/wire_client.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
 using namespace passepartout;
 using passepartout::testing::TempDir;
+using passepartout::testing::WireClient;
 using namespace std::chrono_literals;
 
 namespace {
 
 // Generous bound for anything the tests wait for; nothing should come close.
 constexpr auto kWait = 20s;
-
-// A blocking client on a plain POSIX socket, every read bounded by kWait.
-class TestClient {
- public:
-  static TestClient tcp(std::uint16_t port) {
-    auto client = try_tcp(port);
-    REQUIRE(client.has_value());
-    return std::move(*client);
-  }
-
-  // nullopt when the connection is refused, or reset before it completes
-  // (a listener that closes drops the connections still in its backlog).
-  static std::optional<TestClient> try_tcp(std::uint16_t port) {
-    const int fd = testing::connect_loopback(port);
-    if (fd == -ECONNREFUSED || fd == -ECONNRESET) return std::nullopt;
-    REQUIRE(fd >= 0);
-    return TestClient(fd);
-  }
-
-  static TestClient local(const std::filesystem::path& path) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    const std::string native = path.string();
-    std::memcpy(address.sun_path, native.data(), native.size());
-    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-    return TestClient(fd);
-  }
-
-  TestClient(TestClient&& other) noexcept : fd_(other.fd_), decoder_(std::move(other.decoder_)) { other.fd_ = -1; }
-  TestClient& operator=(TestClient&&) = delete;
-  TestClient(const TestClient&) = delete;
-  TestClient& operator=(const TestClient&) = delete;
-  ~TestClient() { close(); }
-
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-  // Closes with a reset instead of an orderly end of stream.
-  void reset() {
-    const linger abort{1, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
-    close();
-  }
-
-  // Sends the end of stream but keeps reading.
-  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
-
-  void send_raw(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      REQUIRE(sent > 0);
-      bytes.remove_prefix(static_cast<std::size_t>(sent));
-    }
-  }
-
-  void send(const Value& message) {
-    auto frame = FrameCodec().encode(message);
-    REQUIRE(frame.has_value());
-    send_raw(*frame);
-  }
-
-  void send(std::string_view message_text) {
-    auto message = read_sexp(message_text);
-    REQUIRE(message.has_value());
-    send(*message);
-  }
-
-  // The next frame, or nullopt when the server closed the connection.
-  std::optional<Value> read_frame() {
-    for (;;) {
-      if (auto message = decoder_.next()) return message;
-      if (decoder_.failed()) FAIL("client could not decode: " << decoder_.error()->message);
-      char buffer[4096];
-      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (got == 0) return std::nullopt;
-      if (got < 0 && errno == ECONNRESET) return std::nullopt;
-      if (got < 0) FAIL("recv: " << std::strerror(errno));
-      decoder_.feed(std::string_view(buffer, static_cast<std::size_t>(got)));
-    }
-  }
-
-  Value expect_frame() {
-    auto frame = read_frame();
-    REQUIRE(frame.has_value());
-    return *frame;
-  }
-
-  // Reads the handshake every connection starts with.
-  Value expect_handshake() {
-    const Value hello = expect_frame();
-    INFO(to_sexp(hello));
-    CHECK(is_handshake(hello));
-    return hello;
-  }
-
-  // True when the server closed with no further frame; then closes this end too.
-  bool closed_by_server() {
-    if (read_frame().has_value()) return false;
-    close();
-    return true;
-  }
-
- private:
-  explicit TestClient(int fd) : fd_(fd) {
-    timeval timeout{};
-    timeout.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kWait).count();
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  }
-
-  int fd_;
-  FrameDecoder decoder_;
-};
 
 // Records requests; what it replies is up to `on_request` (default: echo).
 class TestHandler final : public RequestHandler {
@@ -298,12 +181,12 @@ TEST_CASE("server speaks first with the handshake on TCP and on the Unix socket"
   auto server = start_server(options, std::make_shared<TestHandler>());
   REQUIRE(server->tcp_port() != 0);
 
-  TestClient over_tcp = TestClient::tcp(server->tcp_port());
+  WireClient over_tcp = WireClient::tcp(server->tcp_port());
   const Value hello = over_tcp.expect_handshake();
   CHECK(to_sexp(hello) ==
         "(:TYPE :EVENT :PAYLOAD (:ACTION :HANDSHAKE :VERSION \"9.9.9-test\" :CAPABILITIES (:AUTH :STREAM-CHUNK)))");
 
-  TestClient over_unix = TestClient::local(server->unix_socket_path());
+  WireClient over_unix = WireClient::local(server->unix_socket_path());
   CHECK(over_unix.expect_handshake() == hello);
 }
 
@@ -311,7 +194,7 @@ TEST_CASE("server handshake carries this build's version by default", "[daemon][
   ServerOptions options = tcp_options();
   options.version.clear();
   auto server = start_server(options, std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   const Value hello = client.expect_handshake();
   CHECK_FALSE(hello.path({"PAYLOAD", "VERSION"}).text().empty());
   CHECK(hello.path({"PAYLOAD", "CAPABILITIES"}) ==
@@ -321,7 +204,7 @@ TEST_CASE("server handshake carries this build's version by default", "[daemon][
 TEST_CASE("server answers a health check itself from the health probe", "[daemon][concurrency]") {
   auto handler = std::make_shared<TestHandler>();
   auto server = start_server(tcp_options(), handler, [] { return HealthReport{"HEALTHY", true}; });
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send_raw("000015(:type :health-check)");
   CHECK(to_sexp(client.expect_frame()) == "(:TYPE :HEALTH-RESPONSE :STATUS :HEALTHY :CHECKED-P T)");
@@ -330,7 +213,7 @@ TEST_CASE("server answers a health check itself from the health probe", "[daemon
 
 TEST_CASE("server reports an unknown health without a probe", "[daemon][concurrency]") {
   auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :HEALTH-CHECK)");
   CHECK(to_sexp(client.expect_frame()) == "(:TYPE :HEALTH-RESPONSE :STATUS :UNKNOWN :CHECKED-P NIL)");
@@ -338,7 +221,7 @@ TEST_CASE("server reports an unknown health without a probe", "[daemon][concurre
 
 TEST_CASE("server hands other messages to the handler and sends its reply", "[daemon][concurrency]") {
   auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"naïve café\"))");
   const Value reply = client.expect_frame();
@@ -367,7 +250,7 @@ TEST_CASE("server answers pipelined requests in order, stream chunks before each
     });
   });
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   std::string burst;
   for (int n = 0; n < 5; ++n) {
@@ -394,7 +277,7 @@ TEST_CASE("server answers pipelined requests in order, stream chunks before each
 TEST_CASE("server holds later requests until the current one is answered", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST :N 1)");
   client.send("(:TYPE :REQUEST :N 2)");
@@ -417,7 +300,7 @@ TEST_CASE("server pauses reading while requests queue up and answers them all in
   options.max_queued_requests = 2;
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(options, handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   std::string burst;
   for (int n = 0; n < 8; ++n) {
@@ -439,7 +322,7 @@ TEST_CASE("server moves on when a handler drops its reply without answering", "[
     reply.finish(TestHandler::echo(message, connection));
   });
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :EVENT :QUIET T)");
   client.send("(:TYPE :EVENT :N 2)");
@@ -452,7 +335,7 @@ TEST_CASE("server answers INTERNAL when the handler throws and keeps the connect
     reply.finish(TestHandler::echo(message, connection));
   });
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST :THROW T)");
   const Value failed = client.expect_frame();
@@ -470,7 +353,7 @@ TEST_CASE("TCP requests authenticate with the :AUTH token and the Unix socket al
   options.auth_token = "s3cret-token";
   auto server = start_server(options, std::make_shared<TestHandler>());
 
-  TestClient over_tcp = TestClient::tcp(server->tcp_port());
+  WireClient over_tcp = WireClient::tcp(server->tcp_port());
   over_tcp.expect_handshake();
   over_tcp.send("(:TYPE :REQUEST :N 1)");
   CHECK(over_tcp.expect_frame().path({"PAYLOAD", "AUTHENTICATED"}).is_nil());
@@ -481,7 +364,7 @@ TEST_CASE("TCP requests authenticate with the :AUTH token and the Unix socket al
   CHECK(accepted.path({"PAYLOAD", "AUTHENTICATED"}).is_true());
   CHECK(to_sexp(echoed(accepted)) == "(:TYPE :REQUEST :N 3)");  // the token is removed
 
-  TestClient over_unix = TestClient::local(server->unix_socket_path());
+  WireClient over_unix = WireClient::local(server->unix_socket_path());
   over_unix.expect_handshake();
   over_unix.send("(:TYPE :REQUEST :N 4)");
   const Value local = over_unix.expect_frame();
@@ -491,7 +374,7 @@ TEST_CASE("TCP requests authenticate with the :AUTH token and the Unix socket al
 
 TEST_CASE("TCP requests are never authenticated when no token is configured", "[daemon][concurrency]") {
   auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST :AUTH \"\")");
   CHECK(client.expect_frame().path({"PAYLOAD", "AUTHENTICATED"}).is_nil());
@@ -501,7 +384,7 @@ TEST_CASE("a malformed frame gets an error frame and closes that connection only
   ServerOptions options = tcp_options();
   options.frame_limits.max_payload_code_points = 1000;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  TestClient bystander = TestClient::tcp(server->tcp_port());
+  WireClient bystander = WireClient::tcp(server->tcp_port());
   bystander.expect_handshake();
 
   struct Case {
@@ -519,7 +402,7 @@ TEST_CASE("a malformed frame gets an error frame and closes that connection only
   };
   for (const Case& c : cases) {
     INFO("sending " << c.bytes.substr(0, 40));
-    TestClient offender = TestClient::tcp(server->tcp_port());
+    WireClient offender = WireClient::tcp(server->tcp_port());
     offender.expect_handshake();
     offender.send_raw(c.bytes);
     const Value error = offender.expect_frame();
@@ -534,7 +417,7 @@ TEST_CASE("a malformed frame gets an error frame and closes that connection only
 
 TEST_CASE("requests before a malformed frame are answered before its error frame", "[daemon][concurrency]") {
   auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send_raw(*FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 1)").value()) + "garbage");
   CHECK(echoed(client.expect_frame()).at("N") == Value::integer(1));
@@ -544,7 +427,7 @@ TEST_CASE("requests before a malformed frame are answered before its error frame
 
 TEST_CASE("a frame cut short by the client's end of stream gets an error frame", "[daemon][concurrency]") {
   auto server = start_server(tcp_options(), std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST :N 1)");
   client.send_raw("00002C(:TYPE :EVENT");
@@ -590,13 +473,13 @@ TEST_CASE("a stale Unix socket file is replaced, a live one or another file is n
   options.listen_tcp = false;
   options.unix_socket_path = path;
   auto first = start_server(options, std::make_shared<TestHandler>());
-  TestClient::local(path).expect_handshake();
+  WireClient::local(path).expect_handshake();
 
   auto second = Server::start(options, std::make_shared<TestHandler>());
   REQUIRE_FALSE(second.has_value());
   CHECK(second.error().code == ErrorCode::refused);
   CHECK(second.error().message == "another server answers on unix socket '" + path.string() + "'");
-  TestClient::local(path).expect_handshake();  // the first still serves
+  WireClient::local(path).expect_handshake();  // the first still serves
 
   const auto file = dir.path() / "not-a-socket";
   std::ofstream(file) << "keep me";
@@ -667,12 +550,12 @@ TEST_CASE("one connection over the maximum gets BUSY and is closed", "[daemon][c
   ServerOptions options = tcp_options();
   options.max_connections = 2;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  auto first = std::make_unique<TestClient>(TestClient::tcp(server->tcp_port()));
+  auto first = std::make_unique<WireClient>(WireClient::tcp(server->tcp_port()));
   first->expect_handshake();
-  TestClient second = TestClient::tcp(server->tcp_port());
+  WireClient second = WireClient::tcp(server->tcp_port());
   second.expect_handshake();
 
-  TestClient third = TestClient::tcp(server->tcp_port());
+  WireClient third = WireClient::tcp(server->tcp_port());
   const Value busy = third.expect_frame();
   CHECK(error_response_code(busy) == "BUSY");
   CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections (the limit is 2)"));
@@ -681,7 +564,7 @@ TEST_CASE("one connection over the maximum gets BUSY and is closed", "[daemon][c
 
   first.reset();
   REQUIRE(server->wait_connections_open_for_test(1, kWait));
-  TestClient fourth = TestClient::tcp(server->tcp_port());
+  WireClient fourth = WireClient::tcp(server->tcp_port());
   fourth.expect_handshake();
   second.send("(:TYPE :REQUEST)");
   CHECK(is_ok_response(second.expect_frame()));
@@ -691,7 +574,7 @@ TEST_CASE("a frame not finished within the read timeout gets TIMEOUT and closes"
   ServerOptions options = tcp_options();
   options.read_timeout = 200ms;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send_raw("0000");
   const Value timeout = client.expect_frame();
@@ -704,7 +587,7 @@ TEST_CASE("an idle connection gets TIMEOUT and closes after the idle timeout", "
   ServerOptions options = tcp_options();
   options.idle_timeout = 300ms;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   const Value timeout = client.expect_frame();
   CHECK(error_response_code(timeout) == "TIMEOUT");
@@ -715,9 +598,9 @@ TEST_CASE("an idle connection gets TIMEOUT and closes after the idle timeout", "
 TEST_CASE("stop answers a request in flight before closing", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
-  TestClient busy = TestClient::tcp(server->tcp_port());
+  WireClient busy = WireClient::tcp(server->tcp_port());
   busy.expect_handshake();
-  TestClient idle = TestClient::tcp(server->tcp_port());
+  WireClient idle = WireClient::tcp(server->tcp_port());
   idle.expect_handshake();
   // Both in one write, so the second is queued when the first reaches the handler.
   busy.send_raw(*FrameCodec().encode(read_sexp("(:TYPE :REQUEST :N 1)").value()) +
@@ -745,7 +628,7 @@ TEST_CASE("stop closes connections whose handler never answers once the grace pe
           "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST)");
   WireReply never = handler->wait_sink(0);
@@ -759,14 +642,14 @@ TEST_CASE("stop closes connections whose handler never answers once the grace pe
 TEST_CASE("a connection arriving while the server stops is never served", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
-  TestClient holder = TestClient::tcp(server->tcp_port());
+  WireClient holder = WireClient::tcp(server->tcp_port());
   holder.expect_handshake();
   holder.send("(:TYPE :REQUEST)");
   WireReply held = handler->wait_sink(0);
   server->begin_stop();
   // The listener closes asynchronously: a late client is refused by the
   // kernel, dropped with the listener, or told that the daemon is stopping.
-  if (auto late = TestClient::try_tcp(server->tcp_port())) {
+  if (auto late = WireClient::try_tcp(server->tcp_port())) {
     const auto first = late->read_frame();
     if (first) CHECK(error_response_code(*first) == "SHUTTING-DOWN");
   }
@@ -780,7 +663,7 @@ TEST_CASE("a connection arriving while the server stops is never served", "[daem
 TEST_CASE("a reply sink outliving its connection does nothing", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
-  TestClient client = TestClient::tcp(server->tcp_port());
+  WireClient client = WireClient::tcp(server->tcp_port());
   client.expect_handshake();
   client.send("(:TYPE :REQUEST)");
   handler->wait_sink(0);
@@ -802,7 +685,7 @@ TEST_CASE("server runs on an io_context the caller shares", "[daemon][concurrenc
     auto started = Server::start(context, tcp_options(), std::make_shared<TestHandler>());
     REQUIRE(started.has_value());
     std::unique_ptr<Server> server = std::move(*started);
-    TestClient client = TestClient::tcp(server->tcp_port());
+    WireClient client = WireClient::tcp(server->tcp_port());
     client.expect_handshake();
     client.send("(:TYPE :REQUEST :N 5)");
     CHECK(echoed(client.expect_frame()).at("N") == Value::integer(5));
