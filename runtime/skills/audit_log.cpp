@@ -126,10 +126,10 @@ Result<std::unique_ptr<AuditLog>> AuditLog::open(const fs::path& file) { return 
 
 Result<std::unique_ptr<AuditLog>> AuditLog::open_read_only(const fs::path& file) { return open_with(file, true); }
 
-Result<std::int64_t> AuditLog::record(const SkillChange& change) {
-  if (state_->read_only) {
-    return fail(ErrorCode::refused, file().string() + ": cannot record a change: the log was opened read-only");
-  }
+namespace {
+
+// What record() refuses before touching the database.
+Result<void> check_change(const SkillChange& change) {
   if (!is_one_of(change.action, kActions)) {
     return fail(ErrorCode::invalid_input, "audit: unknown action '" + change.action + "' (load, swap, add, remove)");
   }
@@ -139,14 +139,18 @@ Result<std::int64_t> AuditLog::record(const SkillChange& change) {
   if (change.at_unix_ms < 0 || change.duration_us < 0) {
     return fail(ErrorCode::invalid_input, "audit: negative time or duration for skill '" + change.skill + "'");
   }
+  return {};
+}
+
+}  // namespace
+
+// One INSERT of a checked change, under connection_mutex; its row id.
+Result<std::int64_t> AuditLog::insert_locked(const SkillChange& change) {
   const std::int64_t at =
       change.at_unix_ms != 0
           ? change.at_unix_ms
           : std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-
-  std::lock_guard lock(state_->connection_mutex);
-  sqlite3* db = state_->db.handle();
   sqlite3_stmt* insert = state_->insert.get();
   StatementReset reset(insert);
   const bool bound = sqlite3_bind_int64(insert, 1, at) == SQLITE_OK && bind_text(insert, 2, change.requester) &&
@@ -156,13 +160,50 @@ Result<std::int64_t> AuditLog::record(const SkillChange& change) {
                      bind_text(insert, 9, change.outcome) && bind_text(insert, 10, change.step) &&
                      bind_text(insert, 11, change.error) &&
                      sqlite3_bind_int64(insert, 12, change.duration_us) == SQLITE_OK;
-  if (!bound) return state_->db.error("cannot record a change of skill '" + change.skill + "'");
-  // In autocommit mode the step is the whole transaction: with WAL and
-  // synchronous=FULL the log is synced before it returns SQLITE_DONE.
-  if (sqlite3_step(insert) != SQLITE_DONE) {
+  if (!bound || sqlite3_step(insert) != SQLITE_DONE) {
     return state_->db.error("cannot record a change of skill '" + change.skill + "'");
   }
-  return sqlite3_last_insert_rowid(db);
+  return sqlite3_last_insert_rowid(state_->db.handle());
+}
+
+Result<std::int64_t> AuditLog::record(const SkillChange& change) {
+  if (state_->read_only) {
+    return fail(ErrorCode::refused, file().string() + ": cannot record a change: the log was opened read-only");
+  }
+  if (auto ok = check_change(change); !ok) return fail(ok.error().code, ok.error().message);
+  std::lock_guard lock(state_->connection_mutex);
+  // In autocommit mode the step is the whole transaction: with WAL and
+  // synchronous=FULL the log is synced before it returns SQLITE_DONE.
+  return insert_locked(change);
+}
+
+Result<std::vector<std::int64_t>> AuditLog::record_all(std::span<const SkillChange> changes) {
+  if (state_->read_only) {
+    return fail(ErrorCode::refused, file().string() + ": cannot record changes: the log was opened read-only");
+  }
+  for (const SkillChange& change : changes) {
+    if (auto ok = check_change(change); !ok) return fail(ok.error().code, ok.error().message);
+  }
+  std::vector<std::int64_t> ids;
+  ids.reserve(changes.size());
+  std::lock_guard lock(state_->connection_mutex);
+  if (auto begun = state_->db.exec("BEGIN IMMEDIATE", "cannot start recording changes"); !begun) {
+    return fail(begun.error().code, begun.error().message);
+  }
+  for (const SkillChange& change : changes) {
+    auto id = insert_locked(change);
+    if (!id) {
+      static_cast<void>(state_->db.exec("ROLLBACK", "cannot roll back the changes"));
+      return fail(id.error().code, id.error().message);
+    }
+    ids.push_back(*id);
+  }
+  // One commit, one sync, for all of them.
+  if (auto committed = state_->db.exec("COMMIT", "cannot commit the changes"); !committed) {
+    static_cast<void>(state_->db.exec("ROLLBACK", "cannot roll back the changes"));
+    return fail(committed.error().code, committed.error().message);
+  }
+  return ids;
 }
 
 Result<std::vector<SkillChange>> AuditLog::list(std::size_t limit, std::string_view skill) const {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,10 @@ class AuditLog {
   // `outcome` must be among the values listed on SkillChange; at_unix_ms 0 is
   // replaced by the current time. Any thread; blocks while another process writes.
   Result<std::int64_t> record(const SkillChange& change);
+  // Appends every change of `changes` in one transaction (one sync), all or
+  // none; their ids in order. Each is checked as record() checks it before any
+  // is written. For a batch that happens at once, such as the boot's loads.
+  Result<std::vector<std::int64_t>> record_all(std::span<const SkillChange> changes);
   // Newest first (the order they were recorded in); at most `limit`; only
   // changes of `skill` when it is non-empty. Any thread.
   Result<std::vector<SkillChange>> list(std::size_t limit = 100, std::string_view skill = {}) const;
@@ -68,6 +73,7 @@ class AuditLog {
   bool is_read_only() const noexcept;
 
  private:
+  Result<std::int64_t> insert_locked(const SkillChange& change);
   struct State;
   explicit AuditLog(std::unique_ptr<State> state);
   static Result<std::unique_ptr<AuditLog>> open_with(const std::filesystem::path& file, bool read_only);

@@ -166,29 +166,37 @@ Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, Ski
   return NewSlot{std::move(slot), micros_since(skill_start)};
 }
 
-void SkillHost::record(SkillChange& change) {
+void SkillHost::record(SkillChange& change) { record_all(std::span<SkillChange>(&change, 1)); }
+
+void SkillHost::record_all(std::span<SkillChange> changes) {
+  if (changes.empty()) return;
   if (audit_) {
-    auto id = audit_->record(change);
-    if (id) {
-      change.id = *id;
+    // One transaction, so one sync, however many changes happened at once.
+    auto ids = audit_->record_all(changes);
+    if (ids) {
+      for (std::size_t i = 0; i < changes.size(); ++i) changes[i].id = (*ids)[i];
     } else {
-      log_message(LogLevel::error, "skills", "could not record a skill change: " + id.error().message);
+      log_message(LogLevel::error, "skills", "could not record a skill change: " + ids.error().message);
     }
   } else {
     std::lock_guard lock(memory_log_mutex_);
-    change.id = memory_log_.empty() ? 1 : memory_log_.front().id + 1;
-    memory_log_.push_front(change);
-    if (memory_log_.size() > kMemoryLogLimit) memory_log_.pop_back();
+    for (SkillChange& change : changes) {
+      change.id = memory_log_.empty() ? 1 : memory_log_.front().id + 1;
+      memory_log_.push_front(change);
+      if (memory_log_.size() > kMemoryLogLimit) memory_log_.pop_back();
+    }
   }
-  const bool ok = change.outcome == "ok";
-  std::string line = change.action + " '" + change.skill + "'";
-  if (!change.from_version.empty() || !change.to_version.empty()) {
-    line += " " + (change.from_version.empty() ? std::string("-") : change.from_version) + " -> " +
-            (change.to_version.empty() ? std::string("-") : change.to_version);
+  for (const SkillChange& change : changes) {
+    const bool ok = change.outcome == "ok";
+    std::string line = change.action + " '" + change.skill + "'";
+    if (!change.from_version.empty() || !change.to_version.empty()) {
+      line += " " + (change.from_version.empty() ? std::string("-") : change.from_version) + " -> " +
+              (change.to_version.empty() ? std::string("-") : change.to_version);
+    }
+    line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" +
+            change.requester + ", " + std::to_string(change.duration_us) + " us)";
+    log_message(ok ? LogLevel::info : LogLevel::warn, "skills", line);
   }
-  line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" + change.requester +
-          ", " + std::to_string(change.duration_us) + " us)";
-  log_message(ok ? LogLevel::info : LogLevel::warn, "skills", line);
 }
 
 BootResult SkillHost::boot(std::string_view requester) {
@@ -202,22 +210,23 @@ BootResult SkillHost::boot(std::string_view requester) {
     }
     for (const auto& manifest : booted->manifests) manifest_paths_[manifest.name] = manifest.path;
     registry_.publish(booted->slots);
+    std::vector<SkillChange> changes;
+    changes.reserve(booted->slots.size() + booted->disabled.size());
     for (const auto& slot : booted->slots) {
-      SkillChange change = begin_change("load", slot->name(), requester);
+      SkillChange& change = changes.emplace_back(begin_change("load", slot->name(), requester));
       change.to_version = slot->version_text();
       change.to_sha256 = slot->library_sha256();
       change.outcome = "ok";
       change.duration_us = micros_since(start);
-      record(change);
     }
     for (const auto& disabled : booted->disabled) {
-      SkillChange change = begin_change("load", disabled.name, requester);
+      SkillChange& change = changes.emplace_back(begin_change("load", disabled.name, requester));
       change.outcome = "refused";
       change.step = "load";
       change.error = disabled.reason;
       change.duration_us = micros_since(start);
-      record(change);
     }
+    record_all(changes);
     return std::move(*booted);
   });
 }

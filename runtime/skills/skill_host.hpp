@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,7 +106,10 @@ class SkillHost {
   };
   Result<NewSlot> prepare(const SkillManifest& manifest, SkillChange& change, std::string& step);
   ChangeResult refuse(SkillChange change, std::string_view step, const Error& error, TimePoint start);
+  // Records changes durably (or in memory without an audit log), assigns their
+  // ids and logs them; changes made together are written in one transaction.
   void record(SkillChange& change);
+  void record_all(std::span<SkillChange> changes);
 
   SkillHostOptions options_;
   ControlThread control_;  // declared before the loader and registry: slots retire onto it

@@ -197,6 +197,42 @@ TEST_CASE("the log lists newest first, at most the limit, and filters by skill",
   }
 }
 
+TEST_CASE("changes recorded together are written all in one transaction, or none", "[skills][audit]") {
+  TempDir dir;
+  auto log = open_log(dir.path() / "audit.sqlite3");
+  const std::int64_t before = record(*log, swap_change("first"));
+
+  std::vector<SkillChange> boot = {swap_change("a"), failed_add("b"), swap_change("c")};
+  auto ids = log->record_all(boot);
+  INFO((ids ? std::string() : ids.error().message));
+  REQUIRE(ids.has_value());
+  REQUIRE(ids->size() == 3);
+  CHECK((*ids)[0] > before);
+  CHECK((*ids)[1] > (*ids)[0]);
+  CHECK((*ids)[2] > (*ids)[1]);
+  auto changes = list(*log);
+  REQUIRE(changes.size() == 4);
+  CHECK(changes[0].skill == "c");
+  CHECK(changes[1].skill == "b");
+  CHECK(changes[1].error == failed_add("b").error);
+  CHECK(changes[2].skill == "a");
+
+  // One bad change refuses the whole batch, naming what is wrong, and writes nothing.
+  std::vector<SkillChange> bad = {swap_change("d"), swap_change("e")};
+  bad[1].outcome = "maybe";
+  auto refused = log->record_all(bad);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::invalid_input);
+  CHECK(refused.error().message.find("maybe") != std::string::npos);
+  CHECK(list(*log).size() == 4);
+
+  // An empty batch writes nothing and succeeds.
+  auto none = log->record_all({});
+  REQUIRE(none.has_value());
+  CHECK(none->empty());
+  CHECK(list(*log).size() == 4);
+}
+
 TEST_CASE("recorded changes survive closing and reopening the log", "[skills][audit]") {
   TempDir dir;
   const fs::path file = dir.path() / "audit.sqlite3";
@@ -249,6 +285,11 @@ TEST_CASE("a read-only handle sees what another handle wrote and cannot write", 
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().code == ErrorCode::refused);
     CHECK(refused.error().message == file.string() + ": cannot record a change: the log was opened read-only");
+    const std::vector<SkillChange> batch = {swap_change()};
+    auto refused_batch = (*reader)->record_all(batch);
+    REQUIRE_FALSE(refused_batch.has_value());
+    CHECK(refused_batch.error().code == ErrorCode::refused);
+    CHECK(list(**reader).size() == 2);
   }
   SECTION("the writer closed") {
     open_log(file)->record(swap_change()).value();

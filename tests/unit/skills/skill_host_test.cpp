@@ -337,6 +337,44 @@ std::string read_bytes(const fs::path& file) {
 }
 
 // Polls until `done` (an asynchronous effect) or the deadline; true when done.
+TEST_CASE("the boot's loads are in the audit log, one row per skill", "[skills][audit]") {
+  World w;
+  auto history = w.host->history(10);
+  REQUIRE(history.has_value());
+  REQUIRE(history->size() == 1);
+  const SkillChange& c = history->front();
+  CHECK(c.action == "load");
+  CHECK(c.skill == "echo");
+  CHECK(c.requester == "test");
+  CHECK(c.to_version == "1.0.0");
+  CHECK(c.to_sha256.size() == 64);
+  CHECK(c.outcome == "ok");
+  CHECK(c.id > 0);
+
+  // Two skills and one refused at boot: three rows, newest first, ids increasing.
+  World two("");
+  two.write("a.yaml", manifest_yaml("echo", "1.0.0", "libecho-v1.so"));
+  two.write("b.yaml", manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so"));
+  two.write("c.yaml", manifest_yaml("gamma", "1.0.0", "libecho-v2-badabi.so"));
+  auto created = SkillHost::create(
+      SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3", true});
+  REQUIRE(created.has_value());
+  static_cast<void>((*created)->boot("boot"));
+  auto rows = (*created)->history(10);
+  REQUIRE(rows.has_value());
+  REQUIRE(rows->size() == 3);
+  CHECK(rows->at(0).id > rows->at(1).id);
+  CHECK(rows->at(1).id > rows->at(2).id);
+  std::set<std::string> outcomes;
+  std::string errors;
+  for (const SkillChange& row : *rows) {
+    outcomes.insert(row.skill + ":" + row.outcome);
+    errors += row.skill + ": " + row.error + "\n";
+  }
+  INFO(errors);
+  CHECK(outcomes == std::set<std::string>{"echo:ok", "depends-on-echo:ok", "gamma:refused"});
+}
+
 template <class Pred>
 bool eventually(Pred done, std::chrono::milliseconds deadline = std::chrono::milliseconds(10000)) {
   auto until = std::chrono::steady_clock::now() + deadline;
