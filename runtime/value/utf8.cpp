@@ -99,16 +99,6 @@ std::string replace_invalid_utf8(std::string_view text) {
   return out;
 }
 
-std::size_t count_code_points(std::string_view text) noexcept {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t size = text.size();
-  std::size_t count = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= size; i += 8) count += static_cast<std::size_t>(count_starts(load_word(bytes + i)));
-  for (; i < size; ++i) count += (bytes[i] & 0xC0) != 0x80 ? 1 : 0;
-  return count;
-}
-
 std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noexcept {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t size = text.size();

@@ -34,9 +34,6 @@ inline bool is_valid_utf8(std::string_view text) noexcept {
 // bytes (a model's reply, an echoed HTTP body) can become a Value.
 std::string replace_invalid_utf8(std::string_view text);
 
-// Number of code points in `text`, which must be valid UTF-8.
-std::size_t count_code_points(std::string_view text) noexcept;
-
 // Byte length of the first `n` code points of `text` (valid UTF-8), or
 // std::string_view::npos when `text` holds fewer than `n` code points.
 std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noexcept;
