@@ -24,6 +24,12 @@ int chat(const cli::Target& target, std::string text, Captured& captured, bool j
   return cli::run_chat(target, options, no_input, captured.output(json));
 }
 
+// Interactive chat (no text given) reading `lines` as typed input.
+int chat_lines(const cli::Target& target, const std::string& lines, Captured& captured) {
+  std::istringstream input(lines);
+  return cli::run_chat(target, cli::ChatOptions{}, input, captured.output());
+}
+
 std::size_t count(const std::string& text, std::string_view what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
@@ -127,9 +133,7 @@ TEST_CASE("chat --json prints one document with the chunks, replies, trace and o
 TEST_CASE("interactive chat sends each line in one session until /exit", "[cli]") {
   FakeDaemonServer server;
   Captured captured;
-  std::istringstream input("hello\n\n   \r\nrm\r\n/exit\nhello\n");
-  cli::ChatOptions options;
-  const int status = cli::run_chat(server.unix_target(), options, input, captured.output());
+  const int status = chat_lines(server.unix_target(), "hello\n\n   \r\nrm\r\n/exit\nhello\n", captured);
   CHECK(status == cli::kExitBlocked);  // the status of the last exchange
   const auto requests = server.daemon().requests();
   REQUIRE(requests.size() == 2);
@@ -143,9 +147,7 @@ TEST_CASE("interactive chat sends each line in one session until /exit", "[cli]"
 TEST_CASE("interactive chat opens a new connection for the next line when the last one was lost", "[cli]") {
   FakeDaemonServer server;
   Captured captured;
-  std::istringstream input("stopping\nhello\n");
-  cli::ChatOptions options;
-  const int status = cli::run_chat(server.unix_target(), options, input, captured.output());
+  const int status = chat_lines(server.unix_target(), "stopping\nhello\n", captured);
   CHECK(status == cli::kExitOk);  // the second exchange went through
   const auto connections = server.daemon().request_connections();
   REQUIRE(connections.size() == 2);
