@@ -51,7 +51,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::string_view kComponent = "daemon";
-constexpr std::size_t kIoThreads = 1;  // signals only: connections run on the pipeline's pool
+constexpr std::size_t kIoThreads = 1;  // signals only: connections run on the pipeline's loops
 constexpr std::size_t kPipelineThreads = 2;
 constexpr std::size_t kBlockingThreads = 2;
 
@@ -177,7 +177,7 @@ struct Daemon::Impl {
   SkillProblems problems;
 
   // Before the pipeline (it holds references to them); stopped explicitly.
-  ThreadPool pool{kPipelineThreads};
+  EventLoops pool{kPipelineThreads};
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
   Cascade cascade;
@@ -258,11 +258,17 @@ struct Daemon::Impl {
     stop_wanted.notify_all();
   }
 
-  // On the threads that serve connections and signals, so systemd restarts a
-  // daemon whose serving threads are all stuck. Ends when the pool stops.
+  // A probe on every event loop; the last to run it tells systemd all is
+  // well and schedules the next round. A loop that is stuck never runs its
+  // probe, the notifications stop, and systemd restarts the daemon, even
+  // while the other loops still serve. Ends when the pool stops.
   void tick_watchdog(std::chrono::microseconds period) {
-    notifier.notify("WATCHDOG=1");
-    pool.post_after(period, [this, period] { tick_watchdog(period); });
+    auto left = std::make_shared<std::atomic<std::size_t>>(pool.size());
+    pool.post_to_each([this, left, period] {
+      if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      notifier.notify("WATCHDOG=1");
+      pool.post_after(period, [this, period] { tick_watchdog(period); });
+    });
   }
 
   // Seed H2/H3: UNHEALTHY when nothing can verify an action (no gate loaded,
@@ -459,9 +465,10 @@ Result<void> Daemon::Impl::listen() {
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
   auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.require_auth);
-  // The connections share the pipeline's threads: a request is read, reasoned
-  // and answered on one thread, with no hand-over between thread pools.
-  auto started_server = Server::start(pool.context(), std::move(options), handler, [this] { return current_health(); });
+  // The connections share the pipeline's event loops: a request is read,
+  // reasoned and answered on one thread, with no hand-over between threads.
+  auto started_server =
+      Server::start(pool.contexts(), std::move(options), handler, [this] { return current_health(); });
   if (!started_server) return fail(started_server.error().code, started_server.error().message);
   server = std::move(*started_server);
 

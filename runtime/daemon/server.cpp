@@ -706,17 +706,18 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   connection->start(std::move(rejection));
 }
 
-// Accepts connections on one endpoint, on its own strand.
+// Accepts connections on one endpoint, on its own strand (on the first
+// io_context), and hands each new connection to the next io_context in turn.
 template <class Protocol>
 class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
  public:
   using Acceptor = typename Protocol::acceptor;
   using Socket = typename Protocol::socket;
 
-  Listener(asio::io_context& context, std::shared_ptr<ServerState> server, Transport transport)
-      : context_(context),
+  Listener(std::vector<asio::io_context*> contexts, std::shared_ptr<ServerState> server, Transport transport)
+      : contexts_(std::move(contexts)),
         server_(std::move(server)),
-        strand_(asio::make_strand(context)),
+        strand_(asio::make_strand(*contexts_.front())),
         acceptor_(strand_),
         retry_timer_(strand_),
         transport_(transport) {}
@@ -749,7 +750,8 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
  private:
   void accept() {
     if (closed_) return;
-    auto peer = std::make_shared<Socket>(asio::make_strand(context_));
+    asio::io_context& context = *contexts_[next_context_++ % contexts_.size()];
+    auto peer = std::make_shared<Socket>(asio::make_strand(context));
     acceptor_.async_accept(*peer, [self = this->shared_from_this(), peer](const error_code& error) {
       self->on_accept(error, std::move(*peer));
     });
@@ -790,7 +792,8 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
     }
   }
 
-  asio::io_context& context_;
+  const std::vector<asio::io_context*> contexts_;
+  std::size_t next_context_ = 0;  // on the strand
   const std::shared_ptr<ServerState> server_;
   asio::strand<asio::io_context::executor_type> strand_;
   Acceptor acceptor_;
@@ -851,7 +854,7 @@ Result<void> prepare_unix_path(const std::string& path) {
 struct Server::Impl {
   // Declared first: destroyed last, after everything that uses it.
   std::unique_ptr<asio::io_context> owned_context;
-  asio::io_context* context = nullptr;
+  std::vector<asio::io_context*> contexts;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
   std::vector<std::thread> threads;
 
@@ -898,7 +901,7 @@ struct Server::Impl {
   Result<void> open_unix(const ServerOptions& options) {
     const std::string path = options.unix_socket_path.string();
     if (auto prepared = prepare_unix_path(path); !prepared) return prepared;
-    unix_listener = std::make_shared<UnixListener>(*context, state, Transport::unix_socket);
+    unix_listener = std::make_shared<UnixListener>(contexts, state, Transport::unix_socket);
     auto& acceptor = unix_listener->acceptor();
     error_code error;
     acceptor.open(asio::local::stream_protocol(), error);
@@ -934,7 +937,7 @@ struct Server::Impl {
     if (!address.is_loopback()) {
       log_message(LogLevel::warn, kComponent, "listening on " + where + ", which is not a loopback address");
     }
-    tcp_listener = std::make_shared<TcpListener>(*context, state, Transport::tcp);
+    tcp_listener = std::make_shared<TcpListener>(contexts, state, Transport::tcp);
     auto& acceptor = tcp_listener->acceptor();
     const asio::ip::tcp::endpoint endpoint(address, options.tcp_port);
     acceptor.open(endpoint.protocol(), error);
@@ -987,14 +990,14 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::shared
                                               HealthProbe health) {
   auto context = std::make_unique<asio::io_context>();
   const std::size_t threads = options.threads == 0 ? 1 : options.threads;
-  auto server = start(*context, std::move(options), std::move(handler), std::move(health));
+  auto server = start({context.get()}, std::move(options), std::move(handler), std::move(health));
   if (!server) return server;
   Impl& impl = *(*server)->impl_;
   impl.owned_context = std::move(context);
-  impl.guard.emplace(impl.context->get_executor());
+  impl.guard.emplace(impl.owned_context->get_executor());
   impl.threads.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) {
-    impl.threads.emplace_back([context = impl.context] {
+    impl.threads.emplace_back([context = impl.owned_context.get()] {
       for (;;) {
         try {
           context->run();
@@ -1010,13 +1013,16 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::shared
   return server;
 }
 
-Result<std::unique_ptr<Server>> Server::start(asio::io_context& context, ServerOptions options,
+Result<std::unique_ptr<Server>> Server::start(std::vector<asio::io_context*> contexts, ServerOptions options,
                                               std::shared_ptr<RequestHandler> handler, HealthProbe health) {
+  if (contexts.empty() || std::find(contexts.begin(), contexts.end(), nullptr) != contexts.end()) {
+    return fail(ErrorCode::invalid_input, "the server needs at least one io_context");
+  }
   if (auto valid = validate(options, handler); !valid) return Unexpected<Error>(std::move(valid).error());
   if (options.version.empty()) options.version = PASSEPARTOUT_VERSION;
 
   auto impl = std::make_unique<Impl>();
-  impl->context = &context;
+  impl->contexts = std::move(contexts);
   impl->state = std::make_shared<ServerState>(std::move(options), std::move(handler), std::move(health));
   const ServerOptions& opts = impl->state->options;
   auto handshake = impl->state->codec.encode(make_handshake(opts.version, opts.capabilities));
@@ -1098,7 +1104,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   }
   if (impl_->owned_context) {
     impl_->guard.reset();
-    impl_->context->stop();
+    impl_->owned_context->stop();
     for (std::thread& thread : impl_->threads) {
       if (thread.joinable()) thread.join();
     }

@@ -148,12 +148,15 @@ class Server {
   // it lives as long as a connection can still call it.
   static Result<std::unique_ptr<Server>> start(ServerOptions options, std::shared_ptr<RequestHandler> handler,
                                                HealthProbe health = {});
-  // The same on the caller's io_context, which the caller runs: it must keep
-  // running until stop() has returned and stay alive while reply sinks may
-  // still be used. The daemon shares one io_context between the server and
-  // its timers this way.
-  static Result<std::unique_ptr<Server>> start(boost::asio::io_context& context, ServerOptions options,
-                                               std::shared_ptr<RequestHandler> handler, HealthProbe health = {});
+  // The same on the caller's io_contexts (at least one), which the caller
+  // runs: they must keep running until stop() has returned and stay alive
+  // while reply sinks may still be used. The listeners run on the first; each
+  // new connection goes to the next in turn. The daemon serves this way on
+  // its pipeline's event loops, so a request, its signal and its reply stay
+  // on one thread.
+  static Result<std::unique_ptr<Server>> start(std::vector<boost::asio::io_context*> contexts,
+                                               ServerOptions options, std::shared_ptr<RequestHandler> handler,
+                                               HealthProbe health = {});
 
   ~Server();  // stop()
   Server(const Server&) = delete;

@@ -1,9 +1,11 @@
-// ThreadPool over a Boost.Asio io_context, and Strand over any Executor.
+// ThreadPool over a shared Boost.Asio io_context, EventLoops over one io_context
+// per thread, and Strand over any Executor.
 #include "pipeline/executor.hpp"
 
+#include <boost/asio/defer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/defer.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
@@ -93,16 +95,74 @@ void Strand::post_after(std::chrono::nanoseconds delay, Task task) {
   });
 }
 
+// --- shared by ThreadPool and EventLoops ---------------------------------------
+
+namespace {
+
+// Runs `context` until it stops; tasks run through run_logged, so run()
+// returns only then, and the loop is for anything Asio itself might let escape.
+void run_context(asio::io_context& context) {
+  for (;;) {
+    try {
+      context.run();
+      return;
+    } catch (const std::exception& e) {
+      log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
+    } catch (...) {
+      log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
+    }
+  }
+}
+
+// The delayed tasks of a pool, each an Asio timer registered so that stop()
+// can cancel those still waiting, and the pool's stopped flag.
+class DelayedTasks {
+ public:
+  // Read without the lock on every post.
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+
+  // Starts a timer on `context` that runs `task` after `delay`; drops the
+  // task after stop(). Registered and started under the lock, so stop()
+  // either sees the timer and cancels it or the timer is never started.
+  void start(asio::io_context& context, std::chrono::nanoseconds delay, Executor::Task task) {
+    std::lock_guard lock(mutex_);
+    if (stopped_.load(std::memory_order_relaxed)) return;
+    auto timer = std::make_shared<asio::steady_timer>(context, delay);
+    timers_.insert(timer);
+    timer->async_wait([this, timer, task = std::move(task)](const boost::system::error_code& error) {
+      {
+        std::lock_guard inner(mutex_);
+        timers_.erase(timer);
+      }
+      if (!error) run_logged(task, "a delayed pool task");
+    });
+  }
+
+  // Sets the stopped flag and cancels the waiting timers; false when it was
+  // already set.
+  bool stop() {
+    std::lock_guard lock(mutex_);
+    if (stopped_.load(std::memory_order_relaxed)) return false;
+    stopped_.store(true, std::memory_order_release);
+    for (const auto& timer : timers_) timer->cancel();
+    return true;
+  }
+
+ private:
+  std::atomic<bool> stopped_{false};
+  std::mutex mutex_;  // guards timers_ and the change of stopped_
+  std::unordered_set<std::shared_ptr<asio::steady_timer>> timers_;
+};
+
+}  // namespace
+
 // --- ThreadPool ---------------------------------------------------------------
 
 struct ThreadPool::Impl {
   asio::io_context context;
   asio::executor_work_guard<asio::io_context::executor_type> guard{context.get_executor()};
   std::vector<std::thread> threads;
-  // Read without the lock on every post; set under the lock, before the timers are cancelled.
-  std::atomic<bool> stopped{false};
-  std::mutex mutex;  // guards timers and the change of stopped
-  std::unordered_set<std::shared_ptr<asio::steady_timer>> timers;
+  DelayedTasks delayed;
 
   bool is_pool_thread() const {
     const std::thread::id self = std::this_thread::get_id();
@@ -114,20 +174,7 @@ ThreadPool::ThreadPool(std::size_t threads) : impl_(std::make_unique<Impl>()), s
   impl_->threads.reserve(size_);
   try {
     for (std::size_t i = 0; i < size_; ++i) {
-      impl_->threads.emplace_back([impl = impl_.get()] {
-        // Tasks run through run_logged, so run() returns only when the pool
-        // stops; the loop is for anything Asio itself might let escape.
-        for (;;) {
-          try {
-            impl->context.run();
-            return;
-          } catch (const std::exception& e) {
-            log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
-          } catch (...) {
-            log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
-          }
-        }
-      });
+      impl_->threads.emplace_back([impl = impl_.get()] { run_context(impl->context); });
     }
   } catch (...) {
     // The threads already started must be joined before the pool goes away.
@@ -136,7 +183,9 @@ ThreadPool::ThreadPool(std::size_t threads) : impl_(std::make_unique<Impl>()), s
   }
 }
 
-ThreadPool::~ThreadPool() { stop(); }
+ThreadPool::~ThreadPool() {
+  stop();
+}
 
 // After stop() a task is dropped at once rather than left in a queue no
 // thread will run; it also keeps a task that re-posts itself from holding
@@ -145,41 +194,112 @@ ThreadPool::~ThreadPool() { stop(); }
 // defer, not post: from a pool thread the task joins that thread's private
 // queue (no other thread is woken for it); from elsewhere both are the same.
 void ThreadPool::post(Task task) {
-  if (impl_->stopped.load(std::memory_order_acquire)) return;
+  if (impl_->delayed.stopped()) return;
   asio::defer(impl_->context, [task = std::move(task)] { run_logged(task, "a pool task"); });
 }
 
-asio::io_context& ThreadPool::context() noexcept { return impl_->context; }
+asio::io_context& ThreadPool::context() noexcept {
+  return impl_->context;
+}
 
 void ThreadPool::post_after(std::chrono::nanoseconds delay, Task task) {
-  // Registered and started under the lock, so stop() either sees the timer
-  // and cancels it or the timer is never started.
-  std::lock_guard lock(impl_->mutex);
-  if (impl_->stopped.load(std::memory_order_relaxed)) return;
-  auto timer = std::make_shared<asio::steady_timer>(impl_->context, delay);
-  impl_->timers.insert(timer);
-  timer->async_wait([impl = impl_.get(), timer, task = std::move(task)](const boost::system::error_code& error) {
-    {
-      std::lock_guard inner(impl->mutex);
-      impl->timers.erase(timer);
-    }
-    if (!error) run_logged(task, "a delayed pool task");
-  });
+  impl_->delayed.start(impl_->context, delay, std::move(task));
 }
 
 void ThreadPool::stop() {
-  {
-    std::lock_guard lock(impl_->mutex);
-    if (impl_->stopped.load(std::memory_order_relaxed)) return;
-    // A pool thread joining itself would deadlock; the header forbids it.
-    assert(!impl_->is_pool_thread());
-    impl_->stopped.store(true, std::memory_order_release);
-    for (const auto& timer : impl_->timers) timer->cancel();
-  }
+  // A pool thread joining itself would deadlock; the header forbids it.
+  assert(!impl_->is_pool_thread());
+  if (!impl_->delayed.stop()) return;
   impl_->guard.reset();
   for (std::thread& thread : impl_->threads) {
     if (thread.joinable()) thread.join();
   }
+}
+
+// --- EventLoops ---------------------------------------------------------------
+
+namespace {
+
+// The loop the calling thread runs, if it runs one: posts from there stay there.
+struct CurrentLoop {
+  const void* owner = nullptr;  // the EventLoops::Impl
+  asio::io_context* context = nullptr;
+};
+thread_local CurrentLoop current_loop;
+
+}  // namespace
+
+struct EventLoops::Impl {
+  struct Loop {
+    // Concurrency hint 1: the scheduler knows one thread runs it, so a task
+    // posted from that thread goes on its private queue without a lock or a
+    // wake-up (other threads may still post, under the lock).
+    asio::io_context context{1};
+    asio::executor_work_guard<asio::io_context::executor_type> guard{context.get_executor()};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::atomic<std::size_t> turn{0};
+  DelayedTasks delayed;
+
+  // The calling thread's own loop, or the next in turn from any other thread.
+  asio::io_context& pick() {
+    if (current_loop.owner == this) return *current_loop.context;
+    return loops[turn.fetch_add(1, std::memory_order_relaxed) % loops.size()]->context;
+  }
+};
+
+EventLoops::EventLoops(std::size_t threads) : impl_(std::make_unique<Impl>()), size_(threads == 0 ? 1 : threads) {
+  impl_->loops.reserve(size_);
+  for (std::size_t i = 0; i < size_; ++i) impl_->loops.push_back(std::make_unique<Impl::Loop>());
+  try {
+    for (auto& loop : impl_->loops) {
+      loop->thread = std::thread([impl = impl_.get(), context = &loop->context] {
+        current_loop = CurrentLoop{impl, context};
+        run_context(*context);
+      });
+    }
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+EventLoops::~EventLoops() {
+  stop();
+}
+
+void EventLoops::post(Task task) {
+  if (impl_->delayed.stopped()) return;
+  asio::post(impl_->pick(), [task = std::move(task)] { run_logged(task, "a pool task"); });
+}
+
+void EventLoops::post_to_each(const Task& task) {
+  if (impl_->delayed.stopped()) return;
+  for (auto& loop : impl_->loops) {
+    asio::post(loop->context, [task] { run_logged(task, "a pool task"); });
+  }
+}
+
+void EventLoops::post_after(std::chrono::nanoseconds delay, Task task) {
+  impl_->delayed.start(impl_->pick(), delay, std::move(task));
+}
+
+void EventLoops::stop() {
+  // A loop joining itself would deadlock; the header forbids it.
+  assert(current_loop.owner != impl_.get());
+  if (!impl_->delayed.stop()) return;
+  for (auto& loop : impl_->loops) loop->guard.reset();
+  for (auto& loop : impl_->loops) {
+    if (loop->thread.joinable()) loop->thread.join();
+  }
+}
+
+std::vector<asio::io_context*> EventLoops::contexts() const {
+  std::vector<asio::io_context*> out;
+  out.reserve(impl_->loops.size());
+  for (const auto& loop : impl_->loops) out.push_back(&loop->context);
+  return out;
 }
 
 }  // namespace passepartout

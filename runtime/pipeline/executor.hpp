@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace boost::asio {
 class io_context;
@@ -43,8 +44,9 @@ class Strand final : public Executor {
   std::shared_ptr<State> state_;
 };
 
-// A fixed pool of threads running an io_context (Boost.Asio, kept out of this
-// header). Stops and joins in the destructor, dropping tasks not yet run.
+// A fixed pool of threads sharing one io_context (Boost.Asio, kept out of this
+// header): any idle thread takes the next task, so it suits work that blocks
+// (commands, file tools). Stops and joins in the destructor, dropping tasks not yet run.
 // After stop(), post and post_after drop their task. A task that throws is
 // logged and dropped; the thread goes on.
 //
@@ -69,9 +71,49 @@ class ThreadPool final : public Executor {
   void stop();
   std::size_t size() const noexcept { return size_; }
 
-  // The io_context the threads run, for I/O objects that should share them
-  // (the daemon's listeners and connections). Stop those before the pool.
+  // The io_context the threads run, for I/O objects that should share them.
+  // Stop those before the pool.
   boost::asio::io_context& context() noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::size_t size_;
+};
+
+// Event loops: one io_context per thread, each run by its thread alone, for
+// work that never blocks (the pipeline's steps, the daemon's connections).
+//
+// A task posted from one of the loops' threads runs on that same thread once
+// the current task returns: a signal's steps, its reply and the connection it
+// came from stay on one thread, with no lock taken and no other thread woken
+// on the way. A task posted from any other thread goes to the loops in turn,
+// and so do connections (contexts_in_turn()). Work does not move between
+// loops afterwards, as with one worker process per core: a task that blocks
+// holds up its own loop, so blocking work belongs on a ThreadPool.
+//
+// Stopping, throwing tasks and post after stop() behave as in ThreadPool.
+class EventLoops final : public Executor {
+ public:
+  explicit EventLoops(std::size_t threads);
+  ~EventLoops() override;
+  EventLoops(const EventLoops&) = delete;
+  EventLoops& operator=(const EventLoops&) = delete;
+
+  void post(Task task) override;
+  void post_after(std::chrono::nanoseconds delay, Task task) override;
+  // Posts a copy of `task` to every loop (a liveness probe, say). Any thread.
+  void post_to_each(const Task& task);
+
+  // As ThreadPool::stop(): queued tasks run, delayed ones are dropped, the
+  // threads are joined. Idempotent; never from one of the loops' threads.
+  void stop();
+  std::size_t size() const noexcept { return size_; }
+
+  // The loops' io_contexts, one per thread, for I/O objects that should run
+  // on them (the daemon hands each new connection to the next one). Stop
+  // those before the loops.
+  std::vector<boost::asio::io_context*> contexts() const;
 
  private:
   struct Impl;

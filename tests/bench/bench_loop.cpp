@@ -45,7 +45,7 @@ class NullFramingSink final : public ReplySink {
 
 struct LoopWorld {
   std::unique_ptr<bench::LoadedGates> gates;
-  ThreadPool pool;
+  EventLoops pool;  // the pipeline's, as in the daemon
   ThreadPool blocking{1};
   Cascade cascade;
   std::unique_ptr<Pipeline> pipeline;

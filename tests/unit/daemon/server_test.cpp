@@ -22,6 +22,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -677,25 +678,59 @@ TEST_CASE("a reply sink outliving its connection does nothing", "[daemon][concur
   CHECK_FALSE(WireReply().send(make_stream_chunk("x")));
 }
 
-TEST_CASE("server runs on an io_context the caller shares", "[daemon][concurrency]") {
-  boost::asio::io_context context;
-  auto work = boost::asio::make_work_guard(context);
-  std::thread runner([&context] { context.run(); });
+TEST_CASE("server runs on the io_contexts the caller shares, each new connection on the next",
+          "[daemon][concurrency]") {
+  constexpr std::size_t kContexts = 2;
+  std::vector<std::unique_ptr<boost::asio::io_context>> contexts;
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  std::vector<std::thread> runners;
+  for (std::size_t i = 0; i < kContexts; ++i) {
+    contexts.push_back(std::make_unique<boost::asio::io_context>(1));
+    work.push_back(boost::asio::make_work_guard(*contexts.back()));
+  }
+  for (auto& context : contexts) runners.emplace_back([&context] { context->run(); });
+
+  std::mutex mutex;
+  std::set<std::thread::id> handled_on;
+  auto handler = std::make_shared<TestHandler>([&](Value message, const ConnectionInfo& connection, WireReply reply) {
+    {
+      std::lock_guard lock(mutex);
+      handled_on.insert(std::this_thread::get_id());
+    }
+    reply.finish(TestHandler::echo(message, connection));
+  });
   {
-    auto started = Server::start(context, tcp_options(), std::make_shared<TestHandler>());
+    auto started = Server::start({contexts[0].get(), contexts[1].get()}, tcp_options(), handler);
     REQUIRE(started.has_value());
     std::unique_ptr<Server> server = std::move(*started);
-    WireClient client = WireClient::tcp(server->tcp_port());
-    client.expect_handshake();
-    client.send("(:TYPE :REQUEST :N 5)");
-    CHECK(echoed(client.expect_frame()).at("N") == Value::integer(5));
+    std::vector<WireClient> clients;
+    for (std::size_t i = 0; i < 2 * kContexts; ++i) {
+      clients.push_back(WireClient::tcp(server->tcp_port()));
+      clients.back().expect_handshake();
+      clients.back().send("(:TYPE :REQUEST :N " + std::to_string(i) + ")");
+      CHECK(echoed(clients.back().expect_frame()).at("N") == Value::integer(static_cast<std::int64_t>(i)));
+    }
     server->begin_stop();
-    CHECK(client.closed_by_server());
+    for (auto& client : clients) CHECK(client.closed_by_server());
     server->stop();
     CHECK(server->counters().connections_open == 0);
   }
-  work.reset();
-  runner.join();
+  {
+    std::lock_guard lock(mutex);
+    std::set<std::thread::id> runner_ids;
+    for (const auto& runner : runners) runner_ids.insert(runner.get_id());
+    CHECK(handled_on == runner_ids);  // every context served connections, nothing else did
+  }
+  work.clear();
+  for (auto& runner : runners) runner.join();
+}
+
+TEST_CASE("server refuses to start without an io_context", "[daemon]") {
+  CHECK(Server::start(std::vector<boost::asio::io_context*>{}, tcp_options(), std::make_shared<TestHandler>())
+            .error()
+            .code == ErrorCode::invalid_input);
+  CHECK(Server::start({nullptr}, tcp_options(), std::make_shared<TestHandler>()).error().code ==
+        ErrorCode::invalid_input);
 }
 
 namespace passepartout {

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -25,15 +27,15 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-TEST_CASE("a thread pool has at least one thread", "[pipeline][executor]") {
-  ThreadPool none(0);
+TEMPLATE_TEST_CASE("a pool has at least one thread", "[pipeline][executor]", ThreadPool, EventLoops) {
+  TestType none(0);
   CHECK(none.size() == 1);
-  ThreadPool three(3);
+  TestType three(3);
   CHECK(three.size() == 3);
 }
 
-TEST_CASE("a thread pool runs posted tasks on its own threads", "[pipeline][executor]") {
-  ThreadPool pool(2);
+TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][executor]", ThreadPool, EventLoops) {
+  TestType pool(2);
   constexpr std::size_t kTasks = 1000;
   CountDown done(kTasks);
   std::atomic<std::size_t> on_caller{0};
@@ -48,8 +50,8 @@ TEST_CASE("a thread pool runs posted tasks on its own threads", "[pipeline][exec
   CHECK(on_caller == 0);
 }
 
-TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]") {
-  ThreadPool pool(1);
+TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]", ThreadPool, EventLoops) {
+  TestType pool(1);
   Awaited<Clock::time_point> ran;
   const Clock::time_point start = Clock::now();
   pool.post_after(std::chrono::milliseconds(30), [&] { ran.set(Clock::now()); });
@@ -58,8 +60,9 @@ TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]
   CHECK(*at - start >= std::chrono::milliseconds(30));
 }
 
-TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]") {
-  ThreadPool pool(1);
+TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]", ThreadPool,
+                   EventLoops) {
+  TestType pool(1);
   std::mutex order_mutex;
   std::vector<int> order;
   CountDown done(3);
@@ -79,11 +82,12 @@ TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][execu
   CHECK(order == std::vector<int>{1, 2, 3});
 }
 
-TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]") {
+TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]", ThreadPool,
+                   EventLoops) {
   auto ran = std::make_shared<std::atomic<bool>>(false);
   const Clock::time_point start = Clock::now();
   {
-    ThreadPool pool(2);
+    TestType pool(2);
     pool.post_after(std::chrono::hours(1), [ran] { *ran = true; });
     pool.stop();
     pool.stop();  // idempotent
@@ -92,8 +96,9 @@ TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][e
   CHECK(Clock::now() - start < std::chrono::seconds(10));
 }
 
-TEST_CASE("stopping lets the tasks already queued run, and drops what is posted later", "[pipeline][executor]") {
-  ThreadPool pool(1);
+TEMPLATE_TEST_CASE("stopping lets the tasks already queued run, and drops what is posted later", "[pipeline][executor]",
+                   ThreadPool, EventLoops) {
+  TestType pool(1);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   Awaited<bool> first_running;
@@ -115,9 +120,10 @@ TEST_CASE("stopping lets the tasks already queued run, and drops what is posted 
   CHECK(ran == 10);
 }
 
-TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]") {
+TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]", ThreadPool,
+                   EventLoops) {
   LogCapture log;
-  ThreadPool pool(1);
+  TestType pool(1);
   Awaited<bool> after;
   pool.post([] { throw std::runtime_error("task exploded"); });
   pool.post_after(std::chrono::milliseconds(1), [] { throw std::runtime_error("timer exploded"); });
@@ -127,8 +133,9 @@ TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][execu
   CHECK(log.contains("executor: a delayed pool task threw: timer exploded"));
 }
 
-TEST_CASE("a strand runs its tasks one at a time in the order posted", "[pipeline][executor][concurrency]") {
-  ThreadPool pool(4);
+TEMPLATE_TEST_CASE("a strand runs its tasks one at a time in the order posted", "[pipeline][executor][concurrency]",
+                   ThreadPool, EventLoops) {
+  TestType pool(4);
   Strand strand(pool);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 500;
@@ -205,11 +212,11 @@ TEST_CASE("a strand task that throws is logged and the next one runs", "[pipelin
   CHECK(log.contains("executor: a strand task threw: strand task failed"));
 }
 
-TEST_CASE("posting from many threads while the pool stops neither crashes nor hangs",
-          "[pipeline][executor][concurrency]") {
+TEMPLATE_TEST_CASE("posting from many threads while the pool stops neither crashes nor hangs",
+                   "[pipeline][executor][concurrency]", ThreadPool, EventLoops) {
   auto ran = std::make_shared<std::atomic<int>>(0);
   {
-    ThreadPool pool(2);
+    TestType pool(2);
     std::atomic<bool> go{false};
     std::vector<std::thread> posters;
     for (int t = 0; t < 4; ++t) {
@@ -226,4 +233,65 @@ TEST_CASE("posting from many threads while the pool stops neither crashes nor ha
     for (std::thread& poster : posters) poster.join();
   }
   CHECK(ran->load() <= 16000);
+}
+
+TEST_CASE("a task posted from an event loop runs on that loop's thread", "[pipeline][executor]") {
+  EventLoops loops(2);
+  constexpr int kChains = 8;
+  constexpr int kSteps = 50;
+  std::atomic<int> moved{0};
+  CountDown done(kChains);
+  std::function<void(std::thread::id, int)> step = [&](std::thread::id first, int left) {
+    if (std::this_thread::get_id() != first) ++moved;
+    if (left == 0) {
+      done.arrive();
+      return;
+    }
+    loops.post([&, first, left] { step(first, left - 1); });
+  };
+  for (int c = 0; c < kChains; ++c) loops.post([&] { step(std::this_thread::get_id(), kSteps); });
+  REQUIRE(done.wait());
+  CHECK(moved == 0);
+}
+
+TEST_CASE("tasks posted from elsewhere go to every event loop in turn", "[pipeline][executor]") {
+  constexpr std::size_t kLoops = 3;
+  EventLoops loops(kLoops);
+  std::mutex mutex;
+  std::set<std::thread::id> seen;
+  CountDown done(kLoops);
+  for (std::size_t i = 0; i < kLoops; ++i) {
+    loops.post([&] {
+      {
+        std::lock_guard lock(mutex);
+        seen.insert(std::this_thread::get_id());
+      }
+      done.arrive();
+    });
+  }
+  REQUIRE(done.wait());
+  CHECK(seen.size() == kLoops);
+  CHECK(loops.contexts().size() == kLoops);
+}
+
+TEST_CASE("post_to_each reaches every event loop once", "[pipeline][executor]") {
+  constexpr std::size_t kLoops = 3;
+  EventLoops loops(kLoops);
+  std::mutex mutex;
+  std::multiset<std::thread::id> seen;
+  CountDown done(kLoops);
+  // From inside a loop too: the copies still go to every loop, not just this one.
+  loops.post([&] {
+    loops.post_to_each([&] {
+      {
+        std::lock_guard lock(mutex);
+        seen.insert(std::this_thread::get_id());
+      }
+      done.arrive();
+    });
+  });
+  REQUIRE(done.wait());
+  std::lock_guard lock(mutex);
+  CHECK(seen.size() == kLoops);
+  CHECK(std::set<std::thread::id>(seen.begin(), seen.end()).size() == kLoops);
 }

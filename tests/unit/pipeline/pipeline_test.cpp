@@ -70,7 +70,7 @@ struct Rig {
   TempDir state;
   SkillFixtures fixtures;
   Registry registry;
-  ThreadPool pool{2};
+  EventLoops pool{2};  // as in the daemon
   ThreadPool blocking{1};
   Cascade cascade;
   MemoryStore memory;
