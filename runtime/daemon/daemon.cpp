@@ -177,7 +177,7 @@ struct Daemon::Impl {
   SkillProblems problems;
 
   // Before the pipeline (it holds references to them); stopped explicitly.
-  EventLoops pool{kPipelineThreads};
+  EventLoops pool{kPipelineThreads, config.idle_poll};
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
   Cascade cascade;
@@ -198,6 +198,7 @@ struct Daemon::Impl {
   std::string stop_reason;
   bool shut_down = false;  // serve()'s thread only
 
+  explicit Impl(DaemonConfig c) : config(std::move(c)) {}
   ~Impl() { shutdown(); }
 
   void run_io() {
@@ -547,8 +548,7 @@ int Daemon::Impl::shutdown() {
 
 Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
   std::signal(SIGPIPE, SIG_IGN);
-  auto impl = std::make_unique<Impl>();
-  impl->config = std::move(config);
+  auto impl = std::make_unique<Impl>(std::move(config));
   impl->notifier = SystemdNotifier::from_environment();
   // Signals are watched from the start, so a SIGTERM during boot stops cleanly.
   impl->watch_signals();

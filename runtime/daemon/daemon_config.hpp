@@ -74,6 +74,8 @@ struct DaemonConfig {
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};  // zero: never
   std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
+  // How long an event loop polls after its last work before it sleeps.
+  std::chrono::microseconds idle_poll{200};
 
   LogLevel log_level = LogLevel::info;
   LogFormat log_format = LogFormat::text;

@@ -101,10 +101,27 @@ namespace {
 
 // Runs `context` until it stops; tasks run through run_logged, so run()
 // returns only then, and the loop is for anything Asio itself might let escape.
-void run_context(asio::io_context& context) {
+//
+// With `idle_poll` above zero, the thread goes on polling (the reactor without
+// blocking, then whatever became ready) for that long after its last handler
+// before it sleeps in the reactor: a request that arrives meanwhile is picked
+// up without the thread being woken.
+void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}) {
+  using Clock = std::chrono::steady_clock;
   for (;;) {
     try {
-      context.run();
+      if (idle_poll <= std::chrono::nanoseconds::zero()) {
+        context.run();
+        return;
+      }
+      Clock::time_point poll_until = Clock::now() + idle_poll;
+      while (!context.stopped()) {
+        if (context.poll() != 0) {
+          poll_until = Clock::now() + idle_poll;
+        } else if (Clock::now() >= poll_until && context.run_one() != 0) {
+          poll_until = Clock::now() + idle_poll;
+        }
+      }
       return;
     } catch (const std::exception& e) {
       log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
@@ -241,6 +258,7 @@ struct EventLoops::Impl {
   std::vector<std::unique_ptr<Loop>> loops;
   std::atomic<std::size_t> turn{0};
   DelayedTasks delayed;
+  std::chrono::nanoseconds idle_poll{0};
 
   // The calling thread's own loop, or the next in turn from any other thread.
   asio::io_context& pick() {
@@ -249,14 +267,16 @@ struct EventLoops::Impl {
   }
 };
 
-EventLoops::EventLoops(std::size_t threads) : impl_(std::make_unique<Impl>()), size_(threads == 0 ? 1 : threads) {
+EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
+    : impl_(std::make_unique<Impl>()), size_(threads == 0 ? 1 : threads) {
+  impl_->idle_poll = idle_poll;
   impl_->loops.reserve(size_);
   for (std::size_t i = 0; i < size_; ++i) impl_->loops.push_back(std::make_unique<Impl::Loop>());
   try {
     for (auto& loop : impl_->loops) {
       loop->thread = std::thread([impl = impl_.get(), context = &loop->context] {
         current_loop = CurrentLoop{impl, context};
-        run_context(*context);
+        run_context(*context, impl->idle_poll);
       });
     }
   } catch (...) {
@@ -265,9 +285,7 @@ EventLoops::EventLoops(std::size_t threads) : impl_(std::make_unique<Impl>()), s
   }
 }
 
-EventLoops::~EventLoops() {
-  stop();
-}
+EventLoops::~EventLoops() { stop(); }
 
 void EventLoops::post(Task task) {
   if (impl_->delayed.stopped()) return;

@@ -95,7 +95,7 @@ class ThreadPool final : public Executor {
 // Stopping, throwing tasks and post after stop() behave as in ThreadPool.
 class EventLoops final : public Executor {
  public:
-  explicit EventLoops(std::size_t threads);
+  explicit EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll = {});
   ~EventLoops() override;
   EventLoops(const EventLoops&) = delete;
   EventLoops& operator=(const EventLoops&) = delete;

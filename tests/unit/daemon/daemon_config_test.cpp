@@ -67,6 +67,7 @@ TEST_CASE("daemon settings default to the seed's values", "[daemon][config]") {
   CHECK(config->assistant_name == "Agent");
   CHECK(config->context_log_limit == 20);
   CHECK(config->max_frame == 1024 * 1024);
+  CHECK(config->idle_poll == 200us);
   CHECK(config->log_level == LogLevel::info);
 
   s.env["XDG_RUNTIME_DIR"] = "/run/user/1000";
@@ -268,6 +269,19 @@ TEST_CASE("systemd notifications are datagrams to NOTIFY_SOCKET, abstract names 
 
   CHECK_FALSE(SystemdNotifier().notify("READY=1"));
   CHECK_FALSE(SystemdNotifier().watchdog_period().has_value());
+}
+
+TEST_CASE("the event loops' idle poll is set in microseconds and bounded", "[daemon][config]") {
+  Sources s;
+  s.env["PASSEPARTOUT_IDLE_POLL"] = "0";
+  CHECK(s.resolve()->idle_poll == 0us);
+  s.env["PASSEPARTOUT_IDLE_POLL"] = "1500";
+  CHECK(s.resolve()->idle_poll == 1500us);
+  s.env["PASSEPARTOUT_IDLE_POLL"] = "100001";
+  CHECK(error_of(s.resolve()) ==
+        "PASSEPARTOUT_IDLE_POLL: '100001' is not a number of microseconds (0 to 100000)");
+  s.env["PASSEPARTOUT_IDLE_POLL"] = "-5";
+  CHECK(error_of(s.resolve()).find("PASSEPARTOUT_IDLE_POLL: '-5' is not a number of microseconds") == 0);
 }
 
 }  // namespace passepartout

@@ -1,6 +1,10 @@
-// Executor: the thread pool (post, post_after, stop) and the strand (order,
-// one task at a time), waiting on results rather than sleeping.
+// Executor: the thread pool and the event loops (post, post_after, stop; the
+// loops' affinity and idle polling) and the strand (order, one task at a
+// time), waiting on results rather than sleeping; the one sleep is the idle
+// window whose CPU time the last test measures.
 #include <catch2/catch.hpp>
+
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,16 +29,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Event loops as the daemon runs them: each polls 200 µs after its last work
+// before it sleeps.
+class PollingEventLoops final : public Executor {
+ public:
+  explicit PollingEventLoops(std::size_t threads) : loops_(threads, std::chrono::microseconds(200)) {}
+  void post(Task task) override { loops_.post(std::move(task)); }
+  void post_after(std::chrono::nanoseconds delay, Task task) override { loops_.post_after(delay, std::move(task)); }
+  void stop() { loops_.stop(); }
+  std::size_t size() const noexcept { return loops_.size(); }
+
+ private:
+  EventLoops loops_;
+};
+
 }  // namespace
 
-TEMPLATE_TEST_CASE("a pool has at least one thread", "[pipeline][executor]", ThreadPool, EventLoops) {
+TEMPLATE_TEST_CASE("a pool has at least one thread", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType none(0);
   CHECK(none.size() == 1);
   TestType three(3);
   CHECK(three.size() == 3);
 }
 
-TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][executor]", ThreadPool, EventLoops) {
+TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(2);
   constexpr std::size_t kTasks = 1000;
   CountDown done(kTasks);
@@ -50,7 +68,7 @@ TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][ex
   CHECK(on_caller == 0);
 }
 
-TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]", ThreadPool, EventLoops) {
+TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(1);
   Awaited<Clock::time_point> ran;
   const Clock::time_point start = Clock::now();
@@ -60,8 +78,7 @@ TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][
   CHECK(*at - start >= std::chrono::milliseconds(30));
 }
 
-TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]", ThreadPool,
-                   EventLoops) {
+TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(1);
   std::mutex order_mutex;
   std::vector<int> order;
@@ -82,8 +99,7 @@ TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeli
   CHECK(order == std::vector<int>{1, 2, 3});
 }
 
-TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]", ThreadPool,
-                   EventLoops) {
+TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   auto ran = std::make_shared<std::atomic<bool>>(false);
   const Clock::time_point start = Clock::now();
   {
@@ -97,7 +113,7 @@ TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pi
 }
 
 TEMPLATE_TEST_CASE("stopping lets the tasks already queued run, and drops what is posted later", "[pipeline][executor]",
-                   ThreadPool, EventLoops) {
+                   ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(1);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
@@ -120,8 +136,7 @@ TEMPLATE_TEST_CASE("stopping lets the tasks already queued run, and drops what i
   CHECK(ran == 10);
 }
 
-TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]", ThreadPool,
-                   EventLoops) {
+TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   LogCapture log;
   TestType pool(1);
   Awaited<bool> after;
@@ -134,7 +149,7 @@ TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeli
 }
 
 TEMPLATE_TEST_CASE("a strand runs its tasks one at a time in the order posted", "[pipeline][executor][concurrency]",
-                   ThreadPool, EventLoops) {
+                   ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(4);
   Strand strand(pool);
   constexpr int kThreads = 4;
@@ -213,7 +228,7 @@ TEST_CASE("a strand task that throws is logged and the next one runs", "[pipelin
 }
 
 TEMPLATE_TEST_CASE("posting from many threads while the pool stops neither crashes nor hangs",
-                   "[pipeline][executor][concurrency]", ThreadPool, EventLoops) {
+                   "[pipeline][executor][concurrency]", ThreadPool, EventLoops, PollingEventLoops) {
   auto ran = std::make_shared<std::atomic<int>>(0);
   {
     TestType pool(2);
@@ -294,4 +309,24 @@ TEST_CASE("post_to_each reaches every event loop once", "[pipeline][executor]") 
   std::lock_guard lock(mutex);
   CHECK(seen.size() == kLoops);
   CHECK(std::set<std::thread::id>(seen.begin(), seen.end()).size() == kLoops);
+}
+
+TEST_CASE("event loops that poll after work still go to sleep when idle", "[pipeline][executor]") {
+  const auto process_cpu = [] {
+    timespec now{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+  };
+  EventLoops loops(2, std::chrono::microseconds(200));
+  CountDown done(2);
+  loops.post([&] { done.arrive(); });
+  loops.post([&] { done.arrive(); });
+  REQUIRE(done.wait());
+  // Both loops worked just now; over an idle window they poll 200 µs each,
+  // then sleep. Polling on would cost the whole window on each loop.
+  constexpr auto kWindow = std::chrono::milliseconds(300);
+  const auto before = process_cpu();
+  std::this_thread::sleep_for(kWindow);
+  const auto used = process_cpu() - before;
+  CHECK(used < kWindow / 4);
 }
