@@ -105,7 +105,8 @@ namespace {
 // With `idle_poll` above zero, the thread goes on polling (the reactor without
 // blocking, then whatever became ready) for that long after its last handler
 // before it sleeps in the reactor: a request that arrives meanwhile is picked
-// up without the thread being woken.
+// up without the thread being woken. Between polls it yields the CPU, so a
+// poller never holds up a thread that shares its CPU.
 void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}) {
   using Clock = std::chrono::steady_clock;
   for (;;) {
@@ -118,7 +119,12 @@ void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll =
       while (!context.stopped()) {
         if (context.poll() != 0) {
           poll_until = Clock::now() + idle_poll;
-        } else if (Clock::now() >= poll_until && context.run_one() != 0) {
+        } else if (Clock::now() < poll_until) {
+          // Whatever else wants this CPU (often the very client just
+          // answered, woken here because the waker was expected to sleep)
+          // runs first.
+          std::this_thread::yield();
+        } else if (context.run_one() != 0) {
           poll_until = Clock::now() + idle_poll;
         }
       }
