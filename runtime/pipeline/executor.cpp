@@ -206,9 +206,7 @@ ThreadPool::ThreadPool(std::size_t threads) : impl_(std::make_unique<Impl>()), s
   }
 }
 
-ThreadPool::~ThreadPool() {
-  stop();
-}
+ThreadPool::~ThreadPool() { stop(); }
 
 // After stop() a task is dropped at once rather than left in a queue no
 // thread will run; it also keeps a task that re-posts itself from holding
@@ -221,9 +219,7 @@ void ThreadPool::post(Task task) {
   asio::defer(impl_->context, [task = std::move(task)] { run_logged(task, "a pool task"); });
 }
 
-asio::io_context& ThreadPool::context() noexcept {
-  return impl_->context;
-}
+asio::io_context& ThreadPool::context() noexcept { return impl_->context; }
 
 void ThreadPool::post_after(std::chrono::nanoseconds delay, Task task) {
   impl_->delayed.start(impl_->context, delay, std::move(task));

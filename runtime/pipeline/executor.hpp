@@ -46,7 +46,8 @@ class Strand final : public Executor {
 
 // A fixed pool of threads sharing one io_context (Boost.Asio, kept out of this
 // header): any idle thread takes the next task, so it suits work that blocks
-// (commands, file tools). Stops and joins in the destructor, dropping tasks not yet run.
+// (commands, file tools). Stops and joins in the destructor, dropping tasks
+// not yet run.
 // After stop(), post and post_after drop their task. A task that throws is
 // logged and dropped; the thread goes on.
 //
@@ -88,9 +89,14 @@ class ThreadPool final : public Executor {
 // the current task returns: a signal's steps, its reply and the connection it
 // came from stay on one thread, with no lock taken and no other thread woken
 // on the way. A task posted from any other thread goes to the loops in turn,
-// and so do connections (contexts_in_turn()). Work does not move between
-// loops afterwards, as with one worker process per core: a task that blocks
-// holds up its own loop, so blocking work belongs on a ThreadPool.
+// and the daemon hands new connections to them in turn (contexts()). Work does
+// not move between loops afterwards, as with one worker process per core: a
+// task that blocks holds up its own loop, so blocking work belongs on a
+// ThreadPool.
+//
+// With `idle_poll` above zero a loop, after its last piece of work, polls its
+// reactor (yielding the CPU between polls) for that long before it sleeps, so
+// work arriving meanwhile does not have to wake it; an idle loop still sleeps.
 //
 // Stopping, throwing tasks and post after stop() behave as in ThreadPool.
 class EventLoops final : public Executor {

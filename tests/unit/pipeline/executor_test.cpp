@@ -45,14 +45,16 @@ class PollingEventLoops final : public Executor {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("a pool has at least one thread", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a pool has at least one thread",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType none(0);
   CHECK(none.size() == 1);
   TestType three(3);
   CHECK(three.size() == 3);
 }
 
-TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(2);
   constexpr std::size_t kTasks = 1000;
   CountDown done(kTasks);
@@ -68,7 +70,8 @@ TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][ex
   CHECK(on_caller == 0);
 }
 
-TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(1);
   Awaited<Clock::time_point> ran;
   const Clock::time_point start = Clock::now();
@@ -78,7 +81,8 @@ TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][
   CHECK(*at - start >= std::chrono::milliseconds(30));
 }
 
-TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   TestType pool(1);
   std::mutex order_mutex;
   std::vector<int> order;
@@ -99,7 +103,8 @@ TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeli
   CHECK(order == std::vector<int>{1, 2, 3});
 }
 
-TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   auto ran = std::make_shared<std::atomic<bool>>(false);
   const Clock::time_point start = Clock::now();
   {
@@ -136,7 +141,8 @@ TEMPLATE_TEST_CASE("stopping lets the tasks already queued run, and drops what i
   CHECK(ran == 10);
 }
 
-TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on",
+                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
   LogCapture log;
   TestType pool(1);
   Awaited<bool> after;
