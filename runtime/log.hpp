@@ -26,6 +26,16 @@ void configure_logging(LogLevel min_level, LogFormat format = LogFormat::text);
 // Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
 void log_message(LogLevel level, std::string_view component, std::string_view message);
 
+// Batching, for the event loops: while it is on for the calling thread, its
+// lines below warn are held and written to standard error together by
+// flush_log_batch(), one write(2) for everything a batch of work logged (a
+// request's lines, say). A warning or an error writes what is held and then
+// itself at once, and so does anything once 64 KiB are held. Turning batching
+// off writes what is held. A crash loses the lines held at that moment: at
+// most those of the work the loop was doing, below warn. Both calling thread only.
+void set_log_batching(bool on) noexcept;
+void flush_log_batch() noexcept;
+
 // The newest `count` lines logged at info level or above (at most 100 are
 // kept), oldest first, formatted "<component>: <message>". Any thread.
 std::vector<std::string> recent_log_lines(std::size_t count);

@@ -107,34 +107,46 @@ namespace {
 // before it sleeps in the reactor: a request that arrives meanwhile is picked
 // up without the thread being woken. Between polls it yields the CPU, so a
 // poller never holds up a thread that shares its CPU.
-void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}) {
+//
+// With `batch_logs`, the thread's log lines are held (set_log_batching) and
+// written together after each round of handlers and before it yields or sleeps.
+void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}, bool batch_logs = false) {
   using Clock = std::chrono::steady_clock;
+  if (batch_logs) set_log_batching(true);
   for (;;) {
     try {
       if (idle_poll <= std::chrono::nanoseconds::zero()) {
-        context.run();
-        return;
+        if (!batch_logs) {
+          context.run();
+        } else {
+          while (context.run_one() != 0) flush_log_batch();
+        }
+        break;
       }
       Clock::time_point poll_until = Clock::now() + idle_poll;
       while (!context.stopped()) {
         if (context.poll() != 0) {
+          flush_log_batch();
           poll_until = Clock::now() + idle_poll;
         } else if (Clock::now() < poll_until) {
           // Whatever else wants this CPU (often the very client just
           // answered, woken here because the waker was expected to sleep)
           // runs first.
+          flush_log_batch();
           std::this_thread::yield();
-        } else if (context.run_one() != 0) {
-          poll_until = Clock::now() + idle_poll;
+        } else {
+          flush_log_batch();
+          if (context.run_one() != 0) poll_until = Clock::now() + idle_poll;
         }
       }
-      return;
+      break;
     } catch (const std::exception& e) {
       log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
     } catch (...) {
       log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
     }
   }
+  if (batch_logs) set_log_batching(false);
 }
 
 // The delayed tasks of a pool, each an Asio timer registered so that stop()
@@ -278,7 +290,7 @@ EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
     for (auto& loop : impl_->loops) {
       loop->thread = std::thread([impl = impl_.get(), context = &loop->context] {
         current_loop = CurrentLoop{impl, context};
-        run_context(*context, impl->idle_poll);
+        run_context(*context, impl->idle_poll, /*batch_logs=*/true);
       });
     }
   } catch (...) {

@@ -98,6 +98,9 @@ class ThreadPool final : public Executor {
 // reactor (yielding the CPU between polls) for that long before it sleeps, so
 // work arriving meanwhile does not have to wake it; an idle loop still sleeps.
 //
+// The loops batch their log lines (set_log_batching): what a round of work
+// logged is written in one go before the loop polls again, yields or sleeps.
+//
 // Stopping, throwing tasks and post after stop() behave as in ThreadPool.
 class EventLoops final : public Executor {
  public:
