@@ -29,6 +29,35 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The threads that ran `expected` tasks, one entry per task; wait() returns
+// once all have run.
+class ThreadsSeen {
+ public:
+  explicit ThreadsSeen(std::size_t expected) : done_(expected) {}
+  // Called by each task.
+  void record() {
+    {
+      std::lock_guard lock(mutex_);
+      ids_.insert(std::this_thread::get_id());
+    }
+    done_.arrive();
+  }
+  bool wait() { return done_.wait(); }
+  std::size_t tasks() {
+    std::lock_guard lock(mutex_);
+    return ids_.size();
+  }
+  std::size_t threads() {
+    std::lock_guard lock(mutex_);
+    return std::set<std::thread::id>(ids_.begin(), ids_.end()).size();
+  }
+
+ private:
+  std::mutex mutex_;  // guards ids_
+  std::multiset<std::thread::id> ids_;
+  CountDown done_;
+};
+
 // Event loops as the daemon runs them: each polls 200 µs after its last work
 // before it sleeps.
 class PollingEventLoops final : public Executor {
@@ -278,43 +307,22 @@ TEST_CASE("a task posted from an event loop runs on that loop's thread", "[pipel
 TEST_CASE("tasks posted from elsewhere go to every event loop in turn", "[pipeline][executor]") {
   constexpr std::size_t kLoops = 3;
   EventLoops loops(kLoops);
-  std::mutex mutex;
-  std::set<std::thread::id> seen;
-  CountDown done(kLoops);
-  for (std::size_t i = 0; i < kLoops; ++i) {
-    loops.post([&] {
-      {
-        std::lock_guard lock(mutex);
-        seen.insert(std::this_thread::get_id());
-      }
-      done.arrive();
-    });
-  }
-  REQUIRE(done.wait());
-  CHECK(seen.size() == kLoops);
+  ThreadsSeen seen(kLoops);
+  for (std::size_t i = 0; i < kLoops; ++i) loops.post([&] { seen.record(); });
+  REQUIRE(seen.wait());
+  CHECK(seen.threads() == kLoops);
   CHECK(loops.contexts().size() == kLoops);
 }
 
 TEST_CASE("post_to_each reaches every event loop once", "[pipeline][executor]") {
   constexpr std::size_t kLoops = 3;
   EventLoops loops(kLoops);
-  std::mutex mutex;
-  std::multiset<std::thread::id> seen;
-  CountDown done(kLoops);
+  ThreadsSeen seen(kLoops);
   // From inside a loop too: the copies still go to every loop, not just this one.
-  loops.post([&] {
-    loops.post_to_each([&] {
-      {
-        std::lock_guard lock(mutex);
-        seen.insert(std::this_thread::get_id());
-      }
-      done.arrive();
-    });
-  });
-  REQUIRE(done.wait());
-  std::lock_guard lock(mutex);
-  CHECK(seen.size() == kLoops);
-  CHECK(std::set<std::thread::id>(seen.begin(), seen.end()).size() == kLoops);
+  loops.post([&] { loops.post_to_each([&] { seen.record(); }); });
+  REQUIRE(seen.wait());
+  CHECK(seen.tasks() == kLoops);
+  CHECK(seen.threads() == kLoops);
 }
 
 TEST_CASE("event loops that poll after work still go to sleep when idle", "[pipeline][executor]") {
