@@ -183,6 +183,15 @@ std::string DaemonProcess::log() const {
   return read_text_file(dir_.path() / "daemon.log");
 }
 
+bool DaemonProcess::wait_for_log(std::string_view text, std::chrono::milliseconds timeout) const {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    if (log().find(text) != std::string::npos) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);  // the daemon appends to the file; polled, like wait_child
+  }
+}
+
 std::string DaemonProcess::token() const {
   std::string text = read_text_file(state_dir() / "token");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();

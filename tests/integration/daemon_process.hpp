@@ -66,6 +66,10 @@ class DaemonProcess {
   std::filesystem::path manifest_dir() const { return dir_.path() / "manifests"; }
   // The daemon's standard error so far (its log).
   std::string log() const;
+  // Waits until the log holds `text` (the event loops write a round's info
+  // lines after its replies, so a line may follow the frame it explains);
+  // false when the timeout passes first.
+  bool wait_for_log(std::string_view text, std::chrono::milliseconds timeout = kProcessWait) const;
   // The operator token the daemon wrote.
   std::string token() const;
 

@@ -179,7 +179,7 @@ TEST_CASE("a destructive shell command from the model is blocked and the user se
   CHECK(printed.find("shell-guard") != std::string::npos);  // the gate that blocked it, in the trace
   const Value done = client.expect_frame();
   CHECK(done.at("REQUEST-ID").text() == "r-3");
-  CHECK(daemon.log().find("proposal rejected") != std::string::npos);
+  CHECK(daemon.wait_for_log("proposal rejected"));
 }
 
 TEST_CASE("every malformed frame gets an error frame and closes only its own connection", "[integration]") {
