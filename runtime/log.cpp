@@ -8,8 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <ctime>
 #include <memory>
 
 #include "value/utf8.hpp"
@@ -49,19 +53,94 @@ void write_stderr(std::string_view bytes) noexcept {
   }
 }
 
-// The lines a batching thread holds until flush_log_batch().
+// The lines a thread holds: until flush_log_batch() on a batching thread,
+// else only while the sink builds the line. A thread changes its text only
+// while `state` is `editing`; the fatal-signal handler writes a text only after
+// moving its `state` from `idle` to `claimed`, which it never gives back (the
+// process is ending), so it never reads a text being changed and the owner
+// never changes one being read.
 struct HeldLines {
-  bool batching = false;
+  enum State : int { idle, editing, claimed };
+  std::atomic<int> state{idle};
+  std::atomic<bool> taken{false};  // a registry slot in use by a thread
   std::string text;
 };
-thread_local HeldLines held_lines;
+
+// While the owner changes its text.
+class Editing {
+ public:
+  explicit Editing(HeldLines& held) noexcept : held_(held) {
+    int expected = HeldLines::idle;
+    while (!held_.state.compare_exchange_weak(expected, HeldLines::editing, std::memory_order_acquire)) {
+      // Claimed by the fatal-signal handler: the process is ending; wait for it.
+      expected = HeldLines::idle;
+      ::pause();
+    }
+  }
+  ~Editing() { held_.state.store(HeldLines::idle, std::memory_order_release); }
+  Editing(const Editing&) = delete;
+  Editing& operator=(const Editing&) = delete;
+
+ private:
+  HeldLines& held_;
+};
+
+// The batching threads' held lines, in slots the fatal-signal handler can
+// walk without locks. Never destroyed: a thread may log during static
+// destruction. A thread that finds no free slot still batches, unregistered.
+constexpr std::size_t kRegisteredThreads = 64;
+HeldLines* registry() {
+  static HeldLines* const slots = new HeldLines[kRegisteredThreads];
+  return slots;
+}
+
+HeldLines* take_slot() noexcept {
+  HeldLines* const slots = registry();
+  for (std::size_t i = 0; i < kRegisteredThreads; ++i) {
+    bool expected = false;
+    if (slots[i].taken.compare_exchange_strong(expected, true, std::memory_order_acquire)) return &slots[i];
+  }
+  return nullptr;
+}
+
+void write_held(HeldLines& held) noexcept;
+
+// The calling thread's logging state; it writes what it holds when the thread ends.
+struct ThreadLog {
+  bool batching = false;
+  HeldLines* slot = nullptr;  // registered while batching
+  HeldLines own;              // otherwise
+
+  HeldLines& held() noexcept { return slot != nullptr ? *slot : own; }
+  void release_slot() noexcept {
+    if (slot == nullptr) return;
+    write_held(*slot);
+    {
+      Editing editing(*slot);
+      std::string().swap(slot->text);
+    }
+    slot->taken.store(false, std::memory_order_release);
+    slot = nullptr;
+  }
+  ThreadLog() = default;
+  ThreadLog(const ThreadLog&) = delete;
+  ThreadLog& operator=(const ThreadLog&) = delete;
+  ~ThreadLog() {
+    write_held(own);
+    release_slot();
+  }
+};
+thread_local ThreadLog thread_log;
 constexpr std::size_t kMaxHeldBytes = 64 * 1024;
 
-void write_held() noexcept {
-  if (held_lines.text.empty()) return;
-  write_stderr(held_lines.text);
-  held_lines.text.clear();
+void write_held(HeldLines& held) noexcept {
+  Editing editing(held);
+  if (held.text.empty()) return;
+  write_stderr(held.text);
+  held.text.clear();
 }
+
+void write_held() noexcept { write_held(thread_log.held()); }
 
 // Standard error, coloured only on a colour terminal. A line is formatted
 // under the sink's lock and written outside it, in one write(2) (spdlog's own
@@ -82,18 +161,24 @@ class StderrSink final : public spdlog::sinks::sink {
       msg.color_range_end = 0;
       formatter_->format(msg, formatted);
     }
-    std::string& out = held_lines.text;
-    const std::string_view line(formatted.data(), formatted.size());
-    if (colours_ && msg.color_range_end > msg.color_range_start) {
-      out.append(line.substr(0, msg.color_range_start));
-      out.append(colour(msg.level));
-      out.append(line.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
-      out.append("\033[m");
-      out.append(line.substr(msg.color_range_end));
-    } else {
-      out.append(line);
+    HeldLines& held = thread_log.held();
+    bool write_now = false;
+    {
+      Editing editing(held);
+      std::string& out = held.text;
+      const std::string_view line(formatted.data(), formatted.size());
+      if (colours_ && msg.color_range_end > msg.color_range_start) {
+        out.append(line.substr(0, msg.color_range_start));
+        out.append(colour(msg.level));
+        out.append(line.substr(msg.color_range_start, msg.color_range_end - msg.color_range_start));
+        out.append("\033[m");
+        out.append(line.substr(msg.color_range_end));
+      } else {
+        out.append(line);
+      }
+      write_now = !thread_log.batching || msg.level >= spdlog::level::warn || out.size() >= kMaxHeldBytes;
     }
-    if (!held_lines.batching || msg.level >= spdlog::level::warn || out.size() >= kMaxHeldBytes) write_held();
+    if (write_now) write_held(held);
   }
   void flush() override {}
   void set_pattern(const std::string& pattern) override {
@@ -147,6 +232,117 @@ void append_json_string(std::string& out, std::string_view text) {
     }
   }
   out += '"';
+}
+
+// The fatal-signal handler and its async-signal-safe helpers (no locks, no
+// allocation, no stdio: write(2), clock_gettime and plain arithmetic).
+constexpr std::array<int, 5> kFatalSignals{SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+std::array<struct sigaction, kFatalSignals.size()> previous_actions{};
+
+const char* signal_name(int number) noexcept {
+  switch (number) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+  }
+  return "a fatal signal";
+}
+
+// Appends to a fixed buffer, dropping what does not fit.
+class CrashLine {
+ public:
+  CrashLine& text(std::string_view s) noexcept {
+    for (const char c : s) {
+      if (size_ < sizeof buffer_) buffer_[size_++] = c;
+    }
+    return *this;
+  }
+  CrashLine& number(std::uint64_t n, int width = 1) noexcept {
+    char digits[20];
+    int count = 0;
+    do {
+      digits[count++] = static_cast<char>('0' + n % 10);
+      n /= 10;
+    } while (n != 0 && count < 20);
+    for (int i = count; i < width; ++i) text("0");
+    while (count > 0) text(std::string_view(&digits[--count], 1));
+    return *this;
+  }
+  std::string_view view() const noexcept { return {buffer_, size_}; }
+
+ private:
+  char buffer_[256];
+  std::size_t size_ = 0;
+};
+
+// The local time's offset from UTC when the handlers were installed (the
+// handler cannot consult the time zone); a change of daylight saving time
+// since then shows as an hour off.
+long utc_offset_seconds = 0;
+
+// The local time as the log lines show theirs: "2026-11-22T12:00:00.000",
+// then "+0100" in JSON lines.
+void put_time(CrashLine& line, bool with_offset) noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const std::int64_t seconds = now.tv_sec + utc_offset_seconds;
+  const std::int64_t days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400;
+  const std::int64_t of_day = seconds - days * 86400;
+  // Civil date from days since 1970-01-01 (H. Hinnant's days_from_civil, inverted).
+  const std::int64_t z = days + 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const std::int64_t doe = z - era * 146097;
+  const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const std::int64_t mp = (5 * doy + 2) / 153;
+  const std::int64_t day = doy - (153 * mp + 2) / 5 + 1;
+  const std::int64_t month = mp < 10 ? mp + 3 : mp - 9;
+  const std::int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  line.number(static_cast<std::uint64_t>(year), 4).text("-").number(static_cast<std::uint64_t>(month), 2);
+  line.text("-").number(static_cast<std::uint64_t>(day), 2).text("T");
+  line.number(static_cast<std::uint64_t>(of_day / 3600), 2).text(":");
+  line.number(static_cast<std::uint64_t>(of_day / 60 % 60), 2).text(":");
+  line.number(static_cast<std::uint64_t>(of_day % 60), 2).text(".");
+  line.number(static_cast<std::uint64_t>(now.tv_nsec / 1'000'000), 3);
+  if (!with_offset) return;
+  const long offset_minutes = (utc_offset_seconds < 0 ? -utc_offset_seconds : utc_offset_seconds) / 60;
+  line.text(utc_offset_seconds < 0 ? "-" : "+");
+  line.number(static_cast<std::uint64_t>(offset_minutes / 60), 2).number(static_cast<std::uint64_t>(offset_minutes % 60), 2);
+}
+
+extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) {
+  const int saved_errno = errno;
+  // What every batching thread holds, but a text its thread is changing right now.
+  HeldLines* const slots = registry();
+  for (std::size_t i = 0; i < kRegisteredThreads; ++i) {
+    if (!slots[i].taken.load(std::memory_order_acquire)) continue;
+    int expected = HeldLines::idle;
+    if (slots[i].state.compare_exchange_strong(expected, HeldLines::claimed, std::memory_order_acquire)) {
+      write_stderr(slots[i].text);
+    }
+  }
+  CrashLine line;
+  const std::string_view message = "fatal signal; the process stops";
+  if (json_lines.load(std::memory_order_relaxed)) {
+    line.text("{\"time\":\"");
+    put_time(line, true);
+    line.text("\",\"level\":\"error\",\"component\":\"crash\",\"message\":\"").text(signal_name(number));
+    line.text(": ").text(message).text("\"}\n");
+  } else {
+    put_time(line, false);
+    line.text(" error crash: ").text(signal_name(number)).text(": ").text(message).text("\n");
+  }
+  write_stderr(line.view());
+
+  // The previous disposition handles the signal again: a fault recurs when
+  // this handler returns; a signal that was sent is sent again.
+  for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
+    if (kFatalSignals[i] == number) ::sigaction(number, &previous_actions[i], nullptr);
+  }
+  if (info == nullptr || info->si_code <= 0) ::raise(number);
+  errno = saved_errno;
 }
 
 }  // namespace
@@ -203,11 +399,35 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
 }
 
 void set_log_batching(bool on) noexcept {
-  if (!on) write_held();
-  held_lines.batching = on;
+  ThreadLog& log = thread_log;
+  if (on == log.batching) return;
+  if (on) {
+    write_held(log.own);
+    log.slot = take_slot();
+  } else {
+    log.release_slot();
+  }
+  log.batching = on;
 }
 
 void flush_log_batch() noexcept { write_held(); }
+
+void write_held_logs_on_fatal_signals() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    registry();  // allocated now, not in the handler
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    if (::localtime_r(&now, &local) != nullptr) utc_offset_seconds = local.tm_gmtoff;
+    struct sigaction action{};
+    action.sa_sigaction = on_fatal_signal;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
+      ::sigaction(kFatalSignals[i], &action, &previous_actions[i]);
+    }
+  });
+}
 
 std::vector<std::string> recent_log_lines(std::size_t count) {
   std::lock_guard lock(captures_mutex);

@@ -31,10 +31,17 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
 // flush_log_batch(), one write(2) for everything a batch of work logged (a
 // request's lines, say). A warning or an error writes what is held and then
 // itself at once, and so does anything once 64 KiB are held. Turning batching
-// off writes what is held. A crash loses the lines held at that moment: at
-// most those of the work the loop was doing, below warn. Both calling thread only.
+// off, or the thread's end, writes what is held. Both calling thread only.
 void set_log_batching(bool on) noexcept;
 void flush_log_batch() noexcept;
+
+// Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT that write
+// what the batching threads hold (all but a line a thread is adding at that
+// instant) and an error line naming the signal, then hand the signal to the
+// disposition that was there before (the default: the process dies of it, and
+// a core dump or a restart by systemd follows as configured). Once; later calls
+// do nothing. The daemon calls it at start-up.
+void write_held_logs_on_fatal_signals();
 
 // The newest `count` lines logged at info level or above (at most 100 are
 // kept), oldest first, formatted "<component>: <message>". Any thread.

@@ -61,6 +61,7 @@ int run_daemon(const DaemonArgs& args) {
     return kExitUsage;
   }
   configure_logging(config->log_level, config->log_format);
+  write_held_logs_on_fatal_signals();
 
   auto daemon = Daemon::start(std::move(*config));
   if (!daemon) {

@@ -1,11 +1,16 @@
 // Logging: the line format on standard error (text and JSON), batching on a
-// thread (held lines written together, warnings at once), and the recent
-// lines the prompt shows. Standard error is redirected to a file for each test.
+// thread (held lines written together, warnings at once, written on a fatal
+// signal), and the recent lines the prompt shows. Standard error is redirected to a file for each test.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -131,4 +136,98 @@ TEST_CASE("a batching thread writes once 64 KiB are held", "[log]") {
   CHECK(written < 70);   // and the rest still held
   flush_log_batch();
   CHECK(count_lines(err.text()) == 70);
+}
+
+namespace {
+
+// In a forked child with standard error in `file` and the fatal signals at
+// their defaults (the test runner's handlers would report the crash as its
+// own): two batching threads hold a line each, then the calling one crashes
+// by `crash`. Returns the child's wait status.
+int crash_with_held_lines(const std::filesystem::path& file, const std::string& crash,
+                          LogFormat format = LogFormat::text) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    for (const int number : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(number, SIG_DFL);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::dup2(fd, STDERR_FILENO) != STDERR_FILENO) ::_exit(3);
+    configure_logging(LogLevel::info, format);
+    write_held_logs_on_fatal_signals();
+
+    int ready[2];
+    if (::pipe(ready) != 0) ::_exit(3);
+    std::thread other([&] {
+      set_log_batching(true);
+      log_message(LogLevel::info, "other", "held by another thread");
+      const char byte = 'x';
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    });
+    other.detach();
+    char byte = 0;
+    if (::read(ready[0], &byte, 1) != 1) ::_exit(3);
+
+    set_log_batching(true);
+    log_message(LogLevel::info, "crashing", "held by the crashing thread");
+    if (crash == "abort") std::abort();
+    // A real fault: a read from a page that allows no access.
+    void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) ::_exit(3);
+    const volatile char* unreadable = static_cast<const volatile char*>(page);
+    static_cast<void>(*unreadable);
+    ::_exit(4);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("a fatal signal writes what the batching threads hold, then the process dies of it", "[log]") {
+  testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "stderr.txt";
+  const std::string crash = GENERATE(as<std::string>{}, "abort", "fault");
+  const int expected_signal = crash == "abort" ? SIGABRT : SIGSEGV;
+
+  const int status = crash_with_held_lines(file, crash);
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream all;
+  all << in.rdbuf();
+  const std::string text = all.str();
+  INFO(crash << ": status " << status << "\n" << text);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == expected_signal);
+  const auto held_here = text.find("crashing: held by the crashing thread");
+  const auto held_there = text.find("other: held by another thread");
+  const auto crash_line =
+      text.find(std::string(" error crash: ") + (crash == "abort" ? "SIGABRT" : "SIGSEGV") + ": fatal signal");
+  CHECK(held_here != std::string::npos);
+  CHECK(held_there != std::string::npos);
+  REQUIRE(crash_line != std::string::npos);
+  CHECK(held_here < crash_line);
+  CHECK(held_there < crash_line);
+  REQUIRE(crash_line >= 23);
+  CHECK(text[crash_line - 13] == 'T');  // 2026-11-22T12:00:00.000 error crash: ..., as the other lines
+  CHECK(text[crash_line - 4] == '.');
+}
+
+TEST_CASE("in JSON lines the fatal-signal line is a JSON object too", "[log]") {
+  testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "stderr.txt";
+  const int status = crash_with_held_lines(file, "abort", LogFormat::json);
+  std::ifstream in(file, std::ios::binary);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(lines.size() == 3);
+  INFO(lines[2]);
+  CHECK(lines[2].rfind("{\"time\":\"", 0) == 0);
+  CHECK(lines[2].find("\",\"level\":\"error\",\"component\":\"crash\",\"message\":\"SIGABRT: fatal signal; the "
+                      "process stops\"}") != std::string::npos);
+  CHECK((lines[2][32] == '+' || lines[2][32] == '-'));  // {"time":"2026-11-22T12:00:00.000+0000"
 }
