@@ -39,11 +39,12 @@ class GateTrace {
   static constexpr std::size_t kInline = 16;
 
   GateTrace() = default;
-  GateTrace(const GateTrace& other) { append_all(other); }
+  GateTrace(const GateTrace& other) : prebuilt_(other.prebuilt_) { append_all(other); }
   GateTrace& operator=(const GateTrace& other) {
     if (this != &other) {
       clear();
       append_all(other);
+      prebuilt_ = other.prebuilt_;
     }
     return *this;
   }
@@ -75,8 +76,14 @@ class GateTrace {
   void clear() noexcept {
     if (size_ > kInline) overflow_.clear();
     if (!reasons_.empty()) reasons_.clear();
+    prebuilt_ = nullptr;
     size_ = 0;
   }
+  // The trace of a verification in which every gate passed, prebuilt by the
+  // snapshot (Snapshot::passed_trace()): to_value() returns it when the
+  // entries are exactly that. Not copied: like the entries' slots, valid
+  // while the snapshot lives. Until the next clear().
+  void set_prebuilt(const Value& trace) noexcept { prebuilt_ = &trace; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   GateTraceView operator[](std::size_t i) const noexcept {
@@ -98,6 +105,7 @@ class GateTrace {
   GateTraceEntry entries_[kInline];  // [0, min(size_, kInline)) are set
   std::vector<GateTraceEntry> overflow_;
   std::vector<Value> reasons_;
+  const Value* prebuilt_ = nullptr;
   std::size_t size_ = 0;
 };
 

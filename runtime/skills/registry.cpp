@@ -8,6 +8,7 @@
 
 #include "log.hpp"
 #include "value/ascii.hpp"
+#include "value/sexp_printer.hpp"
 
 namespace passepartout {
 namespace {
@@ -87,6 +88,10 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
     if (slot->has_observe()) observers_.push_back(slot);
     if (slot->has_error_policy()) error_policies_.push_back(slot);
   }
+  std::vector<Value> passed;
+  passed.reserve(gates_.size());
+  for (const Gate& gate : gates_) passed.push_back(gate.slot->passed_trace_entry());
+  passed_trace_ = preprint(Value::list(passed));  // in every reply: printed once
   tools_ = first_by_name<ToolEntry>(
       ordered,
       [](const Slot& slot) {

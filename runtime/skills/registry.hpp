@@ -56,6 +56,10 @@ class Snapshot {
   std::span<const std::shared_ptr<const Slot>> slots() const noexcept { return slots_; }
   // Skills with a gate: priority descending, ties by name (Decisions 2).
   std::span<const Gate> gates() const noexcept { return gates_; }
+  // The :GATE-TRACE of a verification in which every gate passed, built and
+  // preprinted once: each gate's Slot::passed_trace_entry() in gate order
+  // (NIL without gates).
+  const Value& passed_trace() const noexcept { return passed_trace_; }
   // Skills with a prompt generator, in the same order (trigger selection).
   std::span<const Slot* const> prompt_skills() const noexcept { return prompt_skills_; }
   const Slot* find(std::string_view name) const noexcept;
@@ -84,6 +88,7 @@ class Snapshot {
  private:
   std::vector<std::shared_ptr<const Slot>> slots_;
   std::vector<Gate> gates_;
+  Value passed_trace_;
   std::vector<const Slot*> prompt_skills_;
   std::uint64_t generation_;
   std::uint64_t id_;

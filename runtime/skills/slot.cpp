@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "log.hpp"
+#include "value/sexp_printer.hpp"
 
 namespace passepartout {
 
@@ -24,8 +25,8 @@ Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibr
       version_text_(manifest_.version.to_string()),
       name_value_(Value::string(manifest_.name)),
       version_value_(Value::string(version_text_)),
-      passed_trace_entry_(Value::list({Value::keyword("GATE"), name_value_, Value::keyword("VERSION"), version_value_,
-                                       Value::keyword("RESULT"), Value::keyword("PASSED")})),
+      passed_trace_entry_(preprint(Value::list({Value::keyword("GATE"), name_value_, Value::keyword("VERSION"),
+                                                version_value_, Value::keyword("RESULT"), Value::keyword("PASSED")}))),
       sha256_(std::move(sha256)),
       library_(std::move(library)),
       table_(std::move(table)) {

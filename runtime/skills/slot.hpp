@@ -69,8 +69,8 @@ class Slot {
   const Value& name_value() const noexcept { return name_value_; }
   const Value& version_value() const noexcept { return version_value_; }
   // This gate's entry in a gate trace for a plain pass,
-  // (:GATE "name" :VERSION "1.2.0" :RESULT :PASSED): built once, shared by
-  // every trace that records one.
+  // (:GATE "name" :VERSION "1.2.0" :RESULT :PASSED): built and preprinted
+  // once, shared by every trace that records one.
   const Value& passed_trace_entry() const noexcept { return passed_trace_entry_; }
   int priority() const noexcept { return manifest_.priority; }
   // Lower-case hex SHA-256 of the library bytes that were loaded.

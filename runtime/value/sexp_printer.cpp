@@ -323,6 +323,7 @@ class DropKeys {
   DropKeys() = default;
   explicit DropKeys(std::span<const std::string_view> names) noexcept : names_(names) {
     for (const std::string_view name : names) {
+      marks_ |= detail::keyword_mark(name);
       if (name.size() < 64) {
         sizes_ |= std::uint64_t{1} << name.size();
       } else {
@@ -336,6 +337,9 @@ class DropKeys {
     }
   }
   bool empty() const noexcept { return names_.empty(); }
+  // keyword_mark() of every name: a preprinted list none of whose keywords
+  // has one of these bits set loses nothing.
+  std::uint64_t marks() const noexcept { return marks_; }
   [[gnu::always_inline]] bool contains(const Value& key) const noexcept {
     if (!key.is_keyword()) return false;
     const std::string_view name = ValueAccess::text_of(key);
@@ -369,6 +373,7 @@ class DropKeys {
   };
   static constexpr std::size_t kMaxShort = 4;
   std::span<const std::string_view> names_;
+  std::uint64_t marks_ = 0;
   std::uint64_t sizes_ = 0;
   std::array<Short, kMaxShort> short_{};
   std::size_t short_count_ = 0;
@@ -475,6 +480,16 @@ void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop
     put_deep_list(writer, list, drop);
     return;
   }
+  const detail::ListNode& node = ValueAccess::list_node(list);
+  if (node.preprinted()) [[unlikely]] {
+    const detail::PrintedForm* form = node.printed_form();
+    if (!kFiltered || (form->keyword_marks & drop.marks()) == 0) {
+      char* p = writer.reserve(form->size);
+      std::memcpy(p, form->text, form->size);
+      writer.advance(p + form->size);
+      return;
+    }
+  }
   const std::span<const Value> items = ValueAccess::items_of(list);
   [[maybe_unused]] const std::size_t open = writer.offset();
   [[maybe_unused]] Plist plist = Plist::unknown;
@@ -527,6 +542,23 @@ void print_sexp(const Value& value, std::string& out, std::span<const std::strin
   } else {
     put_atom(writer, value);
   }
+}
+
+Value preprint(const Value& value) {
+  if (!value.is_list()) return value;
+  std::string text;
+  print_sexp(value, text);
+  std::uint64_t marks = 0;
+  std::vector<const Value*> pending{&value};  // a stack: no depth exhausts the call stack
+  while (!pending.empty()) {
+    const Value* list = pending.back();
+    pending.pop_back();
+    for (const Value& item : ValueAccess::items_of(*list)) {
+      if (item.is_keyword()) marks |= detail::keyword_mark(ValueAccess::text_of(item));
+      if (item.is_list()) pending.push_back(&item);
+    }
+  }
+  return ValueAccess::preprinted_list(value, text, marks);
 }
 
 std::string to_sexp(const Value& value) {

@@ -41,4 +41,13 @@ void print_sexp(const Value& value, std::string& out, std::span<const std::strin
 // The printed form of `value` as a new string.
 std::string to_sexp(const Value& value);
 
+// A copy of `value` that prints as it prints now, by copying that text: for
+// constant lists printed again and again (a snapshot's gate trace in every
+// reply). It costs the text once more in memory, held until the last copy of
+// the result goes. Equal to `value`; lists made from it (with(), list())
+// are ordinary lists that print their preprinted elements by copying. A
+// printer leaving keys out uses the text unless one of those keys may occur
+// in the list. Other kinds come back as they are.
+Value preprint(const Value& value);
+
 }  // namespace passepartout

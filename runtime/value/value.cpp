@@ -4,6 +4,7 @@
 
 #include <cassert>
 #include <limits>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -21,6 +22,11 @@ using detail::TextNode;
 
 std::uint32_t checked_size(std::size_t size, const char* what) {
   if (size > std::numeric_limits<std::uint32_t>::max()) throw std::length_error(what);
+  return static_cast<std::uint32_t>(size);
+}
+
+std::uint32_t checked_list_size(std::size_t size) {
+  if (size > ListNode::kMaxSize) throw std::length_error("Value list longer than 2^31 - 1 elements");
   return static_cast<std::uint32_t>(size);
 }
 
@@ -118,6 +124,9 @@ void free_node(void* memory, std::size_t bytes) noexcept {
 
 std::size_t text_node_bytes(std::size_t size) noexcept { return sizeof(TextNode) + size; }
 std::size_t list_node_bytes(std::size_t size) noexcept { return sizeof(ListNode) + size * sizeof(Value); }
+std::size_t preprinted_list_node_bytes(std::size_t size) noexcept {
+  return list_node_bytes(size) + sizeof(detail::PrintedForm);
+}
 
 TextNode* allocate_text(std::size_t size) {
   const std::uint32_t checked = checked_size(size, "Value text longer than 4 GiB");
@@ -128,7 +137,7 @@ TextNode* allocate_text(std::size_t size) {
 // A node of `size` NIL elements, so the node is always safe to release even
 // if filling it throws half-way.
 ListNode* allocate_list(std::size_t size) {
-  const std::uint32_t checked = checked_size(size, "Value list longer than 2^32 elements");
+  const std::uint32_t checked = checked_list_size(size);
   void* memory = allocate_node(list_node_bytes(size));
   auto* node = new (memory) ListNode{{1}, checked};
   for (std::size_t i = 0; i < size; ++i) new (reinterpret_cast<Value*>(node + 1) + i) Value();
@@ -138,7 +147,7 @@ ListNode* allocate_list(std::size_t size) {
 // A node of `size` elements: copies of `from`, then NIL. Copying a Value
 // cannot throw, so each element is constructed once, in place.
 ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size) {
-  const std::uint32_t checked = checked_size(size, "Value list longer than 2^32 elements");
+  const std::uint32_t checked = checked_list_size(size);
   void* memory = allocate_node(list_node_bytes(size));
   auto* node = new (memory) ListNode{{1}, checked};
   auto* items = reinterpret_cast<Value*>(node + 1);
@@ -163,10 +172,15 @@ void free_text(TextNode* node) noexcept {
 
 void destroy_list_node(ListNode* node) noexcept {
   Value* items = node->items();
-  const std::uint32_t size = node->size;
+  const std::uint32_t size = node->size();
+  std::size_t bytes = list_node_bytes(size);
+  if (node->preprinted()) {
+    delete[] node->printed_form()->text;
+    bytes = preprinted_list_node_bytes(size);
+  }
   for (std::uint32_t i = 0; i < size; ++i) items[i].~Value();
   node->~ListNode();
-  free_node(node, list_node_bytes(size));
+  free_node(node, bytes);
 }
 
 // Freeing a list frees its elements, which may free nested lists: recursion is
@@ -243,7 +257,7 @@ char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
 
 void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t count) {
   if (count == 0) return;
-  const std::uint32_t size = checked_size(count, "Value list longer than 2^32 elements");
+  const std::uint32_t size = checked_list_size(count);
   void* memory = allocate_node(list_node_bytes(count));
   auto* node = new (memory) ListNode{{1}, size};
   // A Value is trivially relocatable: moving its bytes moves ownership.
@@ -251,6 +265,22 @@ void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t cou
               count * sizeof(Value));
   slot.u_.list = node;
   slot.kind_ = Kind::List;
+}
+
+Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, std::uint64_t keyword_marks) {
+  const std::span<const Value> from = items_of(list);
+  const std::uint32_t size = checked_list_size(from.size());
+  auto text = std::make_unique<char[]>(printed.size());
+  if (!printed.empty()) std::memcpy(text.get(), printed.data(), printed.size());
+  void* memory = allocate_node(preprinted_list_node_bytes(size));
+  auto* node = new (memory) ListNode{{1}, size | ListNode::kPreprinted};
+  auto* items = reinterpret_cast<Value*>(node + 1);
+  for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
+  new (node->printed_form()) detail::PrintedForm{text.release(), printed.size(), keyword_marks};
+  Value v;
+  v.u_.list = node;
+  v.kind_ = Kind::List;
+  return v;
 }
 
 Value ValueAccess::list_from_moved(std::span<Value> items) {
@@ -356,7 +386,7 @@ bool Value::is_keyword(std::string_view name) const noexcept {
 
 std::span<const Value> Value::items() const noexcept {
   if (kind_ != Kind::List) return {};
-  return {u_.list->items(), u_.list->size};
+  return {u_.list->items(), u_.list->size()};
 }
 
 const Value* Value::get(std::string_view key) const noexcept {

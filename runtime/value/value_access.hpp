@@ -24,14 +24,50 @@ struct TextNode {
   const char* data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
 };
 
-// A list of `size` Values stored right after the header in the same allocation.
-struct alignas(alignof(Value)) ListNode {
-  std::atomic<std::uint32_t> refs;
-  std::uint32_t size;
-  Value* items() noexcept { return std::launder(reinterpret_cast<Value*>(this + 1)); }
-  const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
+// What a preprinted list (see preprint() in sexp_printer.hpp) prints as,
+// stored after its items: print_sexp copies `text` instead of walking the
+// list. `keyword_marks` has the bit keyword_mark() gives for each keyword in
+// the list at any depth: a printer leaving out keys none of whose bits are
+// set prints `text` too.
+struct PrintedForm {
+  char* text;  // new[]-allocated, freed with the node
+  std::size_t size;
+  std::uint64_t keyword_marks;
 };
 
+// A keyword name's bit in PrintedForm::keyword_marks: a multiplicative hash
+// of its length and first, second and last bytes (different names may share one).
+constexpr std::uint64_t keyword_mark(std::string_view name) noexcept {
+  std::uint64_t key = name.size();
+  if (!name.empty()) {
+    key |= std::uint64_t{static_cast<unsigned char>(name.front())} << 8;
+    key |= std::uint64_t{static_cast<unsigned char>(name.back())} << 16;
+  }
+  if (name.size() > 1) key |= std::uint64_t{static_cast<unsigned char>(name[1])} << 24;
+  return std::uint64_t{1} << ((key * 0x9E3779B97F4A7C15ULL) >> 58);
+}
+
+// A list of `size` Values stored right after the header in the same
+// allocation; a preprinted list has its PrintedForm after the items.
+struct alignas(alignof(Value)) ListNode {
+  static constexpr std::uint32_t kPreprinted = std::uint32_t{1} << 31;
+  static constexpr std::uint32_t kMaxSize = kPreprinted - 1;
+
+  std::atomic<std::uint32_t> refs;
+  std::uint32_t bits;  // the size, and kPreprinted
+
+  std::uint32_t size() const noexcept { return bits & kMaxSize; }
+  bool preprinted() const noexcept { return (bits & kPreprinted) != 0; }
+  Value* items() noexcept { return std::launder(reinterpret_cast<Value*>(this + 1)); }
+  const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
+  // Only when preprinted().
+  PrintedForm* printed_form() noexcept { return reinterpret_cast<PrintedForm*>(items() + size()); }
+  const PrintedForm* printed_form() const noexcept {
+    return reinterpret_cast<const PrintedForm*>(items() + size());
+  }
+};
+
+static_assert(alignof(PrintedForm) <= alignof(Value), "a printed form follows the items aligned");
 static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header aligned");
 
 }  // namespace detail
@@ -77,12 +113,18 @@ struct ValueAccess {
   }
   static std::span<const Value> items_of(const Value& value) noexcept {
     if (value.kind_ != Kind::List) return {};
-    return {value.u_.list->items(), value.u_.list->size};
+    return {value.u_.list->items(), value.u_.list->size()};
   }
 
   // A list owning the elements of `items`, which are moved out (left NIL).
   // An empty span gives NIL.
   static Value list_from_moved(std::span<Value> items);
+
+  // The node of `list`, which must be a list; for the printer.
+  static const detail::ListNode& list_node(const Value& list) noexcept { return *list.u_.list; }
+  // A list of the same items as `list` (a list) whose node holds `printed`
+  // and `keyword_marks` as its PrintedForm.
+  static Value preprinted_list(const Value& list, std::string_view printed, std::uint64_t keyword_marks);
 
  private:
   static char* init_heap_text(Value& slot, Kind kind, std::size_t size);

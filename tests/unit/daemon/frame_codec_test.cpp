@@ -11,6 +11,7 @@
 #include "daemon/frame_codec.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
+#include "value/value_access.hpp"
 
 using passepartout::ErrorCode;
 using passepartout::FrameCodec;
@@ -155,6 +156,23 @@ TEST_CASE("encoding removes reply-stream, socket and stream keys at every plist 
       ":PAYLOAD (:TEXT \"x\" :stream (1 2) :NESTED (:SOCKET :S :KEEP 1)))");
   CHECK(payload_of(message) == "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:TEXT \"x\" :NESTED (:KEEP 1)))");
   CHECK(encode_ok(parse("(:A 1 :REPLY-STREAM 2)")) == "000006(:A 1)");
+}
+
+TEST_CASE("a preprinted gate trace is framed from its text, and one holding an unsent key is cleaned", "[daemon]") {
+  using passepartout::ValueAccess;
+  using passepartout::detail::keyword_mark;
+  // Marked as a gate trace entry is (its keywords), but holding another text: the frame shows which was used.
+  const Value entry = parse("(:GATE \"g\" :VERSION \"1.0.0\" :RESULT :PASSED)");
+  std::uint64_t marks = 0;
+  for (const char* key : {"GATE", "VERSION", "RESULT", "PASSED", "REASON", "REWRITTEN", "BLOCKED", "FAILED", "APPROVAL"}) {
+    marks |= keyword_mark(key);
+  }
+  const Value trace = ValueAccess::preprinted_list(entry, "(:FROM-TEXT)", marks);
+  CHECK(payload_of(parse("(:TYPE :REQUEST)").with("GATE-TRACE", trace)) == "(:TYPE :REQUEST :GATE-TRACE (:FROM-TEXT))");
+
+  const Value with_socket = parse("(:SOCKET 3 :KEEP 1)");
+  const Value marked = ValueAccess::preprinted_list(with_socket, "(:SOCKET 3 :KEEP 1)", keyword_mark("SOCKET"));
+  CHECK(payload_of(parse("(:A 1)").with("B", marked)) == "(:A 1 :B (:KEEP 1))");
 }
 
 TEST_CASE("encoding leaves ordinary lists their length (no trailing NIL)", "[daemon]") {

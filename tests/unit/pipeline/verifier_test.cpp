@@ -76,6 +76,24 @@ TEST_CASE("a pass-through gate returns the same request with a non-empty trace (
   CHECK(to_sexp(result.at("GATE-TRACE")) == "((:GATE \"pass-gate-0\" :VERSION \"1.0.0\" :RESULT :PASSED))");
 }
 
+TEST_CASE("when every gate passes the trace is the snapshot's, built once and shared", "[pipeline][verifier]") {
+  Gates gates({{"pass-gate-0", 10}, {"pass-gate-1", 20}});
+  const auto snapshot = gates.registry.snapshot();
+  auto v = Verifier::verify(*snapshot, kAction, user_signal());
+  REQUIRE(v.outcome == VerifyOutcome::passed);
+  const Value trace = v.to_value().at("GATE-TRACE");
+  CHECK(to_sexp(trace) ==
+        "((:GATE \"pass-gate-1\" :VERSION \"1.0.0\" :RESULT :PASSED) "
+        "(:GATE \"pass-gate-0\" :VERSION \"1.0.0\" :RESULT :PASSED))");
+  CHECK(trace.items().data() == snapshot->passed_trace().items().data());  // the same list, not a copy
+
+  // Reused for a verification that does not pass, the trace is built from its entries again.
+  Gates blocking({{"pass-gate-0", 10}, {"block-gate", 5}});
+  Verifier::verify(*blocking.registry.snapshot(), kAction, user_signal(), v);
+  REQUIRE(v.outcome == VerifyOutcome::blocked);
+  CHECK_THAT(to_sexp(v.to_value().at("GATE-TRACE")), Catch::Contains(":RESULT :BLOCKED"));
+}
+
 TEST_CASE("gates run highest priority first, ties broken by name", "[pipeline][verifier]") {
   Gates gates({{"pass-gate-3", 50}, {"pass-gate-1", 90}, {"pass-gate-2", 50}, {"pass-gate-0", 10}});
   auto v = gates.verify(kAction);

@@ -12,6 +12,7 @@
 
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
+#include "value/value_access.hpp"
 
 using passepartout::print_sexp;
 using passepartout::read_sexp;
@@ -298,4 +299,39 @@ TEST_CASE("printer leaves chosen keys out of property lists, whatever their leng
   std::string plain;
   print_sexp(*read_sexp("(:X 1)"), plain, {});
   CHECK(plain == "(:X 1)");
+}
+
+TEST_CASE("a preprinted list prints as it did, by copying its text", "[value][printer]") {
+  using passepartout::preprint;
+  using passepartout::ValueAccess;
+  const Value entry = *read_sexp("(:GATE \"shell-guard\" :VERSION \"1.0.0\" :RESULT :PASSED)");
+  const Value trace = preprint(Value::list({preprint(entry), entry}));
+  CHECK(trace == Value::list({entry, entry}));
+  CHECK(to_sexp(trace) == "(" + to_sexp(entry) + " " + to_sexp(entry) + ")");
+  CHECK(preprint(Value::string("not a list")) == Value::string("not a list"));
+  CHECK(preprint(Value()).is_nil());
+
+  // Inside ordinary lists, and in lists made from it, it is printed the same.
+  const Value reply = Value::plist({{"TYPE", Value::keyword("REQUEST")}, {"GATE-TRACE", trace}});
+  CHECK(to_sexp(reply.with("STATUS", Value::keyword("DONE"))) ==
+        "(:TYPE :REQUEST :GATE-TRACE " + to_sexp(Value::list({entry, entry})) + " :STATUS :DONE)");
+
+  // The text is what is printed: a list whose node holds another text prints that.
+  const Value marked = ValueAccess::preprinted_list(entry, "(:STORED)", 0);
+  CHECK(to_sexp(marked) == "(:STORED)");
+  CHECK(to_sexp(Value::list({marked, Value::t()})) == "((:STORED) T)");
+  const std::string_view drop[] = {"SOCKET"};
+  std::string filtered;
+  print_sexp(marked, filtered, drop);
+  CHECK(filtered == "(:STORED)");  // no keyword of the list may be SOCKET: the text stands
+
+  // A printer that leaves out a key the list may hold walks the list instead.
+  const std::string_view drop_result[] = {"RESULT"};
+  const Value holding = ValueAccess::preprinted_list(entry, "(:STORED)", passepartout::detail::keyword_mark("RESULT"));
+  filtered.clear();
+  print_sexp(holding, filtered, drop_result);
+  CHECK(filtered == "(:GATE \"shell-guard\" :VERSION \"1.0.0\")");
+  filtered.clear();
+  print_sexp(preprint(entry), filtered, drop_result);
+  CHECK(filtered == "(:GATE \"shell-guard\" :VERSION \"1.0.0\")");
 }
