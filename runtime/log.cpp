@@ -70,11 +70,11 @@ struct HeldLines {
 class Editing {
  public:
   explicit Editing(HeldLines& held) noexcept : held_(held) {
-    int expected = HeldLines::idle;
-    while (!held_.state.compare_exchange_weak(expected, HeldLines::editing, std::memory_order_acquire)) {
+    for (;;) {
+      int expected = HeldLines::idle;
+      if (held_.state.compare_exchange_strong(expected, HeldLines::editing, std::memory_order_acquire)) return;
       // Claimed by the fatal-signal handler: the process is ending; wait for it.
-      expected = HeldLines::idle;
-      ::pause();
+      if (expected == HeldLines::claimed) ::pause();
     }
   }
   ~Editing() { held_.state.store(HeldLines::idle, std::memory_order_release); }

@@ -1117,4 +1117,9 @@ bool Server::wait_connections_open_for_test(std::size_t count, std::chrono::mill
   return state.connections_changed.wait_for(lock, timeout, [&] { return state.connections.size() == count; });
 }
 
+bool Server::wait_listeners_closed_for_test(std::chrono::milliseconds timeout) const {
+  if (impl_->tcp_listener && !impl_->tcp_listener->wait_closed(timeout)) return false;
+  return !impl_->unix_listener || impl_->unix_listener->wait_closed(timeout);
+}
+
 }  // namespace passepartout

@@ -178,6 +178,9 @@ class Server {
 
   // Waits until exactly `count` connections are open; false on timeout.
   bool wait_connections_open_for_test(std::size_t count, std::chrono::milliseconds timeout) const;
+  // After begin_stop(): waits until the listeners have closed (every
+  // connection they accepted has been admitted or refused); false on timeout.
+  bool wait_listeners_closed_for_test(std::chrono::milliseconds timeout) const;
 
  private:
   struct Impl;
