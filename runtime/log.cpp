@@ -105,11 +105,40 @@ HeldLines* take_slot() noexcept {
 
 void write_held(HeldLines& held) noexcept;
 
+// A signal stack of its own for a batching thread, so that the fatal-signal
+// handler also runs when the thread overflowed its stack (a skill's runaway
+// recursion). Left alone when the thread already has one.
+class AltStack {
+ public:
+  void install() noexcept {
+    stack_t current{};
+    if (::sigaltstack(nullptr, &current) != 0 || (current.ss_flags & SS_DISABLE) == 0) return;
+    const std::size_t size = std::max<std::size_t>(64 * 1024, static_cast<std::size_t>(SIGSTKSZ));
+    memory_.reset(new (std::nothrow) char[size]);
+    if (!memory_) return;
+    stack_t mine{};
+    mine.ss_sp = memory_.get();
+    mine.ss_size = size;
+    if (::sigaltstack(&mine, nullptr) != 0) memory_.reset();
+  }
+  void remove() noexcept {
+    if (!memory_) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    ::sigaltstack(&off, nullptr);
+    memory_.reset();
+  }
+
+ private:
+  std::unique_ptr<char[]> memory_;  // installed when set
+};
+
 // The calling thread's logging state; it writes what it holds when the thread ends.
 struct ThreadLog {
   bool batching = false;
   HeldLines* slot = nullptr;  // registered while batching
   HeldLines own;              // otherwise
+  AltStack alt_stack;         // while batching
 
   HeldLines& held() noexcept { return slot != nullptr ? *slot : own; }
   void release_slot() noexcept {
@@ -128,6 +157,7 @@ struct ThreadLog {
   ~ThreadLog() {
     write_held(own);
     release_slot();
+    alt_stack.remove();
   }
 };
 thread_local ThreadLog thread_log;
@@ -404,8 +434,10 @@ void set_log_batching(bool on) noexcept {
   if (on) {
     write_held(log.own);
     log.slot = take_slot();
+    log.alt_stack.install();
   } else {
     log.release_slot();
+    log.alt_stack.remove();
   }
   log.batching = on;
 }
@@ -421,7 +453,7 @@ void write_held_logs_on_fatal_signals() {
     if (::localtime_r(&now, &local) != nullptr) utc_offset_seconds = local.tm_gmtoff;
     struct sigaction action{};
     action.sa_sigaction = on_fatal_signal;
-    action.sa_flags = SA_SIGINFO;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;  // a batching thread's own stack, when it has one
     sigemptyset(&action.sa_mask);
     for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
       ::sigaction(kFatalSignals[i], &action, &previous_actions[i]);

@@ -39,8 +39,9 @@ void flush_log_batch() noexcept;
 // what the batching threads hold (all but a line a thread is adding at that
 // instant) and an error line naming the signal, then hand the signal to the
 // disposition that was there before (the default: the process dies of it, and
-// a core dump or a restart by systemd follows as configured). Once; later calls
-// do nothing. The daemon calls it at start-up.
+// a core dump or a restart by systemd follows as configured). A batching
+// thread gets a signal stack of its own, so this works after a stack overflow
+// too. Once; later calls do nothing. The daemon calls it at start-up.
 void write_held_logs_on_fatal_signals();
 
 // The newest `count` lines logged at info level or above (at most 100 are

@@ -140,10 +140,20 @@ TEST_CASE("a batching thread writes once 64 KiB are held", "[log]") {
 
 namespace {
 
+// Recursion that ends only in a stack overflow (the limit is out of reach; it
+// is there so that the compiler sees an end).
+volatile int recursion_limit = 1 << 30;
+[[gnu::noinline]] int recurse(int depth) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(depth);
+  if (depth >= recursion_limit) return frame[0];
+  return recurse(depth + 1) + frame[0];
+}
+
 // In a forked child with standard error in `file` and the fatal signals at
 // their defaults (the test runner's handlers would report the crash as its
 // own): two batching threads hold a line each, then the calling one crashes
-// by `crash`. Returns the child's wait status.
+// by `crash` ("abort", "fault" or "stack overflow"). Returns the child's wait status.
 int crash_with_held_lines(const std::filesystem::path& file, const std::string& crash,
                           LogFormat format = LogFormat::text) {
   const pid_t child = ::fork();
@@ -173,6 +183,7 @@ int crash_with_held_lines(const std::filesystem::path& file, const std::string& 
     set_log_batching(true);
     log_message(LogLevel::info, "crashing", "held by the crashing thread");
     if (crash == "abort") std::abort();
+    if (crash == "stack overflow") ::_exit(recurse(0));
     // A real fault: a read from a page that allows no access.
     void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) ::_exit(3);
@@ -190,7 +201,7 @@ int crash_with_held_lines(const std::filesystem::path& file, const std::string& 
 TEST_CASE("a fatal signal writes what the batching threads hold, then the process dies of it", "[log]") {
   testing::TempDir dir;
   const std::filesystem::path file = dir.path() / "stderr.txt";
-  const std::string crash = GENERATE(as<std::string>{}, "abort", "fault");
+  const std::string crash = GENERATE(as<std::string>{}, "abort", "fault", "stack overflow");
   const int expected_signal = crash == "abort" ? SIGABRT : SIGSEGV;
 
   const int status = crash_with_held_lines(file, crash);
