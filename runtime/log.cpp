@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <ctime>
@@ -317,24 +318,18 @@ long utc_offset_seconds = 0;
 void put_time(CrashLine& line, bool with_offset) noexcept {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  const std::int64_t seconds = now.tv_sec + utc_offset_seconds;
-  const std::int64_t days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400;
-  const std::int64_t of_day = seconds - days * 86400;
-  // Civil date from days since 1970-01-01 (H. Hinnant's days_from_civil, inverted).
-  const std::int64_t z = days + 719468;
-  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const std::int64_t doe = z - era * 146097;
-  const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const std::int64_t mp = (5 * doy + 2) / 153;
-  const std::int64_t day = doy - (153 * mp + 2) / 5 + 1;
-  const std::int64_t month = mp < 10 ? mp + 3 : mp - 9;
-  const std::int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
-  line.number(static_cast<std::uint64_t>(year), 4).text("-").number(static_cast<std::uint64_t>(month), 2);
-  line.text("-").number(static_cast<std::uint64_t>(day), 2).text("T");
-  line.number(static_cast<std::uint64_t>(of_day / 3600), 2).text(":");
-  line.number(static_cast<std::uint64_t>(of_day / 60 % 60), 2).text(":");
-  line.number(static_cast<std::uint64_t>(of_day % 60), 2).text(".");
+  // std::chrono's calendar types are plain arithmetic: safe in a signal handler.
+  using namespace std::chrono;
+  const sys_seconds local{seconds(now.tv_sec + utc_offset_seconds)};
+  const sys_days day = floor<days>(local);
+  const year_month_day date{day};
+  const hh_mm_ss<seconds> time{local - day};
+  line.number(static_cast<std::uint64_t>(static_cast<int>(date.year())), 4).text("-");
+  line.number(static_cast<unsigned>(date.month()), 2).text("-");
+  line.number(static_cast<unsigned>(date.day()), 2).text("T");
+  line.number(static_cast<std::uint64_t>(time.hours().count()), 2).text(":");
+  line.number(static_cast<std::uint64_t>(time.minutes().count()), 2).text(":");
+  line.number(static_cast<std::uint64_t>(time.seconds().count()), 2).text(".");
   line.number(static_cast<std::uint64_t>(now.tv_nsec / 1'000'000), 3);
   if (!with_offset) return;
   const long offset_minutes = (utc_offset_seconds < 0 ? -utc_offset_seconds : utc_offset_seconds) / 60;

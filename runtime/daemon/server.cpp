@@ -870,6 +870,15 @@ struct Server::Impl {
   bool stopped = false;   // guarded by stop_mutex
   std::mutex unix_path_mutex;  // guards unix_path once serving
 
+  // Waits until the listeners have closed (after begin_stop()); false when
+  // `timeout` passed first for either.
+  bool wait_listeners_closed(std::chrono::milliseconds timeout) {
+    bool closed = true;
+    if (tcp_listener) closed = tcp_listener->wait_closed(timeout) && closed;
+    if (unix_listener) closed = unix_listener->wait_closed(timeout) && closed;
+    return closed;
+  }
+
   // Stops accepting and drains the connections; later calls do nothing.
   void begin_stop() {
     std::vector<std::shared_ptr<Connection>> open;
@@ -1081,8 +1090,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   impl_->begin_stop();
   // The listeners close on their strands; wait for that before the io_context
   // may stop, or a stopped server would keep its port accepting.
-  if (impl_->tcp_listener) impl_->tcp_listener->wait_closed(grace);
-  if (impl_->unix_listener) impl_->unix_listener->wait_closed(grace);
+  impl_->wait_listeners_closed(grace);
   ServerState& state = *impl_->state;
   {
     std::unique_lock lock(state.connections_mutex);
@@ -1118,8 +1126,7 @@ bool Server::wait_connections_open_for_test(std::size_t count, std::chrono::mill
 }
 
 bool Server::wait_listeners_closed_for_test(std::chrono::milliseconds timeout) const {
-  if (impl_->tcp_listener && !impl_->tcp_listener->wait_closed(timeout)) return false;
-  return !impl_->unix_listener || impl_->unix_listener->wait_closed(timeout);
+  return impl_->wait_listeners_closed(timeout);
 }
 
 }  // namespace passepartout

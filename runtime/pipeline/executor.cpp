@@ -125,18 +125,17 @@ void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll =
       }
       Clock::time_point poll_until = Clock::now() + idle_poll;
       while (!context.stopped()) {
-        if (context.poll() != 0) {
-          flush_log_batch();
+        const std::size_t ran = context.poll();
+        flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
+        if (ran != 0) {
           poll_until = Clock::now() + idle_poll;
         } else if (Clock::now() < poll_until) {
           // Whatever else wants this CPU (often the very client just
           // answered, woken here because the waker was expected to sleep)
           // runs first.
-          flush_log_batch();
           std::this_thread::yield();
-        } else {
-          flush_log_batch();
-          if (context.run_one() != 0) poll_until = Clock::now() + idle_poll;
+        } else if (context.run_one() != 0) {
+          poll_until = Clock::now() + idle_poll;
         }
       }
       break;

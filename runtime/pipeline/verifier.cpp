@@ -72,8 +72,8 @@ Value GateTrace::to_value() const {
   if (prebuilt_ != nullptr && prebuilt_->size() == size_) {
     bool all_passed = true;
     for (std::size_t i = 0; i < size_ && all_passed; ++i) {
-      const GateTraceEntry& e = i < kInline ? entries_[i] : overflow_[i - kInline];
-      all_passed = e.result == GateResult::passed && e.reason == 0;
+      const GateTraceView e = (*this)[i];
+      all_passed = e.result == GateResult::passed && e.reason.is_nil();
     }
     if (all_passed) return *prebuilt_;
   }

@@ -47,6 +47,11 @@ class Writer {
   }
   void advance(char* cursor) noexcept { cursor_ = cursor; }
   void put(char c) { *reserve(1) = c; ++cursor_; }
+  void append(std::string_view bytes) {
+    char* p = reserve(bytes.size());
+    std::memcpy(p, bytes.data(), bytes.size());
+    advance(p + bytes.size());
+  }
   // Where the next byte goes, as an offset that survives growth; rewind() returns there.
   std::size_t offset() const noexcept { return static_cast<std::size_t>(cursor_ - out_.data()); }
   void rewind(std::size_t offset) noexcept { cursor_ = out_.data() + offset; }
@@ -285,12 +290,7 @@ void put_any_string(Writer& writer, const Value& value) {
 
 void put_atom(Writer& writer, const Value& value) {
   switch (value.kind()) {
-    case Kind::Nil: {
-      char* p = writer.reserve(3);
-      std::memcpy(p, "NIL", 3);
-      writer.advance(p + 3);
-      return;
-    }
+    case Kind::Nil: writer.append("NIL"); return;
     case Kind::True: writer.put('T'); return;
     case Kind::Integer: put_integer(writer, value.as_integer()); return;
     case Kind::Float: put_float(writer, value.as_float()); return;
@@ -397,9 +397,7 @@ void close_list(Writer& writer, std::size_t open, bool any) {
     return;
   }
   writer.rewind(open);
-  char* p = writer.reserve(3);
-  std::memcpy(p, "NIL", 3);
-  writer.advance(p + 3);
+  writer.append("NIL");
 }
 
 // The lists being printed, innermost last; the first levels live on the
@@ -484,9 +482,7 @@ void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop
   if (node.preprinted()) [[unlikely]] {
     const detail::PrintedForm* form = node.printed_form();
     if (!kFiltered || (form->keyword_marks & drop.marks()) == 0) {
-      char* p = writer.reserve(form->size);
-      std::memcpy(p, form->text, form->size);
-      writer.advance(p + form->size);
+      writer.append(std::string_view(form->text, form->size));
       return;
     }
   }
