@@ -409,18 +409,35 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
   } else {
     spdlog::log(to_spdlog(level), "{}: {}", component, message);
   }
-  std::string line;
-  line.reserve(component.size() + 2 + message.size());
-  line.append(component).append(": ").append(message);
+  const auto write_line = [&](std::string& line) {
+    line.reserve(component.size() + 2 + message.size());
+    line.append(component).append(": ").append(message);
+  };
   std::lock_guard lock(captures_mutex);
-  for (LogCapture* capture : captures) capture->append(line);
-  if (level == LogLevel::debug) return;  // the prompt's LOGS section sees info and above
-  if (recent.size() < kRecentLines) {
-    recent.push_back(std::move(line));
-  } else {
-    recent[recent_next] = std::move(line);
+  if (!captures.empty()) {
+    std::string line;
+    write_line(line);
+    for (LogCapture* capture : captures) capture->append(line);
   }
+  if (level == LogLevel::debug) return;  // the prompt's LOGS section sees info and above
+  // The ring's lines are rewritten in place: once it is full, their storage
+  // is reused and logging a line allocates nothing; a slot that once held a
+  // long line gives that storage back when a short one replaces it.
+  if (recent.size() < kRecentLines) recent.emplace_back();
+  std::string& line = recent[recent_next];
+  constexpr std::size_t kKeptCapacity = 1024;
+  if (line.capacity() > kKeptCapacity && component.size() + 2 + message.size() <= kKeptCapacity) {
+    std::string().swap(line);
+  }
+  line.clear();
+  write_line(line);
   recent_next = (recent_next + 1) % kRecentLines;
+}
+
+std::string& log_line_buffer() noexcept {
+  thread_local std::string buffer;
+  buffer.clear();
+  return buffer;
 }
 
 void set_log_batching(bool on) noexcept {

@@ -26,6 +26,11 @@ void configure_logging(LogLevel min_level, LogFormat format = LogFormat::text);
 // Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
 void log_message(LogLevel level, std::string_view component, std::string_view message);
 
+// The calling thread's scratch string, cleared, for building a message that
+// goes straight to log_message without allocating each time. Valid until the
+// next call on the same thread: build, log, done.
+std::string& log_line_buffer() noexcept;
+
 // Batching, for the event loops: while it is on for the calling thread, its
 // lines below warn are held and written to standard error together by
 // flush_log_batch(), one write(2) for everything a batch of work logged (a

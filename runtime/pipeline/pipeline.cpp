@@ -1,6 +1,6 @@
-// The metabolic loop as continuations: each cycle runs on the session's
-// strand, hands the provider call to the cascade, and goes on from its
-// completion; actuators run on the blocking executor and come back the same way.
+// The metabolic loop as continuations: each cycle runs on the executor, hands
+// the provider call to the cascade, and goes on from its completion; actuators
+// run on the blocking executor and come back the same way.
 #include "pipeline/pipeline.hpp"
 
 #include <chrono>
@@ -30,6 +30,8 @@
 namespace passepartout {
 namespace {
 
+using namespace key_literals;
+
 // Runs the gates and records their decisions when any gate did not simply pass.
 void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
                        Verification& out) {
@@ -40,9 +42,9 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 
 constexpr std::string_view kComponent = "pipeline";
 
-bool type_is(const Value& message, std::string_view type) { return message.at("TYPE").is_keyword(type); }
-bool is_log_or_event(const Value& message) { return type_is(message, "LOG") || type_is(message, "EVENT"); }
-const Value& sensor_of(const Value& signal) { return signal.path({"PAYLOAD", "SENSOR"}); }
+bool type_is(const Value& message, const Key& type) { return message.at("TYPE"_key).is_keyword(type); }
+bool is_log_or_event(const Value& message) { return type_is(message, "LOG"_key) || type_is(message, "EVENT"_key); }
+const Value& sensor_of(const Value& signal) { return signal.path({"PAYLOAD"_key, "SENSOR"_key}); }
 
 // The sensor's name ("USER-INPUT"), or "UNKNOWN"; a view into `signal`.
 std::string_view sensor_name(const Value& signal) {
@@ -51,7 +53,7 @@ std::string_view sensor_name(const Value& signal) {
 }
 
 std::int64_t depth_of(const Value& signal) {
-  const Value& depth = signal.at("DEPTH");
+  const Value& depth = signal.at("DEPTH"_key);
   return depth.is_integer() ? depth.as_integer() : 0;
 }
 
@@ -73,13 +75,13 @@ std::string target_name(const Value& target) {
 
 // E7: the tool a :TOOL action names, lower-cased ("" when it names none).
 std::string tool_name_of(const Value& action) {
-  const Value& tool = action.path({"PAYLOAD", "TOOL"});
+  const Value& tool = action.path({"PAYLOAD"_key, "TOOL"_key});
   return tool.is_string() || tool.is_keyword() || tool.is_symbol() ? ascii_lower(tool.text()) : std::string();
 }
 
 // E7: a :TOOL action's arguments, unwrapped one level when the first element is itself a list.
 Value tool_args_of(const Value& action) {
-  const Value& args = action.path({"PAYLOAD", "ARGS"});
+  const Value& args = action.path({"PAYLOAD"_key, "ARGS"_key});
   return args.is_list() && args.items()[0].is_list() ? args.items()[0] : args;
 }
 
@@ -93,10 +95,10 @@ Value feedback_event(std::int64_t depth, const Value& meta, Value payload) {
 
 // D16 and Decisions 5: what the Reason stage reasons about.
 bool is_reasoned(const Value& signal) {
-  if (!type_is(signal, "EVENT")) return false;
+  if (!type_is(signal, "EVENT"_key)) return false;
   const Value& sensor = sensor_of(signal);
-  return sensor.is_keyword("USER-INPUT") || sensor.is_keyword("CHAT-MESSAGE") || sensor.is_keyword("TOOL-OUTPUT") ||
-         sensor.is_keyword("TOOL-ERROR");
+  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key) || sensor.is_keyword("TOOL-OUTPUT"_key) ||
+         sensor.is_keyword("TOOL-ERROR"_key);
 }
 
 // The error as a skill's error policy sees it.
@@ -108,13 +110,13 @@ Value error_value(const char* kind, std::string_view message) {
 
 std::string tool_result_format(std::string_view tool, const Value& result) {
   if (result.is_list()) {
-    const Value& status = result.at("STATUS");
-    if (status.is_keyword("SUCCESS") && result.get("CONTENT") != nullptr) {
-      const Value& content = result.at("CONTENT");
+    const Value& status = result.at("STATUS"_key);
+    if (status.is_keyword("SUCCESS"_key) && result.get("CONTENT"_key) != nullptr) {
+      const Value& content = result.at("CONTENT"_key);
       return content.is_string() ? std::string(content.text()) : to_sexp(content);
     }
-    if (status.is_keyword("ERROR")) {
-      const Value& message = result.at("MESSAGE");
+    if (status.is_keyword("ERROR"_key)) {
+      const Value& message = result.at("MESSAGE"_key);
       return "ERROR [" + std::string(tool) + "]: " +
              (message.is_string() ? std::string(message.text()) : to_sexp(message));
     }
@@ -149,15 +151,17 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
   std::atomic<std::uint64_t> processed{0};
   std::atomic<std::size_t> active{0};
 
-  // One session's queue: its signals run one at a time, in order.
+  // One session's queue: its signals run one at a time, in order. A signal's
+  // loop is a chain of steps, each posting at most the next, so a session has
+  // at most one step queued or running: the queue orders the session without
+  // a strand, and each step sees what the one before wrote (the executor's
+  // queue orders them).
   struct Pending {
     Value signal;
     std::shared_ptr<ReplySink> reply;
     std::function<void(LoopReport)> done;
   };
   struct Session {
-    explicit Session(Executor& executor) : strand(executor) {}
-    Strand strand;
     std::deque<Pending> queue;
     bool busy = false;
   };
@@ -165,7 +169,7 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
   std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
 
   void enqueue(const std::string& session_id, Pending pending);
-  // Starts the loop of `pending` on the session's strand.
+  // Starts the loop of `pending` on the executor.
   void start(const std::shared_ptr<Session>& session, const std::string& session_id, Pending pending);
   void finished(const std::shared_ptr<Session>& session, const std::string& session_id);
 };
@@ -187,16 +191,16 @@ struct Run : std::enable_shared_from_this<Run> {
   Value last_rejection;
   std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
 
-  Executor& strand() { return session->strand; }
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }
 
   bool reply_open() const { return reply != nullptr && reply->is_open(); }
 
-  // Runs `step` on the session's strand; an exception goes to the crash tier.
+  // Runs `step` on the executor; an exception goes to the crash tier. Only
+  // the last thing a step does: the loop then belongs to the posted step.
   template <class Step>
   void post(Step step) {
-    strand().post([self = shared_from_this(), step = std::move(step)]() mutable { self->guarded(step); });
+    services().executor.post([self = shared_from_this(), step = std::move(step)]() mutable { self->guarded(step); });
   }
 
   template <class Step>
@@ -216,13 +220,13 @@ struct Run : std::enable_shared_from_this<Run> {
     const std::int64_t depth = depth_of(next);
     if (depth > options().max_depth) {
       log_message(LogLevel::error, kComponent, "METABOLISM ERROR: Max recursion depth reached.");
-      report.last_signal = std::move(next);
+      signal = std::move(next);
       finish("depth");
       return;
     }
     if (pipeline->interrupt_flag.load(std::memory_order_acquire)) {
       log_message(LogLevel::warn, kComponent, "METABOLISM: Interrupted by shutdown signal.");
-      report.last_signal = std::move(next);
+      signal = std::move(next);
       finish("interrupt");
       return;
     }
@@ -230,7 +234,6 @@ struct Run : std::enable_shared_from_this<Run> {
     pipeline->processed.fetch_add(1, std::memory_order_relaxed);
     snapshot = services().registry.snapshot();
     signal = perceive(std::move(next));
-    report.last_signal = signal;
     if (is_reasoned(signal)) {
       attempt = 0;
       last_rejection = Value();
@@ -241,7 +244,9 @@ struct Run : std::enable_shared_from_this<Run> {
     }
   }
 
+  // Ends the loop; the report carries `signal` as the loop left it.
   void finish(const char* why) {
+    report.last_signal = std::move(signal);
     report.stopped_by = why;
     if (done) {
       try {
@@ -258,8 +263,8 @@ struct Run : std::enable_shared_from_this<Run> {
       finish("done");
       return;
     }
-    if (feedback.get("META") == nullptr && signal.get("META") != nullptr) {
-      feedback = feedback.with("META", signal.at("META"));
+    if (feedback.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
+      feedback = feedback.with("META", signal.at("META"_key));
     }
     post([self = shared_from_this(), feedback = std::move(feedback)]() mutable { self->cycle(std::move(feedback)); });
   }
@@ -269,28 +274,28 @@ struct Run : std::enable_shared_from_this<Run> {
   Value perceive(Value incoming) {
     const Value& sensor = sensor_of(incoming);
     {  // "GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]", built in one string
-      std::string line = "GATE [Perceive]: ";
-      line.reserve(96);
+      std::string& line = log_line_buffer();
+      line += "GATE [Perceive]: ";
       const std::size_t before_type = line.size();
-      append_target_name(line, incoming.at("TYPE"));
+      append_target_name(line, incoming.at("TYPE"_key));
       if (line.size() == before_type) line += "NIL";
       line += " (";
       line += sensor_name(incoming);
       line += ") [Source: ";
-      append_target_name(line, incoming.path({"META", "SOURCE"}));
+      append_target_name(line, incoming.path({"META"_key, "SOURCE"_key}));
       line += ']';
       log_message(LogLevel::info, kComponent, line);
     }
     MemoryStore* memory = services().memory;
-    if (type_is(incoming, "EVENT") && memory != nullptr) {
-      if (sensor.is_keyword("BUFFER-UPDATE") && incoming.path({"PAYLOAD", "AST"}).is_list()) {
+    if (type_is(incoming, "EVENT"_key) && memory != nullptr) {
+      if (sensor.is_keyword("BUFFER-UPDATE"_key) && incoming.path({"PAYLOAD"_key, "AST"_key}).is_list()) {
         memory->snapshot();
-        if (auto ingested = memory->ingest(incoming.path({"PAYLOAD", "AST"})); !ingested) {
+        if (auto ingested = memory->ingest(incoming.path({"PAYLOAD"_key, "AST"_key})); !ingested) {
           log_message(LogLevel::warn, kComponent, "PERCEIVE: " + ingested.error().message);
         }
       }
     }
-    if (sensor.is_keyword("INTERRUPT")) pipeline->interrupt_flag.store(true, std::memory_order_release);
+    if (sensor.is_keyword("INTERRUPT"_key)) pipeline->interrupt_flag.store(true, std::memory_order_release);
 
     // Skills whose manifest trigger matches see the signal (heartbeats included: Decisions 9).
     for (const Slot* slot : snapshot->observers()) {
@@ -300,7 +305,7 @@ struct Run : std::enable_shared_from_this<Run> {
         log_message(LogLevel::warn, slot->name(), "observe failed: " + observed.error().message);
       }
     }
-    return incoming.with("STATUS", Value::keyword("PERCEIVED"));
+    return std::move(incoming).with("STATUS", Value::keyword("PERCEIVED"));
   }
 
   // --- Reason (D7-D16) -------------------------------------------------------------
@@ -317,16 +322,16 @@ struct Run : std::enable_shared_from_this<Run> {
       const Value& text = from_handle(out);
       if (text.is_string()) return std::string(text.text());
     }
-    const Value& text = reasoning.path({"PAYLOAD", "TEXT"});
+    const Value& text = reasoning.path({"PAYLOAD"_key, "TEXT"_key});
     if (text.is_string()) return std::string(text.text());
     const Value& sensor = sensor_of(reasoning);
-    if (sensor.is_keyword("TOOL-OUTPUT") || sensor.is_keyword("TOOL-ERROR")) {
-      const Value& tool = reasoning.path({"PAYLOAD", "TOOL"});
-      const std::string name = tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET")));
-      if (sensor.is_keyword("TOOL-ERROR")) {
-        return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD", "MESSAGE"}).text());
+    if (sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key)) {
+      const Value& tool = reasoning.path({"PAYLOAD"_key, "TOOL"_key});
+      const std::string name = tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
+      if (sensor.is_keyword("TOOL-ERROR"_key)) {
+        return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD"_key, "MESSAGE"_key}).text());
       }
-      return tool_result_format(name, reasoning.path({"PAYLOAD", "RESULT"}));
+      return tool_result_format(name, reasoning.path({"PAYLOAD"_key, "RESULT"_key}));
     }
     return "Maintain metabolic stasis.";
   }
@@ -364,12 +369,13 @@ struct Run : std::enable_shared_from_this<Run> {
 
     PromptParts parts;
     parts.version = options().version;
-    parts.providers = services().cascade.names();
+    const auto providers = services().cascade.shared_names();
+    parts.providers = *providers;
     parts.context_tokens = options().context_tokens;
     parts.gates = snapshot->gates().size();
     parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
     parts.assistant_name = options().assistant_name;
-    parts.rejection = reasoning.path({"PAYLOAD", "REJECTION-TRACE"});
+    parts.rejection = reasoning.path({"PAYLOAD"_key, "REJECTION-TRACE"_key});
     for (const auto& mandate : options().mandates) {
       try {
         std::string line = mandate(reasoning);
@@ -410,13 +416,18 @@ struct Run : std::enable_shared_from_this<Run> {
     switch (verification.outcome) {
       case VerifyOutcome::approval_required: {
         approval_gates = approving_gates(verification);
-        signal = signal.with("STATUS", Value::keyword("REQUIRES-APPROVAL"));
+        reasoning = Value();  // done with: the signal's list is then this loop's alone
+        signal = std::move(signal).with("STATUS", Value::keyword("REQUIRES-APPROVAL"));
         act(verification.to_value());
         return;
       }
       case VerifyOutcome::passed: {
-        signal = signal.with("STATUS", Value::keyword("REASONED"));
-        act(verification.to_value());
+        reasoning = Value();
+        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"));
+        // The verified action is the approved one without its trace, unless
+        // the model wrote a :GATE-TRACE of its own (then act takes it off).
+        const bool untraced = verification.action.get("GATE-TRACE"_key) == nullptr;
+        act(verification.to_value(), untraced ? &verification.action : nullptr);
         return;
       }
       case VerifyOutcome::blocked: {
@@ -425,12 +436,13 @@ struct Run : std::enable_shared_from_this<Run> {
           log_message(LogLevel::info, kComponent,
                       "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
                           std::to_string(options().max_attempts) + "); asking again");
-          reasoning = reasoning.with("PAYLOAD", reasoning.at("PAYLOAD").with("REJECTION-TRACE", last_rejection));
+          reasoning = reasoning.with("PAYLOAD", reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE", last_rejection));
           think();
           return;
         }
         // After the last attempt the user is shown the rejection (E8).
-        signal = signal.with("STATUS", Value::keyword("REASONED"));
+        reasoning = Value();
+        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"));
         act(last_rejection);
         return;
       }
@@ -451,8 +463,8 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 1: record the approval, tell the source, suspend (no feedback).
   void suspend(const Value& approval_event, std::vector<std::string> gates) {
-    const Value& action = approval_event.path({"PAYLOAD", "ACTION"});
-    const Value& reason = approval_event.path({"PAYLOAD", "REASON"});
+    const Value& action = approval_event.path({"PAYLOAD"_key, "ACTION"_key});
+    const Value& reason = approval_event.path({"PAYLOAD"_key, "REASON"_key});
     ApprovalStore* store = services().approvals;
     if (store == nullptr) {
       log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
@@ -460,12 +472,11 @@ struct Run : std::enable_shared_from_this<Run> {
                             {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR")},
                                                       {"TEXT", Value::string("Action blocked: it needs a human's "
                                                                              "approval and approvals are not enabled.")}})}}));
-      signal = signal.with("STATUS", Value::keyword("ACTED"));
-      report.last_signal = signal;
+      signal = std::move(signal).with("STATUS", Value::keyword("ACTED"));
       finish("done");
       return;
     }
-    auto approval = store->create(action, signal.at("META"), std::move(gates),
+    auto approval = store->create(action, signal.at("META"_key), std::move(gates),
                                   reason.is_string() ? std::string(reason.text()) : std::string());
     if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
     log_message(LogLevel::info, kComponent,
@@ -475,13 +486,12 @@ struct Run : std::enable_shared_from_this<Run> {
                              "` or deny with `passepartout approvals deny " + approval->token + "`.";
     deliver(Value::plist({{"TYPE", Value::keyword("EVENT")},
                           {"LEVEL", Value::keyword("APPROVAL-REQUIRED")},
-                          {"GATE-TRACE", approval_event.at("GATE-TRACE")},
+                          {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
                           {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED")},
                                                     {"TEXT", Value::string(text)},
                                                     {"TOKEN", Value::string(approval->token)},
                                                     {"ACTION", action}})}}));
-    signal = signal.with("STATUS", Value::keyword("SUSPENDED"));  // K8: stays suspended
-    report.last_signal = signal;
+    signal = std::move(signal).with("STATUS", Value::keyword("SUSPENDED"));  // K8: stays suspended
     finish("done");
   }
 
@@ -490,20 +500,23 @@ struct Run : std::enable_shared_from_this<Run> {
     if (reply_open()) reply->send(message);
   }
 
-  void act(const Value& approved) {
-    if (!approved.is_nil()) signal = signal.with("APPROVED-ACTION", approved);
+  // `untraced`, when given, is `approved` without its :GATE-TRACE.
+  void act(const Value& approved, const Value* untraced = nullptr) {
+    if (!approved.is_nil()) signal = std::move(signal).with("APPROVED-ACTION", approved);
     // Step 1: an approval request suspends the signal.
-    if (approved.at("LEVEL").is_keyword("APPROVAL-REQUIRED")) {
+    if (approved.at("LEVEL"_key).is_keyword("APPROVAL-REQUIRED"_key)) {
       suspend(approved, std::move(approval_gates));
       return;
     }
     // Step 3's choice of what to dispatch.
     Value action;
-    if (type_is(signal, "REQUEST") || type_is(signal, "LOG")) {
+    Value bare;  // `action` without :GATE-TRACE, for the last-mile gates
+    if (type_is(signal, "REQUEST"_key) || type_is(signal, "LOG"_key)) {
       action = signal;
     } else if (!approved.is_nil()) {
       action = approved;
-    } else if (type_is(signal, "EVENT") && sensor_of(signal).is_keyword("HEARTBEAT")) {
+      if (untraced != nullptr) bare = *untraced;
+    } else if (type_is(signal, "EVENT"_key) && sensor_of(signal).is_keyword("HEARTBEAT"_key)) {
       acted(Value());  // E2: heartbeats never actuate
       return;
     } else {
@@ -513,12 +526,13 @@ struct Run : std::enable_shared_from_this<Run> {
     // event; a block here really stops the action (Decisions 3, K0).
     if (!is_log_or_event(action)) {
       Verification last_mile;
-      verify_and_record("last-mile", *snapshot, action.without("GATE-TRACE"), signal, last_mile);
+      if (bare.is_nil()) bare = action.without("GATE-TRACE");
+      verify_and_record("last-mile", *snapshot, bare, signal, last_mile);
       if (last_mile.outcome == VerifyOutcome::blocked) {
         log_message(LogLevel::warn, kComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
         signal = signal.without("APPROVED-ACTION");
         const Value rejection = last_mile.to_value();
-        acted(feedback_event(depth_of(signal) + 1, signal.at("META"), rejection.at("PAYLOAD"))
+        acted(feedback_event(depth_of(signal) + 1, signal.at("META"_key), rejection.at("PAYLOAD"_key))
                   .with("TYPE", Value::keyword("LOG")));
         return;
       }
@@ -533,17 +547,20 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E2: the actuator for `action`; built-ins run here, skills' on the blocking executor.
   void dispatch(Value action) {
-    std::string target = target_name(action.at("TARGET"));
-    if (target.empty()) target = target_name(signal.path({"META", "SOURCE"}));
+    std::string target = target_name(action.at("TARGET"_key));
+    if (target.empty()) target = target_name(signal.path({"META"_key, "SOURCE"_key}));
     if (target.empty()) target = ascii_upper(options().default_actuator);
     if (target == "SYSTEM" && reply_open()) target = "TUI";
-    if (action.get("META") == nullptr && signal.get("META") != nullptr) action = action.with("META", signal.at("META"));
+    if (action.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
+      action = std::move(action).with("META", signal.at("META"_key));
+    }
 
     if (target == "TUI") {
-      Value sent = action;
-      if (sent.at("PAYLOAD").is_list() || sent.at("PAYLOAD").is_nil()) {
+      Value sent = std::move(action);
+      if (sent.at("PAYLOAD"_key).is_list() || sent.at("PAYLOAD"_key).is_nil()) {
         const std::size_t rules = services().approvals != nullptr ? services().approvals->pending_count() : 0;
-        sent = sent.with("PAYLOAD", sent.at("PAYLOAD").with("RULE-COUNT", Value::integer(static_cast<std::int64_t>(rules))));
+        Value payload = sent.at("PAYLOAD"_key).with("RULE-COUNT", Value::integer(static_cast<std::int64_t>(rules)));
+        sent = std::move(sent).with("PAYLOAD", std::move(payload));
       }
       deliver(sent);
       acted(Value());
@@ -582,11 +599,11 @@ struct Run : std::enable_shared_from_this<Run> {
   Value make_feedback(const Value& action, const Value& result) {
     if (result.is_list() && is_log_or_event(result)) return result;
     if (result.is_nil()) return Value();
-    const std::string own_target = target_name(action.at("TARGET"));
+    const std::string own_target = target_name(action.at("TARGET"_key));
     for (const std::string& silent : options().silent_actuators) {
       if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
     }
-    return feedback_event(depth_of(signal) + 1, signal.at("META"),
+    return feedback_event(depth_of(signal) + 1, signal.at("META"_key),
                           Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
                                         {"RESULT", result},
                                         {"TOOL", action.without("GATE-TRACE")}}));
@@ -594,12 +611,12 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E6, Decisions 8: messages are logged; there is no evaluator.
   static void system_actuator(const Value& action) {
-    const Value& command = action.path({"PAYLOAD", "ACTION"});
-    if (command.is_keyword("MESSAGE")) {
-      const Value& text = action.path({"PAYLOAD", "TEXT"});
+    const Value& command = action.path({"PAYLOAD"_key, "ACTION"_key});
+    if (command.is_keyword("MESSAGE"_key)) {
+      const Value& text = action.path({"PAYLOAD"_key, "TEXT"_key});
       log_message(LogLevel::info, "system",
                   "ACT [System]: " + (text.is_string() ? std::string(text.text()) : to_sexp(text)));
-    } else if (command.is_keyword("EVAL")) {
+    } else if (command.is_keyword("EVAL"_key)) {
       log_message(LogLevel::error, "system",
                   "ACT ERROR [System]: :EVAL is refused: Passepartout has no evaluator (use a skill's tool instead)");
     } else {
@@ -614,7 +631,7 @@ struct Run : std::enable_shared_from_this<Run> {
     const std::int64_t depth = depth_of(signal) + 1;
     const Snapshot::ToolEntry* tool = snapshot->find_tool(name);
     if (tool == nullptr) {
-      acted(feedback_event(depth, signal.at("META"),
+      acted(feedback_event(depth, signal.at("META"_key),
                            Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
                                          {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
       return;
@@ -622,7 +639,7 @@ struct Run : std::enable_shared_from_this<Run> {
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth] {
       Result<Value> result = tool->call(args, self->signal);
       self->post([self, result = std::move(result), name, depth]() mutable {
-        const Value meta = self->signal.at("META");
+        const Value meta = self->signal.at("META"_key);
         if (!result) {
           self->acted(feedback_event(depth, meta,
                                      Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
@@ -630,10 +647,10 @@ struct Run : std::enable_shared_from_this<Run> {
                                                    {"MESSAGE", Value::string(result.error().message)}})));
           return;
         }
-        if (self->signal.path({"META", "SOURCE"}).is_keyword()) {
+        if (self->signal.path({"META"_key, "SOURCE"_key}).is_keyword()) {
           self->deliver(Value::plist(
               {{"TYPE", Value::keyword("REQUEST")},
-               {"TARGET", self->signal.path({"META", "SOURCE"})},
+               {"TARGET", self->signal.path({"META"_key, "SOURCE"_key})},
                {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE")},
                                          {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
         }
@@ -647,8 +664,7 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 4.
   void acted(Value feedback) {
-    signal = signal.with("STATUS", Value::keyword("ACTED"));
-    report.last_signal = signal;
+    signal = std::move(signal).with("STATUS", Value::keyword("ACTED"));
     next_cycle(std::move(feedback));
   }
 
@@ -677,7 +693,7 @@ struct Run : std::enable_shared_from_this<Run> {
           finish("abort");
           return;
         case ErrorChoice::Kind::fallback:
-          next_cycle(feedback_event(depth + 1, signal.at("META"),
+          next_cycle(feedback_event(depth + 1, signal.at("META"_key),
                                     Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
                                                   {"MESSAGE", choice->text},
                                                   {"DEPTH", Value::integer(depth)}})));
@@ -695,7 +711,7 @@ struct Run : std::enable_shared_from_this<Run> {
       finish("error");
       return;
     }
-    next_cycle(feedback_event(depth + 1, signal.at("META"),
+    next_cycle(feedback_event(depth + 1, signal.at("META"_key),
                               Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
                                             {"MESSAGE", Value::string(message)},
                                             {"DEPTH", Value::integer(depth)}})));
@@ -709,7 +725,7 @@ void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
   {
     std::lock_guard lock(sessions_mutex);
     auto& slot = sessions[session_id];
-    if (!slot) slot = std::make_shared<Session>(services.executor);
+    if (!slot) slot = std::make_shared<Session>();
     session = slot;
     if (session->busy) {
       session->queue.push_back(std::move(pending));
@@ -758,12 +774,12 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::funct
   if (!signal.is_list()) {
     signal = Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
   }
-  if (!signal.at("META").is_list()) {
+  if (!signal.at("META"_key).is_list()) {
     signal = signal.with("META", Value::plist({{"SOURCE", Value::keyword("SYSTEM")},
                                                {"SESSION-ID", Value::string("internal")}}));
   }
   signal = signal.with("DEPTH", Value::integer(0));
-  const Value& session = signal.path({"META", "SESSION-ID"});
+  const Value& session = signal.path({"META"_key, "SESSION-ID"_key});
   std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
   impl_->active.fetch_add(1, std::memory_order_acq_rel);
   impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
@@ -810,8 +826,8 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     }
   }
   Value action = approval->action;
-  if (action.get("META") == nullptr && approval->meta.is_list()) action = action.with("META", approval->meta);
-  std::string target = target_name(action.at("TARGET"));
+  if (action.get("META"_key) == nullptr && approval->meta.is_list()) action = action.with("META", approval->meta);
+  std::string target = target_name(action.at("TARGET"_key));
   const Snapshot::ActuatorEntry* actuator = target.empty() ? nullptr : snapshot->find_actuator(target);
   const Snapshot::ToolEntry* tool = nullptr;
   Value args;

@@ -10,8 +10,13 @@
 namespace passepartout {
 
 std::string config_section(const PromptParts& parts) {
-  std::string section = "CONFIG: You are Passepartout v";
-  section.reserve(160);
+  std::string section;
+  append_config_section(section, parts);
+  return section;
+}
+
+void append_config_section(std::string& section, const PromptParts& parts) {
+  section += "CONFIG: You are Passepartout v";
   section += parts.version;
   section += ". Provider: ";
   if (parts.providers.empty()) section += "default";
@@ -26,7 +31,6 @@ std::string config_section(const PromptParts& parts) {
   section += " active. Rules learned: ";
   section += std::to_string(parts.pending_approvals);
   section += ". Documentation: README.md.";
-  return section;
 }
 
 std::string tool_belt(std::vector<ToolListing> tools) {
@@ -51,7 +55,7 @@ std::string system_prompt(const PromptParts& parts) {
     prompt += parts.time;
     prompt += "\n\n";
   }
-  prompt += config_section(parts);
+  append_config_section(prompt, parts);
   prompt += "\n\nIDENTITY: ";
   prompt += parts.assistant_name;
   prompt += parts.identity;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +24,7 @@ struct ToolListing {
 // snapshot's tool belt, the thread's TIME line), so nothing is copied twice.
 struct PromptParts {
   std::string_view version;               // "0.1.0"
-  std::vector<std::string> providers;     // the cascade's names; "default" when empty
+  std::span<const std::string> providers;  // the cascade's names; "default" when empty
   std::size_t context_tokens = 8192;
   std::size_t gates = 0;                  // gates in the snapshot
   std::size_t pending_approvals = 0;      // "Rules learned"
@@ -40,6 +41,8 @@ struct PromptParts {
 // D9: "CONFIG: You are Passepartout v<version>. Provider: <names>. Context: <n>
 // tokens. Security gates: <g> active. Rules learned: <r>. Documentation: README.md."
 std::string config_section(const PromptParts& parts);
+// The same, appended to `out`.
+void append_config_section(std::string& out, const PromptParts& parts);
 
 // B12: "Available tools:\n- name: description\n  Parameters: ...", sorted, or
 // "No tools registered."

@@ -13,6 +13,8 @@
 namespace passepartout {
 namespace {
 
+using namespace key_literals;
+
 constexpr std::string_view kFence = "```";
 
 
@@ -106,8 +108,8 @@ Value tool_call_action(const Value& calls) {
 // D11 step 4 for a datum that read as a list (NIL included).
 Value form_action(const Value& form) {
   Value normalized = plist_keywords_normalize(form);
-  const Value& payload = normalized.at("PAYLOAD");
-  if (payload.is_list() && !payload.at("EXPLANATION").is_nil()) return normalized;
+  const Value& payload = normalized.at("PAYLOAD"_key);
+  if (payload.is_list() && !payload.at("EXPLANATION"_key).is_nil()) return normalized;
 
   std::vector<Value> new_payload{Value::keyword("EXPLANATION"), Value::string(kProbabilisticExplanation)};
   if (payload.is_list()) new_payload.insert(new_payload.end(), payload.items().begin(), payload.items().end());

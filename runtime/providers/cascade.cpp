@@ -70,7 +70,17 @@ struct Attempt {
 // members below; the Attempt states hand ownership over.
 struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest request, CascadeCompletion done)
-      : snapshot_(std::move(snapshot)), request_(std::move(request)), done_(std::move(done)) {}
+      : snapshot_(std::move(snapshot)), request_(std::move(request)), done_(std::move(done)) {
+    if (snapshot_->providers.size() > kInlineAttempts) {
+      more_attempts_ = std::make_unique<Attempt[]>(snapshot_->providers.size() - kInlineAttempts);
+    }
+  }
+
+  // Provider `index`'s hand-off; it lives as long as the Run, which each
+  // completion keeps alive.
+  Attempt& attempt(std::size_t index) noexcept {
+    return index < kInlineAttempts ? inline_attempts_[index] : more_attempts_[index - kInlineAttempts];
+  }
 
   // Tries providers from `next_` on until one has a reply pending on another
   // thread or the cascade is decided. A reply that arrives before complete()
@@ -80,8 +90,12 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     while (next_ < providers.size()) {
       const std::size_t index = next_++;
       Provider& provider = *providers[index];
-      const std::string name(provider.name());
-      log_message(LogLevel::info, kComponent, "Attempting backend " + name + "...");
+      const std::string_view name = provider.name();
+      {
+        std::string& line = log_line_buffer();
+        line.append("Attempting backend ").append(name).append("...");
+        log_message(LogLevel::info, kComponent, line);
+      }
 
       // The last provider may have the request itself; the others get a copy.
       ProviderRequest attempt_request = next_ == providers.size() ? std::move(request_) : request_;
@@ -94,28 +108,28 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
           continue;
         }
         if (choice.is_skip) {
-          log_message(LogLevel::info, kComponent, "Skipping " + name + " (filtered)");
+          log_message(LogLevel::info, kComponent, "Skipping " + std::string(name) + " (filtered)");
           record(name, "skipped by the model selector");
           continue;
         }
         attempt_request.model = std::move(choice.model);
       }
 
-      auto attempt = std::make_shared<Attempt>();
+      Attempt& attempt = this->attempt(index);
       try {
-        provider.complete(std::move(attempt_request), [self = shared_from_this(), attempt, index](ProviderReply reply) {
-          self->on_reply(*attempt, index, std::move(reply));
+        provider.complete(std::move(attempt_request), [self = shared_from_this(), index](ProviderReply reply) {
+          self->on_reply(self->attempt(index), index, std::move(reply));
         });
       } catch (...) {
         // A reply that came before the throw is dropped: the provider broke
         // its contract, and its failure is the safer reading.
-        attempt->state.store(Attempt::abandoned);
+        attempt.state.store(Attempt::abandoned);
         record(name, "threw: " + exception_text(std::current_exception()));
         continue;
       }
       int expected = Attempt::calling;
-      if (attempt->state.compare_exchange_strong(expected, Attempt::returned)) return;  // the completion drives on
-      if (settle(index, std::move(attempt->reply))) return;
+      if (attempt.state.compare_exchange_strong(expected, Attempt::returned)) return;  // the completion drives on
+      if (settle(index, std::move(attempt.reply))) return;
     }
     exhausted();
   }
@@ -137,7 +151,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
 
   // Takes provider `index`'s reply; true when it decides the cascade.
   bool settle(std::size_t index, ProviderReply reply) {
-    const std::string name(snapshot_->providers[index]->name());
+    const std::string_view name = snapshot_->providers[index]->name();
     if (reply.kind == ProviderReply::Kind::tool_calls && reply.tool_calls.size() == 0) {
       record(name, "a tool-calls reply without any call");
       return false;
@@ -145,7 +159,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     if (reply.ok()) {
       CascadeOutcome outcome;
       outcome.reply = std::move(reply);
-      outcome.provider = name;
+      outcome.provider = std::string(name);
       outcome.failures = std::move(failures_);
       finish(std::move(outcome));
       return true;
@@ -154,9 +168,9 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     return false;
   }
 
-  void record(const std::string& name, std::string message) {
-    log_message(LogLevel::info, kComponent, "Backend " + name + " failed: " + message);
-    failures_.push_back(ProviderFailure{name, std::move(message)});
+  void record(std::string_view name, std::string message) {
+    log_message(LogLevel::info, kComponent, "Backend " + std::string(name) + " failed: " + message);
+    failures_.push_back(ProviderFailure{std::string(name), std::move(message)});
   }
 
   void exhausted() {
@@ -182,6 +196,9 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   CascadeCompletion done_;
   std::size_t next_ = 0;
   std::vector<ProviderFailure> failures_;
+  static constexpr std::size_t kInlineAttempts = 2;  // most cascades: no allocation per attempt
+  Attempt inline_attempts_[kInlineAttempts];
+  std::unique_ptr<Attempt[]> more_attempts_;
 };
 
 // --- Cascade ----------------------------------------------------------------------
@@ -202,6 +219,8 @@ void Cascade::update(Change&& change) {
   std::lock_guard lock(snapshot_mutex_);
   auto next = std::make_shared<Snapshot>(*snapshot_);
   change(*next);
+  next->names.clear();
+  for (const auto& provider : next->providers) next->names.emplace_back(provider->name());
   snapshot_ = std::move(next);
 }
 
@@ -234,10 +253,11 @@ std::vector<std::shared_ptr<Provider>> Cascade::providers() const {
   return snapshot()->providers;
 }
 
-std::vector<std::string> Cascade::names() const {
-  std::vector<std::string> names;
-  for (const auto& provider : snapshot()->providers) names.emplace_back(provider->name());
-  return names;
+std::vector<std::string> Cascade::names() const { return snapshot()->names; }
+
+std::shared_ptr<const std::vector<std::string>> Cascade::shared_names() const {
+  std::shared_ptr<const Snapshot> current = snapshot();
+  return {current, &current->names};
 }
 
 void Cascade::set_model_selector(ModelSelector selector) {

@@ -88,6 +88,9 @@ class Cascade {
   // The current list, in order.
   std::vector<std::shared_ptr<Provider>> providers() const;
   std::vector<std::string> names() const;
+  // The same names, shared with the list they come from: no copy, and they
+  // stay valid while the pointer is held, whatever changes the list after.
+  std::shared_ptr<const std::vector<std::string>> shared_names() const;
   // An empty selector (the default) passes each request's model unchanged.
   void set_model_selector(ModelSelector selector);
 
@@ -104,6 +107,7 @@ class Cascade {
  private:
   struct Snapshot {
     std::vector<std::shared_ptr<Provider>> providers;
+    std::vector<std::string> names;  // the providers' names, in order
     ModelSelector selector;
   };
 

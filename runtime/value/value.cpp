@@ -2,11 +2,14 @@
 // plist access and structural equality.
 #include "value/value.hpp"
 
+#include <bit>
 #include <cassert>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "value/ascii.hpp"
@@ -229,6 +232,7 @@ bool keyword_named(const Value& keyword, std::string_view name) noexcept {
   return true;
 }
 
+
 }  // namespace
 
 const char* to_string(Kind kind) noexcept {
@@ -406,6 +410,52 @@ const Value& Value::at(std::string_view key) const noexcept {
   return found != nullptr ? *found : kNil;
 }
 
+namespace {
+
+// True when `candidate` is the keyword `key` describes inline (key.inline_).
+bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2], const std::uint64_t (&mask)[2]) noexcept {
+  // The inline bytes after a keyword's text need not be zero: the masks skip them.
+  std::uint64_t words[2];
+  static_assert(sizeof words == sizeof(Value));
+  std::memcpy(words, static_cast<const void*>(&candidate), sizeof words);
+  return ((words[0] & mask[0]) == word[0]) & ((words[1] & mask[1]) == word[1]);
+}
+
+}  // namespace
+
+bool Value::is_keyword(const Key& name) const noexcept {
+  if (name.inline_) return matches_inline_key(*this, name.word_, name.mask_);
+  return kind_ == Kind::Keyword && keyword_named(*this, name.name());
+}
+
+const Value* Value::get(const Key& key) const noexcept {
+  if (kind_ != Kind::List) return nullptr;
+  const std::span<const Value> elements = items();
+  if (!key.inline_) {
+    for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+      const Value& candidate = elements[i];
+      if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key.name())) return &elements[i + 1];
+    }
+    return nullptr;
+  }
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    if (matches_inline_key(elements[i], key.word_, key.mask_)) return &elements[i + 1];
+  }
+  return nullptr;
+}
+
+const Value& Value::at(const Key& key) const noexcept {
+  static const Value kNil;
+  const Value* found = get(key);
+  return found != nullptr ? *found : kNil;
+}
+
+const Value& Value::path(std::initializer_list<Key> keys) const noexcept {
+  const Value* current = this;
+  for (const Key& key : keys) current = &current->at(key);
+  return *current;
+}
+
 const Value& Value::path(std::initializer_list<std::string_view> keys) const noexcept {
   const Value* current = this;
   for (std::string_view key : keys) {
@@ -414,16 +464,37 @@ const Value& Value::path(std::initializer_list<std::string_view> keys) const noe
   return *current;
 }
 
-Value Value::with(std::string_view key, Value value) const {
-  const std::string_view name = strip_colon(key);
-  const std::span<const Value> elements = items();
-  std::size_t found = elements.size();
+namespace {
+
+// The position of the first key named `name` (without ':') in `elements`, or
+// elements.size().
+std::size_t key_position(std::span<const Value> elements, std::string_view name) noexcept {
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (elements[i].kind_ == Kind::Keyword && keyword_named(elements[i], name)) {
-      found = i;
-      break;
+    if (elements[i].is_keyword() && keyword_named(elements[i], name)) return i;
+  }
+  return elements.size();
+}
+
+}  // namespace
+
+Value Value::with(std::string_view key, Value value) && {
+  // A preprinted node keeps its text, so it is never changed in place; the
+  // acquire pairs with the releases of the references dropped before, so
+  // their last reads of the node come before this write.
+  if (kind_ == Kind::List && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
+    const std::size_t found = key_position(items(), strip_colon(key));
+    if (found < u_.list->size()) {
+      u_.list->items()[found + 1] = std::move(value);
+      return std::move(*this);
     }
   }
+  return std::as_const(*this).with(key, std::move(value));
+}
+
+Value Value::with(std::string_view key, Value value) const& {
+  const std::string_view name = strip_colon(key);
+  const std::span<const Value> elements = items();
+  const std::size_t found = key_position(elements, name);
   const bool replace = found < elements.size();
   Value result;
   result.u_.list = allocate_list_copying(elements, elements.size() + (replace ? 0 : 2));

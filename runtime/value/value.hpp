@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,48 @@ namespace detail {
 struct TextNode;
 struct ListNode;
 }  // namespace detail
+
+// A property-list key fixed at compile time, written "PAYLOAD"_key (using
+// namespace passepartout::key_literals). Looking one up does no work on the
+// name: a key of up to 14 bytes is matched as the keyword stands inside a
+// Value (kind, length and upper-case text in its two words), two masked word
+// compares per candidate. The runtime's own lookups on every signal use it;
+// a name that arrives at run time goes through the string_view overloads.
+class Key {
+ public:
+  consteval Key(const char* name, std::size_t size) : name_(name), size_(size) {
+    if (size_ != 0 && name_[0] == ':') {
+      ++name_;
+      --size_;
+    }
+    if (std::endian::native != std::endian::little || size_ > 14) return;  // Value::kInlineCapacity
+    const std::size_t used = size_ + 2;  // the bytes that must match: kind, length, text
+    for (std::size_t i = 0; i < used; ++i) {
+      unsigned char byte = i == 0   ? static_cast<unsigned char>(Kind::Keyword)
+                           : i == 1 ? static_cast<unsigned char>(size_)
+                                    : static_cast<unsigned char>(name_[i - 2]);
+      if (i >= 2 && byte >= 'a' && byte <= 'z') byte = static_cast<unsigned char>(byte - ('a' - 'A'));
+      word_[i / 8] |= std::uint64_t{byte} << (8 * (i % 8));
+      mask_[i / 8] |= std::uint64_t{0xFF} << (8 * (i % 8));
+    }
+    inline_ = true;
+  }
+
+  // The name, without a leading ':'.
+  constexpr std::string_view name() const noexcept { return {name_, size_}; }
+
+ private:
+  friend class Value;
+  const char* name_;
+  std::size_t size_;
+  std::uint64_t word_[2] = {};
+  std::uint64_t mask_[2] = {};
+  bool inline_ = false;
+};
+
+namespace key_literals {
+consteval Key operator""_key(const char* name, std::size_t size) { return Key(name, size); }
+}  // namespace key_literals
 
 // A Lisp datum: NIL, T, integer, float, string, keyword, symbol or list.
 //
@@ -112,9 +155,18 @@ class Value {
   const Value& at(std::string_view key) const noexcept;
   // get(k1) then get(k2) ... on each nested plist; NIL when any step is missing.
   const Value& path(std::initializer_list<std::string_view> keys) const noexcept;
+  // The same for keys fixed at compile time ("PAYLOAD"_key).
+  bool is_keyword(const Key& name) const noexcept;
+  const Value* get(const Key& key) const noexcept;
+  const Value& at(const Key& key) const noexcept;
+  const Value& path(std::initializer_list<Key> keys) const noexcept;
   // A copy of this plist with `key` set to `value` (replaced in place when
   // present, appended otherwise). Shares the untouched elements.
-  Value with(std::string_view key, Value value) const;
+  Value with(std::string_view key, Value value) const&;
+  // The same, reusing this list when nothing else holds it and `key` is
+  // already there: `v = std::move(v).with(k, x)` then changes one element
+  // instead of copying the list.
+  Value with(std::string_view key, Value value) &&;
   // A copy of this plist without `key` (every occurrence).
   Value without(std::string_view key) const;
 

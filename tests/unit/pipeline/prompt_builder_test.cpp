@@ -12,14 +12,15 @@ namespace passepartout {
 TEST_CASE("the CONFIG section names the system, its version and its gates", "[pipeline][prompt]") {
   PromptParts parts;
   parts.version = "0.7.2";
-  parts.providers = {"scripted", "offline"};
+  const std::vector<std::string> providers{"scripted", "offline"};
+  parts.providers = providers;
   parts.gates = 5;
   parts.pending_approvals = 2;
   const std::string config = config_section(parts);
   CHECK(config ==
         "CONFIG: You are Passepartout v0.7.2. Provider: scripted, offline. Context: 8192 tokens. Security gates: 5 "
         "active. Rules learned: 2. Documentation: README.md.");
-  parts.providers.clear();
+  parts.providers = {};
   CHECK(config_section(parts).find("Provider: default.") != std::string::npos);
 }
 

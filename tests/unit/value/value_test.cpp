@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
 #include "value/value.hpp"
 
 using passepartout::Kind;
@@ -132,6 +133,75 @@ TEST_CASE("plist access ignores the case of keys", "[value][plist]") {
   CHECK(v.get("typo") == nullptr);
 }
 
+TEST_CASE("plist access tells keys apart at every length, inline or not", "[value][plist]") {
+  // Names of 1 to 20 bytes: up to 14 are stored inside the Value, beyond on
+  // the heap; keys that share a prefix or differ only in their last byte or
+  // their length must not be confused.
+  std::vector<Value> items;
+  for (int n = 1; n <= 20; ++n) {
+    const std::string name(static_cast<std::size_t>(n), 'k');
+    items.push_back(Value::keyword(name));
+    items.push_back(Value::integer(n));
+    items.push_back(Value::keyword(name.substr(0, name.size() - 1) + "x"));
+    items.push_back(Value::integer(-n));
+  }
+  const Value v = Value::list(items);
+  for (int n = 1; n <= 20; ++n) {
+    const std::string lower(static_cast<std::size_t>(n), 'k');
+    const std::string upper(static_cast<std::size_t>(n), 'K');
+    CHECK(v.at(lower) == Value::integer(n));
+    CHECK(v.at(":" + upper) == Value::integer(n));
+    CHECK(v.at(lower.substr(0, lower.size() - 1) + "X") == Value::integer(-n));
+    CHECK(v.with(lower, Value::t()).at(upper) == Value::t());
+  }
+  CHECK(v.get(std::string(21, 'k')) == nullptr);
+  CHECK(v.get("") == nullptr);
+  // Text that is not a keyword never matches, even with the same bytes.
+  const Value strings = Value::list({Value::string("KEY"), Value::integer(1), Value::symbol("KEY"), Value::integer(2)});
+  CHECK(strings.get("key") == nullptr);
+}
+
+TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]") {
+  using namespace passepartout::key_literals;
+  std::vector<Value> items;
+  for (const char* name : {"K", "KKKKKK", "KKKKKKK", "KKKKKKKKKKKKKK", "KKKKKKKKKKKKKKK", "PAYLOAD", "PAYLOAX"}) {
+    items.push_back(Value::keyword(name));
+    items.push_back(Value::string(name));
+  }
+  const Value v = Value::list(items);
+  CHECK(v.at("k"_key) == Value::string("K"));
+  CHECK(v.at("kkkkkk"_key) == Value::string("KKKKKK"));           // 6: the text ends in the first word
+  CHECK(v.at("kkkkkkk"_key) == Value::string("KKKKKKK"));         // 7: it reaches the second
+  CHECK(v.at("kkkkkkkkkkkkkk"_key) == Value::string("KKKKKKKKKKKKKK"));  // 14: the most stored inline
+  CHECK(v.at("KKKKKKKKKKKKKKK"_key) == Value::string("KKKKKKKKKKKKKKK"));  // 15: on the heap
+  CHECK(v.at(":Payload"_key) == Value::string("PAYLOAD"));
+  CHECK(v.get("PAYLOA"_key) == nullptr);
+  CHECK(v.get("KKKKKKKKKKKKKKKK"_key) == nullptr);
+  CHECK(v.get(""_key) == nullptr);
+  const Value nested = Value::plist({{"META", Value::plist({{"SOURCE", Value::keyword("TUI")}})}});
+  CHECK(nested.path({"meta"_key, "source"_key}) == Value::keyword("TUI"));
+  CHECK(nested.path({"meta"_key, "target"_key}).is_nil());
+  CHECK(Value::string("not a list").get("meta"_key) == nullptr);
+  // Text that is not a keyword never matches, even with the same bytes.
+  const Value strings = Value::list({Value::string("KEY"), Value::integer(1), Value::symbol("KEY"), Value::integer(2)});
+  CHECK(strings.get("key"_key) == nullptr);
+}
+
+TEST_CASE("keywords read from text are found whatever their inline storage held before", "[value][plist]") {
+  // The reader writes a keyword's bytes inline and then sets its length, so
+  // the bytes after the text are not necessarily zero.
+  const Value v = passepartout::read_sexp("(:ABCDEFGHIJKLMN 1 :AB 2 :ABCDEFG 3)").value();
+  CHECK(v.at("abcdefghijklmn") == Value::integer(1));
+  CHECK(v.at("ab") == Value::integer(2));
+  CHECK(v.at("abcdefg") == Value::integer(3));
+  CHECK(v.get("abc") == nullptr);
+  using namespace passepartout::key_literals;
+  CHECK(v.at("abcdefghijklmn"_key) == Value::integer(1));
+  CHECK(v.at("ab"_key) == Value::integer(2));
+  CHECK(v.at("abcdefg"_key) == Value::integer(3));
+  CHECK(v.get("abc"_key) == nullptr);
+}
+
 TEST_CASE("plist access only looks at keys in even positions", "[value][plist]") {
   // (:A :B :B 1): the :B at position 1 is a value, the key :B is at position 2.
   const Value v = Value::list(
@@ -168,7 +238,7 @@ TEST_CASE("path follows nested plists and gives NIL when a step is missing", "[v
   CHECK(signal.path({"payload", "missing"}).is_nil());
   CHECK(signal.path({"missing", "action"}).is_nil());
   CHECK(signal.path({"type", "action"}).is_nil());
-  CHECK(signal.path({}) == signal);
+  CHECK(signal.path(std::initializer_list<std::string_view>{}) == signal);
 }
 
 TEST_CASE("with replaces a present key in place and shares the other elements", "[value][plist]") {
@@ -187,6 +257,38 @@ TEST_CASE("with appends an absent key as an upper-case keyword", "[value][plist]
   const Value v = Value::plist({{"A", Value::integer(1)}});
   CHECK(passepartout::to_sexp(v.with("status", Value::keyword("acted"))) == "(:A 1 :STATUS :ACTED)");
   CHECK(passepartout::to_sexp(Value().with(":x", Value::t())) == "(:X T)");
+}
+
+TEST_CASE("with on a list nothing else holds changes that list instead of copying it", "[value][plist]") {
+  Value v = Value::plist({{"A", Value::integer(1)}, {"STATUS", Value::keyword("PERCEIVED")}});
+  const Value* before = v.items().data();
+  v = std::move(v).with("status", Value::keyword("acted"));
+  CHECK(v.items().data() == before);
+  CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED)");
+
+  SECTION("an absent key still makes a longer copy") {
+    v = std::move(v).with("depth", Value::integer(0));
+    CHECK(v.items().data() != before);
+    CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED :DEPTH 0)");
+  }
+}
+
+TEST_CASE("with on a shared or preprinted list leaves the other holders' list as it was", "[value][plist]") {
+  Value v = Value::plist({{"A", Value::integer(1)}, {"STATUS", Value::keyword("PERCEIVED")}});
+  SECTION("shared") {
+    const Value other = v;
+    v = std::move(v).with("status", Value::keyword("acted"));
+    CHECK(passepartout::to_sexp(other) == "(:A 1 :STATUS :PERCEIVED)");
+    CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED)");
+    CHECK(v.items().data() != other.items().data());
+  }
+  SECTION("preprinted, and so carrying its text") {
+    Value printed = passepartout::preprint(v);
+    const Value* before = printed.items().data();
+    printed = std::move(printed).with("status", Value::keyword("acted"));
+    CHECK(printed.items().data() != before);
+    CHECK(passepartout::to_sexp(printed) == "(:A 1 :STATUS :ACTED)");
+  }
 }
 
 TEST_CASE("without removes every occurrence of a key", "[value][plist]") {
