@@ -474,6 +474,7 @@ void write_held_logs_on_fatal_signals() {
 }
 
 std::vector<std::string> recent_log_lines(std::size_t count) {
+  if (count == 0) return {};
   std::lock_guard lock(captures_mutex);
   count = std::min(count, recent.size());
   std::vector<std::string> lines;

@@ -3,6 +3,7 @@
 // run on the blocking executor and come back the same way.
 #include "pipeline/pipeline.hpp"
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -87,7 +88,7 @@ Value tool_args_of(const Value& action) {
 
 // (:TYPE :EVENT :DEPTH d :META m :PAYLOAD payload)
 Value feedback_event(std::int64_t depth, const Value& meta, Value payload) {
-  return Value::plist({{"TYPE", Value::keyword("EVENT")},
+  return Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
                        {"DEPTH", Value::integer(depth)},
                        {"META", meta},
                        {"PAYLOAD", std::move(payload)}});
@@ -128,15 +129,15 @@ std::string tool_result_format(std::string_view tool, const Value& result) {
 
 Value user_input_signal(std::string_view text, std::string_view session, std::string_view source) {
   return Value::plist(
-      {{"TYPE", Value::keyword("EVENT")},
+      {{"TYPE", Value::keyword("EVENT"_key)},
        {"META", Value::plist({{"SOURCE", Value::keyword(source)}, {"SESSION-ID", Value::string(session)}})},
-       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("USER-INPUT")}, {"TEXT", Value::string(text)}})}});
+       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("USER-INPUT"_key)}, {"TEXT", Value::string(text)}})}});
 }
 
 Value heartbeat_signal() {
   // :UNIX-TIME is Lisp universal time (seconds since 1900) despite its name (A3).
-  return Value::plist({{"TYPE", Value::keyword("EVENT")},
-                       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("HEARTBEAT")},
+  return Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
+                       {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("HEARTBEAT"_key)},
                                                  {"UNIX-TIME", Value::integer(universal_time_now())}})}});
 }
 
@@ -165,8 +166,17 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
     std::deque<Pending> queue;
     bool busy = false;
   };
-  std::mutex sessions_mutex;  // guards sessions
-  std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
+  // The sessions with a signal in flight, spread over shards by their id so
+  // that threads serving different sessions rarely take the same lock.
+  struct alignas(64) SessionShard {
+    std::mutex mutex;  // guards sessions
+    std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
+  };
+  static constexpr std::size_t kSessionShards = 16;
+  std::array<SessionShard, kSessionShards> session_shards;
+  SessionShard& shard_of(std::string_view session_id) {
+    return session_shards[std::hash<std::string_view>{}(session_id) % kSessionShards];
+  }
 
   void enqueue(const std::string& session_id, Pending pending);
   // Starts the loop of `pending` on the executor.
@@ -305,7 +315,7 @@ struct Run : std::enable_shared_from_this<Run> {
         log_message(LogLevel::warn, slot->name(), "observe failed: " + observed.error().message);
       }
     }
-    return std::move(incoming).with("STATUS", Value::keyword("PERCEIVED"));
+    return std::move(incoming).with("STATUS", Value::keyword("PERCEIVED"_key));
   }
 
   // --- Reason (D7-D16) -------------------------------------------------------------
@@ -369,8 +379,8 @@ struct Run : std::enable_shared_from_this<Run> {
 
     PromptParts parts;
     parts.version = options().version;
-    const auto providers = services().cascade.shared_names();
-    parts.providers = *providers;
+    std::shared_ptr<const Cascade::Lineup> lineup = services().cascade.lineup();
+    parts.providers = lineup->names;
     parts.context_tokens = options().context_tokens;
     parts.gates = snapshot->gates().size();
     parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
@@ -396,11 +406,11 @@ struct Run : std::enable_shared_from_this<Run> {
     request.tools = tools.values;
     if (reply_open()) {
       request.on_chunk = [sink = reply](std::string_view delta) {
-        sink->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK")},
+        sink->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK"_key)},
                                  {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
       };
     }
-    services().cascade.call(std::move(request), [self = shared_from_this()](CascadeOutcome outcome) {
+    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome outcome) {
       self->post([self, outcome = std::move(outcome)] { self->reasoned(outcome); });
     });
   }
@@ -417,13 +427,13 @@ struct Run : std::enable_shared_from_this<Run> {
       case VerifyOutcome::approval_required: {
         approval_gates = approving_gates(verification);
         reasoning = Value();  // done with: the signal's list is then this loop's alone
-        signal = std::move(signal).with("STATUS", Value::keyword("REQUIRES-APPROVAL"));
+        signal = std::move(signal).with("STATUS", Value::keyword("REQUIRES-APPROVAL"_key));
         act(verification.to_value());
         return;
       }
       case VerifyOutcome::passed: {
         reasoning = Value();
-        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"));
+        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"_key));
         // The verified action is the approved one without its trace, unless
         // the model wrote a :GATE-TRACE of its own (then act takes it off).
         const bool untraced = verification.action.get("GATE-TRACE"_key) == nullptr;
@@ -442,7 +452,7 @@ struct Run : std::enable_shared_from_this<Run> {
         }
         // After the last attempt the user is shown the rejection (E8).
         reasoning = Value();
-        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"));
+        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"_key));
         act(last_rejection);
         return;
       }
@@ -468,11 +478,11 @@ struct Run : std::enable_shared_from_this<Run> {
     ApprovalStore* store = services().approvals;
     if (store == nullptr) {
       log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
-      deliver(Value::plist({{"TYPE", Value::keyword("LOG")},
-                            {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR")},
+      deliver(Value::plist({{"TYPE", Value::keyword("LOG"_key)},
+                            {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
                                                       {"TEXT", Value::string("Action blocked: it needs a human's "
                                                                              "approval and approvals are not enabled.")}})}}));
-      signal = std::move(signal).with("STATUS", Value::keyword("ACTED"));
+      signal = std::move(signal).with("STATUS", Value::keyword("ACTED"_key));
       finish("done");
       return;
     }
@@ -484,14 +494,14 @@ struct Run : std::enable_shared_from_this<Run> {
     const std::string text = "Approval required" + (approval->reason.empty() ? std::string() : ": " + approval->reason) +
                              ". Approve with `passepartout approvals approve " + approval->token +
                              "` or deny with `passepartout approvals deny " + approval->token + "`.";
-    deliver(Value::plist({{"TYPE", Value::keyword("EVENT")},
-                          {"LEVEL", Value::keyword("APPROVAL-REQUIRED")},
+    deliver(Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
+                          {"LEVEL", Value::keyword("APPROVAL-REQUIRED"_key)},
                           {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
-                          {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED")},
+                          {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED"_key)},
                                                     {"TEXT", Value::string(text)},
                                                     {"TOKEN", Value::string(approval->token)},
                                                     {"ACTION", action}})}}));
-    signal = std::move(signal).with("STATUS", Value::keyword("SUSPENDED"));  // K8: stays suspended
+    signal = std::move(signal).with("STATUS", Value::keyword("SUSPENDED"_key));  // K8: stays suspended
     finish("done");
   }
 
@@ -533,7 +543,7 @@ struct Run : std::enable_shared_from_this<Run> {
         signal = signal.without("APPROVED-ACTION");
         const Value rejection = last_mile.to_value();
         acted(feedback_event(depth_of(signal) + 1, signal.at("META"_key), rejection.at("PAYLOAD"_key))
-                  .with("TYPE", Value::keyword("LOG")));
+                  .with("TYPE", Value::keyword("LOG"_key)));
         return;
       }
       if (last_mile.outcome == VerifyOutcome::approval_required) {
@@ -604,7 +614,7 @@ struct Run : std::enable_shared_from_this<Run> {
       if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
     }
     return feedback_event(depth_of(signal) + 1, signal.at("META"_key),
-                          Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
+                          Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)},
                                         {"RESULT", result},
                                         {"TOOL", action.without("GATE-TRACE")}}));
   }
@@ -632,7 +642,7 @@ struct Run : std::enable_shared_from_this<Run> {
     const Snapshot::ToolEntry* tool = snapshot->find_tool(name);
     if (tool == nullptr) {
       acted(feedback_event(depth, signal.at("META"_key),
-                           Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
+                           Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
                                          {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
       return;
     }
@@ -642,20 +652,20 @@ struct Run : std::enable_shared_from_this<Run> {
         const Value meta = self->signal.at("META"_key);
         if (!result) {
           self->acted(feedback_event(depth, meta,
-                                     Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR")},
+                                     Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
                                                    {"TOOL", Value::string(name)},
                                                    {"MESSAGE", Value::string(result.error().message)}})));
           return;
         }
         if (self->signal.path({"META"_key, "SOURCE"_key}).is_keyword()) {
           self->deliver(Value::plist(
-              {{"TYPE", Value::keyword("REQUEST")},
+              {{"TYPE", Value::keyword("REQUEST"_key)},
                {"TARGET", self->signal.path({"META"_key, "SOURCE"_key})},
-               {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE")},
+               {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
                                          {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
         }
         self->acted(feedback_event(depth, meta,
-                                   Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT")},
+                                   Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)},
                                                  {"RESULT", *result},
                                                  {"TOOL", Value::string(name)}})));
       });
@@ -664,7 +674,7 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 4.
   void acted(Value feedback) {
-    signal = std::move(signal).with("STATUS", Value::keyword("ACTED"));
+    signal = std::move(signal).with("STATUS", Value::keyword("ACTED"_key));
     next_cycle(std::move(feedback));
   }
 
@@ -694,7 +704,7 @@ struct Run : std::enable_shared_from_this<Run> {
           return;
         case ErrorChoice::Kind::fallback:
           next_cycle(feedback_event(depth + 1, signal.at("META"_key),
-                                    Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
+                                    Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR"_key)},
                                                   {"MESSAGE", choice->text},
                                                   {"DEPTH", Value::integer(depth)}})));
           return;
@@ -712,7 +722,7 @@ struct Run : std::enable_shared_from_this<Run> {
       return;
     }
     next_cycle(feedback_event(depth + 1, signal.at("META"_key),
-                              Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR")},
+                              Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR"_key)},
                                             {"MESSAGE", Value::string(message)},
                                             {"DEPTH", Value::integer(depth)}})));
   }
@@ -723,8 +733,9 @@ struct Run : std::enable_shared_from_this<Run> {
 void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
   std::shared_ptr<Session> session;
   {
-    std::lock_guard lock(sessions_mutex);
-    auto& slot = sessions[session_id];
+    SessionShard& shard = shard_of(session_id);
+    std::lock_guard lock(shard.mutex);
+    auto& slot = shard.sessions[session_id];
     if (!slot) slot = std::make_shared<Session>();
     session = slot;
     if (session->busy) {
@@ -750,10 +761,11 @@ void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, const std
   active.fetch_sub(1, std::memory_order_acq_rel);
   Pending next;
   {
-    std::lock_guard lock(sessions_mutex);
+    SessionShard& shard = shard_of(session_id);
+    std::lock_guard lock(shard.mutex);
     if (session->queue.empty()) {
       session->busy = false;
-      sessions.erase(session_id);
+      shard.sessions.erase(session_id);
       return;
     }
     next = std::move(session->queue.front());
@@ -772,10 +784,10 @@ Pipeline::~Pipeline() = default;
 void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::function<void(LoopReport)> done) {
   // C1: default meta; the client cannot choose its depth.
   if (!signal.is_list()) {
-    signal = Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
+    signal = Value::plist({{"TYPE", Value::keyword("EVENT"_key)}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
   }
   if (!signal.at("META"_key).is_list()) {
-    signal = signal.with("META", Value::plist({{"SOURCE", Value::keyword("SYSTEM")},
+    signal = signal.with("META", Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
                                                {"SESSION-ID", Value::string("internal")}}));
   }
   signal = signal.with("DEPTH", Value::integer(0));
@@ -800,9 +812,9 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   // now blocks still stops it; approval requests from the gates that were
   // approved (same name and version) are satisfied; a new one is not.
   auto snapshot = impl_->services.registry.snapshot();
-  const Value context = Value::plist({{"TYPE", Value::keyword("EVENT")},
+  const Value context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
                                       {"META", approval->meta},
-                                      {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED")}})}});
+                                      {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
   Verification check;
   verify_and_record("approval", *snapshot, approval->action, context, check);
   if (check.outcome == VerifyOutcome::blocked) {

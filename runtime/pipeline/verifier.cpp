@@ -69,14 +69,7 @@ const char* to_string(VerifyOutcome outcome) noexcept {
 }
 
 Value GateTrace::to_value() const {
-  if (prebuilt_ != nullptr && prebuilt_->size() == size_) {
-    bool all_passed = true;
-    for (std::size_t i = 0; i < size_ && all_passed; ++i) {
-      const GateTraceView e = (*this)[i];
-      all_passed = e.result == GateResult::passed && e.reason.is_nil();
-    }
-    if (all_passed) return *prebuilt_;
-  }
+  if (prebuilt_ != nullptr && plain_passes_ == size_ && prebuilt_->size() == size_) return *prebuilt_;
   // Up to kInline entries are gathered on the stack; a plain pass is the
   // slot's prebuilt entry, so a trace of passes allocates only its list.
   Value inline_entries[kInline];

@@ -52,6 +52,7 @@ class GateTrace {
 
   // The hot path: a gate that passed or rewrote.
   void push_back(const Slot* slot, GateResult result) {
+    if (result == GateResult::passed) ++plain_passes_;
     if (size_ < kInline) [[likely]] {
       entries_[size_] = GateTraceEntry{slot, result, 0};
     } else {
@@ -78,6 +79,7 @@ class GateTrace {
     if (!reasons_.empty()) reasons_.clear();
     prebuilt_ = nullptr;
     size_ = 0;
+    plain_passes_ = 0;
   }
   // The trace of a verification in which every gate passed, prebuilt by the
   // snapshot (Snapshot::passed_trace()): to_value() returns it when the
@@ -107,6 +109,7 @@ class GateTrace {
   std::vector<Value> reasons_;
   const Value* prebuilt_ = nullptr;
   std::size_t size_ = 0;
+  std::size_t plain_passes_ = 0;  // entries that passed without a reason
 };
 
 enum class VerifyOutcome : std::uint8_t { passed, blocked, approval_required };

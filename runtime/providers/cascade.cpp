@@ -255,18 +255,19 @@ std::vector<std::shared_ptr<Provider>> Cascade::providers() const {
 
 std::vector<std::string> Cascade::names() const { return snapshot()->names; }
 
-std::shared_ptr<const std::vector<std::string>> Cascade::shared_names() const {
-  std::shared_ptr<const Snapshot> current = snapshot();
-  return {current, &current->names};
-}
+std::shared_ptr<const Cascade::Lineup> Cascade::lineup() const { return snapshot(); }
 
 void Cascade::set_model_selector(ModelSelector selector) {
   update([&](Snapshot& s) { s.selector = std::move(selector); });
 }
 
 void Cascade::call(ProviderRequest request, CascadeCompletion done) const {
+  call(snapshot(), std::move(request), std::move(done));
+}
+
+void Cascade::call(std::shared_ptr<const Lineup> lineup, ProviderRequest request, CascadeCompletion done) const {
   if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
-  auto run = std::make_shared<Run>(snapshot(), std::move(request), std::move(done));
+  auto run = std::make_shared<Run>(std::move(lineup), std::move(request), std::move(done));
   run->drive();
 }
 

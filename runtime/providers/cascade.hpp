@@ -88,9 +88,14 @@ class Cascade {
   // The current list, in order.
   std::vector<std::shared_ptr<Provider>> providers() const;
   std::vector<std::string> names() const;
-  // The same names, shared with the list they come from: no copy, and they
-  // stay valid while the pointer is held, whatever changes the list after.
-  std::shared_ptr<const std::vector<std::string>> shared_names() const;
+
+  // The list as it stands, immutable: what one call tries, in order.
+  struct Lineup {
+    std::vector<std::shared_ptr<Provider>> providers;
+    std::vector<std::string> names;  // the providers' names, in order
+    ModelSelector selector;
+  };
+  std::shared_ptr<const Lineup> lineup() const;
   // An empty selector (the default) passes each request's model unchanged.
   void set_model_selector(ModelSelector selector);
 
@@ -103,13 +108,12 @@ class Cascade {
   // Streamed chunks (request.on_chunk) from a provider that then fails have
   // already been delivered; a caller that streams should be ready for that.
   void call(ProviderRequest request, CascadeCompletion done) const;
+  // The same with a lineup taken before (to build the prompt from the names
+  // the call then tries).
+  void call(std::shared_ptr<const Lineup> lineup, ProviderRequest request, CascadeCompletion done) const;
 
  private:
-  struct Snapshot {
-    std::vector<std::shared_ptr<Provider>> providers;
-    std::vector<std::string> names;  // the providers' names, in order
-    ModelSelector selector;
-  };
+  using Snapshot = Lineup;
 
   struct Run;  // one call in flight
 

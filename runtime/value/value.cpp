@@ -423,6 +423,14 @@ bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2], 
 
 }  // namespace
 
+Value Value::keyword(const Key& name) {
+  if (!name.inline_) return keyword(name.name());
+  Value v;  // the key's words are the keyword Value's bytes, text upper-cased
+  static_assert(sizeof name.word_ == sizeof(Value));
+  std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));
+  return v;
+}
+
 bool Value::is_keyword(const Key& name) const noexcept {
   if (name.inline_) return matches_inline_key(*this, name.word_, name.mask_);
   return kind_ == Kind::Keyword && keyword_named(*this, name.name());

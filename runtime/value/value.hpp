@@ -156,6 +156,7 @@ class Value {
   // get(k1) then get(k2) ... on each nested plist; NIL when any step is missing.
   const Value& path(std::initializer_list<std::string_view> keys) const noexcept;
   // The same for keys fixed at compile time ("PAYLOAD"_key).
+  static Value keyword(const Key& name);
   bool is_keyword(const Key& name) const noexcept;
   const Value* get(const Key& key) const noexcept;
   const Value& at(const Key& key) const noexcept;

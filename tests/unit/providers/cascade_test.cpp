@@ -425,6 +425,21 @@ TEST_CASE("providers can be added, replaced by name and removed at run time", "[
   CHECK(cascade.providers().size() == 1);
 }
 
+TEST_CASE("a lineup taken before a change is what a call with it names and tries", "[providers][cascade]") {
+  Cascade cascade({answering("alpha", "a"), answering("beta", "b")});
+  std::shared_ptr<const Cascade::Lineup> lineup = cascade.lineup();
+  cascade.remove("alpha");
+  CHECK(lineup->names == std::vector<std::string>{"alpha", "beta"});
+  CHECK(cascade.lineup()->names == std::vector<std::string>{"beta"});
+
+  Awaited<CascadeOutcome> outcome;
+  cascade.call(lineup, {}, [&](CascadeOutcome o) { outcome.set(std::move(o)); });
+  auto result = outcome.wait();
+  REQUIRE(result.has_value());
+  CHECK(result->provider == "alpha");
+  CHECK(call(cascade).provider == "beta");
+}
+
 TEST_CASE("a completion that throws is logged, not propagated", "[providers][cascade]") {
   LogCapture log;
   Cascade cascade({answering("p", "ok")});

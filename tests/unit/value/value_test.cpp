@@ -185,6 +185,13 @@ TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]
   // Text that is not a keyword never matches, even with the same bytes.
   const Value strings = Value::list({Value::string("KEY"), Value::integer(1), Value::symbol("KEY"), Value::integer(2)});
   CHECK(strings.get("key"_key) == nullptr);
+  // A keyword made from a key is the keyword made from its name.
+  CHECK(Value::keyword(":acted"_key) == Value::keyword("ACTED"));
+  CHECK(Value::keyword("requires-approval"_key) == Value::keyword("REQUIRES-APPROVAL"));
+  CHECK(Value::keyword("acted"_key).is_keyword("ACTED"_key));
+  CHECK(!Value::keyword("acted"_key).is_keyword("ACTE"_key));
+  CHECK(!Value::string("ACTED").is_keyword("ACTED"_key));
+  CHECK(passepartout::to_sexp(Value::keyword("status"_key)) == ":STATUS");
 }
 
 TEST_CASE("keywords read from text are found whatever their inline storage held before", "[value][plist]") {
