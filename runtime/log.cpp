@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -484,6 +485,26 @@ std::vector<std::string> recent_log_lines(std::size_t count) {
     lines.push_back(recent[(recent_next + kRecentLines - i) % kRecentLines]);
   }
   return lines;
+}
+
+void append_recent_log_lines(std::string& out, std::size_t count) {
+  if (count == 0) return;
+  std::lock_guard lock(captures_mutex);
+  count = std::min(count, recent.size());
+  if (count == 0) return;
+  const std::size_t oldest = (recent_next + kRecentLines - count) % kRecentLines;
+  const auto next = [](std::size_t i) { return i + 1 == kRecentLines ? 0 : i + 1; };
+  std::size_t bytes = count - 1;  // the line breaks
+  for (std::size_t n = 0, i = oldest; n < count; ++n, i = next(i)) bytes += recent[i].size();
+  // One resize, then plain copies: this runs for every prompt.
+  const std::size_t start = out.size();
+  out.resize(start + bytes);
+  char* at = out.data() + start;
+  for (std::size_t n = 0, i = oldest; n < count; ++n, i = next(i)) {
+    if (n != 0) *at++ = '\n';
+    std::memcpy(at, recent[i].data(), recent[i].size());
+    at += recent[i].size();
+  }
 }
 
 LogCapture::LogCapture() {

@@ -52,6 +52,8 @@ void write_held_logs_on_fatal_signals();
 // The newest `count` lines logged at info level or above (at most 100 are
 // kept), oldest first, formatted "<component>: <message>". Any thread.
 std::vector<std::string> recent_log_lines(std::size_t count);
+// The same lines appended to `out`, each but the last followed by '\n'.
+void append_recent_log_lines(std::string& out, std::size_t count);
 
 // Collects every line logged while it is alive, formatted "<component>: <message>".
 // For tests and diagnostics; thread-safe.

@@ -396,7 +396,10 @@ struct Run : std::enable_shared_from_this<Run> {
     const ToolView& tools = tool_view();
     parts.tools = tools.belt;
     if (memory != nullptr) parts.context = render_global_awareness(*memory);
-    parts.logs = recent_log_lines(options().log_lines);
+    thread_local std::string logs;  // the LOGS section, rebuilt for each prompt without allocating
+    logs.clear();
+    append_recent_log_lines(logs, options().log_lines);
+    parts.logs = logs;
     parts.time = time_section();
 
     ProviderRequest request;

@@ -49,7 +49,7 @@ std::string system_prompt(const PromptParts& parts) {
   std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
                          parts.tools.size() + parts.context.size();
   for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
-  for (const std::string& line : parts.logs) estimate += line.size() + 1;
+  estimate += parts.logs.size();
   prompt.reserve(estimate);
   if (!parts.time.empty()) {
     prompt += parts.time;
@@ -75,14 +75,7 @@ std::string system_prompt(const PromptParts& parts) {
   prompt += "\n\nCONTEXT:\n";
   prompt += parts.context.empty() ? std::string_view("[Awareness skill not loaded]") : std::string_view(parts.context);
   prompt += "\n\nLOGS:\n";
-  if (parts.logs.empty()) {
-    prompt += "[No system logs available]";
-  } else {
-    for (std::size_t i = 0; i < parts.logs.size(); ++i) {
-      if (i != 0) prompt += '\n';
-      prompt += parts.logs[i];
-    }
-  }
+  prompt += parts.logs.empty() ? std::string_view("[No system logs available]") : parts.logs;
   return prompt;
 }
 

@@ -34,7 +34,7 @@ struct PromptParts {
   std::vector<std::string> mandates;      // standing mandates, already evaluated
   std::string_view tools;                 // the TOOLS section: tool_belt() of the snapshot's tools
   std::string context;                    // global awareness; "" when memory is absent
-  std::vector<std::string> logs;          // recent log lines, oldest first
+  std::string_view logs;                  // recent log lines, oldest first, one per line
   std::string_view time;                  // "TIME: ..." line; "" to omit
 };
 

@@ -121,13 +121,22 @@ Value form_action(const Value& form) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::string_view kSpace = " \t\r\n";
+
+// `text` without leading and trailing blanks: what markdown_strip gives text
+// without fences.
+std::string_view trim_blank(std::string_view text) {
+  const std::size_t begin = text.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
+}
+
+}  // namespace
+
 std::string markdown_strip(std::string_view text) {
-  constexpr std::string_view kSpace = " \t\r\n";
-  if (text.find(kFence) == std::string_view::npos) {  // the common case: nothing fenced, only trimmed
-    const std::size_t begin = text.find_first_not_of(kSpace);
-    if (begin == std::string_view::npos) return {};
-    return std::string(text.substr(begin, text.find_last_not_of(kSpace) - begin + 1));
-  }
+  if (text.find(kFence) == std::string_view::npos) return std::string(trim_blank(text));  // the common case
   std::string opened;
   opened.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -154,10 +163,7 @@ std::string markdown_strip(std::string_view text) {
     closed.push_back(opened[i++]);
   }
 
-  const std::size_t begin = closed.find_first_not_of(kSpace);
-  if (begin == std::string::npos) return {};
-  const std::size_t end = closed.find_last_not_of(kSpace);
-  return closed.substr(begin, end - begin + 1);
+  return std::string(trim_blank(closed));
 }
 
 Value plist_keywords_normalize(const Value& form) {
@@ -179,12 +185,19 @@ Value parse_response_text(std::string_view text) {
     repaired = replace_invalid_utf8(text);
     text = repaired;
   }
-  const std::string cleaned = markdown_strip(text);
+  std::string stripped;  // only for a reply with fences; most are merely trimmed
+  std::string_view cleaned;
+  if (text.find(kFence) == std::string_view::npos) {
+    cleaned = trim_blank(text);
+  } else {
+    stripped = markdown_strip(text);
+    cleaned = stripped;
+  }
   if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
     auto form = read_sexp_prefix(cleaned, nullptr);
     if (form && form->is_sequence()) return form_action(*form);
   }
-  return message_action(cleaned);
+  return message_action(std::string(cleaned));
 }
 
 Value parse_response(const ProviderReply& reply) {

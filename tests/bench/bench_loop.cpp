@@ -60,9 +60,8 @@ struct LoopWorld {
         "bench-script");
     if (!script) die(script.error().message);
     cascade.add(std::make_shared<ScriptedProvider>(std::move(*script), nullptr, "scripted"));
-    PipelineOptions options;
+    PipelineOptions options;  // the daemon's defaults: the prompt's LOGS section shows the last 20 lines
     options.version = "bench";
-    options.log_lines = 0;
     pipeline = std::make_unique<Pipeline>(Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr},
                                           options);
   }

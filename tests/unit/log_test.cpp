@@ -113,6 +113,29 @@ TEST_CASE("a batching thread holds its lines until it flushes them", "[log]") {
   CHECK(first < second);
 }
 
+TEST_CASE("the recent lines are the newest hundred at info and above, oldest first", "[log]") {
+  StderrToFile err(LogLevel::debug, LogFormat::text);
+  log_message(LogLevel::info, "ring", std::string(5000, 'x'));  // a long line, whose slot is reused later
+  for (int i = 0; i < 150; ++i) {
+    log_message(LogLevel::info, "ring", "line " + std::to_string(i));
+    log_message(LogLevel::debug, "ring", "debug " + std::to_string(i));  // never in the prompt
+  }
+  const std::vector<std::string> newest = recent_log_lines(3);
+  CHECK(newest == std::vector<std::string>{"ring: line 147", "ring: line 148", "ring: line 149"});
+  const std::vector<std::string> all = recent_log_lines(1000);
+  REQUIRE(all.size() == 100);
+  CHECK(all.front() == "ring: line 50");
+  CHECK(all.back() == "ring: line 149");
+
+  std::string joined = "LOGS:\n";
+  append_recent_log_lines(joined, 3);
+  CHECK(joined == "LOGS:\nring: line 147\nring: line 148\nring: line 149");
+  std::string none;
+  append_recent_log_lines(none, 0);
+  CHECK(none.empty());
+  CHECK(recent_log_lines(0).empty());
+}
+
 TEST_CASE("a warning writes the held lines and itself at once", "[log]") {
   StderrToFile err(LogLevel::info, LogFormat::text);
   set_log_batching(true);

@@ -38,7 +38,7 @@ TEST_CASE("the system prompt keeps the seed's section order and carries the reje
   parts.assistant_name = "Ada";
   parts.mandates = {"Always answer in French."};
   parts.rejection = testing::sexp("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"no explanation\"))");
-  parts.logs = {"pipeline: hello"};
+  parts.logs = "pipeline: hello\npipeline: again";
   const std::string prompt = system_prompt(parts);
   const auto at = [&](std::string_view needle) { return prompt.find(needle); };
   REQUIRE(at("TIME: 2026-11-22T00:00:00Z") == 0);
@@ -48,8 +48,8 @@ TEST_CASE("the system prompt keeps the seed's section order and carries the reje
   CHECK(at("PREVIOUS PROPOSAL REJECTED") < at("Always answer in French."));
   CHECK(at("Always answer in French.") < at("TOOLS:\nNo tools registered."));
   CHECK(at("TOOLS:") < at("CONTEXT:\n[Awareness skill not loaded]"));
-  CHECK(at("CONTEXT:") < at("LOGS:\npipeline: hello"));
-  parts.logs.clear();
+  CHECK(at("CONTEXT:") < at("LOGS:\npipeline: hello\npipeline: again"));
+  parts.logs = {};
   CHECK(system_prompt(parts).find("LOGS:\n[No system logs available]") != std::string::npos);
 }
 
