@@ -1,5 +1,5 @@
 // ThreadPool over a shared Boost.Asio io_context, EventLoops over one io_context
-// per thread, and Strand over any Executor.
+// per thread.
 #include "pipeline/executor.hpp"
 
 #include <boost/asio/defer.hpp>
@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -30,7 +29,7 @@ namespace asio = boost::asio;
 namespace {
 
 // Runs `task`; an exception it throws is logged and dropped, so one bad task
-// cannot take a thread or a strand's queue with it.
+// cannot take a thread with it.
 void run_logged(const Executor::Task& task, std::string_view what) {
   try {
     task();
@@ -42,58 +41,6 @@ void run_logged(const Executor::Task& task, std::string_view what) {
 }
 
 }  // namespace
-
-// --- Strand -------------------------------------------------------------------
-
-// The queue outlives the Strand object while a drain is scheduled, so a Strand
-// may be destroyed with tasks in flight: they still run, in order.
-struct Strand::State : std::enable_shared_from_this<Strand::State> {
-  explicit State(Executor& target) : executor(target) {}
-
-  void push(Task task) {
-    {
-      std::lock_guard lock(mutex);
-      queue.push_back(std::move(task));
-      if (running) return;
-      running = true;
-    }
-    executor.post([self = shared_from_this()] { self->drain(); });
-  }
-
-  // Runs what is queued, one task at a time; a task that throws is logged and
-  // dropped (the executor's own policy would otherwise lose the whole queue).
-  void drain() {
-    for (;;) {
-      Task task;
-      {
-        std::lock_guard lock(mutex);
-        if (queue.empty()) {
-          running = false;
-          return;
-        }
-        task = std::move(queue.front());
-        queue.pop_front();
-      }
-      run_logged(task, "a strand task");
-    }
-  }
-
-  Executor& executor;
-  std::mutex mutex;  // guards queue and running
-  std::deque<Task> queue;
-  bool running = false;
-};
-
-Strand::Strand(Executor& executor) : state_(std::make_shared<State>(executor)) {}
-Strand::~Strand() = default;
-
-void Strand::post(Task task) { state_->push(std::move(task)); }
-
-void Strand::post_after(std::chrono::nanoseconds delay, Task task) {
-  state_->executor.post_after(delay, [state = state_, task = std::move(task)]() mutable {
-    state->push(std::move(task));
-  });
-}
 
 // --- shared by ThreadPool and EventLoops ---------------------------------------
 

@@ -27,23 +27,6 @@ class Executor {
   virtual void post_after(std::chrono::nanoseconds delay, Task task) = 0;
 };
 
-// A strand: tasks posted to it run one at a time, in the order posted, on the
-// underlying executor's threads. Signals of one session go through one.
-class Strand final : public Executor {
- public:
-  explicit Strand(Executor& executor);
-  ~Strand() override;
-  Strand(const Strand&) = delete;
-  Strand& operator=(const Strand&) = delete;
-
-  void post(Task task) override;
-  void post_after(std::chrono::nanoseconds delay, Task task) override;
-
- private:
-  struct State;
-  std::shared_ptr<State> state_;
-};
-
 // A fixed pool of threads sharing one io_context (Boost.Asio, kept out of this
 // header): any idle thread takes the next task, so it suits work that blocks
 // (commands, file tools). Stops and joins in the destructor, dropping tasks

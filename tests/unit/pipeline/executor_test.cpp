@@ -1,6 +1,5 @@
 // Executor: the thread pool and the event loops (post, post_after, stop; the
-// loops' affinity and idle polling) and the strand (order, one task at a
-// time), waiting on results rather than sleeping; the one sleep is the idle
+// loops' affinity and idle polling), waiting on results rather than sleeping; the one sleep is the idle
 // window whose CPU time the last test measures.
 #include <catch2/catch.hpp>
 
@@ -181,85 +180,6 @@ TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on",
   REQUIRE(after.wait());
   CHECK(log.contains("executor: a pool task threw: task exploded"));
   CHECK(log.contains("executor: a delayed pool task threw: timer exploded"));
-}
-
-TEMPLATE_TEST_CASE("a strand runs its tasks one at a time in the order posted", "[pipeline][executor][concurrency]",
-                   ThreadPool, EventLoops, PollingEventLoops) {
-  TestType pool(4);
-  Strand strand(pool);
-  constexpr int kThreads = 4;
-  constexpr int kPerThread = 500;
-  std::atomic<int> active{0};
-  std::atomic<bool> overlapped{false};
-  std::vector<std::vector<int>> seen(kThreads);  // written only on the strand
-  CountDown done(kThreads * kPerThread);
-
-  std::vector<std::thread> posters;
-  for (int t = 0; t < kThreads; ++t) {
-    posters.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        strand.post([&, t, i] {
-          if (active.fetch_add(1) != 0) overlapped = true;
-          seen[static_cast<std::size_t>(t)].push_back(i);
-          active.fetch_sub(1);
-          done.arrive();
-        });
-      }
-    });
-  }
-  for (std::thread& poster : posters) poster.join();
-  REQUIRE(done.wait());
-  CHECK_FALSE(overlapped);
-  for (const std::vector<int>& sequence : seen) {
-    REQUIRE(sequence.size() == kPerThread);
-    for (int i = 0; i < kPerThread; ++i) CHECK(sequence[static_cast<std::size_t>(i)] == i);
-  }
-}
-
-TEST_CASE("a strand's delayed task runs on the strand after its delay", "[pipeline][executor]") {
-  ThreadPool pool(2);
-  Strand strand(pool);
-  Awaited<Clock::time_point> ran;
-  const Clock::time_point start = Clock::now();
-  strand.post_after(std::chrono::milliseconds(20), [&] { ran.set(Clock::now()); });
-  auto at = ran.wait();
-  REQUIRE(at.has_value());
-  CHECK(*at - start >= std::chrono::milliseconds(20));
-}
-
-TEST_CASE("a strand destroyed with tasks queued still runs them, in order", "[pipeline][executor]") {
-  ThreadPool pool(1);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::vector<int> order;  // written only on the strand
-  CountDown done(3);
-  {
-    Strand strand(pool);
-    strand.post([released] { released.wait(); });
-    strand.post([&] {
-      order.push_back(1);
-      done.arrive();
-    });
-    strand.post([&] {
-      order.push_back(2);
-      done.arrive();
-    });
-    strand.post([&] { done.arrive(); });
-  }
-  release.set_value();
-  REQUIRE(done.wait());
-  CHECK(order == std::vector<int>{1, 2});
-}
-
-TEST_CASE("a strand task that throws is logged and the next one runs", "[pipeline][executor]") {
-  LogCapture log;
-  ThreadPool pool(2);
-  Strand strand(pool);
-  Awaited<bool> next;
-  strand.post([] { throw std::runtime_error("strand task failed"); });
-  strand.post([&] { next.set(true); });
-  REQUIRE(next.wait());
-  CHECK(log.contains("executor: a strand task threw: strand task failed"));
 }
 
 TEMPLATE_TEST_CASE("posting from many threads while the pool stops neither crashes nor hangs",
