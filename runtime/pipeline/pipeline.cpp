@@ -33,11 +33,13 @@ namespace {
 
 using namespace key_literals;
 
-// Runs the gates and records their decisions when any gate did not simply pass.
+// Runs the gates and records their decisions when any gate did not simply
+// pass. The usual verification, all plain passes, reads the clock once.
 void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
                        Verification& out) {
   const auto start = std::chrono::steady_clock::now();
   Verifier::verify(snapshot, action, signal, out);
+  if (out.trace.all_plain_passes()) return;
   log_gate_decisions(stage, out, action, std::chrono::steady_clock::now() - start);
 }
 
@@ -274,7 +276,7 @@ struct Run : std::enable_shared_from_this<Run> {
       return;
     }
     if (feedback.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
-      feedback = feedback.with("META", signal.at("META"_key));
+      feedback = feedback.with("META"_key, signal.at("META"_key));
     }
     post([self = shared_from_this(), feedback = std::move(feedback)]() mutable { self->cycle(std::move(feedback)); });
   }
@@ -315,7 +317,7 @@ struct Run : std::enable_shared_from_this<Run> {
         log_message(LogLevel::warn, slot->name(), "observe failed: " + observed.error().message);
       }
     }
-    return std::move(incoming).with("STATUS", Value::keyword("PERCEIVED"_key));
+    return std::move(incoming).with("STATUS"_key, Value::keyword("PERCEIVED"_key));
   }
 
   // --- Reason (D7-D16) -------------------------------------------------------------
@@ -430,13 +432,13 @@ struct Run : std::enable_shared_from_this<Run> {
       case VerifyOutcome::approval_required: {
         approval_gates = approving_gates(verification);
         reasoning = Value();  // done with: the signal's list is then this loop's alone
-        signal = std::move(signal).with("STATUS", Value::keyword("REQUIRES-APPROVAL"_key));
+        signal = std::move(signal).with("STATUS"_key, Value::keyword("REQUIRES-APPROVAL"_key));
         act(verification.to_value());
         return;
       }
       case VerifyOutcome::passed: {
         reasoning = Value();
-        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"_key));
+        signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
         // The verified action is the approved one without its trace, unless
         // the model wrote a :GATE-TRACE of its own (then act takes it off).
         const bool untraced = verification.action.get("GATE-TRACE"_key) == nullptr;
@@ -449,13 +451,13 @@ struct Run : std::enable_shared_from_this<Run> {
           log_message(LogLevel::info, kComponent,
                       "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
                           std::to_string(options().max_attempts) + "); asking again");
-          reasoning = reasoning.with("PAYLOAD", reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE", last_rejection));
+          reasoning = reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
           think();
           return;
         }
         // After the last attempt the user is shown the rejection (E8).
         reasoning = Value();
-        signal = std::move(signal).with("STATUS", Value::keyword("REASONED"_key));
+        signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
         act(last_rejection);
         return;
       }
@@ -485,7 +487,7 @@ struct Run : std::enable_shared_from_this<Run> {
                             {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
                                                       {"TEXT", Value::string("Action blocked: it needs a human's "
                                                                              "approval and approvals are not enabled.")}})}}));
-      signal = std::move(signal).with("STATUS", Value::keyword("ACTED"_key));
+      signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
       finish("done");
       return;
     }
@@ -504,7 +506,7 @@ struct Run : std::enable_shared_from_this<Run> {
                                                     {"TEXT", Value::string(text)},
                                                     {"TOKEN", Value::string(approval->token)},
                                                     {"ACTION", action}})}}));
-    signal = std::move(signal).with("STATUS", Value::keyword("SUSPENDED"_key));  // K8: stays suspended
+    signal = std::move(signal).with("STATUS"_key, Value::keyword("SUSPENDED"_key));  // K8: stays suspended
     finish("done");
   }
 
@@ -515,7 +517,7 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // `untraced`, when given, is `approved` without its :GATE-TRACE.
   void act(const Value& approved, const Value* untraced = nullptr) {
-    if (!approved.is_nil()) signal = std::move(signal).with("APPROVED-ACTION", approved);
+    if (!approved.is_nil()) signal = std::move(signal).with("APPROVED-ACTION"_key, approved);
     // Step 1: an approval request suspends the signal.
     if (approved.at("LEVEL"_key).is_keyword("APPROVAL-REQUIRED"_key)) {
       suspend(approved, std::move(approval_gates));
@@ -546,7 +548,7 @@ struct Run : std::enable_shared_from_this<Run> {
         signal = signal.without("APPROVED-ACTION");
         const Value rejection = last_mile.to_value();
         acted(feedback_event(depth_of(signal) + 1, signal.at("META"_key), rejection.at("PAYLOAD"_key))
-                  .with("TYPE", Value::keyword("LOG"_key)));
+                  .with("TYPE"_key, Value::keyword("LOG"_key)));
         return;
       }
       if (last_mile.outcome == VerifyOutcome::approval_required) {
@@ -565,15 +567,15 @@ struct Run : std::enable_shared_from_this<Run> {
     if (target.empty()) target = ascii_upper(options().default_actuator);
     if (target == "SYSTEM" && reply_open()) target = "TUI";
     if (action.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
-      action = std::move(action).with("META", signal.at("META"_key));
+      action = std::move(action).with("META"_key, signal.at("META"_key));
     }
 
     if (target == "TUI") {
       Value sent = std::move(action);
       if (sent.at("PAYLOAD"_key).is_list() || sent.at("PAYLOAD"_key).is_nil()) {
         const std::size_t rules = services().approvals != nullptr ? services().approvals->pending_count() : 0;
-        Value payload = sent.at("PAYLOAD"_key).with("RULE-COUNT", Value::integer(static_cast<std::int64_t>(rules)));
-        sent = std::move(sent).with("PAYLOAD", std::move(payload));
+        Value payload = sent.at("PAYLOAD"_key).with("RULE-COUNT"_key, Value::integer(static_cast<std::int64_t>(rules)));
+        sent = std::move(sent).with("PAYLOAD"_key, std::move(payload));
       }
       deliver(sent);
       acted(Value());
@@ -677,7 +679,7 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 4.
   void acted(Value feedback) {
-    signal = std::move(signal).with("STATUS", Value::keyword("ACTED"_key));
+    signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
     next_cycle(std::move(feedback));
   }
 
@@ -790,10 +792,10 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::funct
     signal = Value::plist({{"TYPE", Value::keyword("EVENT"_key)}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
   }
   if (!signal.at("META"_key).is_list()) {
-    signal = signal.with("META", Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
+    signal = signal.with("META"_key, Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
                                                {"SESSION-ID", Value::string("internal")}}));
   }
-  signal = signal.with("DEPTH", Value::integer(0));
+  signal = signal.with("DEPTH"_key, Value::integer(0));
   const Value& session = signal.path({"META"_key, "SESSION-ID"_key});
   std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
   impl_->active.fetch_add(1, std::memory_order_acq_rel);
@@ -841,7 +843,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     }
   }
   Value action = approval->action;
-  if (action.get("META"_key) == nullptr && approval->meta.is_list()) action = action.with("META", approval->meta);
+  if (action.get("META"_key) == nullptr && approval->meta.is_list()) action = action.with("META"_key, approval->meta);
   std::string target = target_name(action.at("TARGET"_key));
   const Snapshot::ActuatorEntry* actuator = target.empty() ? nullptr : snapshot->find_actuator(target);
   const Snapshot::ToolEntry* tool = nullptr;

@@ -11,6 +11,8 @@
 namespace passepartout {
 namespace {
 
+using namespace key_literals;
+
 // One verification in 256 per thread times each gate (two clock reads per
 // gate would cost more than the gates themselves); GateCounts reports the sample.
 constexpr std::uint64_t kTimingSampleMask = 255;
@@ -69,7 +71,7 @@ const char* to_string(VerifyOutcome outcome) noexcept {
 }
 
 Value GateTrace::to_value() const {
-  if (prebuilt_ != nullptr && plain_passes_ == size_ && prebuilt_->size() == size_) return *prebuilt_;
+  if (prebuilt_ != nullptr && all_plain_passes() && prebuilt_->size() == size_) return *prebuilt_;
   // Up to kInline entries are gathered on the stack; a plain pass is the
   // slot's prebuilt entry, so a trace of passes allocates only its list.
   Value inline_entries[kInline];
@@ -119,7 +121,7 @@ Value Verification::to_value() const {
                          {"GATE-TRACE", gate_trace},
                          {"PAYLOAD", payload}});
   }
-  return action.with("GATE-TRACE", gate_trace);
+  return action.with("GATE-TRACE"_key, gate_trace);
 }
 
 namespace {

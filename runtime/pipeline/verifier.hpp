@@ -88,6 +88,8 @@ class GateTrace {
   void set_prebuilt(const Value& trace) noexcept { prebuilt_ = &trace; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
+  // True when every gate passed without a word (no rewrite, no reason).
+  bool all_plain_passes() const noexcept { return plain_passes_ == size_; }
   GateTraceView operator[](std::size_t i) const noexcept {
     const GateTraceEntry& e = i < kInline ? entries_[i] : overflow_[i - kInline];
     return GateTraceView{e.slot, e.result, e.reason == 0 ? kNoReason : reasons_[e.reason - 1]};

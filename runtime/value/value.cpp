@@ -339,13 +339,21 @@ Value Value::string(std::string_view text) {
   return make_text(Kind::String, text);
 }
 
-Value Value::keyword(std::string_view name) {
-  name = strip_colon(name);
+namespace {
+
+// The keyword of exactly `name` (a leading ':' already taken off).
+Value keyword_of(std::string_view name) {
   Value v;
   char* out = ValueAccess::init_text(v, Kind::Keyword, name.size());
   for (std::size_t i = 0; i < name.size(); ++i) out[i] = ascii_upper(name[i]);
   return v;
 }
+
+Value keyword_of(const Key& key) { return Value::keyword(key); }
+
+}  // namespace
+
+Value Value::keyword(std::string_view name) { return keyword_of(strip_colon(name)); }
 
 Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name); }
 
@@ -483,24 +491,33 @@ std::size_t key_position(std::span<const Value> elements, std::string_view name)
   return elements.size();
 }
 
+std::size_t key_position(std::span<const Value> elements, const Key& key) noexcept {
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    if (elements[i].is_keyword(key)) return i;
+  }
+  return elements.size();
+}
+
 }  // namespace
 
-Value Value::with(std::string_view key, Value value) && {
+// Both overloads of with: `name` is the key as given (a Key or a name without ':').
+template <class Name>
+Value Value::with_in_place(Name name, Value value) && {
   // A preprinted node keeps its text, so it is never changed in place; the
   // acquire pairs with the releases of the references dropped before, so
   // their last reads of the node come before this write.
   if (kind_ == Kind::List && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
-    const std::size_t found = key_position(items(), strip_colon(key));
+    const std::size_t found = key_position(items(), name);
     if (found < u_.list->size()) {
       u_.list->items()[found + 1] = std::move(value);
       return std::move(*this);
     }
   }
-  return std::as_const(*this).with(key, std::move(value));
+  return std::as_const(*this).with_copy(name, std::move(value));
 }
 
-Value Value::with(std::string_view key, Value value) const& {
-  const std::string_view name = strip_colon(key);
+template <class Name>
+Value Value::with_copy(Name name, Value value) const& {
   const std::span<const Value> elements = items();
   const std::size_t found = key_position(elements, name);
   const bool replace = found < elements.size();
@@ -511,11 +528,18 @@ Value Value::with(std::string_view key, Value value) const& {
   if (replace) {
     out[found + 1] = std::move(value);
   } else {
-    out[elements.size()] = keyword(key);
+    out[elements.size()] = keyword_of(name);
     out[elements.size() + 1] = std::move(value);
   }
   return result;
 }
+
+Value Value::with(std::string_view key, Value value) && {
+  return std::move(*this).with_in_place(strip_colon(key), std::move(value));
+}
+Value Value::with(std::string_view key, Value value) const& { return with_copy(strip_colon(key), std::move(value)); }
+Value Value::with(const Key& key, Value value) && { return std::move(*this).with_in_place<const Key&>(key, std::move(value)); }
+Value Value::with(const Key& key, Value value) const& { return with_copy<const Key&>(key, std::move(value)); }
 
 Value Value::without(std::string_view key) const {
   const std::string_view name = strip_colon(key);

@@ -168,6 +168,8 @@ class Value {
   // already there: `v = std::move(v).with(k, x)` then changes one element
   // instead of copying the list.
   Value with(std::string_view key, Value value) &&;
+  Value with(const Key& key, Value value) const&;
+  Value with(const Key& key, Value value) &&;
   // A copy of this plist without `key` (every occurrence).
   Value without(std::string_view key) const;
 
@@ -203,6 +205,10 @@ class Value {
   void retain_node() const noexcept;
   void release_node() noexcept;
   static Value make_text(Kind kind, std::string_view text);
+  template <class Name>
+  Value with_in_place(Name name, Value value) &&;
+  template <class Name>
+  Value with_copy(Name name, Value value) const&;
 
   friend struct ValueAccess;
 

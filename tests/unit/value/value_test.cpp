@@ -185,6 +185,16 @@ TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]
   // Text that is not a keyword never matches, even with the same bytes.
   const Value strings = Value::list({Value::string("KEY"), Value::integer(1), Value::symbol("KEY"), Value::integer(2)});
   CHECK(strings.get("key"_key) == nullptr);
+  // with takes keys too, in place or as a copy.
+  Value plist = Value::plist({{"STATUS", Value::keyword("PERCEIVED")}});
+  const Value copy = plist.with("depth"_key, Value::integer(0));
+  CHECK(passepartout::to_sexp(copy) == "(:STATUS :PERCEIVED :DEPTH 0)");
+  const Value* before = plist.items().data();
+  plist = std::move(plist).with(":status"_key, Value::keyword("acted"_key));
+  CHECK(plist.items().data() == before);
+  CHECK(passepartout::to_sexp(plist) == "(:STATUS :ACTED)");
+  CHECK(passepartout::to_sexp(plist.with("approved-action"_key, Value::t())) == "(:STATUS :ACTED :APPROVED-ACTION T)");
+  CHECK(passepartout::to_sexp(Value().with(":x", Value::t())) == "(:X T)");
   // A keyword made from a key is the keyword made from its name.
   CHECK(Value::keyword(":acted"_key) == Value::keyword("ACTED"));
   CHECK(Value::keyword("requires-approval"_key) == Value::keyword("REQUIRES-APPROVAL"));
