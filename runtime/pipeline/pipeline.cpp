@@ -45,9 +45,15 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 
 constexpr std::string_view kComponent = "pipeline";
 
-bool type_is(const Value& message, const Key& type) { return message.at("TYPE"_key).is_keyword(type); }
-bool is_log_or_event(const Value& message) { return type_is(message, "LOG"_key) || type_is(message, "EVENT"_key); }
-const Value& sensor_of(const Value& signal) { return signal.path({"PAYLOAD"_key, "SENSOR"_key}); }
+bool type_is(const Value& message, const Key& type) {
+  return message.at("TYPE"_key).is_keyword(type);
+}
+bool is_log_or_event(const Value& message) {
+  return type_is(message, "LOG"_key) || type_is(message, "EVENT"_key);
+}
+const Value& sensor_of(const Value& signal) {
+  return signal.path({"PAYLOAD"_key, "SENSOR"_key});
+}
 
 // The sensor's name ("USER-INPUT"), or "UNKNOWN"; a view into `signal`.
 std::string_view sensor_name(const Value& signal) {
@@ -100,8 +106,8 @@ Value feedback_event(std::int64_t depth, const Value& meta, Value payload) {
 bool is_reasoned(const Value& signal) {
   if (!type_is(signal, "EVENT"_key)) return false;
   const Value& sensor = sensor_of(signal);
-  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key) || sensor.is_keyword("TOOL-OUTPUT"_key) ||
-         sensor.is_keyword("TOOL-ERROR"_key);
+  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key) ||
+         sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key);
 }
 
 // The error as a skill's error policy sees it.
@@ -339,7 +345,8 @@ struct Run : std::enable_shared_from_this<Run> {
     const Value& sensor = sensor_of(reasoning);
     if (sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key)) {
       const Value& tool = reasoning.path({"PAYLOAD"_key, "TOOL"_key});
-      const std::string name = tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
+      const std::string name =
+          tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
       if (sensor.is_keyword("TOOL-ERROR"_key)) {
         return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD"_key, "MESSAGE"_key}).text());
       }
@@ -451,7 +458,8 @@ struct Run : std::enable_shared_from_this<Run> {
           log_message(LogLevel::info, kComponent,
                       "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
                           std::to_string(options().max_attempts) + "); asking again");
-          reasoning = reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
+          reasoning =
+              reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
           think();
           return;
         }
@@ -483,10 +491,11 @@ struct Run : std::enable_shared_from_this<Run> {
     ApprovalStore* store = services().approvals;
     if (store == nullptr) {
       log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
-      deliver(Value::plist({{"TYPE", Value::keyword("LOG"_key)},
-                            {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
-                                                      {"TEXT", Value::string("Action blocked: it needs a human's "
-                                                                             "approval and approvals are not enabled.")}})}}));
+      deliver(Value::plist(
+          {{"TYPE", Value::keyword("LOG"_key)},
+           {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
+                                     {"TEXT", Value::string("Action blocked: it needs a human's "
+                                                            "approval and approvals are not enabled.")}})}}));
       signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
       finish("done");
       return;
@@ -663,16 +672,16 @@ struct Run : std::enable_shared_from_this<Run> {
           return;
         }
         if (self->signal.path({"META"_key, "SOURCE"_key}).is_keyword()) {
-          self->deliver(Value::plist(
-              {{"TYPE", Value::keyword("REQUEST"_key)},
-               {"TARGET", self->signal.path({"META"_key, "SOURCE"_key})},
-               {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
-                                         {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
+          self->deliver(
+              Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
+                            {"TARGET", self->signal.path({"META"_key, "SOURCE"_key})},
+                            {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
+                                                      {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
         }
-        self->acted(feedback_event(depth, meta,
-                                   Value::plist({{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)},
-                                                 {"RESULT", *result},
-                                                 {"TOOL", Value::string(name)}})));
+        self->acted(feedback_event(
+            depth, meta,
+            Value::plist(
+                {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", *result}, {"TOOL", Value::string(name)}})));
       });
     });
   }
@@ -793,7 +802,7 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::funct
   }
   if (!signal.at("META"_key).is_list()) {
     signal = signal.with("META"_key, Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
-                                               {"SESSION-ID", Value::string("internal")}}));
+                                                   {"SESSION-ID", Value::string("internal")}}));
   }
   signal = signal.with("DEPTH"_key, Value::integer(0));
   const Value& session = signal.path({"META"_key, "SESSION-ID"_key});

@@ -232,7 +232,6 @@ bool keyword_named(const Value& keyword, std::string_view name) noexcept {
   return true;
 }
 
-
 }  // namespace
 
 const char* to_string(Kind kind) noexcept {
@@ -349,11 +348,15 @@ Value keyword_of(std::string_view name) {
   return v;
 }
 
-Value keyword_of(const Key& key) { return Value::keyword(key); }
+Value keyword_of(const Key& key) {
+  return Value::keyword(key);
+}
 
 }  // namespace
 
-Value Value::keyword(std::string_view name) { return keyword_of(strip_colon(name)); }
+Value Value::keyword(std::string_view name) {
+  return keyword_of(strip_colon(name));
+}
 
 Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name); }
 
@@ -421,7 +424,8 @@ const Value& Value::at(std::string_view key) const noexcept {
 namespace {
 
 // True when `candidate` is the keyword `key` describes inline (key.inline_).
-bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2], const std::uint64_t (&mask)[2]) noexcept {
+bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2],
+                        const std::uint64_t (&mask)[2]) noexcept {
   // The inline bytes after a keyword's text need not be zero: the masks skip them.
   std::uint64_t words[2];
   static_assert(sizeof words == sizeof(Value));
@@ -537,9 +541,15 @@ Value Value::with_copy(Name name, Value value) const& {
 Value Value::with(std::string_view key, Value value) && {
   return std::move(*this).with_in_place(strip_colon(key), std::move(value));
 }
-Value Value::with(std::string_view key, Value value) const& { return with_copy(strip_colon(key), std::move(value)); }
-Value Value::with(const Key& key, Value value) && { return std::move(*this).with_in_place<const Key&>(key, std::move(value)); }
-Value Value::with(const Key& key, Value value) const& { return with_copy<const Key&>(key, std::move(value)); }
+Value Value::with(std::string_view key, Value value) const& {
+  return with_copy(strip_colon(key), std::move(value));
+}
+Value Value::with(const Key& key, Value value) && {
+  return std::move(*this).with_in_place<const Key&>(key, std::move(value));
+}
+Value Value::with(const Key& key, Value value) const& {
+  return with_copy<const Key&>(key, std::move(value));
+}
 
 Value Value::without(std::string_view key) const {
   const std::string_view name = strip_colon(key);
