@@ -17,18 +17,58 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
+#include <utility>
 
 #include "value/utf8.hpp"
 
 namespace passepartout {
 namespace {
 
-std::mutex captures_mutex;                 // guards captures
+std::mutex captures_mutex;  // guards captures
 std::vector<LogCapture*> captures;
-// The newest kRecentLines lines (seed B14), a ring; guarded by captures_mutex.
+std::atomic<std::size_t> capture_count{0};  // captures.size(): no lock taken while it is 0
+
+// The newest kRecentLines lines logged outside any LogScope (seed B14), a
+// ring; guarded by ring_mutex. ring_total counts every line it ever took:
+// readers compare it with what they copied last, and scoped lines record it
+// to be ordered among these.
 constexpr std::size_t kRecentLines = 100;
+std::mutex ring_mutex;
 std::vector<std::string> recent;
 std::size_t recent_next = 0;
+std::atomic<std::uint64_t> ring_total{0};
+
+thread_local RecentLines* current_scope = nullptr;
+
+// Sets `line` to "<component>: <message>", reusing its storage; a string that
+// once held a long line gives that storage back when a short one replaces it.
+void write_line(std::string& line, std::string_view component, std::string_view message) {
+  constexpr std::size_t kKeptCapacity = 1024;
+  const std::size_t size = component.size() + 2 + message.size();
+  if (line.capacity() > kKeptCapacity && size <= kKeptCapacity) std::string().swap(line);
+  line.clear();
+  line.reserve(size);
+  line.append(component).append(": ").append(message);
+}
+
+// A thread's copy of the ring, oldest first, taken when ring_total moved.
+struct RingCopy {
+  std::uint64_t total = ~std::uint64_t{0};
+  std::vector<std::string> lines;
+  std::vector<std::string_view> picked;  // scratch for the merge
+};
+thread_local RingCopy ring_copy;
+
+const RingCopy& fresh_ring_copy() {
+  RingCopy& copy = ring_copy;
+  if (copy.total == ring_total.load(std::memory_order_acquire)) return copy;
+  std::lock_guard lock(ring_mutex);
+  copy.lines.resize(recent.size());
+  const std::size_t oldest = recent.size() < kRecentLines ? 0 : recent_next;
+  for (std::size_t n = 0; n < recent.size(); ++n) copy.lines[n] = recent[(oldest + n) % recent.size()];
+  copy.total = ring_total.load(std::memory_order_relaxed);
+  return copy;
+}
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
@@ -174,11 +214,12 @@ void write_held(HeldLines& held) noexcept {
 
 void write_held() noexcept { write_held(thread_log.held()); }
 
-// Standard error, coloured only on a colour terminal. A line is formatted
-// under the sink's lock and written outside it, in one write(2) (spdlog's own
-// console sinks write and flush under the lock). On a thread that batches
-// (set_log_batching), lines below warn are held and written together by
-// flush_log_batch(); a warning or an error writes what is held, then itself.
+// Standard error, coloured only on a colour terminal. A line is formatted by
+// the thread's own copy of the formatter (the threads share no lock per line)
+// and written in one write(2) (spdlog's own console sinks format, write and
+// flush under one lock). On a thread that batches (set_log_batching), lines
+// below warn are held and written together by flush_log_batch(); a warning or
+// an error writes what is held, then itself.
 class StderrSink final : public spdlog::sinks::sink {
  public:
   StderrSink()
@@ -187,12 +228,9 @@ class StderrSink final : public spdlog::sinks::sink {
 
   void log(const spdlog::details::log_msg& msg) override {
     spdlog::memory_buf_t formatted;
-    {
-      std::lock_guard lock(mutex_);
-      msg.color_range_start = 0;
-      msg.color_range_end = 0;
-      formatter_->format(msg, formatted);
-    }
+    msg.color_range_start = 0;
+    msg.color_range_end = 0;
+    thread_formatter().format(msg, formatted);
     HeldLines& held = thread_log.held();
     bool write_now = false;
     {
@@ -214,15 +252,40 @@ class StderrSink final : public spdlog::sinks::sink {
   }
   void flush() override {}
   void set_pattern(const std::string& pattern) override {
-    std::lock_guard lock(mutex_);
-    formatter_ = std::make_unique<spdlog::pattern_formatter>(pattern);
+    set_formatter(std::make_unique<spdlog::pattern_formatter>(pattern));
   }
   void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
     std::lock_guard lock(mutex_);
     formatter_ = std::move(formatter);
+    version_.store(next_version(), std::memory_order_release);
   }
 
  private:
+  // The calling thread's copy of formatter_, cloned again once it changed
+  // (a formatter caches the current second, so threads cannot share one).
+  spdlog::formatter& thread_formatter() {
+    struct Copy {
+      const StderrSink* sink = nullptr;
+      std::uint64_t version = 0;
+      std::unique_ptr<spdlog::formatter> formatter;
+    };
+    thread_local Copy copy;
+    const std::uint64_t version = version_.load(std::memory_order_acquire);
+    if (copy.sink != this || copy.version != version || !copy.formatter) {
+      std::lock_guard lock(mutex_);
+      copy.formatter = formatter_->clone();
+      copy.sink = this;
+      copy.version = version_.load(std::memory_order_relaxed);
+    }
+    return *copy.formatter;
+  }
+
+  // Versions are never reused, not even by another sink at the same address.
+  static std::uint64_t next_version() {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
   static std::string_view colour(spdlog::level::level_enum level) {
     switch (level) {
       case spdlog::level::trace: return "\033[37m";
@@ -236,8 +299,9 @@ class StderrSink final : public spdlog::sinks::sink {
   }
 
   const bool colours_;
-  std::mutex mutex_;  // guards formatter_ (it caches the current second)
+  std::mutex mutex_;  // guards formatter_
   std::unique_ptr<spdlog::formatter> formatter_;
+  std::atomic<std::uint64_t> version_{next_version()};  // changes with formatter_
 };
 
 // Appends `text` as a JSON string (invalid UTF-8 repaired as replace_invalid_utf8 does).
@@ -410,29 +474,23 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
   } else {
     spdlog::log(to_spdlog(level), "{}: {}", component, message);
   }
-  const auto write_line = [&](std::string& line) {
-    line.reserve(component.size() + 2 + message.size());
-    line.append(component).append(": ").append(message);
-  };
-  std::lock_guard lock(captures_mutex);
-  if (!captures.empty()) {
+  if (capture_count.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lock(captures_mutex);
     std::string line;
-    write_line(line);
+    write_line(line, component, message);
     for (LogCapture* capture : captures) capture->append(line);
   }
   if (level == LogLevel::debug) return;  // the prompt's LOGS section sees info and above
-  // The ring's lines are rewritten in place: once it is full, their storage
-  // is reused and logging a line allocates nothing; a slot that once held a
-  // long line gives that storage back when a short one replaces it.
-  if (recent.size() < kRecentLines) recent.emplace_back();
-  std::string& line = recent[recent_next];
-  constexpr std::size_t kKeptCapacity = 1024;
-  if (line.capacity() > kKeptCapacity && component.size() + 2 + message.size() <= kKeptCapacity) {
-    std::string().swap(line);
+  if (RecentLines* scope = current_scope) {
+    scope->add(component, message);
+    return;
   }
-  line.clear();
-  write_line(line);
+  // The ring's lines are rewritten in place: once it is full, logging a line allocates nothing.
+  std::lock_guard lock(ring_mutex);
+  if (recent.size() < kRecentLines) recent.emplace_back();
+  write_line(recent[recent_next], component, message);
   recent_next = (recent_next + 1) % kRecentLines;
+  ring_total.fetch_add(1, std::memory_order_release);
 }
 
 std::string& log_line_buffer() noexcept {
@@ -474,47 +532,79 @@ void write_held_logs_on_fatal_signals() {
   });
 }
 
-std::vector<std::string> recent_log_lines(std::size_t count) {
-  if (count == 0) return {};
-  std::lock_guard lock(captures_mutex);
-  count = std::min(count, recent.size());
-  std::vector<std::string> lines;
-  lines.reserve(count);
-  // Oldest first among the newest `count`.
-  for (std::size_t i = count; i > 0; --i) {
-    lines.push_back(recent[(recent_next + kRecentLines - i) % kRecentLines]);
+RecentLines::RecentLines(std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {}
+
+void RecentLines::add(std::string_view component, std::string_view message) {
+  if (lines_.size() < capacity_) {
+    lines_.emplace_back();
+    next_ = lines_.size() % capacity_;
+    Line& line = lines_.back();
+    line.after = ring_total.load(std::memory_order_acquire);
+    write_line(line.text, component, message);
+    return;
   }
-  return lines;
+  Line& line = lines_[next_];
+  line.after = ring_total.load(std::memory_order_acquire);
+  write_line(line.text, component, message);
+  next_ = (next_ + 1) % capacity_;
 }
 
-void append_recent_log_lines(std::string& out, std::size_t count) {
+LogScope::LogScope(RecentLines* lines) noexcept : previous_(std::exchange(current_scope, lines)) {}
+LogScope::~LogScope() { current_scope = previous_; }
+
+std::vector<std::string> recent_log_lines(std::size_t count) {
+  if (count == 0) return {};
+  const RingCopy& ring = fresh_ring_copy();
+  count = std::min(count, ring.lines.size());
+  return {ring.lines.end() - static_cast<std::ptrdiff_t>(count), ring.lines.end()};
+}
+
+void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope) {
   if (count == 0) return;
-  std::lock_guard lock(captures_mutex);
-  count = std::min(count, recent.size());
-  if (count == 0) return;
-  const std::size_t oldest = (recent_next + kRecentLines - count) % kRecentLines;
-  const auto next = [](std::size_t i) { return i + 1 == kRecentLines ? 0 : i + 1; };
-  std::size_t bytes = count - 1;  // the line breaks
-  for (std::size_t n = 0, i = oldest; n < count; ++n, i = next(i)) bytes += recent[i].size();
+  const RingCopy& ring = fresh_ring_copy();
+  std::vector<std::string_view>& picked = ring_copy.picked;  // newest first
+  picked.clear();
+  // Merge from the newest back: process-wide line number `total` (1-based)
+  // came before a scoped line whose `after` is at least that number.
+  std::size_t ring_left = ring.lines.size();
+  std::size_t scope_left = scope != nullptr ? scope->size() : 0;
+  while (picked.size() < count && (ring_left != 0 || scope_left != 0)) {
+    const std::uint64_t ring_number = ring.total - (ring.lines.size() - ring_left);
+    if (scope_left != 0) {
+      const RecentLines::Line& line = scope->newest(scope->size() - scope_left);
+      if (ring_left == 0 || line.after >= ring_number) {
+        picked.push_back(line.text);
+        --scope_left;
+        continue;
+      }
+    }
+    picked.push_back(ring.lines[ring_left - 1]);
+    --ring_left;
+  }
+  if (picked.empty()) return;
+  std::size_t bytes = picked.size() - 1;  // the line breaks
+  for (std::string_view line : picked) bytes += line.size();
   // One resize, then plain copies: this runs for every prompt.
   const std::size_t start = out.size();
   out.resize(start + bytes);
   char* at = out.data() + start;
-  for (std::size_t n = 0, i = oldest; n < count; ++n, i = next(i)) {
-    if (n != 0) *at++ = '\n';
-    std::memcpy(at, recent[i].data(), recent[i].size());
-    at += recent[i].size();
+  for (std::size_t i = picked.size(); i > 0; --i) {
+    if (i != picked.size()) *at++ = '\n';
+    std::memcpy(at, picked[i - 1].data(), picked[i - 1].size());
+    at += picked[i - 1].size();
   }
 }
 
 LogCapture::LogCapture() {
   std::lock_guard lock(captures_mutex);
   captures.push_back(this);
+  capture_count.store(captures.size(), std::memory_order_release);
 }
 
 LogCapture::~LogCapture() {
   std::lock_guard lock(captures_mutex);
   captures.erase(std::remove(captures.begin(), captures.end(), this), captures.end());
+  capture_count.store(captures.size(), std::memory_order_release);
 }
 
 std::vector<std::string> LogCapture::lines() const {

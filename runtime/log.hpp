@@ -1,7 +1,9 @@
 // Logging for the runtime and, through the host table, for skills.
-// Lines go to spdlog; observers (tests, later the prompt's LOGS section) can watch them.
+// Lines go to spdlog; the prompt's LOGS section and observers (tests) see them too.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -49,11 +51,59 @@ void flush_log_batch() noexcept;
 // too. Once; later calls do nothing. The daemon calls it at start-up.
 void write_held_logs_on_fatal_signals();
 
-// The newest `count` lines logged at info level or above (at most 100 are
-// kept), oldest first, formatted "<component>: <message>". Any thread.
+// The recent lines of one conversation (a pipeline session), for its
+// prompts' LOGS section: lines at info and above logged on a thread while a
+// LogScope names it go here instead of the process-wide ring, so one
+// session's prompt never shows another's lines (their approval tokens, say),
+// and threads serving different sessions share nothing when they log.
+//
+// No lock: one thread at a time logs into it and reads it (a session's steps
+// run one after another, each handing over to the next).
+class RecentLines {
+ public:
+  explicit RecentLines(std::size_t capacity = 20);
+
+  std::size_t size() const noexcept { return lines_.size(); }
+  void add(std::string_view component, std::string_view message);
+
+ private:
+  friend void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope);
+  struct Line {
+    std::uint64_t after = 0;  // how many process-wide lines had been logged before it
+    std::string text;         // "<component>: <message>"
+  };
+  // The line `age` places back from the newest (0 is the newest).
+  const Line& newest(std::size_t age) const noexcept {
+    return lines_[(next_ + lines_.size() - 1 - age) % lines_.size()];
+  }
+  std::vector<Line> lines_;
+  std::size_t next_ = 0;
+  std::size_t capacity_;
+};
+
+// While alive, the calling thread's lines go to `lines` (null: back to the
+// process-wide ring). Scopes nest; each restores the one before it.
+class LogScope {
+ public:
+  explicit LogScope(RecentLines* lines) noexcept;
+  ~LogScope();
+  LogScope(const LogScope&) = delete;
+  LogScope& operator=(const LogScope&) = delete;
+
+ private:
+  RecentLines* previous_;
+};
+
+// The newest `count` lines logged at info level or above outside any
+// LogScope (at most 100 are kept), oldest first, formatted "<component>:
+// <message>". Any thread.
 std::vector<std::string> recent_log_lines(std::size_t count);
-// The same lines appended to `out`, each but the last followed by '\n'.
-void append_recent_log_lines(std::string& out, std::size_t count);
+// The newest `count` lines among `scope`'s (when given) and the process-wide
+// ring's, in the order they were logged, appended to `out`, each but the last
+// followed by '\n'. Any thread (that may read `scope`). Reads no lock and
+// copies nothing shared unless a process-wide line was logged since the
+// thread's last call.
+void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope = nullptr);
 
 // Collects every line logged while it is alive, formatted "<component>: <message>".
 // For tests and diagnostics; thread-safe.

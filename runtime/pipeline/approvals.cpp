@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <atomic>
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -108,12 +109,13 @@ struct ApprovalStore::State {
   std::chrono::seconds lifetime{kDefaultLifetime};
   Clock now_ms = system_now_ms;
   SqliteDb::Statement insert, by_token, list_pending, count_pending, decide, expire;
-  // pending_count() is asked for every reply and every prompt: it is kept
-  // here and recounted only when it may have changed (a decision, or the
-  // earliest pending expiry has passed).
-  bool count_known = false;
-  std::size_t count = 0;
-  std::int64_t next_expiry_ms = 0;  // of the pending approval that expires first
+  // pending_count() is asked for every reply and every prompt, on every
+  // thread: the count is kept here, read without the mutex, and recounted
+  // only when it may have changed (a decision, or the earliest pending expiry
+  // has passed). Written under the mutex: known_until_ms before known_count.
+  std::atomic<std::int64_t> known_count{-1};     // -1: recount
+  std::atomic<std::int64_t> known_until_ms{0};  // when the pending approval that expires first does
+  void forget_count() noexcept { known_count.store(-1, std::memory_order_release); }
 
   // The row the statement stands on; a stored action that does not read back
   // or no longer matches its hash is reported, never run.
@@ -213,7 +215,7 @@ Result<Approval> ApprovalStore::create(const Value& action, const Value& meta, s
                      sqlite3_bind_int64(insert, 7, approval.created_unix_ms) == SQLITE_OK &&
                      sqlite3_bind_int64(insert, 8, approval.expires_unix_ms) == SQLITE_OK;
   if (!bound || sqlite3_step(insert) != SQLITE_DONE) return state_->db.error("cannot record an approval");
-  state_->count_known = false;
+  state_->forget_count();
   return approval;
 }
 
@@ -234,17 +236,21 @@ Result<std::vector<Approval>> ApprovalStore::pending() const {
 }
 
 std::size_t ApprovalStore::pending_count() const {
+  const std::int64_t known = state_->known_count.load(std::memory_order_acquire);
+  if (known >= 0 && state_->now_ms() < state_->known_until_ms.load(std::memory_order_relaxed)) {
+    return static_cast<std::size_t>(known);
+  }
   std::lock_guard lock(state_->mutex);
-  if (state_->count_known && state_->now_ms() < state_->next_expiry_ms) return state_->count;
   static_cast<void>(state_->expire_due());
   sqlite3_stmt* query = state_->count_pending.get();
   StatementReset reset(query);
   if (sqlite3_step(query) != SQLITE_ROW) return 0;
-  state_->count = static_cast<std::size_t>(sqlite3_column_int64(query, 0));
-  state_->next_expiry_ms = sqlite3_column_type(query, 1) == SQLITE_NULL ? std::numeric_limits<std::int64_t>::max()
-                                                                         : sqlite3_column_int64(query, 1);
-  state_->count_known = true;
-  return state_->count;
+  const std::int64_t count = sqlite3_column_int64(query, 0);
+  state_->known_until_ms.store(sqlite3_column_type(query, 1) == SQLITE_NULL ? std::numeric_limits<std::int64_t>::max()
+                                                                             : sqlite3_column_int64(query, 1),
+                               std::memory_order_relaxed);
+  state_->known_count.store(count, std::memory_order_release);
+  return static_cast<std::size_t>(count);
 }
 
 Result<Approval> ApprovalStore::find(std::string_view token) const {
@@ -283,7 +289,7 @@ Result<Approval> ApprovalStore::decide(std::string_view token, std::string_view 
                        sqlite3_bind_int64(update, 3, now) == SQLITE_OK && bind_text(update, 4, who);
     if (!bound || sqlite3_step(update) != SQLITE_DONE) return state_->db.error("cannot record the decision");
     changed = sqlite3_changes(state_->db.handle()) == 1;
-    state_->count_known = false;
+    state_->forget_count();
     if (!changed) static_cast<void>(state_->expire_due());
   }
   auto approval = find(token);

@@ -25,6 +25,7 @@
 #include "providers/cascade.hpp"
 #include "skills/host_api.hpp"
 #include "skills/registry.hpp"
+#include "thread_shards.hpp"
 #include "value/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
@@ -157,8 +158,13 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
   Services services;
   PipelineOptions options;
   std::atomic<bool> interrupt_flag{false};
-  std::atomic<std::uint64_t> processed{0};
-  std::atomic<std::size_t> active{0};
+  ShardedCounter processed;  // cycles run
+  ShardedCounter active;     // signals injected and not finished
+
+  // What each Run holds on to: aliases of this Impl with a reference count
+  // per thread shard (a Run takes one per signal). ~Pipeline publishes null,
+  // which breaks the cycle; Runs in flight keep the Impl alive until they end.
+  Published<Impl> self{nullptr};
 
   // One session's queue: its signals run one at a time, in order. A signal's
   // loop is a chain of steps, each posting at most the next, so a session has
@@ -171,25 +177,36 @@ struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
     std::function<void(LoopReport)> done;
   };
   struct Session {
+    explicit Session(std::size_t log_lines) : logs(log_lines) {}
     std::deque<Pending> queue;
     bool busy = false;
+    std::uint64_t last_used = 0;  // the shard's clock when it last started a signal
+    // The session's recent log lines, for its prompts (written and read only
+    // by the step that runs, like everything a Run touches).
+    RecentLines logs;
   };
-  // The sessions with a signal in flight, spread over shards by their id so
-  // that threads serving different sessions rarely take the same lock.
+  // Sessions by id, spread over shards so that threads serving different
+  // sessions rarely take the same lock. An idle session stays (its recent log
+  // lines are the next prompt's LOGS) until its shard is full: then the one
+  // idle longest makes room for a new one.
   struct alignas(64) SessionShard {
-    std::mutex mutex;  // guards sessions
+    std::mutex mutex;  // guards sessions, clock
     std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
+    std::uint64_t clock = 0;
   };
-  static constexpr std::size_t kSessionShards = 16;
+  static constexpr std::size_t kSessionShards = 64;
+  static constexpr std::size_t kSessionsPerShard = 64;  // idle ones beyond are dropped, oldest first
   std::array<SessionShard, kSessionShards> session_shards;
   SessionShard& shard_of(std::string_view session_id) {
     return session_shards[std::hash<std::string_view>{}(session_id) % kSessionShards];
   }
+  // The session for `id`, made (room made first) when there is none. Under shard.mutex.
+  std::shared_ptr<Session>& session_in(SessionShard& shard, std::string_view id);
 
-  void enqueue(const std::string& session_id, Pending pending);
+  void enqueue(std::string_view session_id, Pending pending);
   // Starts the loop of `pending` on the executor.
-  void start(const std::shared_ptr<Session>& session, const std::string& session_id, Pending pending);
-  void finished(const std::shared_ptr<Session>& session, const std::string& session_id);
+  void start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending pending);
+  void finished(const std::shared_ptr<Session>& session, std::string_view session_id);
 };
 
 // One signal's loop: the injected signal and its feedback, cycle by cycle.
@@ -223,6 +240,7 @@ struct Run : std::enable_shared_from_this<Run> {
 
   template <class Step>
   void guarded(Step& step) {
+    const LogScope scope(&session->logs);  // the session's lines, for its prompts
     try {
       step();
     } catch (const PassepartoutError& error) {
@@ -249,7 +267,7 @@ struct Run : std::enable_shared_from_this<Run> {
       return;
     }
     ++report.cycles;
-    pipeline->processed.fetch_add(1, std::memory_order_relaxed);
+    pipeline->processed.add(1);
     snapshot = services().registry.snapshot();
     signal = perceive(std::move(next));
     if (is_reasoned(signal)) {
@@ -407,7 +425,7 @@ struct Run : std::enable_shared_from_this<Run> {
     if (memory != nullptr) parts.context = render_global_awareness(*memory);
     thread_local std::string logs;  // the LOGS section, rebuilt for each prompt without allocating
     logs.clear();
-    append_recent_log_lines(logs, options().log_lines);
+    append_recent_log_lines(logs, options().log_lines, &session->logs);
     parts.logs = logs;
     parts.time = time_section();
 
@@ -607,6 +625,7 @@ struct Run : std::enable_shared_from_this<Run> {
     }
     // The snapshot travels with the task: the skill cannot be unloaded under it.
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, actuator, action, target] {
+      const LogScope scope(&self->session->logs);  // the session waits for this step alone
       Result<Value> result = actuator->act(action, self->signal);
       self->post([self, result = std::move(result), action, target]() mutable {
         if (!result) {
@@ -661,6 +680,7 @@ struct Run : std::enable_shared_from_this<Run> {
       return;
     }
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth] {
+      const LogScope scope(&self->session->logs);  // the session waits for this step alone
       Result<Value> result = tool->call(args, self->signal);
       self->post([self, result = std::move(result), name, depth]() mutable {
         const Value meta = self->signal.at("META"_key);
@@ -744,26 +764,46 @@ struct Run : std::enable_shared_from_this<Run> {
 
 // --- sessions ------------------------------------------------------------------------------
 
-void Pipeline::Impl::enqueue(const std::string& session_id, Pending pending) {
+std::shared_ptr<Pipeline::Impl::Session>& Pipeline::Impl::session_in(SessionShard& shard, std::string_view id) {
+  auto found = shard.sessions.find(id);
+  if (found != shard.sessions.end()) return found->second;
+  if (shard.sessions.size() >= kSessionsPerShard) {
+    auto oldest = shard.sessions.end();
+    for (auto it = shard.sessions.begin(); it != shard.sessions.end(); ++it) {
+      if (!it->second->busy && (oldest == shard.sessions.end() || it->second->last_used < oldest->second->last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest != shard.sessions.end()) shard.sessions.erase(oldest);
+  }
+  auto& session = shard.sessions[std::string(id)];
+  session = std::make_shared<Session>(options.log_lines);
+  return session;
+}
+
+void Pipeline::Impl::enqueue(std::string_view session_id, Pending pending) {
   std::shared_ptr<Session> session;
   {
     SessionShard& shard = shard_of(session_id);
     std::lock_guard lock(shard.mutex);
-    auto& slot = shard.sessions[session_id];
-    if (!slot) slot = std::make_shared<Session>();
-    session = slot;
+    session = session_in(shard, session_id);
     if (session->busy) {
       session->queue.push_back(std::move(pending));
       return;
     }
     session->busy = true;
+    session->last_used = ++shard.clock;
   }
   start(session, session_id, std::move(pending));
 }
 
-void Pipeline::Impl::start(const std::shared_ptr<Session>& session, const std::string& session_id, Pending pending) {
+void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending pending) {
   auto run = std::make_shared<Run>();
-  run->pipeline = shared_from_this();
+  run->pipeline = self.get();
+  if (!run->pipeline) {  // the Pipeline is gone: nothing new starts
+    active.add(-1);
+    return;
+  }
   run->session = session;
   run->session_id = session_id;
   run->reply = std::move(pending.reply);
@@ -771,19 +811,19 @@ void Pipeline::Impl::start(const std::shared_ptr<Session>& session, const std::s
   run->post([run, signal = std::move(pending.signal)]() mutable { run->cycle(std::move(signal)); });
 }
 
-void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, const std::string& session_id) {
-  active.fetch_sub(1, std::memory_order_acq_rel);
+void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, std::string_view session_id) {
+  active.add(-1);
   Pending next;
   {
     SessionShard& shard = shard_of(session_id);
     std::lock_guard lock(shard.mutex);
     if (session->queue.empty()) {
       session->busy = false;
-      shard.sessions.erase(session_id);
       return;
     }
     next = std::move(session->queue.front());
     session->queue.pop_front();
+    session->last_used = ++shard.clock;
   }
   start(session, session_id, std::move(next));
 }
@@ -791,9 +831,11 @@ void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, const std
 // --- Pipeline --------------------------------------------------------------------------------
 
 Pipeline::Pipeline(Services services, PipelineOptions options)
-    : impl_(std::make_shared<Impl>(services, std::move(options))) {}
+    : impl_(std::make_shared<Impl>(services, std::move(options))) {
+  impl_->self.publish(impl_);
+}
 
-Pipeline::~Pipeline() = default;
+Pipeline::~Pipeline() { impl_->self.publish(nullptr); }
 
 void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::function<void(LoopReport)> done) {
   // C1: default meta; the client cannot choose its depth.
@@ -806,8 +848,8 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::funct
   }
   signal = signal.with("DEPTH"_key, Value::integer(0));
   const Value& session = signal.path({"META"_key, "SESSION-ID"_key});
-  std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
-  impl_->active.fetch_add(1, std::memory_order_acq_rel);
+  const std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
+  impl_->active.add(1);
   impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
 }
 
@@ -886,7 +928,12 @@ Result<Approval> Pipeline::deny(const std::string& token, const std::string& who
 
 void Pipeline::interrupt() noexcept { impl_->interrupt_flag.store(true, std::memory_order_release); }
 bool Pipeline::interrupted() const noexcept { return impl_->interrupt_flag.load(std::memory_order_acquire); }
-std::uint64_t Pipeline::signals_processed() const noexcept { return impl_->processed.load(std::memory_order_relaxed); }
-std::size_t Pipeline::in_flight() const noexcept { return impl_->active.load(std::memory_order_relaxed); }
+std::uint64_t Pipeline::signals_processed() const noexcept {
+  return static_cast<std::uint64_t>(impl_->processed.sum());
+}
+std::size_t Pipeline::in_flight() const noexcept {
+  const std::int64_t active = impl_->active.sum();  // shards read one after another: never below 0 for long
+  return active > 0 ? static_cast<std::size_t>(active) : 0;
+}
 
 }  // namespace passepartout

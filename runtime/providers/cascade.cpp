@@ -209,19 +209,16 @@ Cascade::Cascade(std::vector<std::shared_ptr<Provider>> providers) : Cascade() {
   set_providers(std::move(providers));
 }
 
-std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const {
-  std::lock_guard lock(snapshot_mutex_);
-  return snapshot_;
-}
+std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const { return snapshot_.get(); }
 
 template <class Change>
 void Cascade::update(Change&& change) {
-  std::lock_guard lock(snapshot_mutex_);
-  auto next = std::make_shared<Snapshot>(*snapshot_);
+  std::lock_guard lock(update_mutex_);
+  auto next = std::make_shared<Snapshot>(*snapshot_.get());
   change(*next);
   next->names.clear();
   for (const auto& provider : next->providers) next->names.emplace_back(provider->name());
-  snapshot_ = std::move(next);
+  snapshot_.publish(std::move(next));
 }
 
 void Cascade::set_providers(std::vector<std::shared_ptr<Provider>> providers) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "providers/provider.hpp"
+#include "thread_shards.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -122,8 +123,8 @@ class Cascade {
   template <class Change>
   void update(Change&& change);
 
-  mutable std::mutex snapshot_mutex_;  // guards snapshot_ (the pointer, not what it points to)
-  std::shared_ptr<const Snapshot> snapshot_;
+  std::mutex update_mutex_;  // one change at a time (read, copy, publish)
+  Published<const Snapshot> snapshot_;  // taken by every call: per-thread shards
 };
 
 }  // namespace passepartout

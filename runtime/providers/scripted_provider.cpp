@@ -446,17 +446,32 @@ ScriptedProvider::ScriptedProvider(ScriptedScript script, Executor* executor, st
     : script_(std::move(script)),
       executor_(executor),
       name_(std::move(name)),
-      hits_(std::make_unique<std::atomic<std::size_t>[]>(script_.rules.size())) {}
+      patterns_(std::make_unique<ShardPatterns[]>(kThreadShards)),
+      hits_(std::make_unique<ShardedCounter[]>(script_.rules.size())) {}
+
+ScriptedProvider::~ScriptedProvider() = default;
 
 std::size_t ScriptedProvider::hits(std::size_t index) const noexcept {
-  return index < script_.rules.size() ? hits_[index].load() : 0;
+  return index < script_.rules.size() ? static_cast<std::size_t>(hits_[index].sum()) : 0;
+}
+
+const std::vector<std::unique_ptr<const RE2>>& ScriptedProvider::patterns() {
+  ShardPatterns& shard = patterns_[thread_shard()];
+  std::call_once(shard.compiled, [&] {
+    shard.regexes.reserve(script_.rules.size());
+    for (const ScriptedRule& rule : script_.rules) {
+      shard.regexes.push_back(std::make_unique<const RE2>(rule.regex->pattern(), rule.regex->options()));
+    }
+  });
+  return shard.regexes;
 }
 
 void ScriptedProvider::complete(ProviderRequest request, ProviderCompletion done) {
+  const std::vector<std::unique_ptr<const RE2>>& regexes = patterns();
   for (std::size_t i = 0; i < script_.rules.size(); ++i) {
     const ScriptedRule& rule = script_.rules[i];
-    if (!RE2::PartialMatch(request.prompt, *rule.regex)) continue;
-    hits_[i].fetch_add(1);
+    if (!RE2::PartialMatch(request.prompt, *regexes[i])) continue;
+    hits_[i].add(1);
     if (rule.delay.count() == 0) {
       answer(rule, request.on_chunk, done);
     } else if (executor_ == nullptr) {
@@ -470,7 +485,7 @@ void ScriptedProvider::complete(ProviderRequest request, ProviderCompletion done
     }
     return;
   }
-  misses_.fetch_add(1);
+  misses_.add(1);
   done(ProviderReply::failed(std::string(kNoMatch)));
 }
 

@@ -91,7 +91,7 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
   std::vector<Value> passed;
   passed.reserve(gates_.size());
   for (const Gate& gate : gates_) passed.push_back(gate.slot->passed_trace_entry());
-  passed_trace_ = preprint(Value::list(passed));  // in every reply: printed once
+  for (Value& trace : passed_traces_) trace = preprint(Value::list(passed));  // in every reply: printed once
   tools_ = first_by_name<ToolEntry>(
       ordered,
       [](const Slot& slot) {
@@ -124,12 +124,8 @@ Registry::Registry() : current_(std::make_shared<const Snapshot>(std::vector<std
 
 std::shared_ptr<const Snapshot> Registry::publish(std::vector<std::shared_ptr<const Slot>> slots) {
   auto next = std::make_shared<const Snapshot>(std::move(slots), next_generation_++);
-  std::shared_ptr<const Snapshot> previous;
-  {
-    std::lock_guard lock(current_mutex_);
-    previous = std::exchange(current_, next);
-  }
-  return next;  // `previous` is released outside the lock: it may be the last holder of retired slots
+  current_.publish(next);
+  return next;
 }
 
 }  // namespace passepartout

@@ -2,16 +2,17 @@
 // atomically (read-copy-update) so a signal never sees half of a change.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "skills/slot.hpp"
+#include "thread_shards.hpp"
 
 namespace passepartout {
 
@@ -58,8 +59,9 @@ class Snapshot {
   std::span<const Gate> gates() const noexcept { return gates_; }
   // The :GATE-TRACE of a verification in which every gate passed, built and
   // preprinted once: each gate's Slot::passed_trace_entry() in gate order
-  // (NIL without gates).
-  const Value& passed_trace() const noexcept { return passed_trace_; }
+  // (NIL without gates). One equal copy per thread shard, so that replies on
+  // different threads do not count references on one list.
+  const Value& passed_trace() const noexcept { return passed_traces_[thread_shard()]; }
   // Skills with a prompt generator, in the same order (trigger selection).
   std::span<const Slot* const> prompt_skills() const noexcept { return prompt_skills_; }
   const Slot* find(std::string_view name) const noexcept;
@@ -88,7 +90,7 @@ class Snapshot {
  private:
   std::vector<std::shared_ptr<const Slot>> slots_;
   std::vector<Gate> gates_;
-  Value passed_trace_;
+  std::array<Value, kThreadShards> passed_traces_;
   std::vector<const Slot*> prompt_skills_;
   std::uint64_t generation_;
   std::uint64_t id_;
@@ -101,23 +103,17 @@ class Snapshot {
 // Holds the current snapshot. snapshot() from any thread; publish() from the
 // control thread. The previous snapshot lives on in whoever still holds it.
 //
-// The pointer is guarded by a mutex held only to copy or replace it (an
-// uncontended lock per signal entering the pipeline). libstdc++ 12's
-// std::atomic<std::shared_ptr> would do the same with a lock bit that
-// ThreadSanitizer cannot see, and the suite must run clean under it.
+// Every signal takes a snapshot: the pointer is Published, so two threads
+// taking one at once do not share a lock or a reference count.
 class Registry {
  public:
   Registry();
-  std::shared_ptr<const Snapshot> snapshot() const noexcept {
-    std::lock_guard lock(current_mutex_);
-    return current_;
-  }
+  std::shared_ptr<const Snapshot> snapshot() const { return current_.get(); }
   // Publishes `slots` as the next generation; returns it.
   std::shared_ptr<const Snapshot> publish(std::vector<std::shared_ptr<const Slot>> slots);
 
  private:
-  mutable std::mutex current_mutex_;  // guards current_
-  std::shared_ptr<const Snapshot> current_;
+  Published<const Snapshot> current_;
   std::uint64_t next_generation_ = 1;  // control thread only
 };
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_gates.hpp"
@@ -26,20 +27,21 @@ using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void die(const std::string& message) { bench::die("bench_loop", message); }
 
-// Frames every reply as the daemon would, then drops it.
+// Frames every reply as the daemon would, then drops it. One per session, as
+// the daemon has one per connection: the threads share no counter.
 class NullFramingSink final : public ReplySink {
  public:
   void send(const Value& message) override {
     thread_local std::string buffer;
     buffer.clear();
-    if (!codec_.encode_into(message, buffer)) die("a reply could not be framed");
+    thread_local FrameCodec codec;
+    if (!codec.encode_into(message, buffer)) die("a reply could not be framed");
     frames_.fetch_add(1, std::memory_order_relaxed);
   }
   bool is_open() const override { return true; }
   std::uint64_t frames() const { return frames_.load(std::memory_order_relaxed); }
 
  private:
-  FrameCodec codec_;
   std::atomic<std::uint64_t> frames_{0};
 };
 
@@ -71,51 +73,76 @@ struct LoopWorld {
   }
 };
 
-// Keeps `window` signals in flight over `sessions` sessions until `total`
-// have finished; returns signals per second.
-double drive(LoopWorld& world, std::size_t total, std::size_t sessions, std::size_t window) {
-  auto sink = std::make_shared<NullFramingSink>();
-  std::vector<Value> inputs;
+// Keeps `window` signals in flight over `sessions` sessions for `duration`,
+// then lets those in flight finish; returns signals per second. Each session
+// has its own sink and counters (a session's signals finish one after
+// another), so the threads share nothing but a flag read once per signal and
+// the count of sessions still running. Working for a time rather than to a
+// count keeps both loops busy to the end however the sessions fell to them.
+double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t sessions, std::size_t window) {
+  struct alignas(64) Session {
+    Value input;
+    std::shared_ptr<NullFramingSink> sink = std::make_shared<NullFramingSink>();
+    std::atomic<std::size_t> in_flight{0};
+    std::atomic<std::size_t> finished{0};
+    std::atomic<std::size_t> not_answered{0};
+  };
+  std::vector<Session> state(sessions);
   for (std::size_t s = 0; s < sessions; ++s) {
-    inputs.push_back(user_input_signal("why did the build fail?", "session-" + std::to_string(s)));
+    state[s].input = user_input_signal("why did the build fail?", "session-" + std::to_string(s));
   }
-  std::atomic<std::size_t> started{0};
-  std::atomic<std::size_t> finished{0};
-  std::atomic<std::size_t> not_answered{0};
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> sessions_running{sessions};
+  std::atomic<Clock::rep> last_finish{0};
   std::mutex mutex;
   std::condition_variable all_done;
   std::function<void(std::size_t)> launch;
-  launch = [&](std::size_t session) {
-    if (started.fetch_add(1, std::memory_order_relaxed) >= total) return;
-    world.pipeline->inject(inputs[session], sink, [&, session](LoopReport report) {
-      if (report.stopped_by != "done") not_answered.fetch_add(1, std::memory_order_relaxed);
-      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == total) {
+  launch = [&](std::size_t s) {
+    Session& session = state[s];
+    session.in_flight.fetch_add(1, std::memory_order_relaxed);
+    world.pipeline->inject(session.input, session.sink, [&, s](LoopReport report) {
+      Session& session = state[s];
+      if (report.stopped_by != "done") session.not_answered.fetch_add(1, std::memory_order_relaxed);
+      session.finished.fetch_add(1, std::memory_order_relaxed);
+      if (!stop.load(std::memory_order_relaxed)) launch(s);  // before this one leaves: never 0 while running
+      if (session.in_flight.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      last_finish.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      if (sessions_running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard lock(mutex);
         all_done.notify_all();
-        return;
       }
-      launch(session);
     });
   };
   const auto start = Clock::now();
   for (std::size_t i = 0; i < window; ++i) launch(i % sessions);
+  std::this_thread::sleep_for(duration);
+  stop.store(true, std::memory_order_relaxed);
   {
     std::unique_lock lock(mutex);
-    if (!all_done.wait_for(lock, std::chrono::minutes(5), [&] { return finished.load() >= total; })) {
+    if (!all_done.wait_for(lock, std::chrono::minutes(1), [&] { return sessions_running.load() == 0; })) {
       die("the loop did not finish");
     }
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (not_answered.load() != 0) die(std::to_string(not_answered.load()) + " signals were not answered");
-  if (sink->frames() < total) die("fewer replies than signals");
-  return static_cast<double>(total) / seconds;
+  const double seconds =
+      std::chrono::duration<double>(Clock::time_point(Clock::duration(last_finish.load())) - start).count();
+  std::size_t not_answered = 0;
+  std::size_t finished = 0;
+  std::size_t frames = 0;
+  for (const Session& session : state) {
+    not_answered += session.not_answered.load();
+    finished += session.finished.load();
+    frames += session.sink->frames();
+  }
+  if (not_answered != 0) die(std::to_string(not_answered) + " signals were not answered");
+  if (frames < finished) die("fewer replies than signals");
+  return static_cast<double>(finished) / seconds;
 }
 
 void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const char* key) {
   LoopWorld world(threads, bundled);
-  drive(world, 2'000, 64, 256);  // warm up: skills, caches, allocator
+  drive(world, std::chrono::milliseconds(20), 64, 256);  // warm up: skills, caches, allocator
   double rate = 0;
-  for (auto _ : state) rate = drive(world, 50'000, 64, 256);
+  for (auto _ : state) rate = drive(world, std::chrono::milliseconds(200), 64, 256);
   state.counters[key] = rate;
 }
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "log.hpp"
 #include "support/skill_fixtures.hpp"
@@ -134,6 +135,68 @@ TEST_CASE("the recent lines are the newest hundred at info and above, oldest fir
   append_recent_log_lines(none, 0);
   CHECK(none.empty());
   CHECK(recent_log_lines(0).empty());
+}
+
+TEST_CASE("lines logged in a scope go to that scope's lines, not the process-wide ones", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  RecentLines session_a(20);
+  RecentLines session_b(20);
+  log_message(LogLevel::info, "daemon", "booted");
+  {
+    const LogScope scope(&session_a);
+    log_message(LogLevel::info, "pipeline", "a: token 1234");
+    {
+      const LogScope inner(&session_b);  // scopes nest
+      log_message(LogLevel::info, "pipeline", "b: hello");
+    }
+    log_message(LogLevel::info, "pipeline", "a: again");  // the outer scope is back
+    log_message(LogLevel::debug, "pipeline", "a: debug");  // never in a prompt
+  }
+  log_message(LogLevel::info, "daemon", "swapped");  // after the scope: process-wide again
+
+  CHECK(recent_log_lines(10) == std::vector<std::string>{"daemon: booted", "daemon: swapped"});
+  CHECK(session_a.size() == 2);
+  CHECK(session_b.size() == 1);
+
+  std::string a;
+  append_recent_log_lines(a, 10, &session_a);
+  CHECK(a == "daemon: booted\npipeline: a: token 1234\npipeline: a: again\ndaemon: swapped");
+  std::string b;
+  append_recent_log_lines(b, 10, &session_b);
+  CHECK(b == "daemon: booted\npipeline: b: hello\ndaemon: swapped");  // nothing of session a
+  std::string newest_two;
+  append_recent_log_lines(newest_two, 2, &session_a);
+  CHECK(newest_two == "pipeline: a: again\ndaemon: swapped");
+  // Everything is still written to standard error.
+  CHECK(err.text().find("a: token 1234") != std::string::npos);
+}
+
+TEST_CASE("a scope keeps its newest lines up to its capacity", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  RecentLines session(3);
+  const LogScope scope(&session);
+  for (int i = 0; i < 10; ++i) log_message(LogLevel::info, "s", "line " + std::to_string(i));
+  CHECK(session.size() == 3);
+  std::string out;
+  append_recent_log_lines(out, 20, &session);
+  CHECK(out == "s: line 7\ns: line 8\ns: line 9");
+}
+
+TEST_CASE("a thread sees process-wide lines another thread logged after its last read", "[log][concurrency]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  RecentLines session(20);
+  {
+    const LogScope scope(&session);
+    log_message(LogLevel::info, "s", "mine");
+  }
+  std::string before;
+  append_recent_log_lines(before, 20, &session);
+  std::thread([] { log_message(LogLevel::info, "other", "new line"); }).join();
+  std::string after;
+  append_recent_log_lines(after, 20, &session);
+  CHECK(before.find("other: new line") == std::string::npos);
+  CHECK(after.size() >= std::string("s: mine\nother: new line").size());
+  CHECK(after.substr(after.size() - std::string("s: mine\nother: new line").size()) == "s: mine\nother: new line");
 }
 
 TEST_CASE("a warning writes the held lines and itself at once", "[log]") {

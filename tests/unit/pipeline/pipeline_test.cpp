@@ -480,4 +480,30 @@ TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signa
   CHECK(recorder->prompt(2).find("- echo-args: Echoes its arguments") != std::string::npos);
 }
 
+TEST_CASE("a prompt's LOGS show its own session's lines, never another session's", "[pipeline][loop]") {
+  Rig rig({{"approval-gate", 40}}, {});
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+
+  // Session a's answer needs an approval: its token is logged in a's lines.
+  auto sink = std::make_shared<RecordingSink>();
+  rig.run(user_input_signal("first", "a"), sink);
+  REQUIRE(sink->messages().size() == 1);
+  const std::string token(sink->messages()[0].path({"PAYLOAD", "TOKEN"}).text());
+  REQUIRE(token.size() == 32);
+
+  rig.run(user_input_signal("second", "b"));
+  rig.run(user_input_signal("third", "a"));
+  const std::string b_prompt = recorder->prompt(1);
+  const std::string a_prompt = recorder->prompt(2);
+  const std::string hitl = "HITL (" + token + ")";
+  CHECK(b_prompt.find("LOGS:\n") != std::string::npos);
+  CHECK(b_prompt.find(token) == std::string::npos);     // not a line of session a
+  const std::string a_logs = a_prompt.substr(a_prompt.find("LOGS:\n"));
+  REQUIRE(a_logs.find(hitl) != std::string::npos);  // a's idle session kept its lines
+  CHECK(a_logs.find("GATE [Perceive]") < a_logs.find(hitl));   // the first signal's, oldest first
+  CHECK(a_logs.rfind("GATE [Perceive]") > a_logs.find(hitl));  // then the third signal's
+  CHECK(rig.logged(hitl));  // and the line went to the log as always
+}
+
 }  // namespace passepartout

@@ -1,0 +1,92 @@
+// Per-thread shards: state that every signal touches, split so that each
+// thread mostly writes cache lines of its own (ShardedCounter, Published<T>).
+//
+// Why: a lock word or reference count that two cores both write on every
+// signal moves between their caches each time, and on a virtual machine that
+// costs about as much as the rest of the signal's work. The pipeline ran
+// slower on two event loops than on one until its per-signal shared state was
+// split this way (see "Nothing shared per signal" in the README).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace passepartout {
+
+inline constexpr std::size_t kThreadShards = 16;
+
+// This thread's shard, 0..kThreadShards-1, fixed for the thread's life:
+// threads are numbered in the order they first ask, so the first
+// kThreadShards threads (the event loops among them) each have one alone.
+std::size_t thread_shard() noexcept;
+
+// A count many threads change: each adds to its own shard; a read sums them
+// (exact once the writers are quiet, and never torn).
+class ShardedCounter {
+ public:
+  void add(std::int64_t n) noexcept { shards_[thread_shard()].value.fetch_add(n, std::memory_order_relaxed); }
+  std::int64_t sum() const noexcept {
+    std::int64_t total = 0;
+    for (const Shard& shard : shards_) total += shard.value.load(std::memory_order_relaxed);
+    return total;
+  }
+
+ private:
+  struct alignas(64) Shard {
+    std::atomic<std::int64_t> value{0};
+  };
+  std::array<Shard, kThreadShards> shards_{};
+};
+
+// A value that one writer publishes and many threads read, each read taking
+// its own reference (a signal's registry snapshot, a call's provider lineup:
+// Published<const Snapshot>).
+//
+// Each shard holds an alias of the value with a reference count of its own,
+// so a reader locks and counts on its shard's cache line only; the alias
+// keeps the value alive until the last reference taken through that shard is
+// gone. Nothing is cached per thread: once every reader has let go of an old
+// value, the value is gone, as with a single shared_ptr.
+//
+// get() from any thread. publish() from any thread, one writer at a time;
+// once it returns, every get() sees the new value.
+template <class T>
+class Published {
+ public:
+  explicit Published(std::shared_ptr<T> initial) { publish(std::move(initial)); }
+  Published(const Published&) = delete;
+  Published& operator=(const Published&) = delete;
+
+  std::shared_ptr<T> get() const {
+    const Shard& shard = shards_[thread_shard()];
+    std::lock_guard lock(shard.mutex);
+    return shard.value;
+  }
+
+  void publish(const std::shared_ptr<T>& next) {
+    for (Shard& shard : shards_) {
+      std::shared_ptr<T> alias;
+      if (next) alias = std::shared_ptr<T>(next.get(), [keep = next](T*) {});
+      {
+        std::lock_guard lock(shard.mutex);
+        alias.swap(shard.value);
+      }
+      // `alias` now holds the shard's previous value and is released here,
+      // outside the lock: it may be the last reference to that value.
+    }
+  }
+
+ private:
+  struct alignas(64) Shard {
+    mutable std::mutex mutex;  // guards value (the pointer, not what it points to)
+    std::shared_ptr<T> value;
+  };
+  std::array<Shard, kThreadShards> shards_;
+};
+
+}  // namespace passepartout

@@ -1,0 +1,110 @@
+// Per-thread shards: counters that sum what every thread added, and published
+// values that readers on any thread see whole and that go away with their
+// last reader.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "thread_shards.hpp"
+
+namespace passepartout {
+namespace {
+
+struct Tracked {
+  explicit Tracked(int v, std::atomic<int>& alive) : value(v), alive_(alive) { alive_.fetch_add(1); }
+  ~Tracked() { alive_.fetch_sub(1); }
+  Tracked(const Tracked&) = delete;
+  Tracked& operator=(const Tracked&) = delete;
+  const int value;
+
+ private:
+  std::atomic<int>& alive_;
+};
+
+}  // namespace
+
+TEST_CASE("threads are numbered into shards in the order they first ask", "[thread-shards]") {
+  const std::size_t mine = thread_shard();
+  CHECK(mine < kThreadShards);
+  CHECK(thread_shard() == mine);  // fixed for the thread's life
+  std::size_t first = kThreadShards;
+  std::size_t second = kThreadShards;
+  std::thread([&] { first = thread_shard(); }).join();
+  std::thread([&] { second = thread_shard(); }).join();
+  CHECK(first < kThreadShards);
+  CHECK(second < kThreadShards);
+  CHECK(first != second);  // the next thread to ask takes the next shard
+}
+
+TEST_CASE("a sharded counter sums what every thread added", "[thread-shards][concurrency]") {
+  ShardedCounter counter;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&counter, t] {
+      for (int i = 0; i < 10'000; ++i) counter.add(t % 2 == 0 ? 2 : -1);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(counter.sum() == 2 * 20'000 - 20'000);
+}
+
+TEST_CASE("a published value is what get() returns, and null once null is published", "[thread-shards]") {
+  std::atomic<int> alive{0};
+  Published<const Tracked> cell(std::make_shared<const Tracked>(1, alive));
+  REQUIRE(cell.get() != nullptr);
+  CHECK(cell.get()->value == 1);
+  cell.publish(std::make_shared<const Tracked>(2, alive));
+  CHECK(cell.get()->value == 2);
+  CHECK(alive == 1);  // nobody held the first: it is gone
+  cell.publish(nullptr);
+  CHECK(cell.get() == nullptr);
+  CHECK(alive == 0);
+}
+
+TEST_CASE("a replaced value lives while a reader holds it, and goes with its last reader", "[thread-shards]") {
+  std::atomic<int> alive{0};
+  Published<const Tracked> cell(std::make_shared<const Tracked>(1, alive));
+  std::shared_ptr<const Tracked> held = cell.get();
+  std::shared_ptr<const Tracked> from_another_thread;
+  std::thread([&] { from_another_thread = cell.get(); }).join();
+  cell.publish(std::make_shared<const Tracked>(2, alive));
+  CHECK(alive == 2);
+  CHECK(held->value == 1);
+  held.reset();
+  CHECK(alive == 2);  // a reference taken through another shard still holds it
+  from_another_thread.reset();
+  CHECK(alive == 1);
+  CHECK(cell.get()->value == 2);
+}
+
+TEST_CASE("readers on many threads see only whole published values while the writer replaces them",
+          "[thread-shards][concurrency]") {
+  std::atomic<int> alive{0};
+  Published<const Tracked> cell(std::make_shared<const Tracked>(0, alive));
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      int last = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        const std::shared_ptr<const Tracked> value = cell.get();
+        // One writer publishes 0, 1, 2, ...: a reader never goes back.
+        if (value == nullptr || value->value < last) wrong.fetch_add(1);
+        if (value != nullptr) last = value->value;
+      }
+    });
+  }
+  for (int i = 1; i <= 2'000; ++i) cell.publish(std::make_shared<const Tracked>(i, alive));
+  stop = true;
+  for (auto& reader : readers) reader.join();
+  CHECK(wrong == 0);
+  CHECK(cell.get()->value == 2'000);
+  CHECK(alive == 1);  // every replaced value went with its last reader
+}
+
+}  // namespace passepartout
