@@ -2,6 +2,7 @@
 #include "sqlite_db.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -264,9 +265,64 @@ Result<SqliteDb> SqliteDb::open_with(const fs::path& file, const SqliteSchema& s
   return db;
 }
 
+namespace {
+
+Result<void> sync_path(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return fail(ErrorCode::io_error, "cannot open " + path.string() + ": " + errno_text(errno));
+  const bool synced = ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!synced) return fail(ErrorCode::io_error, "cannot sync " + path.string() + ": " + errno_text(saved));
+  return {};
+}
+
+}  // namespace
+
+// A database that does not exist yet is built whole under a temporary name,
+// where nothing else can see it, without a journal or a sync; then it is
+// synced once and renamed into place, and the folder synced. Switching an
+// empty file to WAL and migrating it in place synced seven times, which a
+// first start of the daemon paid twice. A file that appears meanwhile (another
+// process made it) wins: ours is removed and theirs opened.
+Result<void> SqliteDb::create_fresh(const fs::path& file, const SqliteSchema& schema) {
+  struct stat info {};
+  if (::lstat(file.c_str(), &info) == 0) return {};
+  if (errno != ENOENT) return fail(ErrorCode::io_error, "cannot inspect " + file.string() + ": " + errno_text(errno));
+  const fs::path temp = file.string() + ".new-" + std::to_string(::getpid());
+  const auto remove_temp = [&temp] {
+    for (const char* suffix : {"", "-journal", "-wal", "-shm"}) ::unlink((temp.string() + suffix).c_str());
+  };
+  remove_temp();  // a leftover of a killed process that had our pid
+  if (auto created = create_private_file(temp); !created) return created;
+  Result<void> built = [&]() -> Result<void> {
+    sqlite3* raw = nullptr;
+    const int rc = sqlite3_open_v2(temp.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, nullptr);
+    const SqliteDb db(file, raw, schema.what);  // errors name the real file
+    if (rc != SQLITE_OK) return db.error("cannot create");
+    if (auto off = db.exec("PRAGMA journal_mode = OFF", "cannot create"); !off) return off;
+    if (auto off = db.exec("PRAGMA synchronous = OFF", "cannot create"); !off) return off;
+    if (auto migrated = migrate(db, schema); !migrated) return migrated;
+    // Persistent in the file's header; closing then removes the empty WAL.
+    return db.exec("PRAGMA journal_mode = WAL", "cannot switch to WAL");
+  }();
+  if (built) built = sync_path(temp, O_RDONLY);
+  if (built && ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) != 0) {
+    if (errno != EEXIST) {
+      built = fail(ErrorCode::io_error, "cannot rename " + temp.string() + " to " + file.string() + ": " +
+                                            errno_text(errno));
+    }
+  }
+  remove_temp();  // nothing left when renamed; the file when another process won or a step failed
+  if (!built) return built;
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  return sync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
 Result<SqliteDb> SqliteDb::open(const fs::path& file, const SqliteSchema& schema) {
   if (file.empty()) return fail(ErrorCode::invalid_input, "the " + std::string(schema.what) + " needs a file name");
   if (auto dirs = create_private_dirs(file.parent_path()); !dirs) return fail(dirs.error().code, dirs.error().message);
+  if (auto created = create_fresh(file, schema); !created) return fail(created.error().code, created.error().message);
   if (auto created = create_private_file(file); !created) return fail(created.error().code, created.error().message);
   return open_with(file, schema, false);
 }

@@ -60,6 +60,8 @@ class SqliteDb {
  private:
   SqliteDb(std::filesystem::path file, sqlite3* db, std::string_view what);
   static Result<SqliteDb> open_with(const std::filesystem::path& file, const SqliteSchema& schema, bool read_only);
+  // Builds a missing database whole under a temporary name and renames it into place.
+  static Result<void> create_fresh(const std::filesystem::path& file, const SqliteSchema& schema);
   std::filesystem::path file_;
   sqlite3* db_;
   std::string what_;

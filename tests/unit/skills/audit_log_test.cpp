@@ -265,6 +265,42 @@ TEST_CASE("the log creates its folders with mode 0700 and its file with mode 060
   if (fs::exists(file.string() + "-shm")) CHECK(mode_of(file.string() + "-shm") == 0600U);
 }
 
+TEST_CASE("a new log is built whole, in WAL mode, and leaves no temporary file behind", "[skills][audit]") {
+  TempDir dir;
+  const fs::path file = dir.path() / "audit.sqlite3";
+  {
+    auto log = open_log(file);
+    record(*log, swap_change());
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    CHECK(entry.path().filename().string().find(".new-") == std::string::npos);
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  const auto text = [db](const char* sql) {
+    sqlite3_stmt* statement = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &statement, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(statement) == SQLITE_ROW);
+    std::string value(reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
+    sqlite3_finalize(statement);
+    return value;
+  };
+  CHECK(text("PRAGMA journal_mode") == "wal");
+  CHECK(text("PRAGMA application_id") == "1347436876");
+  CHECK(text("SELECT count(*) FROM skill_changes") == "1");
+  sqlite3_close(db);
+}
+
+TEST_CASE("an empty file where the log belongs is set up in place", "[skills][audit]") {
+  TempDir dir;
+  const fs::path file = dir.path() / "audit.sqlite3";
+  std::ofstream(file).close();  // as a crash right after creating it would leave it
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  auto log = open_log(file);
+  record(*log, swap_change());
+  CHECK(list(*log).size() == 1);
+}
+
 TEST_CASE("a read-only handle sees what another handle wrote and cannot write", "[skills][audit]") {
   TempDir dir;
   const fs::path file = dir.path() / "audit.sqlite3";
