@@ -10,7 +10,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <limits>
 #include <map>
@@ -19,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "bounded_file.hpp"
 #include "value/utf8.hpp"
 #include "yaml_diagnostics.hpp"
 
@@ -417,29 +417,13 @@ Result<ScriptedScript> ScriptedScript::parse(std::string_view yaml, std::string_
 
 Result<ScriptedScript> ScriptedScript::load(const fs::path& file) {
   const std::string where = file.string();
-  auto os_error = [&](int err) {
-    const ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::not_found : ErrorCode::io_error;
-    return fail(code, where + ": cannot read the script: " + std::error_code(err, std::generic_category()).message());
-  };
-  std::error_code ec;
-  const fs::file_status status = fs::status(file, ec);
-  if (ec) return os_error(ec.value());
-  if (!fs::is_regular_file(status)) {
-    return fail(ErrorCode::io_error, where + ": cannot read the script: not a regular file");
-  }
-
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stream(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (!stream) return os_error(errno);
-  // One byte past the limit, so an oversized file is refused rather than cut.
-  std::string text(kMaxFileSize + 1, '\0');
-  const std::size_t size = std::fread(text.data(), 1, text.size(), stream.get());
-  if (std::ferror(stream.get())) return os_error(EIO);
-  if (size > kMaxFileSize) {
+  auto text = read_bounded_file(file, kMaxFileSize);
+  if (!text && text.error().code == ErrorCode::limit_exceeded) {
     return fail(ErrorCode::limit_exceeded,
                 where + ": the script is larger than " + std::to_string(kMaxFileSize) + " bytes; split it up");
   }
-  text.resize(size);
-  return parse(text, where);
+  if (!text) return fail(text.error().code, where + ": cannot read the script: " + text.error().message);
+  return parse(*text, where);
 }
 
 ScriptedProvider::ScriptedProvider(ScriptedScript script, Executor* executor, std::string name)

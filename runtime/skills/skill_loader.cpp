@@ -20,7 +20,6 @@
 #include <string_view>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -28,6 +27,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bounded_file.hpp"
 #include "digest.hpp"
 #include "log.hpp"
 #include "skills/elf_inspector.hpp"
@@ -53,19 +53,12 @@ std::string octal_mode(mode_t mode) {
 }
 
 Result<std::string> read_file(const fs::path& file, const std::string& who) {
-  std::error_code ec;
-  auto size = fs::file_size(file, ec);
-  if (ec) return fail(ErrorCode::io_error, who + ": cannot read " + file.string() + ": " + ec.message());
-  if (size > kMaxLibraryBytes) {
-    return fail(ErrorCode::limit_exceeded, who + ": " + file.string() + " is " + std::to_string(size) +
-                                               " bytes, more than the " + std::to_string(kMaxLibraryBytes) +
-                                               "-byte limit for a skill library");
+  auto bytes = read_bounded_file(file, kMaxLibraryBytes);
+  if (!bytes && bytes.error().code == ErrorCode::limit_exceeded) {
+    return fail(ErrorCode::limit_exceeded, who + ": " + file.string() + " is more than the " +
+                                               std::to_string(kMaxLibraryBytes) + "-byte limit for a skill library");
   }
-  std::ifstream in(file, std::ios::binary);
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    return fail(ErrorCode::io_error, who + ": cannot read " + file.string());
-  }
+  if (!bytes) return fail(ErrorCode::io_error, who + ": cannot read " + file.string() + ": " + bytes.error().message);
   return bytes;
 }
 

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -18,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "bounded_file.hpp"
 #include "value/ascii.hpp"
 #include "value/utf8.hpp"
 #include "yaml_diagnostics.hpp"
@@ -669,31 +669,14 @@ Result<SkillManifest> SkillManifest::parse(std::string_view yaml, const fs::path
 
 Result<SkillManifest> SkillManifest::load(const fs::path& file) {
   const std::string where = file.string();
-  auto os_error = [&](int err) {
-    ErrorCode code = err == ENOENT || err == ENOTDIR ? ErrorCode::not_found : ErrorCode::io_error;
-    return fail(code, where + ": cannot read the manifest: " + std::error_code(err, std::generic_category()).message());
-  };
-
-  std::error_code ec;
-  fs::file_status status = fs::status(file, ec);
-  if (ec) return os_error(ec.value());
-  if (!fs::is_regular_file(status)) {
-    return fail(ErrorCode::io_error, where + ": cannot read the manifest: not a regular file");
-  }
-
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> stream(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (!stream) return os_error(errno);
-  // Read one byte past the limit so an oversized file is refused, not truncated.
-  std::string text(kMaxFileSize + 1, '\0');
-  std::size_t size = std::fread(text.data(), 1, text.size(), stream.get());
-  if (std::ferror(stream.get())) return os_error(EIO);
-  if (size > kMaxFileSize) {
+  auto text = read_bounded_file(file, kMaxFileSize);
+  if (!text && text.error().code == ErrorCode::limit_exceeded) {
     return fail(ErrorCode::limit_exceeded,
                 where + ": the manifest is larger than " + std::to_string(kMaxFileSize) +
                     " bytes; a manifest describes a skill, large data belongs in a file it reads");
   }
-  text.resize(size);
-  return parse(text, file);
+  if (!text) return fail(text.error().code, where + ": cannot read the manifest: " + text.error().message);
+  return parse(*text, file);
 }
 
 Result<ManifestSet> load_manifest_dir(const fs::path& dir) {

@@ -1,0 +1,56 @@
+// read_bounded_file over open/fstat/read.
+#include "bounded_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+namespace passepartout {
+namespace {
+
+Unexpected<Error> os_error(int error) {
+  const ErrorCode code = error == ENOENT || error == ENOTDIR ? ErrorCode::not_found : ErrorCode::io_error;
+  return fail(code, std::generic_category().message(error));
+}
+
+}  // namespace
+
+Result<std::string> read_bounded_file(const std::filesystem::path& file, std::size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return os_error(errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return os_error(errno);
+  if (!S_ISREG(info.st_mode)) return fail(ErrorCode::io_error, "not a regular file");
+  const auto reported = static_cast<std::size_t>(info.st_size);
+  if (reported > max_bytes) return fail(ErrorCode::limit_exceeded, "");
+  // One byte more than the size reported, so a file that grew is noticed.
+  std::string text(reported + 1, '\0');
+  std::size_t size = 0;
+  for (;;) {
+    if (size == text.size()) {
+      if (size > max_bytes) break;
+      text.resize(std::min(size * 2, max_bytes + 1));
+    }
+    const ssize_t got = ::read(fd, text.data() + size, text.size() - size);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return os_error(errno);
+    }
+    if (got == 0) break;
+    size += static_cast<std::size_t>(got);
+  }
+  if (size > max_bytes) return fail(ErrorCode::limit_exceeded, "");
+  text.resize(size);
+  return text;
+}
+
+}  // namespace passepartout
