@@ -1,12 +1,41 @@
-// Numbering of threads into shards.
+// Shard leases: each thread that asks holds a shard of its own while it lives.
 #include "thread_shards.hpp"
 
+#include <bitset>
+
 namespace passepartout {
+namespace {
+
+std::mutex lease_mutex;                    // guards leased
+std::bitset<kThreadShards> leased{1};      // shard 0 is the shared overflow shard
+
+// Holds the calling thread's shard and gives it back when the thread ends.
+struct ShardLease {
+  std::size_t index = 0;
+  ShardLease() {
+    std::lock_guard lock(lease_mutex);
+    for (std::size_t i = 1; i < kThreadShards; ++i) {
+      if (!leased[i]) {
+        leased[i] = true;
+        index = i;
+        return;
+      }
+    }
+  }
+  ~ShardLease() {
+    if (index == 0) return;
+    std::lock_guard lock(lease_mutex);
+    leased[index] = false;
+  }
+  ShardLease(const ShardLease&) = delete;
+  ShardLease& operator=(const ShardLease&) = delete;
+};
+
+}  // namespace
 
 std::size_t thread_shard() noexcept {
-  static std::atomic<std::size_t> next{0};
-  thread_local const std::size_t shard = next.fetch_add(1, std::memory_order_relaxed) % kThreadShards;
-  return shard;
+  thread_local const ShardLease lease;
+  return lease.index;
 }
 
 }  // namespace passepartout

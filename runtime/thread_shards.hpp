@@ -18,18 +18,34 @@
 
 namespace passepartout {
 
-inline constexpr std::size_t kThreadShards = 16;
+inline constexpr std::size_t kThreadShards = 32;
 
-// This thread's shard, 0..kThreadShards-1, fixed for the thread's life:
-// threads are numbered in the order they first ask, so the first
-// kThreadShards threads (the event loops among them) each have one alone.
+// The calling thread's shard, fixed for the thread's life. A thread that asks
+// gets a shard of its own, 1..kThreadShards-1, which it alone writes (and
+// gives back when it ends); threads beyond that share shard 0, which is
+// therefore only ever changed with atomic read-modify-writes.
 std::size_t thread_shard() noexcept;
+
+// Adds `n` to `cell`, which lives in shard `shard` (the calling thread's):
+// a plain load and store when the thread is the shard's only writer, an
+// atomic add in the shared shard 0.
+template <class T>
+void add_in_shard(std::atomic<T>& cell, std::size_t shard, T n) noexcept {
+  if (shard == 0) {
+    cell.fetch_add(n, std::memory_order_relaxed);
+  } else {
+    cell.store(cell.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+}
 
 // A count many threads change: each adds to its own shard; a read sums them
 // (exact once the writers are quiet, and never torn).
 class ShardedCounter {
  public:
-  void add(std::int64_t n) noexcept { shards_[thread_shard()].value.fetch_add(n, std::memory_order_relaxed); }
+  void add(std::int64_t n) noexcept {
+    const std::size_t shard = thread_shard();
+    add_in_shard(shards_[shard].value, shard, n);
+  }
   std::int64_t sum() const noexcept {
     std::int64_t total = 0;
     for (const Shard& shard : shards_) total += shard.value.load(std::memory_order_relaxed);

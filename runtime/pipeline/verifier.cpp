@@ -32,7 +32,7 @@ struct ThreadContext {
 constinit thread_local ThreadContext t_context{nullptr, 0};
 
 [[gnu::noinline]] const ThreadContext& first_thread_context() {
-  t_context = ThreadContext{&GateWatchdog::this_thread(), this_thread_counter_shard()};
+  t_context = ThreadContext{&GateWatchdog::this_thread(), thread_shard()};
   return t_context;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "thread_shards.hpp"
+
 namespace passepartout {
 
 struct GateCounts {
@@ -24,30 +26,18 @@ struct GateCounts {
   std::uint64_t mean_ns() const { return timed_calls == 0 ? 0 : timed_ns / timed_calls; }
 };
 
-// The calling thread's counter shard. Each thread that verifies gets its own
-// shard (up to kCounterShards - 1 threads), which it alone writes with plain
-// loads and stores; threads beyond that share shard 0 with atomic adds.
-// Any thread; the index is stable for the thread's life.
-std::size_t this_thread_counter_shard() noexcept;
-
-inline constexpr std::size_t kCounterShards = 32;
-
-// Counters of one gate, sharded per thread. Written from any thread (each to
-// its own shard), read (summed) from any thread; a read is a consistent-enough
-// snapshot for monitoring, not a transaction.
+// Counters of one gate, sharded per thread (thread_shard()). Written from any
+// thread (each to its own shard), read (summed) from any thread; a read is a
+// consistent-enough snapshot for monitoring, not a transaction.
 class GateCounters {
  public:
   enum Field : std::size_t { passes, rewrites, blocks, approvals, failures, timed_calls, timed_ns, kFields };
 
-  GateCounters() : shards_(std::make_unique<Shard[]>(kCounterShards)) {}
+  GateCounters() : shards_(std::make_unique<Shard[]>(kThreadShards)) {}
 
+  // `shard` is the calling thread's (thread_shard()).
   void add(std::size_t shard, Field field, std::uint64_t n = 1) noexcept {
-    std::atomic<std::uint64_t>& cell = shards_[shard].cells[field];
-    if (shard == 0) {
-      cell.fetch_add(n, std::memory_order_relaxed);
-    } else {  // this thread is the shard's only writer
-      cell.store(cell.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
+    add_in_shard(shards_[shard].cells[field], shard, n);
   }
 
   GateCounts read() const noexcept;

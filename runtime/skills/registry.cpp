@@ -91,7 +91,8 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
   std::vector<Value> passed;
   passed.reserve(gates_.size());
   for (const Gate& gate : gates_) passed.push_back(gate.slot->passed_trace_entry());
-  for (Value& trace : passed_traces_) trace = preprint(Value::list(passed));  // in every reply: printed once
+  passed_traces_[0] = preprint(Value::list(passed));  // in every reply: printed once
+  for (std::size_t i = 1; i < kThreadShards; ++i) passed_traces_[i] = preprinted_copy(passed_traces_[0]);
   tools_ = first_by_name<ToolEntry>(
       ordered,
       [](const Slot& slot) {

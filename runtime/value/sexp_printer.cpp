@@ -557,6 +557,12 @@ Value preprint(const Value& value) {
   return ValueAccess::preprinted_list(value, text, marks);
 }
 
+Value preprinted_copy(const Value& preprinted) {
+  if (!preprinted.is_list() || !ValueAccess::list_node(preprinted).preprinted()) return preprinted;
+  const detail::PrintedForm& form = *ValueAccess::list_node(preprinted).printed_form();
+  return ValueAccess::preprinted_list(preprinted, std::string_view(form.text, form.size), form.keyword_marks);
+}
+
 std::string to_sexp(const Value& value) {
   std::string out;
   print_sexp(value, out);

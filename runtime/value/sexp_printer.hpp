@@ -49,5 +49,10 @@ std::string to_sexp(const Value& value);
 // printer leaving keys out uses the text unless one of those keys may occur
 // in the list. Other kinds come back as they are.
 Value preprint(const Value& value);
+// An equal preprinted list in a node of its own (a reference count of its
+// own), with the same items, text and keyword marks as `preprinted`, which
+// preprint() made: for copies that different threads use without printing
+// them again. Anything that is not a preprinted list comes back as it is.
+Value preprinted_copy(const Value& preprinted);
 
 }  // namespace passepartout

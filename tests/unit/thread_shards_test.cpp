@@ -3,7 +3,9 @@
 // last reader.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <thread>
@@ -27,17 +29,32 @@ struct Tracked {
 
 }  // namespace
 
-TEST_CASE("threads are numbered into shards in the order they first ask", "[thread-shards]") {
+TEST_CASE("each live thread has a shard of its own, given back when it ends", "[thread-shards]") {
   const std::size_t mine = thread_shard();
   CHECK(mine < kThreadShards);
   CHECK(thread_shard() == mine);  // fixed for the thread's life
-  std::size_t first = kThreadShards;
-  std::size_t second = kThreadShards;
-  std::thread([&] { first = thread_shard(); }).join();
-  std::thread([&] { second = thread_shard(); }).join();
-  CHECK(first < kThreadShards);
-  CHECK(second < kThreadShards);
-  CHECK(first != second);  // the next thread to ask takes the next shard
+  std::size_t first = 0;
+  std::size_t second = 0;
+  std::atomic<int> asked{0};
+  std::atomic<bool> leave{false};
+  const auto hold = [&](std::size_t& shard) {
+    shard = thread_shard();
+    asked.fetch_add(1);
+    while (!leave.load()) std::this_thread::yield();
+  };
+  std::thread a(hold, std::ref(first));
+  std::thread b(hold, std::ref(second));
+  while (asked.load() < 2) std::this_thread::yield();
+  CHECK(first != 0);  // the shared shard only once 31 threads hold one
+  CHECK(second != 0);
+  CHECK(first != second);
+  CHECK(first != mine);
+  leave = true;
+  a.join();
+  b.join();
+  std::size_t later = 0;
+  std::thread([&] { later = thread_shard(); }).join();
+  CHECK(later <= std::min(first, second));  // the lowest free shard: theirs were given back
 }
 
 TEST_CASE("a sharded counter sums what every thread added", "[thread-shards][concurrency]") {

@@ -301,6 +301,20 @@ TEST_CASE("printer leaves chosen keys out of property lists, whatever their leng
   CHECK(plain == "(:X 1)");
 }
 
+TEST_CASE("a preprinted copy has a node of its own and prints the same text", "[value][printer]") {
+  using passepartout::preprinted_copy;
+  using passepartout::ValueAccess;
+  const Value entry = *read_sexp("(:GATE \"policy\" :RESULT :PASSED)");
+  const Value stored = ValueAccess::preprinted_list(entry, "(:STORED)", 0);
+  const Value copy = preprinted_copy(stored);
+  CHECK(copy == stored);
+  CHECK(to_sexp(copy) == "(:STORED)");  // the text itself is copied, not printed again
+  CHECK(stored.use_count_for_test() == 1);  // the copy holds no reference to the original's node
+  CHECK(copy.use_count_for_test() == 1);
+  CHECK(preprinted_copy(entry).use_count_for_test() == 2);  // not preprinted: the same list back
+  CHECK(preprinted_copy(Value::integer(3)) == Value::integer(3));
+}
+
 TEST_CASE("a preprinted list prints as it did, by copying its text", "[value][printer]") {
   using passepartout::preprint;
   using passepartout::ValueAccess;
