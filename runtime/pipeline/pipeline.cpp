@@ -800,8 +800,14 @@ void Pipeline::Impl::enqueue(std::string_view session_id, Pending pending) {
 void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending pending) {
   auto run = std::make_shared<Run>();
   run->pipeline = self.get();
-  if (!run->pipeline) {  // the Pipeline is gone: nothing new starts
+  if (!run->pipeline) {  // the Pipeline is gone: nothing new starts, and its caller hears so
     active.add(-1);
+    if (pending.done) {
+      try {
+        pending.done(LoopReport{0, std::move(pending.signal), "interrupt"});
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the caller's callback must not end the loop
+      }
+    }
     return;
   }
   run->session = session;

@@ -80,7 +80,9 @@ class Pipeline {
   // C1: takes in a signal. Without :META it gets (:SOURCE :SYSTEM :SESSION-ID
   // "internal"); :DEPTH is forced to 0. `reply` receives what the :TUI
   // actuator sends and approval notices (may be null); `done` is called once,
-  // on a pipeline thread, when the signal's loop has ended.
+  // on a pipeline thread, when the signal's loop has ended (stopped_by
+  // "interrupt" without a cycle when the Pipeline was destroyed while the
+  // signal still waited behind others of its session).
   void inject(Value signal, std::shared_ptr<ReplySink> reply = nullptr,
               std::function<void(LoopReport)> done = nullptr);
 

@@ -506,4 +506,27 @@ TEST_CASE("a prompt's LOGS show its own session's lines, never another session's
   CHECK(rig.logged(hitl));  // and the line went to the log as always
 }
 
+TEST_CASE("a signal still waiting behind its session when the pipeline goes is reported interrupted",
+          "[pipeline][loop]") {
+  Rig rig({}, {R"(rules:
+  - match: "slow"
+    reply: "done slowly"
+    delay_ms: 200
+)"});
+  auto first = std::make_shared<std::promise<LoopReport>>();
+  auto second = std::make_shared<std::promise<LoopReport>>();
+  rig.pipeline->inject(user_input_signal("slow", "s"), nullptr, [first](LoopReport r) { first->set_value(std::move(r)); });
+  rig.pipeline->inject(user_input_signal("slow again", "s"), nullptr,
+                       [second](LoopReport r) { second->set_value(std::move(r)); });
+  rig.pipeline.reset();  // the first is in flight, the second waits behind it
+  auto first_done = first->get_future();
+  auto second_done = second->get_future();
+  REQUIRE(first_done.wait_for(20s) == std::future_status::ready);
+  REQUIRE(second_done.wait_for(20s) == std::future_status::ready);
+  CHECK(first_done.get().stopped_by == "done");  // what was in flight finishes
+  const LoopReport waiting = second_done.get();
+  CHECK(waiting.stopped_by == "interrupt");
+  CHECK(waiting.cycles == 0);
+}
+
 }  // namespace passepartout
