@@ -2,10 +2,9 @@
 // thread mostly writes cache lines of its own (ShardedCounter, Published<T>).
 //
 // Why: a lock word or reference count that two cores both write on every
-// signal moves between their caches each time, and on a virtual machine that
-// costs about as much as the rest of the signal's work. The pipeline ran
-// slower on two event loops than on one until its per-signal shared state was
-// split this way (see "Nothing shared per signal" in the README).
+// signal moves between their caches each time, and on a virtual machine each
+// move costs about as much as a gate (see "Nothing shared is written per
+// signal" in the README).
 #pragma once
 
 #include <array>
