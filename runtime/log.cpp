@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <utility>
@@ -550,7 +550,9 @@ void RecentLines::add(std::string_view component, std::string_view message) {
 }
 
 LogScope::LogScope(RecentLines* lines) noexcept : previous_(std::exchange(current_scope, lines)) {}
-LogScope::~LogScope() { current_scope = previous_; }
+LogScope::~LogScope() {
+  current_scope = previous_;
+}
 
 std::vector<std::string> recent_log_lines(std::size_t count) {
   if (count == 0) return {};

@@ -2,8 +2,8 @@
 #include "sqlite_db.hpp"
 
 #include <fcntl.h>
-#include <stdio.h>  // renameat2
 #include <sqlite3.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -309,8 +309,8 @@ Result<void> SqliteDb::create_fresh(const fs::path& file, const SqliteSchema& sc
   if (built) built = sync_path(temp, O_RDONLY);
   if (built && ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno != EEXIST) {
-      built = fail(ErrorCode::io_error, "cannot rename " + temp.string() + " to " + file.string() + ": " +
-                                            errno_text(errno));
+      built = fail(ErrorCode::io_error,
+                   "cannot rename " + temp.string() + " to " + file.string() + ": " + errno_text(errno));
     }
   }
   remove_temp();  // nothing left when renamed; the file when another process won or a step failed

@@ -6,8 +6,8 @@
 namespace passepartout {
 namespace {
 
-std::mutex lease_mutex;                    // guards leased
-std::bitset<kThreadShards> leased{1};      // shard 0 is the shared overflow shard
+std::mutex lease_mutex;                // guards leased
+std::bitset<kThreadShards> leased{1};  // shard 0 is the shared overflow shard
 
 // Holds the calling thread's shard and gives it back when the thread ends.
 struct ShardLease {

@@ -113,7 +113,7 @@ struct ApprovalStore::State {
   // thread: the count is kept here, read without the mutex, and recounted
   // only when it may have changed (a decision, or the earliest pending expiry
   // has passed). Written under the mutex: known_until_ms before known_count.
-  std::atomic<std::int64_t> known_count{-1};     // -1: recount
+  std::atomic<std::int64_t> known_count{-1};    // -1: recount
   std::atomic<std::int64_t> known_until_ms{0};  // when the pending approval that expires first does
   void forget_count() noexcept { known_count.store(-1, std::memory_order_release); }
 
@@ -247,7 +247,7 @@ std::size_t ApprovalStore::pending_count() const {
   if (sqlite3_step(query) != SQLITE_ROW) return 0;
   const std::int64_t count = sqlite3_column_int64(query, 0);
   state_->known_until_ms.store(sqlite3_column_type(query, 1) == SQLITE_NULL ? std::numeric_limits<std::int64_t>::max()
-                                                                             : sqlite3_column_int64(query, 1),
+                                                                            : sqlite3_column_int64(query, 1),
                                std::memory_order_relaxed);
   state_->known_count.store(count, std::memory_order_release);
   return static_cast<std::size_t>(count);

@@ -841,7 +841,9 @@ Pipeline::Pipeline(Services services, PipelineOptions options)
   impl_->self.publish(impl_);
 }
 
-Pipeline::~Pipeline() { impl_->self.publish(nullptr); }
+Pipeline::~Pipeline() {
+  impl_->self.publish(nullptr);
+}
 
 void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::function<void(LoopReport)> done) {
   // C1: default meta; the client cannot choose its depth.

@@ -209,7 +209,9 @@ Cascade::Cascade(std::vector<std::shared_ptr<Provider>> providers) : Cascade() {
   set_providers(std::move(providers));
 }
 
-std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const { return snapshot_.get(); }
+std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const {
+  return snapshot_.get();
+}
 
 template <class Change>
 void Cascade::update(Change&& change) {

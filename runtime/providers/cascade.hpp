@@ -123,7 +123,7 @@ class Cascade {
   template <class Change>
   void update(Change&& change);
 
-  std::mutex update_mutex_;  // one change at a time (read, copy, publish)
+  std::mutex update_mutex_;             // one change at a time (read, copy, publish)
   Published<const Snapshot> snapshot_;  // taken by every call: per-thread shards
 };
 

@@ -17,15 +17,15 @@
 #include <boost/dll/shared_library.hpp>
 #include <cerrno>
 #include <charconv>
-#include <string_view>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <vector>
 #include <sstream>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "bounded_file.hpp"
 #include "digest.hpp"

@@ -149,7 +149,7 @@ TEST_CASE("lines logged in a scope go to that scope's lines, not the process-wid
       const LogScope inner(&session_b);  // scopes nest
       log_message(LogLevel::info, "pipeline", "b: hello");
     }
-    log_message(LogLevel::info, "pipeline", "a: again");  // the outer scope is back
+    log_message(LogLevel::info, "pipeline", "a: again");   // the outer scope is back
     log_message(LogLevel::debug, "pipeline", "a: debug");  // never in a prompt
   }
   log_message(LogLevel::info, "daemon", "swapped");  // after the scope: process-wide again

@@ -498,12 +498,12 @@ TEST_CASE("a prompt's LOGS show its own session's lines, never another session's
   const std::string a_prompt = recorder->prompt(2);
   const std::string hitl = "HITL (" + token + ")";
   CHECK(b_prompt.find("LOGS:\n") != std::string::npos);
-  CHECK(b_prompt.find(token) == std::string::npos);     // not a line of session a
+  CHECK(b_prompt.find(token) == std::string::npos);  // not a line of session a
   const std::string a_logs = a_prompt.substr(a_prompt.find("LOGS:\n"));
-  REQUIRE(a_logs.find(hitl) != std::string::npos);  // a's idle session kept its lines
+  REQUIRE(a_logs.find(hitl) != std::string::npos);             // a's idle session kept its lines
   CHECK(a_logs.find("GATE [Perceive]") < a_logs.find(hitl));   // the first signal's, oldest first
   CHECK(a_logs.rfind("GATE [Perceive]") > a_logs.find(hitl));  // then the third signal's
-  CHECK(rig.logged(hitl));  // and the line went to the log as always
+  CHECK(rig.logged(hitl));                                     // and the line went to the log as always
 }
 
 TEST_CASE("a signal still waiting behind its session when the pipeline goes is reported interrupted",
@@ -515,7 +515,8 @@ TEST_CASE("a signal still waiting behind its session when the pipeline goes is r
 )"});
   auto first = std::make_shared<std::promise<LoopReport>>();
   auto second = std::make_shared<std::promise<LoopReport>>();
-  rig.pipeline->inject(user_input_signal("slow", "s"), nullptr, [first](LoopReport r) { first->set_value(std::move(r)); });
+  rig.pipeline->inject(user_input_signal("slow", "s"), nullptr,
+                       [first](LoopReport r) { first->set_value(std::move(r)); });
   rig.pipeline->inject(user_input_signal("slow again", "s"), nullptr,
                        [second](LoopReport r) { second->set_value(std::move(r)); });
   rig.pipeline.reset();  // the first is in flight, the second waits behind it

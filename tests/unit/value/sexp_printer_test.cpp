@@ -308,7 +308,7 @@ TEST_CASE("a preprinted copy has a node of its own and prints the same text", "[
   const Value stored = ValueAccess::preprinted_list(entry, "(:STORED)", 0);
   const Value copy = preprinted_copy(stored);
   CHECK(copy == stored);
-  CHECK(to_sexp(copy) == "(:STORED)");  // the text itself is copied, not printed again
+  CHECK(to_sexp(copy) == "(:STORED)");      // the text itself is copied, not printed again
   CHECK(stored.use_count_for_test() == 1);  // the copy holds no reference to the original's node
   CHECK(copy.use_count_for_test() == 1);
   CHECK(preprinted_copy(entry).use_count_for_test() == 2);  // not preprinted: the same list back
