@@ -28,11 +28,10 @@ std::mutex captures_mutex;  // guards captures
 std::vector<LogCapture*> captures;
 std::atomic<std::size_t> capture_count{0};  // captures.size(): no lock taken while it is 0
 
-// The newest kRecentLines lines logged outside any LogScope (seed B14), a
+// The newest kRecentLogLines lines logged outside any LogScope (seed B14), a
 // ring; guarded by ring_mutex. ring_total counts every line it ever took:
 // readers compare it with what they copied last, and scoped lines record it
 // to be ordered among these.
-constexpr std::size_t kRecentLines = 100;
 std::mutex ring_mutex;
 std::vector<std::string> recent;
 std::size_t recent_next = 0;
@@ -64,7 +63,7 @@ const RingCopy& fresh_ring_copy() {
   if (copy.total == ring_total.load(std::memory_order_acquire)) return copy;
   std::lock_guard lock(ring_mutex);
   copy.lines.resize(recent.size());
-  const std::size_t oldest = recent.size() < kRecentLines ? 0 : recent_next;
+  const std::size_t oldest = recent.size() < kRecentLogLines ? 0 : recent_next;
   for (std::size_t n = 0; n < recent.size(); ++n) copy.lines[n] = recent[(oldest + n) % recent.size()];
   copy.total = ring_total.load(std::memory_order_relaxed);
   return copy;
@@ -487,9 +486,9 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
   }
   // The ring's lines are rewritten in place: once it is full, logging a line allocates nothing.
   std::lock_guard lock(ring_mutex);
-  if (recent.size() < kRecentLines) recent.emplace_back();
+  if (recent.size() < kRecentLogLines) recent.emplace_back();
   write_line(recent[recent_next], component, message);
-  recent_next = (recent_next + 1) % kRecentLines;
+  recent_next = (recent_next + 1) % kRecentLogLines;
   ring_total.fetch_add(1, std::memory_order_release);
 }
 
@@ -532,7 +531,7 @@ void write_held_logs_on_fatal_signals() {
   });
 }
 
-RecentLines::RecentLines(std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {}
+RecentLines::RecentLines(std::size_t capacity) : capacity_(std::clamp<std::size_t>(capacity, 1, kRecentLogLines)) {}
 
 void RecentLines::add(std::string_view component, std::string_view message) {
   if (lines_.size() < capacity_) {

@@ -51,6 +51,10 @@ void flush_log_batch() noexcept;
 // too. Once; later calls do nothing. The daemon calls it at start-up.
 void write_held_logs_on_fatal_signals();
 
+// How many recent lines the process-wide ring keeps (seed B14), and the most a
+// RecentLines keeps.
+inline constexpr std::size_t kRecentLogLines = 100;
+
 // The recent lines of one conversation (a pipeline session), for its
 // prompts' LOGS section: lines at info and above logged on a thread while a
 // LogScope names it go here instead of the process-wide ring, so one
@@ -61,6 +65,7 @@ void write_held_logs_on_fatal_signals();
 // run one after another, each handing over to the next).
 class RecentLines {
  public:
+  // Keeps the newest `capacity` lines (at least 1, at most kRecentLogLines).
   explicit RecentLines(std::size_t capacity = 20);
 
   std::size_t size() const noexcept { return lines_.size(); }

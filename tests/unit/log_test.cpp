@@ -180,6 +180,11 @@ TEST_CASE("a scope keeps its newest lines up to its capacity", "[log]") {
   std::string out;
   append_recent_log_lines(out, 20, &session);
   CHECK(out == "s: line 7\ns: line 8\ns: line 9");
+
+  RecentLines large(1'000'000);  // kept to the process-wide ring's size
+  const LogScope into_large(&large);
+  for (int i = 0; i < 150; ++i) log_message(LogLevel::info, "s", "line " + std::to_string(i));
+  CHECK(large.size() == kRecentLogLines);
 }
 
 TEST_CASE("a thread sees process-wide lines another thread logged after its last read", "[log][concurrency]") {
