@@ -28,13 +28,15 @@ std::mutex captures_mutex;  // guards captures
 std::vector<LogCapture*> captures;
 std::atomic<std::size_t> capture_count{0};  // captures.size(): no lock taken while it is 0
 
-// The newest kRecentLogLines lines logged outside any LogScope (seed B14), a
-// ring; guarded by ring_mutex. ring_total counts every line it ever took:
-// readers compare it with what they copied last, and scoped lines record it
-// to be ordered among these.
+// The newest kRecentLogLines lines logged outside any LogScope (seed B14);
+// guarded by ring_mutex. ring_total counts every line it ever took: readers
+// compare it with what they copied last, and scoped lines record it to be
+// ordered among these.
 std::mutex ring_mutex;
-std::vector<std::string> recent;
-std::size_t recent_next = 0;
+RecentLines& process_ring() {
+  static RecentLines* const ring = new RecentLines(kRecentLogLines);  // never destroyed: logging outlives statics
+  return *ring;
+}
 std::atomic<std::uint64_t> ring_total{0};
 
 thread_local RecentLines* current_scope = nullptr;
@@ -62,9 +64,9 @@ const RingCopy& fresh_ring_copy() {
   RingCopy& copy = ring_copy;
   if (copy.total == ring_total.load(std::memory_order_acquire)) return copy;
   std::lock_guard lock(ring_mutex);
-  copy.lines.resize(recent.size());
-  const std::size_t oldest = recent.size() < kRecentLogLines ? 0 : recent_next;
-  for (std::size_t n = 0; n < recent.size(); ++n) copy.lines[n] = recent[(oldest + n) % recent.size()];
+  const RecentLines& ring = process_ring();
+  copy.lines.resize(ring.size());
+  for (std::size_t n = 0; n < ring.size(); ++n) copy.lines[n] = ring.newest(ring.size() - 1 - n).text;
   copy.total = ring_total.load(std::memory_order_relaxed);
   return copy;
 }
@@ -484,11 +486,8 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
     scope->add(component, message);
     return;
   }
-  // The ring's lines are rewritten in place: once it is full, logging a line allocates nothing.
   std::lock_guard lock(ring_mutex);
-  if (recent.size() < kRecentLogLines) recent.emplace_back();
-  write_line(recent[recent_next], component, message);
-  recent_next = (recent_next + 1) % kRecentLogLines;
+  process_ring().add(component, message);
   ring_total.fetch_add(1, std::memory_order_release);
 }
 
@@ -533,15 +532,9 @@ void write_held_logs_on_fatal_signals() {
 
 RecentLines::RecentLines(std::size_t capacity) : capacity_(std::clamp<std::size_t>(capacity, 1, kRecentLogLines)) {}
 
+// Lines are rewritten in place: once the ring is full, adding one allocates nothing.
 void RecentLines::add(std::string_view component, std::string_view message) {
-  if (lines_.size() < capacity_) {
-    lines_.emplace_back();
-    next_ = lines_.size() % capacity_;
-    Line& line = lines_.back();
-    line.after = ring_total.load(std::memory_order_acquire);
-    write_line(line.text, component, message);
-    return;
-  }
+  if (lines_.size() < capacity_) lines_.emplace_back();
   Line& line = lines_[next_];
   line.after = ring_total.load(std::memory_order_acquire);
   write_line(line.text, component, message);

@@ -55,32 +55,34 @@ void write_held_logs_on_fatal_signals();
 // RecentLines keeps.
 inline constexpr std::size_t kRecentLogLines = 100;
 
-// The recent lines of one conversation (a pipeline session), for its
-// prompts' LOGS section: lines at info and above logged on a thread while a
-// LogScope names it go here instead of the process-wide ring, so one
-// session's prompt never shows another's lines (their approval tokens, say),
-// and threads serving different sessions share nothing when they log.
+// Recent log lines, a ring: the process-wide one, and one per conversation (a
+// pipeline session) for its prompts' LOGS section. Lines at info and above
+// logged on a thread while a LogScope names a session's lines go there
+// instead of the process-wide ring, so one session's prompt never shows
+// another's lines (their approval tokens, say), and threads serving
+// different sessions share nothing when they log.
 //
-// No lock: one thread at a time logs into it and reads it (a session's steps
-// run one after another, each handing over to the next).
+// No lock: one thread at a time logs into a session's lines and reads them (a
+// session's steps run one after another, each handing over to the next); the
+// process-wide ring is guarded inside log.cpp.
 class RecentLines {
  public:
   // Keeps the newest `capacity` lines (at least 1, at most kRecentLogLines).
   explicit RecentLines(std::size_t capacity = 20);
 
-  std::size_t size() const noexcept { return lines_.size(); }
-  void add(std::string_view component, std::string_view message);
-
- private:
-  friend void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope);
   struct Line {
     std::uint64_t after = 0;  // how many process-wide lines had been logged before it
     std::string text;         // "<component>: <message>"
   };
-  // The line `age` places back from the newest (0 is the newest).
+
+  std::size_t size() const noexcept { return lines_.size(); }
+  void add(std::string_view component, std::string_view message);
+  // The line `age` places back from the newest (0 is the newest; age < size()).
   const Line& newest(std::size_t age) const noexcept {
     return lines_[(next_ + lines_.size() - 1 - age) % lines_.size()];
   }
+
+ private:
   std::vector<Line> lines_;
   std::size_t next_ = 0;
   std::size_t capacity_;
