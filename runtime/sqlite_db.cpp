@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "file_io.hpp"
+
 namespace passepartout {
 namespace fs = std::filesystem;
 
@@ -267,13 +269,10 @@ Result<SqliteDb> SqliteDb::open_with(const fs::path& file, const SqliteSchema& s
 
 namespace {
 
-Result<void> sync_path(const fs::path& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return fail(ErrorCode::io_error, "cannot open " + path.string() + ": " + errno_text(errno));
-  const bool synced = ::fsync(fd) == 0;
-  const int saved = errno;
-  ::close(fd);
-  if (!synced) return fail(ErrorCode::io_error, "cannot sync " + path.string() + ": " + errno_text(saved));
+Result<void> synced(const fs::path& path, bool is_folder) {
+  if (const int error = sync_path(path, is_folder); error != 0) {
+    return fail(ErrorCode::io_error, "cannot sync " + path.string() + ": " + errno_text(error));
+  }
   return {};
 }
 
@@ -306,7 +305,7 @@ Result<void> SqliteDb::create_fresh(const fs::path& file, const SqliteSchema& sc
     // Persistent in the file's header; closing then removes the empty WAL.
     return db.exec("PRAGMA journal_mode = WAL", "cannot switch to WAL");
   }();
-  if (built) built = sync_path(temp, O_RDONLY);
+  if (built) built = synced(temp, false);
   if (built && ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno != EEXIST) {
       built = fail(ErrorCode::io_error,
@@ -316,14 +315,14 @@ Result<void> SqliteDb::create_fresh(const fs::path& file, const SqliteSchema& sc
   remove_temp();  // nothing left when renamed; the file when another process won or a step failed
   if (!built) return built;
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  return sync_path(dir, O_RDONLY | O_DIRECTORY);
+  return synced(dir, true);
 }
 
 Result<SqliteDb> SqliteDb::open(const fs::path& file, const SqliteSchema& schema) {
   if (file.empty()) return fail(ErrorCode::invalid_input, "the " + std::string(schema.what) + " needs a file name");
   if (auto dirs = create_private_dirs(file.parent_path()); !dirs) return fail(dirs.error().code, dirs.error().message);
+  // Afterwards the file exists: made now, by another process meanwhile, or before.
   if (auto created = create_fresh(file, schema); !created) return fail(created.error().code, created.error().message);
-  if (auto created = create_private_file(file); !created) return fail(created.error().code, created.error().message);
   return open_with(file, schema, false);
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "file_io.hpp"
 #include "memory/merkle_hash.hpp"
 #include "state_paths.hpp"
 #include "value/sexp_printer.hpp"
@@ -219,14 +220,6 @@ int write_all(int fd, std::string_view bytes) {
   return 0;
 }
 
-int sync_folder(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  int error = ::fsync(fd) == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
-}
-
 fs::path temporary_path_for(const fs::path& file) {
   static std::atomic<unsigned> counter{0};
   return file.parent_path() / ("." + file.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
@@ -383,7 +376,7 @@ Result<void> write_memory_file(const fs::path& file, const MemoryImage& image, s
   error = injected(MemoryFileStep::rename);
   if (error == 0 && ::rename(temporary.c_str(), file.c_str()) != 0) error = errno;
   if (error != 0) return abandon("rename", error);
-  if ((error = sync_folder(dir)) != 0) {
+  if ((error = sync_path(dir, true)) != 0) {
     return fail(ErrorCode::io_error, who + ": written, but cannot sync folder '" + dir.string() + "': " +
                                          errno_text(error));
   }

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <utility>
 
-#include "bounded_file.hpp"
+#include "file_io.hpp"
 #include "value/utf8.hpp"
 #include "yaml_diagnostics.hpp"
 

@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "bounded_file.hpp"
 #include "digest.hpp"
+#include "file_io.hpp"
 #include "log.hpp"
 #include "skills/elf_inspector.hpp"
 #include "skills/skill_table.hpp"
@@ -55,8 +55,9 @@ std::string octal_mode(mode_t mode) {
 Result<std::string> read_file(const fs::path& file, const std::string& who) {
   auto bytes = read_bounded_file(file, kMaxLibraryBytes);
   if (!bytes && bytes.error().code == ErrorCode::limit_exceeded) {
-    return fail(ErrorCode::limit_exceeded, who + ": " + file.string() + " is more than the " +
-                                               std::to_string(kMaxLibraryBytes) + "-byte limit for a skill library");
+    return fail(ErrorCode::limit_exceeded, who + ": " + file.string() + " is " + bytes.error().message +
+                                               ", more than the " + std::to_string(kMaxLibraryBytes) +
+                                               "-byte limit for a skill library");
   }
   if (!bytes) return fail(ErrorCode::io_error, who + ": cannot read " + file.string() + ": " + bytes.error().message);
   return bytes;

@@ -17,7 +17,7 @@
 #include <system_error>
 #include <utility>
 
-#include "bounded_file.hpp"
+#include "file_io.hpp"
 #include "value/ascii.hpp"
 #include "value/utf8.hpp"
 #include "yaml_diagnostics.hpp"

@@ -1,5 +1,5 @@
-// read_bounded_file over open/fstat/read.
-#include "bounded_file.hpp"
+// read_bounded_file and sync_path over open/fstat/read/fsync.
+#include "file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 #include <system_error>
 
 namespace passepartout {
@@ -31,7 +32,7 @@ Result<std::string> read_bounded_file(const std::filesystem::path& file, std::si
   if (::fstat(fd, &info) != 0) return os_error(errno);
   if (!S_ISREG(info.st_mode)) return fail(ErrorCode::io_error, "not a regular file");
   const auto reported = static_cast<std::size_t>(info.st_size);
-  if (reported > max_bytes) return fail(ErrorCode::limit_exceeded, "");
+  if (reported > max_bytes) return fail(ErrorCode::limit_exceeded, std::to_string(reported) + " bytes");
   // One byte more than the size reported, so a file that grew is noticed.
   std::string text(reported + 1, '\0');
   std::size_t size = 0;
@@ -48,9 +49,17 @@ Result<std::string> read_bounded_file(const std::filesystem::path& file, std::si
     if (got == 0) break;
     size += static_cast<std::size_t>(got);
   }
-  if (size > max_bytes) return fail(ErrorCode::limit_exceeded, "");
+  if (size > max_bytes) return fail(ErrorCode::limit_exceeded, "more than " + std::to_string(max_bytes) + " bytes");
   text.resize(size);
   return text;
+}
+
+int sync_path(const std::filesystem::path& path, bool is_folder) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (is_folder ? O_DIRECTORY : 0));
+  if (fd < 0) return errno;
+  const int error = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  return error;
 }
 
 }  // namespace passepartout

@@ -1,17 +1,19 @@
 // read_bounded_file: whole files up to a limit, refused past it, and never a
-// wait on something that is not a regular file.
+// wait on something that is not a regular file; sync_path.
 #include <sys/stat.h>
+
+#include <cerrno>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <string>
 
-#include "bounded_file.hpp"
+#include "file_io.hpp"
 #include "support/skill_fixtures.hpp"
 
 namespace passepartout {
 
-TEST_CASE("a file up to the limit is read whole; one byte more is refused", "[bounded-file]") {
+TEST_CASE("a file up to the limit is read whole; one byte more is refused", "[file-io]") {
   testing::TempDir dir;
   const auto file = dir.path() / "f";
   std::ofstream(file, std::ios::binary) << std::string(100, 'x');
@@ -21,6 +23,7 @@ TEST_CASE("a file up to the limit is read whole; one byte more is refused", "[bo
   auto over = read_bounded_file(file, 99);
   REQUIRE_FALSE(over.has_value());
   CHECK(over.error().code == ErrorCode::limit_exceeded);
+  CHECK(over.error().message == "100 bytes");  // the size found, for the caller's message
 
   std::ofstream(dir.path() / "empty").close();
   auto empty = read_bounded_file(dir.path() / "empty", 100);
@@ -28,7 +31,7 @@ TEST_CASE("a file up to the limit is read whole; one byte more is refused", "[bo
   CHECK(empty->empty());
 }
 
-TEST_CASE("what is not a regular file is refused without being waited on", "[bounded-file]") {
+TEST_CASE("what is not a regular file is refused without being waited on", "[file-io]") {
   testing::TempDir dir;
   const auto fifo = dir.path() / "fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -41,6 +44,15 @@ TEST_CASE("what is not a regular file is refused without being waited on", "[bou
   auto missing = read_bounded_file(dir.path() / "absent", 100);
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("a file and a folder are synced; a missing one gives its errno", "[file-io]") {
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "f") << "x";
+  CHECK(sync_path(dir.path() / "f") == 0);
+  CHECK(sync_path(dir.path(), true) == 0);
+  CHECK(sync_path(dir.path() / "absent") == ENOENT);
+  CHECK(sync_path(dir.path() / "f", true) == ENOTDIR);
 }
 
 }  // namespace passepartout
