@@ -2,9 +2,8 @@
 // wait on something that is not a regular file; sync_path.
 #include <sys/stat.h>
 
-#include <cerrno>
-
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <fstream>
 #include <string>
 
