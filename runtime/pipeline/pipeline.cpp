@@ -152,7 +152,7 @@ Value heartbeat_signal() {
 
 // --- the shared state ---------------------------------------------------------
 
-struct Pipeline::Impl : std::enable_shared_from_this<Pipeline::Impl> {
+struct Pipeline::Impl {
   Impl(Services s, PipelineOptions o) : services(s), options(std::move(o)) {}
 
   Services services;
