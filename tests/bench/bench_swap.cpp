@@ -138,33 +138,33 @@ void BM_HotSwap(benchmark::State& state) {
     publish_us.reserve(kSwaps);
     long failed = 0;
     int swaps = 0;
+    // The verification rate while `during` runs, into `rates`.
     const auto measure = [&](std::vector<double>& rates, auto&& during) {
       const long before = verifiers.done.load();
       const auto t0 = Clock::now();
       during();
       rates.push_back(rate(verifiers.done.load() - before, Clock::now() - t0));
     };
+    // `action` once per millisecond, kSwapsPerWindow times: one window.
+    const auto every_millisecond = [&](auto&& action) {
+      auto next = Clock::now();
+      for (int i = 0; i < kSwapsPerWindow; ++i) {
+        next += std::chrono::milliseconds(1);
+        action();
+        std::this_thread::sleep_until(next);
+      }
+    };
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the verifier is up to speed
     for (int w = 0; w < kWindows; ++w) {
       measure(quiet_rates, [&] { std::this_thread::sleep_for(kWindow); });
       measure(swapping_rates, [&] {
-        auto next = Clock::now();
-        for (int i = 0; i < kSwapsPerWindow; ++i, ++swaps) {
-          next += std::chrono::milliseconds(1);
-          ChangeResult r = world.host->swap(swaps % 2 == 0 ? world.v2 : world.v1, "bench");
+        every_millisecond([&] {
+          ChangeResult r = world.host->swap(swaps++ % 2 == 0 ? world.v2 : world.v1, "bench");
           if (!r.ok()) ++failed;
           publish_us.push_back(static_cast<double>(r.publish_us));
-          std::this_thread::sleep_until(next);
-        }
+        });
       });
-      measure(flushing_rates, [&] {
-        auto next = Clock::now();
-        for (int i = 0; i < kSwapsPerWindow; ++i) {
-          next += std::chrono::milliseconds(1);
-          flush_tlbs_three_times();
-          std::this_thread::sleep_until(next);
-        }
-      });
+      measure(flushing_rates, [&] { every_millisecond(flush_tlbs_three_times); });
     }
     verifiers.finish();
 
@@ -181,8 +181,9 @@ void BM_HotSwap(benchmark::State& state) {
     state.counters["swap_p99_us"] = at(0.99);
     state.counters["swaps_under_load"] = static_cast<double>(kSwaps - failed);
     state.counters["lost_signals_during_swaps"] = static_cast<double>(verifiers.lost.load());
-    state.counters["throughput_dip_pct"] = std::max(0.0, (base_rate - loaded_rate) / base_rate * 100.0);
-    state.counters["floor_dip_pct"] = std::max(0.0, (base_rate - flushing_rate) / base_rate * 100.0);
+    const auto dip_pct = [&](double during) { return std::max(0.0, (base_rate - during) / base_rate * 100.0); };
+    state.counters["throughput_dip_pct"] = dip_pct(loaded_rate);
+    state.counters["floor_dip_pct"] = dip_pct(flushing_rate);
     state.counters["verify_rate_baseline_per_s"] = base_rate;
     state.counters["verify_rate_swapping_per_s"] = loaded_rate;
   }
