@@ -78,8 +78,9 @@ constexpr std::array kSettings{
                   "On SIGTERM, SIGINT or :SHUTDOWN, how long signals in flight may take to finish (default 10)"},
     DaemonSetting{"idle-poll", "PASSEPARTOUT_IDLE_POLL", "MICROSECONDS",
                   "After its last piece of work, each of the two event loops keeps polling this long before it\n"
-                  "sleeps, so a request arriving meanwhile is taken up without waking a thread; costs CPU\n"
-                  "only right after activity (default 200; at most 100000; 0: sleep at once)"},
+                  "sleeps, and polls while the other is busy, so a request arriving meanwhile is taken up\n"
+                  "without waking a thread and a local client is answered on a CPU that has not halted; costs\n"
+                  "CPU only during and right after activity (default 200; at most 100000; 0: sleep at once)"},
     DaemonSetting{"log-level", "PASSEPARTOUT_LOG_LEVEL", "LEVEL", "debug, info, warn or error (default info)"},
     DaemonSetting{"log-json", "PASSEPARTOUT_LOG_JSON", "", "Log JSON lines instead of text (standard error)"},
 };

@@ -46,6 +46,65 @@ void run_logged(const Executor::Task& task, std::string_view what) {
 
 namespace {
 
+// Handlers a polling loop runs in one round, at most.
+constexpr std::size_t kHandlersPerRound = 16;
+
+// What the loops of one EventLoops share to poll together: while any of them
+// has had work within idle_poll, the others poll too instead of sleeping, and
+// one that went to sleep is woken when another becomes busy. A thread
+// waiting on a reply from a loop (a client on the same machine, blocked in
+// recv) then waits on a CPU that keeps running: waking it there is an
+// interrupt to a running CPU, where a CPU that has halted must first be
+// brought back (about 23 µs on the virtual machine of the README's figures,
+// more than half of a round trip).
+class PoolPulse {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  PoolPulse(std::size_t loops, std::chrono::nanoseconds idle_poll) : idle_poll_(idle_poll), loops_(loops) {}
+  // Before the loops start.
+  void set_context(std::size_t loop, asio::io_context& context) { loops_[loop].context = &context; }
+
+  // Loop `self` ran work at `now`: the pool is busy until now + idle_poll.
+  // Written at most four times per idle_poll (one shared line, rarely
+  // written); each time, loops found asleep get an empty task, which wakes them.
+  void busy(std::size_t self, Clock::time_point now) {
+    const Clock::rep until = (now + idle_poll_).time_since_epoch().count();
+    if (busy_until_.load(std::memory_order_relaxed) > until - idle_poll_.count() / 4) return;
+    busy_until_.store(until, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < loops_.size(); ++i) {
+      if (i != self && loops_[i].sleeping.load(std::memory_order_seq_cst)) asio::post(*loops_[i].context, [] {});
+    }
+  }
+  bool is_busy(Clock::time_point now) const {
+    return now.time_since_epoch().count() < busy_until_.load(std::memory_order_relaxed);
+  }
+  // Around the blocking wait of loop `self`. A loop that goes to sleep just as
+  // another becomes busy may miss its wake-up; it is woken at the next
+  // refresh of busy_until, a quarter of idle_poll later at most.
+  void sleeping(std::size_t self, bool asleep) { loops_[self].sleeping.store(asleep, std::memory_order_seq_cst); }
+  // Loop `self` polled, found nothing, and yields before polling again.
+  void count_idle_poll(std::size_t self) {
+    LoopState& loop = loops_[self];
+    loop.idle_polls.store(loop.idle_polls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  std::uint64_t idle_polls() const {
+    std::uint64_t sum = 0;
+    for (const LoopState& loop : loops_) sum += loop.idle_polls.load(std::memory_order_relaxed);
+    return sum;
+  }
+
+ private:
+  struct alignas(64) LoopState {
+    asio::io_context* context = nullptr;
+    std::atomic<bool> sleeping{false};
+    std::atomic<std::uint64_t> idle_polls{0};  // written by its loop only
+  };
+  const std::chrono::nanoseconds idle_poll_;
+  alignas(64) std::atomic<Clock::rep> busy_until_{0};
+  std::vector<LoopState> loops_;
+};
+
 // Runs `context` until it stops; tasks run through run_logged, so run()
 // returns only then, and the loop is for anything Asio itself might let escape.
 //
@@ -53,11 +112,13 @@ namespace {
 // blocking, then whatever became ready) for that long after its last handler
 // before it sleeps in the reactor: a request that arrives meanwhile is picked
 // up without the thread being woken. Between polls it yields the CPU, so a
-// poller never holds up a thread that shares its CPU.
+// poller never holds up a thread that shares its CPU. With a `pulse`, the
+// loop `self` of a pool also polls while another loop of the pool is busy.
 //
 // With `batch_logs`, the thread's log lines are held (set_log_batching) and
 // written together after each round of handlers and before it yields or sleeps.
-void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}, bool batch_logs = false) {
+void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}, bool batch_logs = false,
+                 PoolPulse* pulse = nullptr, std::size_t self = 0) {
   using Clock = std::chrono::steady_clock;
   if (batch_logs) set_log_batching(true);
   for (;;) {
@@ -71,19 +132,35 @@ void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll =
         break;
       }
       Clock::time_point poll_until = Clock::now() + idle_poll;
+      const auto ran_work = [&] {
+        const Clock::time_point now = Clock::now();
+        poll_until = now + idle_poll;
+        if (pulse != nullptr) pulse->busy(self, now);
+      };
       while (!context.stopped()) {
-        const std::size_t ran = context.poll();
+        // A round is at most kHandlersPerRound handlers, so that a loop kept
+        // busy (a task that keeps posting the next) still writes its log
+        // lines and tells the pool it is busy between rounds.
+        std::size_t ran = 0;
+        while (ran < kHandlersPerRound && context.poll_one() != 0) ++ran;
         flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
         if (ran != 0) {
-          poll_until = Clock::now() + idle_poll;
-        } else if (Clock::now() < poll_until) {
+          ran_work();
+          continue;
+        }
+        const Clock::time_point now = Clock::now();
+        if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
           // Whatever else wants this CPU (often the very client just
           // answered, woken here because the waker was expected to sleep)
           // runs first.
+          if (pulse != nullptr) pulse->count_idle_poll(self);
           std::this_thread::yield();
-        } else if (context.run_one() != 0) {
-          poll_until = Clock::now() + idle_poll;
+          continue;
         }
+        if (pulse != nullptr) pulse->sleeping(self, true);
+        const std::size_t woken_by = context.run_one();
+        if (pulse != nullptr) pulse->sleeping(self, false);
+        if (woken_by != 0) ran_work();
       }
       break;
     } catch (const std::exception& e) {
@@ -219,6 +296,7 @@ struct EventLoops::Impl {
   std::atomic<std::size_t> turn{0};
   DelayedTasks delayed;
   std::chrono::nanoseconds idle_poll{0};
+  std::unique_ptr<PoolPulse> pulse;  // with idle_poll
 
   // The calling thread's own loop, or the next in turn from any other thread.
   asio::io_context& pick() {
@@ -232,11 +310,16 @@ EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
   impl_->idle_poll = idle_poll;
   impl_->loops.reserve(size_);
   for (std::size_t i = 0; i < size_; ++i) impl_->loops.push_back(std::make_unique<Impl::Loop>());
+  if (idle_poll > std::chrono::nanoseconds::zero()) {
+    impl_->pulse = std::make_unique<PoolPulse>(size_, idle_poll);
+    for (std::size_t i = 0; i < size_; ++i) impl_->pulse->set_context(i, impl_->loops[i]->context);
+  }
   try {
-    for (auto& loop : impl_->loops) {
-      loop->thread = std::thread([impl = impl_.get(), context = &loop->context] {
+    for (std::size_t i = 0; i < size_; ++i) {
+      Impl::Loop& loop = *impl_->loops[i];
+      loop.thread = std::thread([impl = impl_.get(), context = &loop.context, i] {
         current_loop = CurrentLoop{impl, context};
-        run_context(*context, impl->idle_poll, /*batch_logs=*/true);
+        run_context(*context, impl->idle_poll, /*batch_logs=*/true, impl->pulse.get(), i);
       });
     }
   } catch (...) {
@@ -271,6 +354,10 @@ void EventLoops::stop() {
   for (auto& loop : impl_->loops) {
     if (loop->thread.joinable()) loop->thread.join();
   }
+}
+
+std::uint64_t EventLoops::idle_polls() const noexcept {
+  return impl_->pulse != nullptr ? impl_->pulse->idle_polls() : 0;
 }
 
 std::vector<asio::io_context*> EventLoops::contexts() const {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -79,7 +80,10 @@ class ThreadPool final : public Executor {
 //
 // With `idle_poll` above zero a loop, after its last piece of work, polls its
 // reactor (yielding the CPU between polls) for that long before it sleeps, so
-// work arriving meanwhile does not have to wake it; an idle loop still sleeps.
+// work arriving meanwhile does not have to wake it; and while any loop of the
+// pool is busy, the others poll too (one asleep is woken), so that a thread
+// they serve, blocked waiting for a reply, waits on a CPU that has not halted.
+// When the whole pool is idle, every loop sleeps.
 //
 // The loops batch their log lines (set_log_batching): what a round of work
 // logged is written in one go before the loop polls again, yields or sleeps.
@@ -101,6 +105,10 @@ class EventLoops final : public Executor {
   // threads are joined. Idempotent; never from one of the loops' threads.
   void stop();
   std::size_t size() const noexcept { return size_; }
+
+  // Polls that found nothing to do, over all loops since they started (0
+  // without idle_poll): how much the loops spin while waiting for work.
+  std::uint64_t idle_polls() const noexcept;
 
   // The loops' io_contexts, one per thread, for I/O objects that should run
   // on them (the daemon hands each new connection to the next one). Stop

@@ -264,3 +264,56 @@ TEST_CASE("event loops that poll after work still go to sleep when idle", "[pipe
   const auto used = process_cpu() - before;
   CHECK(used < kWindow / 4);
 }
+
+// A client on the same machine waiting on a loop's reply waits on a CPU that
+// keeps running (the other loop polls there) rather than one that halted.
+TEST_CASE("while one polling event loop works, the others poll instead of sleeping, and sleep again after",
+          "[pipeline][executor][concurrency]") {
+  using namespace std::chrono_literals;
+  EventLoops loops(2, 200us);
+  CountDown started(2);
+  loops.post_to_each([&] { started.arrive(); });
+  REQUIRE(started.wait());
+  // Both loops idle: each polls 200 µs, then sleeps, and the count stops.
+  std::this_thread::sleep_for(20ms);
+  const std::uint64_t asleep = loops.idle_polls();
+  std::this_thread::sleep_for(20ms);
+  CHECK(loops.idle_polls() == asleep);
+
+  // One loop works for kWindow: a task that posts itself again (a loop's
+  // posts stay on that loop), a few microseconds of work each time. The
+  // working loop never finds nothing to do, so the idle polls counted
+  // meanwhile are the other loop's: woken, it polls instead of sleeping.
+  constexpr auto kWindow = 100ms;
+  CountDown finished(1);
+  std::uint64_t during = 0;  // read by the last task, before its own loop can go idle
+  const Clock::time_point until = Clock::now() + kWindow;
+  std::function<void()> work = [&] {
+    const Clock::time_point spin_until = Clock::now() + 5us;
+    while (Clock::now() < spin_until) {
+    }
+    if (Clock::now() < until) {
+      loops.post(work);
+    } else {
+      during = loops.idle_polls() - asleep;
+      finished.arrive();
+    }
+  };
+  loops.post(work);
+  REQUIRE(finished.wait());
+  CHECK(during >= 10);
+
+  // Once the work is over, both go back to sleep.
+  std::this_thread::sleep_for(20ms);
+  const std::uint64_t after = loops.idle_polls();
+  std::this_thread::sleep_for(20ms);
+  CHECK(loops.idle_polls() == after);
+}
+
+TEST_CASE("event loops without idle polling count no idle polls", "[pipeline][executor]") {
+  EventLoops loops(2);
+  CountDown done(2);
+  loops.post_to_each([&] { done.arrive(); });
+  REQUIRE(done.wait());
+  CHECK(loops.idle_polls() == 0);
+}
