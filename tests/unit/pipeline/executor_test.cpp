@@ -274,28 +274,40 @@ TEST_CASE("while one polling event loop works, the others poll instead of sleepi
   CountDown started(2);
   loops.post_to_each([&] { started.arrive(); });
   REQUIRE(started.wait());
-  // Both loops idle: each polls 200 µs, then sleeps, and the count stops.
-  std::this_thread::sleep_for(20ms);
+  // Idle, each loop polls 200 µs and then sleeps: the count stops. Waits
+  // until it has not moved for 20 ms (a loaded machine may take a while to
+  // give a loop the CPU it needs to see that), 10 s at most.
+  const auto settled = [&] {
+    const Clock::time_point give_up = Clock::now() + 10s;
+    std::uint64_t last = loops.idle_polls();
+    while (Clock::now() < give_up) {
+      std::this_thread::sleep_for(20ms);
+      const std::uint64_t now = loops.idle_polls();
+      if (now == last) return true;
+      last = now;
+    }
+    return false;
+  };
+  REQUIRE(settled());
   const std::uint64_t asleep = loops.idle_polls();
-  std::this_thread::sleep_for(20ms);
-  CHECK(loops.idle_polls() == asleep);
 
-  // One loop works for kWindow: a task that posts itself again (a loop's
-  // posts stay on that loop), a few microseconds of work each time. The
-  // working loop never finds nothing to do, so the idle polls counted
-  // meanwhile are the other loop's: woken, it polls instead of sleeping.
-  constexpr auto kWindow = 100ms;
+  // One loop works: a task that posts itself again (a loop's posts stay on
+  // that loop), a few microseconds of work each time. The working loop never
+  // finds nothing to do, so the idle polls counted meanwhile are the other
+  // loop's: woken, it polls instead of sleeping. The work goes on until ten
+  // are counted (10 s at most), read by the task itself before its own loop
+  // can go idle.
   CountDown finished(1);
-  std::uint64_t during = 0;  // read by the last task, before its own loop can go idle
-  const Clock::time_point until = Clock::now() + kWindow;
+  std::uint64_t during = 0;
+  const Clock::time_point give_up = Clock::now() + 10s;
   std::function<void()> work = [&] {
     const Clock::time_point spin_until = Clock::now() + 5us;
     while (Clock::now() < spin_until) {
     }
-    if (Clock::now() < until) {
+    during = loops.idle_polls() - asleep;
+    if (during < 10 && Clock::now() < give_up) {
       loops.post(work);
     } else {
-      during = loops.idle_polls() - asleep;
       finished.arrive();
     }
   };
@@ -304,10 +316,7 @@ TEST_CASE("while one polling event loop works, the others poll instead of sleepi
   CHECK(during >= 10);
 
   // Once the work is over, both go back to sleep.
-  std::this_thread::sleep_for(20ms);
-  const std::uint64_t after = loops.idle_polls();
-  std::this_thread::sleep_for(20ms);
-  CHECK(loops.idle_polls() == after);
+  CHECK(settled());
 }
 
 TEST_CASE("event loops without idle polling count no idle polls", "[pipeline][executor]") {
