@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 // Frames every reply as the daemon would, then drops it. One per session, as
 // the daemon has one per connection: the threads share no counter.
-class NullFramingSink final : public ReplySink {
+class alignas(128) NullFramingSink final : public ReplySink {
  public:
   void send(const Value& message) override {
     thread_local std::string buffer;
@@ -79,18 +79,26 @@ struct LoopWorld {
 // another), so the threads share nothing but a flag read once per signal and
 // the count of sessions still running. Working for a time rather than to a
 // count keeps both loops busy to the end however the sessions fell to them.
+//
+// Each session starts from a task on the pool, so that its input, its sink
+// and the pipeline's session object are made by the loop that runs it, as a
+// daemon's connection is served (and its session made) on one loop. Made one
+// after another by the benchmark's thread, the objects of sessions on
+// different loops shared cache lines, and the benchmark measured that: about
+// 610,000 signals/s against 790,000 with each loop's sessions made by that
+// loop. Every call uses new session ids, so no session made by one loop is
+// later served by the other.
 double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t sessions, std::size_t window) {
-  struct alignas(64) Session {
+  struct alignas(128) Session {
     Value input;
-    std::shared_ptr<NullFramingSink> sink = std::make_shared<NullFramingSink>();
+    std::shared_ptr<NullFramingSink> sink;
     std::atomic<std::size_t> in_flight{0};
     std::atomic<std::size_t> finished{0};
     std::atomic<std::size_t> not_answered{0};
   };
+  static std::atomic<int> drives{0};
+  const std::string prefix = "drive-" + std::to_string(drives.fetch_add(1)) + "-session-";
   std::vector<Session> state(sessions);
-  for (std::size_t s = 0; s < sessions; ++s) {
-    state[s].input = user_input_signal("why did the build fail?", "session-" + std::to_string(s));
-  }
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> sessions_running{sessions};
   std::atomic<Clock::rep> last_finish{0};
@@ -114,7 +122,16 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
     });
   };
   const auto start = Clock::now();
-  for (std::size_t i = 0; i < window; ++i) launch(i % sessions);
+  std::atomic<std::size_t> started{0};
+  for (std::size_t s = 0; s < sessions; ++s) {
+    world.pool.post([&, s] {  // from here: the loops in turn
+      state[s].input = user_input_signal("why did the build fail?", prefix + std::to_string(s));
+      state[s].sink = std::make_shared<NullFramingSink>();
+      for (std::size_t i = s; i < window; i += sessions) launch(s);
+      started.fetch_add(1, std::memory_order_release);
+    });
+  }
+  while (started.load(std::memory_order_acquire) < sessions) std::this_thread::yield();
   std::this_thread::sleep_for(duration);
   stop.store(true, std::memory_order_relaxed);
   {
