@@ -107,8 +107,82 @@ class PoolPulse {
   std::vector<LoopState> loops_;
 };
 
+// The tasks a loop's own thread posts to its loop, in the order posted. They
+// run after the task that posted them, ahead of whatever waits in Asio's
+// queue, so a chain of steps (a signal's, each posting the next) runs back to
+// back. Through Asio, each step went behind the scheduler's reactor marker,
+// and the reactor ran (an epoll_wait) between every two steps: four system
+// calls in every daemon request. While it holds tasks it holds work on the
+// context, so the context does not stop under them. Its loop's thread alone
+// touches it.
+class OwnTasks {
+ public:
+  explicit OwnTasks(asio::io_context& context) : context_(context) {}
+  ~OwnTasks() {
+    if (size_ != 0) context_.get_executor().on_work_finished();
+  }
+  OwnTasks(const OwnTasks&) = delete;
+  OwnTasks& operator=(const OwnTasks&) = delete;
+
+  void push(Executor::Task task) {
+    if (size_ == slots_.size()) grow();
+    if (size_ == 0) context_.get_executor().on_work_started();
+    slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(task);
+    ++size_;
+  }
+
+  // Runs tasks in order, those they post meanwhile included, until none is
+  // left or `limit` ran; returns how many ran.
+  std::size_t run(std::size_t limit) {
+    std::size_t ran = 0;
+    while (ran < limit && size_ != 0) {
+      // Moved out first: the task may post, and the ring may grow under it.
+      const Executor::Task task = std::move(slots_[head_]);
+      slots_[head_] = nullptr;
+      head_ = (head_ + 1) & (slots_.size() - 1);
+      if (--size_ == 0) context_.get_executor().on_work_finished();
+      run_logged(task, "a pool task");
+      ++ran;
+    }
+    return ran;
+  }
+
+ private:
+  // Doubles the ring (a power of two, so an index wraps with a mask), oldest first.
+  void grow() {
+    std::vector<Executor::Task> bigger(slots_.empty() ? 64 : 2 * slots_.size());
+    for (std::size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  asio::io_context& context_;
+  std::vector<Executor::Task> slots_;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+
 // Runs `context` until it stops; tasks run through run_logged, so run()
 // returns only then, and the loop is for anything Asio itself might let escape.
+void run_context(asio::io_context& context) {
+  for (;;) {
+    try {
+      context.run();
+      break;
+    } catch (const std::exception& e) {
+      log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
+    } catch (...) {
+      log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
+    }
+  }
+}
+
+// Runs an event loop: `context` and the tasks its thread posts to `own`, in
+// rounds of at most kHandlersPerRound, each Asio handler followed by the own
+// tasks it posted, and Asio's queue polled at least once a round, so that
+// neither queue can keep the other waiting for long.
+// The thread's log lines are held (set_log_batching) and written after each
+// round, before it polls again, yields or sleeps.
 //
 // With `idle_poll` above zero, the thread goes on polling (the reactor without
 // blocking, then whatever became ready) for that long after its last handler
@@ -116,49 +190,53 @@ class PoolPulse {
 // up without the thread being woken. Between polls it yields the CPU, so a
 // poller never holds up a thread that shares its CPU. With a `pulse`, the
 // loop `self` of a pool also polls while another loop of the pool is busy.
-//
-// With `batch_logs`, the thread's log lines are held (set_log_batching) and
-// written together after each round of handlers and before it yields or sleeps.
-void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll = {}, bool batch_logs = false,
-                 PoolPulse* pulse = nullptr, std::size_t self = 0) {
+void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanoseconds idle_poll, PoolPulse* pulse,
+                    std::size_t self) {
   using Clock = std::chrono::steady_clock;
-  if (batch_logs) set_log_batching(true);
+  const bool polls = idle_poll > std::chrono::nanoseconds::zero();
+  set_log_batching(true);
+  const auto round = [&] {
+    // First what the handler before the round posted (run_one's, when the
+    // loop slept), then Asio's queue at least once.
+    std::size_t ran = own.run(kHandlersPerRound / 2);
+    while (ran < kHandlersPerRound) {
+      const std::size_t from_asio = context.poll_one();
+      ran += from_asio;
+      const std::size_t from_own = ran < kHandlersPerRound ? own.run(kHandlersPerRound - ran) : 0;
+      ran += from_own;
+      if (from_asio == 0 && from_own == 0) break;
+    }
+    return ran;
+  };
   for (;;) {
     try {
-      if (idle_poll <= std::chrono::nanoseconds::zero()) {
-        if (!batch_logs) {
-          context.run();
-        } else {
-          while (context.run_one() != 0) flush_log_batch();
-        }
-        break;
-      }
       Clock::time_point poll_until = Clock::now() + idle_poll;
       const auto ran_work = [&] {
+        if (!polls) return;
         const Clock::time_point now = Clock::now();
         poll_until = now + idle_poll;
         if (pulse != nullptr) pulse->busy(self, now);
       };
+      // Own tasks hold work on the context: it stops only once they ran too.
       while (!context.stopped()) {
-        // A round is at most kHandlersPerRound handlers, so that a loop kept
-        // busy (a task that keeps posting the next) still writes its log
-        // lines and tells the pool it is busy between rounds.
-        std::size_t ran = 0;
-        while (ran < kHandlersPerRound && context.poll_one() != 0) ++ran;
+        const std::size_t ran = round();
         flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
         if (ran != 0) {
           ran_work();
           continue;
         }
-        const Clock::time_point now = Clock::now();
-        if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
-          // Whatever else wants this CPU (often the very client just
-          // answered, woken here because the waker was expected to sleep)
-          // runs first.
-          if (pulse != nullptr) pulse->count_idle_poll(self);
-          std::this_thread::yield();
-          continue;
+        if (polls) {
+          const Clock::time_point now = Clock::now();
+          if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
+            // Whatever else wants this CPU (often the very client just
+            // answered, woken here because the waker was expected to sleep)
+            // runs first.
+            if (pulse != nullptr) pulse->count_idle_poll(self);
+            std::this_thread::yield();
+            continue;
+          }
         }
+        // Nothing ran in the round, so no own task waits: sleeping is safe.
         if (pulse != nullptr) pulse->sleeping(self, true);
         const std::size_t woken_by = context.run_one();
         if (pulse != nullptr) pulse->sleeping(self, false);
@@ -171,7 +249,7 @@ void run_context(asio::io_context& context, std::chrono::nanoseconds idle_poll =
       log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
     }
   }
-  if (batch_logs) set_log_batching(false);
+  set_log_batching(false);
 }
 
 // The delayed tasks of a pool, each an Asio timer registered so that stop()
@@ -280,6 +358,7 @@ namespace {
 struct CurrentLoop {
   const void* owner = nullptr;  // the EventLoops::Impl
   asio::io_context* context = nullptr;
+  OwnTasks* own = nullptr;  // what the thread posts to its own loop
 };
 thread_local CurrentLoop current_loop;
 
@@ -308,11 +387,11 @@ struct EventLoops::Impl {
   std::chrono::nanoseconds idle_poll{0};
   std::unique_ptr<PoolPulse> pulse;  // with idle_poll
 
-  // The calling thread's own loop, or the next in turn from any other thread.
-  asio::io_context& pick() {
-    if (current_loop.owner == this) return *current_loop.context;
+  asio::io_context& next_in_turn() {
     return *loops[turn.fetch_add(1, std::memory_order_relaxed) % loops.size()]->context;
   }
+  // The calling thread's own loop, or the next in turn from any other thread.
+  asio::io_context& pick() { return current_loop.owner == this ? *current_loop.context : next_in_turn(); }
 };
 
 EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
@@ -353,8 +432,10 @@ EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
           sync->all_made.wait(lock, [&] { return sync->made == size; });
           if (sync->failure) return;  // the constructor throws; nothing runs
         }
-        current_loop = CurrentLoop{impl, loop.context.get()};
-        run_context(*loop.context, impl->idle_poll, /*batch_logs=*/true, impl->pulse.get(), i);
+        OwnTasks own(*loop.context);
+        current_loop = CurrentLoop{impl, loop.context.get(), &own};
+        run_event_loop(*loop.context, own, impl->idle_poll, impl->pulse.get(), i);
+        current_loop = CurrentLoop{};
       });
     }
   } catch (...) {
@@ -382,7 +463,11 @@ EventLoops::~EventLoops() { stop(); }
 
 void EventLoops::post(Task task) {
   if (impl_->delayed.stopped()) return;
-  asio::post(impl_->pick(), [task = std::move(task)] { run_logged(task, "a pool task"); });
+  if (current_loop.owner == impl_.get()) {
+    current_loop.own->push(std::move(task));
+    return;
+  }
+  asio::post(impl_->next_in_turn(), [task = std::move(task)] { run_logged(task, "a pool task"); });
 }
 
 void EventLoops::post_to_each(const Task& task) {

@@ -72,10 +72,14 @@ class ThreadPool final : public Executor {
 // A task posted from one of the loops' threads runs on that same thread once
 // the current task returns: a signal's steps, its reply and the connection it
 // came from stay on one thread, with no lock taken and no other thread woken
-// on the way. A task posted from any other thread goes to the loops in turn,
-// and the daemon hands new connections to them in turn (contexts()). Work does
-// not move between loops afterwards, as with one worker process per core: a
-// task that blocks holds up its own loop, so blocking work belongs on a
+// on the way. Such tasks run in the order posted, right after the task that
+// posted them and ahead of what waits in the loop's io_context (so a chain of
+// steps runs without a trip through Asio's scheduler and its reactor between
+// them), and a loop's rounds alternate the two queues so neither starves.
+// A task posted from any other thread goes to the loops in turn, and the
+// daemon hands new connections to them in turn (contexts()). Work does not
+// move between loops afterwards, as with one worker process per core: a task
+// that blocks holds up its own loop, so blocking work belongs on a
 // ThreadPool.
 //
 // With `idle_poll` above zero a loop, after its last piece of work, polls its

@@ -3,6 +3,9 @@
 // window whose CPU time the last test measures.
 #include <catch2/catch.hpp>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
 #include <time.h>
 
 #include <atomic>
@@ -13,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -222,6 +226,84 @@ TEST_CASE("a task posted from an event loop runs on that loop's thread", "[pipel
   for (int c = 0; c < kChains; ++c) loops.post([&] { step(std::this_thread::get_id(), kSteps); });
   REQUIRE(done.wait());
   CHECK(moved == 0);
+}
+
+// A signal's steps each post the next: run back to back, with nothing from
+// the io_context's queue (the reactor, another connection's completion)
+// between them.
+TEST_CASE("tasks an event loop posts to itself run in order, right after the task that posted them",
+          "[pipeline][executor]") {
+  for (const auto idle_poll : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
+    EventLoops loops(1, idle_poll);
+    boost::asio::io_context& context = *loops.contexts().at(0);
+    // Once the loop has worked, it usually waits in the reactor (when it does
+    // not poll) by the time the next task comes: that task then arrives by
+    // the loop's blocking wait, the other path to the same order.
+    CountDown warm(1);
+    loops.post([&] { warm.arrive(); });
+    REQUIRE(warm.wait());
+    std::string order;  // written by the loop's thread only
+    CountDown done(1);
+    loops.post([&] {
+      order += 'A';
+      boost::asio::post(context, [&] {  // queued in the io_context first
+        order += 'X';
+        done.arrive();
+      });
+      loops.post([&] {
+        order += 'B';
+        loops.post([&] { order += 'D'; });
+      });
+      loops.post([&] { order += 'C'; });
+    });
+    REQUIRE(done.wait());
+    CHECK(order == "ABCDX");
+  }
+}
+
+TEST_CASE("an event loop's own tasks never keep its io_context's work waiting", "[pipeline][executor]") {
+  EventLoops loops(1);
+  boost::asio::io_context& context = *loops.contexts().at(0);
+  std::atomic<bool> other_ran{false};
+  std::uint64_t steps = 0;  // the loop's thread only
+  CountDown done(1);
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+  // A chain of tasks that only ends once the io_context's task has run.
+  std::function<void()> step = [&] {
+    ++steps;
+    if (!other_ran.load() && Clock::now() < give_up) {
+      loops.post(step);
+    } else {
+      done.arrive();
+    }
+  };
+  CountDown chain_started(1);
+  loops.post([&] {
+    chain_started.arrive();
+    step();
+  });
+  REQUIRE(chain_started.wait());
+  boost::asio::post(context, [&] { other_ran = true; });
+  REQUIRE(done.wait());
+  CHECK(other_ran);
+}
+
+TEST_CASE("stopping event loops runs the tasks a loop had posted to itself", "[pipeline][executor]") {
+  EventLoops loops(1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  Awaited<bool> queued;
+  std::atomic<int> ran{0};
+  loops.post([&, released] {
+    for (int i = 0; i < 10; ++i) loops.post([&] { ++ran; });
+    queued.set(true);
+    released.wait();
+  });
+  REQUIRE(queued.wait());
+  std::thread stopper([&] { loops.stop(); });
+  release.set_value();
+  stopper.join();
+  CHECK(ran == 10);
 }
 
 TEST_CASE("tasks posted from elsewhere go to every event loop in turn", "[pipeline][executor]") {
