@@ -312,6 +312,56 @@ class StderrSink final : public spdlog::sinks::sink {
   std::atomic<std::uint64_t> version_{next_version()};  // changes with formatter_
 };
 
+// The text format, "<local time> <level> <text>": what the pattern
+// "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v" writes, for a tenth of the work. The pattern
+// formatter runs one virtual formatter per field for every line (about 1,500
+// instructions, two lines in every daemon request); this one rebuilds the
+// date and time up to the second once a second and appends the rest.
+class TextLineFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    using namespace std::chrono;
+    const auto since_epoch = msg.time.time_since_epoch();
+    const auto second = duration_cast<seconds>(since_epoch);
+    if (second != cached_second_) {
+      const std::time_t time = second.count();
+      std::tm local{};
+      ::localtime_r(&time, &local);
+      char* out = cached_;
+      const auto put = [&out](int number, int width, char after) {
+        for (int i = width - 1; i >= 0; --i, number /= 10) out[i] = static_cast<char>('0' + number % 10);
+        out[width] = after;
+        out += width + 1;
+      };
+      put(local.tm_year + 1900, 4, '-');
+      put(local.tm_mon + 1, 2, '-');
+      put(local.tm_mday, 2, 'T');
+      put(local.tm_hour, 2, ':');
+      put(local.tm_min, 2, ':');
+      put(local.tm_sec, 2, '.');
+      cached_second_ = second;
+    }
+    dest.append(cached_, cached_ + kCachedSize);
+    const auto millis = static_cast<int>(duration_cast<milliseconds>(since_epoch - second).count());
+    const char tail[] = {static_cast<char>('0' + millis / 100), static_cast<char>('0' + millis / 10 % 10),
+                         static_cast<char>('0' + millis % 10), ' '};
+    dest.append(tail, tail + sizeof tail);
+    msg.color_range_start = dest.size();
+    const spdlog::string_view_t level = spdlog::level::to_string_view(msg.level);
+    dest.append(level.data(), level.data() + level.size());
+    msg.color_range_end = dest.size();
+    dest.push_back(' ');
+    dest.append(msg.payload.data(), msg.payload.data() + msg.payload.size());
+    dest.push_back('\n');
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<TextLineFormatter>(); }
+
+ private:
+  static constexpr std::size_t kCachedSize = 20;  // "2026-11-25T09:01:40."
+  std::chrono::seconds cached_second_{-1};
+  char cached_[kCachedSize] = {};
+};
+
 // Appends `text` as a JSON string (invalid UTF-8 repaired as replace_invalid_utf8 does).
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -465,7 +515,7 @@ void configure_logging(LogLevel min_level, LogFormat format) {
     // log_message() supplies the escaped "component" and "message" members.
     logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l",%v})");
   } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+    logger->set_formatter(std::make_unique<TextLineFormatter>());
   }
   logger->set_level(to_spdlog(min_level));
   json_lines.store(format == LogFormat::json, std::memory_order_relaxed);
@@ -479,8 +529,12 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
     members += ",\"message\":";
     append_json_string(members, message);
     spdlog::log(to_spdlog(level), "{}", members);
-  } else {
-    spdlog::log(to_spdlog(level), "{}: {}", component, message);
+  } else if (spdlog::logger* logger = spdlog::default_logger_raw(); logger->should_log(to_spdlog(level))) {
+    // "<component>: <message>" built here: spdlog's "{}: {}" costs a format
+    // string's parse on every line.
+    thread_local std::string text;
+    write_line(text, component, message);
+    logger->log(to_spdlog(level), spdlog::string_view_t(text.data(), text.size()));
   }
   if (capture_count.load(std::memory_order_acquire) != 0) {
     std::lock_guard lock(captures_mutex);

@@ -9,13 +9,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "log.hpp"
@@ -79,6 +82,43 @@ TEST_CASE("a text log line carries time, level, component and message", "[log]")
   CHECK(text[10] == 'T');
   CHECK(text[19] == '.');
   CHECK(text.substr(23) == " info loader: loaded skill 'policy'\n");
+}
+
+namespace {
+
+// The local time as the pattern "%Y-%m-%dT%H:%M:%S.%e" writes it.
+std::string local_time_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  char text[64];
+  REQUIRE(std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S.", &local) == 20);
+  const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const std::string digits = std::to_string(1000 + millis);  // "1007": three digits after the first
+  return text + digits.substr(1);
+}
+
+}  // namespace
+
+TEST_CASE("a text log line's time is the local time to the millisecond, at every line", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  std::vector<std::pair<std::string, std::string>> windows;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string before = local_time_now();
+    log_message(LogLevel::warn, "clock", "tick " + std::to_string(i));
+    windows.emplace_back(before, local_time_now());
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // the lines' times must differ: not cached
+  }
+  std::istringstream lines(err.text());
+  std::string line;
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(std::getline(lines, line));
+    CHECK(line.substr(23) == " warning clock: tick " + std::to_string(i));
+    const std::string stamp = line.substr(0, 23);
+    CHECK(windows[i].first <= stamp);  // same fixed-width format: text order is time order
+    CHECK(stamp <= windows[i].second);
+  }
 }
 
 TEST_CASE("a JSON log line is one object with escaped members", "[log]") {
