@@ -239,6 +239,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_start(std::optional<Value> rejection) {
     timer_.expires_at(Clock::time_point::max());
     wait_deadline();
+    // Reads after a wait for readiness must not block: see start_read.
+    error_code not_set;
+    socket_.non_blocking(true, not_set);
+    non_blocking_ = !not_set;
     if (rejection) {
       input_closed_ = true;
       queue_message(*rejection);
@@ -276,10 +280,37 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Too many requests waiting: stop reading until the handler catches up.
     if (!lingering_ && !input_closed_ && pending_.size() >= server_->options.max_queued_requests) return;
     reading_ = true;
+    // A read that did not fill the buffer emptied the socket, so the next
+    // bytes cannot be there yet: wait until they are, then read. Asio's read
+    // would first try one that fails (a recv returning EAGAIN in every
+    // request). Only in the handler of that read: the reactor has not polled
+    // since, so it cannot have taken the edge-triggered readiness of newer
+    // bytes while no operation waited for it.
+    if (std::exchange(drained_, false) && non_blocking_) {
+      socket_.async_wait(asio::socket_base::wait_read,
+                         [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
+      return;
+    }
     socket_.async_read_some(asio::buffer(read_buffer_),
                             [self = shared_from_this()](const error_code& error, std::size_t size) {
                               self->on_read(error, size);
                             });
+  }
+
+  void on_readable(const error_code& error) {
+    if (error || closed_) {
+      on_read(error, 0);
+      return;
+    }
+    error_code read_error;
+    const std::size_t size = socket_.read_some(asio::buffer(read_buffer_), read_error);
+    if (read_error == asio::error::would_block || read_error == asio::error::try_again) {
+      reading_ = false;  // readiness without bytes: still empty, wait again
+      drained_ = true;
+      start_read();
+      return;
+    }
+    on_read(read_error, size);
   }
 
   void on_read(const error_code& error, std::size_t size) {
@@ -302,6 +333,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       process_next();
       return;
     }
+    drained_ = size < read_buffer_.size();  // for the next start_read, in this handler
     // Once input is closed (error, drain, closing) bytes are read only to be dropped.
     if (!lingering_ && !input_closed_) {
       decoder_.feed(std::string_view(read_buffer_.data(), size));
@@ -596,6 +628,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::none;
   bool in_flight_ = false;
   bool reading_ = false;
+  bool drained_ = false;       // the last read emptied the socket (see start_read)
+  bool non_blocking_ = false;  // reads fail rather than block when nothing is there
   bool writing_ = false;
   bool flush_scheduled_ = false;
   bool eof_ = false;

@@ -237,6 +237,38 @@ TEST_CASE("server hands other messages to the handler and sends its reply", "[da
   CHECK(counters.connections_total == 1);
 }
 
+// After a read that empties the socket the server waits for readiness before
+// it reads again; after one that fills its buffer it reads at once. Both must
+// lose nothing: a frame dribbled in a byte at a time (each byte its own short
+// read, then a wait) and a frame larger than the read buffer (full reads).
+TEST_CASE("server reads frames however they arrive: a byte at a time, or larger than its buffer",
+          "[daemon][concurrency]") {
+  TempDir dir;
+  ServerOptions options = tcp_options();
+  options.unix_socket_path = dir.path() / "daemon.sock";
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  for (const bool over_tcp : {true, false}) {
+    WireClient client = over_tcp ? WireClient::tcp(server->tcp_port()) : WireClient::local(server->unix_socket_path());
+    client.expect_handshake();
+    const std::string small = "000015(:TYPE :REQUEST :N 1)";
+    for (const char byte : small) {
+      client.send_raw(std::string(1, byte));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // lets the server read each byte alone
+    }
+    CHECK(echoed(client.expect_frame()).at("N") == Value::integer(1));
+
+    const std::string text(100 * 1024, 'x');  // several reads of a 16 KiB buffer
+    client.send("(:TYPE :REQUEST :N 2 :TEXT \"" + text + "\")");
+    const Value big = echoed(client.expect_frame());
+    CHECK(big.at("N") == Value::integer(2));
+    CHECK(big.at("TEXT").text() == text);
+
+    // And the small one again, after the full reads.
+    client.send_raw(small);
+    CHECK(echoed(client.expect_frame()).at("N") == Value::integer(1));
+  }
+}
+
 TEST_CASE("server answers pipelined requests in order, stream chunks before each final frame",
           "[daemon][concurrency]") {
   std::mutex workers_mutex;  // guards workers
