@@ -232,7 +232,7 @@ TEST_CASE("a task posted from an event loop runs on that loop's thread", "[pipel
 // the io_context's queue (the reactor, another connection's completion)
 // between them.
 TEST_CASE("tasks an event loop posts to itself run in order, right after the task that posted them",
-          "[pipeline][executor]") {
+          "[pipeline][executor][concurrency]") {
   for (const auto idle_poll : {std::chrono::microseconds(0), std::chrono::microseconds(200)}) {
     EventLoops loops(1, idle_poll);
     boost::asio::io_context& context = *loops.contexts().at(0);
@@ -261,7 +261,7 @@ TEST_CASE("tasks an event loop posts to itself run in order, right after the tas
   }
 }
 
-TEST_CASE("an event loop's own tasks never keep its io_context's work waiting", "[pipeline][executor]") {
+TEST_CASE("an event loop's own tasks never keep its io_context's work waiting", "[pipeline][executor][concurrency]") {
   EventLoops loops(1);
   boost::asio::io_context& context = *loops.contexts().at(0);
   std::atomic<bool> other_ran{false};
@@ -288,7 +288,7 @@ TEST_CASE("an event loop's own tasks never keep its io_context's work waiting", 
   CHECK(other_ran);
 }
 
-TEST_CASE("stopping event loops runs the tasks a loop had posted to itself", "[pipeline][executor]") {
+TEST_CASE("stopping event loops runs the tasks a loop had posted to itself", "[pipeline][executor][concurrency]") {
   EventLoops loops(1);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
