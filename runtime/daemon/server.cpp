@@ -43,7 +43,6 @@
 #include <vector>
 
 #include "log.hpp"
-#include "pipeline/executor.hpp"
 
 namespace passepartout {
 
@@ -202,7 +201,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(std::shared_ptr<ServerState> server, GenericSocket socket, ConnectionInfo info, bool registered)
       : server_(std::move(server)),
         strand_(socket.get_executor()),
-        context_(asio::query(strand_, asio::execution::context)),
         socket_(std::move(socket)),
         timer_(strand_),
         info_(std::move(info)),
@@ -221,11 +219,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void force_close() {
     asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
   }
-  // From the thread of the connection's own io_context (the pipeline's), the
-  // frame is written by that thread once its task returns, without waking
-  // another; see after_this_task.
+  // defer: from a thread of the same io_context (the pipeline's), the frame is
+  // written by that thread once its task returns, without waking another.
   void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
-    after_this_task([self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
+    asio::defer(strand_, [self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
       self->on_deliver(request_id, std::move(frame), final);
     });
   }
@@ -273,20 +270,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (final) {
       in_flight_ = false;
       process_next();
-    }
-  }
-
-  // Runs `work` on the connection's thread after the current task: on its
-  // event loop's own queue when called there (no trip through Asio's queue,
-  // where the reactor polls whenever its turn comes: twice in every request
-  // when the reply and then its write went that way), else deferred to the
-  // connection's executor.
-  template <class Work>
-  void after_this_task(Work work) {
-    if (is_own_loop(context_)) {
-      post_on_own_loop(std::move(work));
-    } else {
-      asio::defer(strand_, std::move(work));
     }
   }
 
@@ -462,7 +445,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void schedule_flush() {
     if (writing_ || flush_scheduled_) return;
     flush_scheduled_ = true;
-    after_this_task([self = shared_from_this()] {
+    asio::defer(strand_, [self = shared_from_this()] {
       self->flush_scheduled_ = false;
       if (!self->closed_ && !self->writing_ && !self->writes_.empty()) self->write_next();
     });
@@ -626,7 +609,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   const std::shared_ptr<ServerState> server_;
   const asio::any_io_executor strand_;
-  const asio::execution_context& context_;  // strand_'s
   GenericSocket socket_;
   asio::steady_timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();  // see set_deadline

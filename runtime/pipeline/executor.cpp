@@ -495,15 +495,6 @@ std::uint64_t EventLoops::idle_polls() const noexcept {
   return impl_->pulse != nullptr ? impl_->pulse->idle_polls() : 0;
 }
 
-bool is_own_loop(const asio::execution_context& context) noexcept {
-  return current_loop.own != nullptr && static_cast<const asio::execution_context*>(current_loop.context) == &context;
-}
-
-void post_on_own_loop(Executor::Task task) {
-  assert(current_loop.own != nullptr);
-  current_loop.own->push(std::move(task));
-}
-
 std::vector<asio::io_context*> EventLoops::contexts() const {
   std::vector<asio::io_context*> out;
   out.reserve(impl_->loops.size());

@@ -10,7 +10,6 @@
 #include <vector>
 
 namespace boost::asio {
-class execution_context;
 class io_context;
 }  // namespace boost::asio
 
@@ -125,13 +124,5 @@ class EventLoops final : public Executor {
   std::unique_ptr<Impl> impl_;
   std::size_t size_;
 };
-
-// For I/O objects on the loops that hand work to themselves (the daemon's
-// connections): true when the calling thread is the event loop that runs
-// `context`. Then post_on_own_loop() queues a task there, to run once the
-// current task returns, as EventLoops::post from that thread would.
-bool is_own_loop(const boost::asio::execution_context& context) noexcept;
-// Only where is_own_loop() holds for some context.
-void post_on_own_loop(Executor::Task task);
 
 }  // namespace passepartout

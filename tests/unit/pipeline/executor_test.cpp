@@ -14,7 +14,6 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -287,34 +286,6 @@ TEST_CASE("an event loop's own tasks never keep its io_context's work waiting", 
   boost::asio::post(context, [&] { other_ran = true; });
   REQUIRE(done.wait());
   CHECK(other_ran);
-}
-
-TEST_CASE("an I/O object on an event loop can queue work on that loop's own queue, and nowhere else",
-          "[pipeline][executor][concurrency]") {
-  EventLoops loops(2);
-  boost::asio::io_context& first = *loops.contexts().at(0);
-  boost::asio::io_context& second = *loops.contexts().at(1);
-  CHECK_FALSE(is_own_loop(first));  // the test's thread runs no loop
-  std::string order;                // written by the first loop's thread only
-  bool first_is_own = false;        // likewise
-  Awaited<bool> other_loop_is_own;
-  CountDown done(1);
-  boost::asio::post(first, [&] {
-    other_loop_is_own.set(is_own_loop(second));
-    first_is_own = is_own_loop(first);
-    boost::asio::post(first, [&] {  // waits in the io_context's queue
-      order += 'X';
-      done.arrive();
-    });
-    post_on_own_loop([&] { order += 'B'; });
-    order += 'A';
-  });
-  REQUIRE(done.wait());
-  CHECK(first_is_own);
-  CHECK(order == "ABX");
-  const std::optional<bool> other = other_loop_is_own.wait();
-  REQUIRE(other.has_value());
-  CHECK_FALSE(*other);
 }
 
 TEST_CASE("stopping event loops runs the tasks a loop had posted to itself", "[pipeline][executor][concurrency]") {
