@@ -195,6 +195,9 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
   using Clock = std::chrono::steady_clock;
   const bool polls = idle_poll > std::chrono::nanoseconds::zero();
   set_log_batching(true);
+  // A round is at most kHandlersPerRound handlers, so that a loop kept busy
+  // (a task that keeps posting the next) still writes its log lines and
+  // tells the pool it is busy between rounds.
   const auto round = [&] {
     // First what the handler before the round posted (run_one's, when the
     // loop slept), then Asio's queue at least once.
