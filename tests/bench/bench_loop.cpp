@@ -97,7 +97,9 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
     std::atomic<std::size_t> not_answered{0};
   };
   static std::atomic<int> drives{0};
-  const std::string prefix = "drive-" + std::to_string(drives.fetch_add(1)) + "-session-";
+  // Short ids ("d3-s12"), as the daemon's "conn-12": a string kept inline, as
+  // a longer id would not be, in the pipeline's copies of it.
+  const std::string prefix = "d" + std::to_string(drives.fetch_add(1)) + "-s";
   std::vector<Session> state(sessions);
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> sessions_running{sessions};
