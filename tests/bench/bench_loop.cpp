@@ -84,10 +84,11 @@ struct LoopWorld {
 // and the pipeline's session object are made by the loop that runs it, as a
 // daemon's connection is served (and its session made) on one loop. Made one
 // after another by the benchmark's thread, the objects of sessions on
-// different loops shared cache lines, and the benchmark measured that: about
-// 610,000 signals/s against 790,000 with each loop's sessions made by that
-// loop. Every call uses new session ids, so no session made by one loop is
-// later served by the other.
+// different loops shared cache lines, and the benchmark measured that (on
+// one machine about 610,000 signals/s against 790,000 with each loop's
+// sessions made by that loop; the README has this one's). Every call uses
+// new session ids, so no session made by one loop is later served by the
+// other.
 double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t sessions, std::size_t window) {
   struct alignas(128) Session {
     Value input;
