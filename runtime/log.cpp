@@ -313,10 +313,11 @@ class StderrSink final : public spdlog::sinks::sink {
 };
 
 // The text format, "<local time> <level> <text>": what the pattern
-// "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v" writes, for a tenth of the work. The pattern
-// formatter runs one virtual formatter per field for every line (about 1,500
-// instructions, two lines in every daemon request); this one rebuilds the
-// date and time up to the second once a second and appends the rest.
+// "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v" writes, byte for byte, in a fifth of the
+// time (23 against 107 ns for a line of the pipeline's). The pattern
+// formatter runs one virtual formatter per field for every line, two lines in
+// every daemon request; this one rebuilds the date and time up to the second
+// once a second and appends the rest.
 class TextLineFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
