@@ -162,19 +162,25 @@ class OwnTasks {
   std::size_t size_ = 0;
 };
 
-// Runs `context` until it stops; tasks run through run_logged, so run()
-// returns only then, and the loop is for anything Asio itself might let escape.
-void run_context(asio::io_context& context) {
+// Runs `body` until it returns; whatever Asio itself lets escape from it (tasks
+// run through run_logged) is logged, and `body` runs again.
+template <class Body>
+void run_until_done(Body&& body) {
   for (;;) {
     try {
-      context.run();
-      break;
+      body();
+      return;
     } catch (const std::exception& e) {
       log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
     } catch (...) {
       log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
     }
   }
+}
+
+// Runs `context` until it stops.
+void run_context(asio::io_context& context) {
+  run_until_done([&] { context.run(); });
 }
 
 // Runs an event loop: `context` and the tasks its thread posts to `own`, in
@@ -211,47 +217,40 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
     }
     return ran;
   };
-  for (;;) {
-    try {
-      Clock::time_point poll_until = Clock::now() + idle_poll;
-      const auto ran_work = [&] {
-        if (!polls) return;
+  run_until_done([&] {
+    Clock::time_point poll_until = Clock::now() + idle_poll;
+    const auto ran_work = [&] {
+      if (!polls) return;
+      const Clock::time_point now = Clock::now();
+      poll_until = now + idle_poll;
+      if (pulse != nullptr) pulse->busy(self, now);
+    };
+    // Own tasks hold work on the context: it stops only once they ran too.
+    while (!context.stopped()) {
+      const std::size_t ran = round();
+      flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
+      if (ran != 0) {
+        ran_work();
+        continue;
+      }
+      if (polls) {
         const Clock::time_point now = Clock::now();
-        poll_until = now + idle_poll;
-        if (pulse != nullptr) pulse->busy(self, now);
-      };
-      // Own tasks hold work on the context: it stops only once they ran too.
-      while (!context.stopped()) {
-        const std::size_t ran = round();
-        flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
-        if (ran != 0) {
-          ran_work();
+        if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
+          // Whatever else wants this CPU (often the very client just
+          // answered, woken here because the waker was expected to sleep)
+          // runs first.
+          if (pulse != nullptr) pulse->count_idle_poll(self);
+          std::this_thread::yield();
           continue;
         }
-        if (polls) {
-          const Clock::time_point now = Clock::now();
-          if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
-            // Whatever else wants this CPU (often the very client just
-            // answered, woken here because the waker was expected to sleep)
-            // runs first.
-            if (pulse != nullptr) pulse->count_idle_poll(self);
-            std::this_thread::yield();
-            continue;
-          }
-        }
-        // Nothing ran in the round, so no own task waits: sleeping is safe.
-        if (pulse != nullptr) pulse->sleeping(self, true);
-        const std::size_t woken_by = context.run_one();
-        if (pulse != nullptr) pulse->sleeping(self, false);
-        if (woken_by != 0) ran_work();
       }
-      break;
-    } catch (const std::exception& e) {
-      log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
-    } catch (...) {
-      log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
+      // Nothing ran in the round, so no own task waits: sleeping is safe.
+      if (pulse != nullptr) pulse->sleeping(self, true);
+      const std::size_t woken_by = context.run_one();
+      if (pulse != nullptr) pulse->sleeping(self, false);
+      if (woken_by != 0) ran_work();
     }
-  }
+  });
   set_log_batching(false);
 }
 
