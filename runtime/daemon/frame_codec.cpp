@@ -276,7 +276,7 @@ bool FrameDecoder::complete_payload() {
   ReaderLimits reader_limits;
   reader_limits.max_bytes = payload_.size();
   reader_limits.max_depth = limits_.max_depth;
-  auto message = read_sexp_prefix(payload_, nullptr, reader_limits);
+  auto message = read_sexp_prefix(payload_, nullptr, reader_limits, Utf8::checked);  // payload_bytes() checked it
   if (!message) {
     const FrameErrorKind kind = message.error().code == ErrorCode::limit_exceeded ? FrameErrorKind::too_deep
                                                                                   : FrameErrorKind::unreadable_payload;

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "inline_function.hpp"
+
 namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
@@ -17,7 +19,7 @@ namespace passepartout {
 
 class Executor {
  public:
-  using Task = std::function<void()>;
+  using Task = InlineFunction<void()>;  // a step's closure is kept without an allocation
 
   virtual ~Executor() = default;
 

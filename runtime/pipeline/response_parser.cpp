@@ -194,7 +194,7 @@ Value parse_response_text(std::string_view text) {
     cleaned = stripped;
   }
   if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
-    auto form = read_sexp_prefix(cleaned, nullptr);
+    auto form = read_sexp_prefix(cleaned, nullptr, ReaderLimits{}, Utf8::checked);  // checked or repaired above
     if (form && form->is_sequence()) return form_action(*form);
   }
   return message_action(std::string(cleaned));

@@ -57,7 +57,7 @@ struct CascadeOutcome {
 // Called exactly once per call, from any thread (the caller's, when every
 // provider answered before returning). An exception it throws is logged and
 // dropped.
-using CascadeCompletion = std::function<void(CascadeOutcome)>;
+using CascadeCompletion = InlineFunction<void(CascadeOutcome)>;
 
 // Providers in the order they are tried, and the model selector.
 //

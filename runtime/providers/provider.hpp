@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "inline_function.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -52,7 +53,7 @@ struct ProviderReply {
 
 // Called exactly once per request, from any thread, possibly before
 // complete() returns.
-using ProviderCompletion = std::function<void(ProviderReply)>;
+using ProviderCompletion = InlineFunction<void(ProviderReply)>;
 
 class Provider {
  public:

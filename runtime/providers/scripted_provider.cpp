@@ -196,6 +196,7 @@ std::optional<ScriptedRule> ScriptReader::read_rule(const YAML::Node& node, std:
       options.set_log_errors(false);
       auto regex = std::make_shared<const RE2>(*pattern, options);
       if (regex->ok()) {
+        rule.plain_text = pattern->find_first_of("\\.^$|?*+()[]{}") == std::string::npos;
         rule.pattern = std::move(*pattern);
         rule.regex = std::move(regex);
       } else {
@@ -454,7 +455,9 @@ void ScriptedProvider::complete(ProviderRequest request, ProviderCompletion done
   const std::vector<std::unique_ptr<const RE2>>& regexes = patterns();
   for (std::size_t i = 0; i < script_.rules.size(); ++i) {
     const ScriptedRule& rule = script_.rules[i];
-    if (!RE2::PartialMatch(request.prompt, *regexes[i])) continue;
+    const bool matches = rule.plain_text ? request.prompt.find(rule.pattern) != std::string::npos
+                                         : RE2::PartialMatch(request.prompt, *regexes[i]);
+    if (!matches) continue;
     hits_[i].add(1);
     if (rule.delay.count() == 0) {
       answer(rule, request.on_chunk, done);

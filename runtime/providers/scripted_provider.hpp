@@ -49,6 +49,10 @@ struct ScriptedRule {
   bool stream = false;
   int line = 0;                           // where the rule starts in its script, 1-based
   std::shared_ptr<const re2::RE2> regex;  // compiled `pattern`; immutable, shared by copies
+  // `pattern` has no RE2 metacharacter: it matches exactly where its text
+  // occurs, and is searched as text (a regex search has a fixed cost of
+  // about 900 instructions, a search for a short text a few dozen).
+  bool plain_text = false;
 };
 
 // A parsed script: its rules in order. Immutable once parsed.

@@ -622,12 +622,12 @@ class Reader {
 };
 
 Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_input,
-                   const ReaderLimits& limits) {
+                   const ReaderLimits& limits, Utf8 utf8) {
   if (text.size() > limits.max_bytes) {
     return fail(ErrorCode::limit_exceeded, "byte 0: input is " + std::to_string(text.size()) +
                                                " bytes, the limit is " + std::to_string(limits.max_bytes));
   }
-  if (const auto bad = find_invalid_utf8(text)) {
+  if (const auto bad = utf8 == Utf8::checked ? std::nullopt : find_invalid_utf8(text)) {
     static constexpr char kHex[] = "0123456789ABCDEF";
     const auto byte = static_cast<unsigned char>(text[*bad]);
     return fail(ErrorCode::invalid_input, byte_prefix(*bad) + "invalid UTF-8 sequence starting with 0x" +
@@ -651,11 +651,12 @@ Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_inpu
 }  // namespace
 
 Result<Value> read_sexp(std::string_view text, const ReaderLimits& limits) {
-  return read(text, nullptr, true, limits);
+  return read(text, nullptr, true, limits, Utf8::unchecked);
 }
 
-Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits) {
-  return read(text, consumed, false, limits);
+Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits,
+                               Utf8 utf8) {
+  return read(text, consumed, false, limits, utf8);
 }
 
 }  // namespace passepartout

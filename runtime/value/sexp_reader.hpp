@@ -42,10 +42,15 @@ struct ReaderLimits {
 // Thread-safe; uses per-thread scratch space.
 Result<Value> read_sexp(std::string_view text, const ReaderLimits& limits = {});
 
+// Whether the caller has already checked that the whole text is valid UTF-8
+// (a frame decoder that counted its code points, a parser that repaired it):
+// the reader then does not scan it again.
+enum class Utf8 : bool { unchecked, checked };
+
 // Reads the first datum of `text` and ignores what follows it, as a Lisp peer
 // does; `*consumed` (when not null) receives the offset just past the datum.
 // The whole of `text` must still be valid UTF-8 and within max_bytes.
 Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed,
-                               const ReaderLimits& limits = {});
+                               const ReaderLimits& limits = {}, Utf8 utf8 = Utf8::unchecked);
 
 }  // namespace passepartout

@@ -426,11 +426,17 @@ namespace {
 // True when `candidate` is the keyword `key` describes inline (key.inline_).
 bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2],
                         const std::uint64_t (&mask)[2]) noexcept {
-  // The inline bytes after a keyword's text need not be zero: the masks skip them.
-  std::uint64_t words[2];
-  static_assert(sizeof words == sizeof(Value));
-  std::memcpy(words, static_cast<const void*>(&candidate), sizeof words);
-  return ((words[0] & mask[0]) == word[0]) & ((words[1] & mask[1]) == word[1]);
+  // The inline bytes after a keyword's text need not be zero: the masks skip
+  // them. The first word (kind, length, six bytes of text) rejects almost
+  // every other key, so the second is read only when it matched.
+  static_assert(2 * sizeof(std::uint64_t) == sizeof(Value));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&candidate);
+  std::uint64_t low;
+  std::memcpy(&low, bytes, sizeof low);
+  if ((low & mask[0]) != word[0]) return false;
+  std::uint64_t high;
+  std::memcpy(&high, bytes + sizeof low, sizeof high);
+  return (high & mask[1]) == word[1];
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The scripted provider: rules (first match wins, failures, tool calls,
 // streaming, delays on a real pool), hit counters, and located script errors.
 #include <catch2/catch.hpp>
+#include <re2/re2.h>
 
 #include <chrono>
 #include <fstream>
@@ -103,6 +104,35 @@ TEST_CASE("a prompt no rule matches is the failure 'no scripted rule matches'", 
   CHECK_FALSE(answer.reply.ok());
   CHECK(answer.reply.error == "no scripted rule matches");
   CHECK(provider.misses() == 1);
+}
+
+TEST_CASE("a plain-text pattern matches where its text occurs, as the regex would", "[providers][scripted]") {
+  ScriptedProvider provider(script(R"(
+rules:
+  - match: "build fail"
+    reply: plain
+  - match: "café"
+    reply: accented
+  - match: 'a.c'
+    reply: regex
+)"));
+  REQUIRE(provider.rules().size() == 3);
+  CHECK(provider.rules()[0].plain_text);
+  CHECK(provider.rules()[1].plain_text);
+  CHECK_FALSE(provider.rules()[2].plain_text);  // '.' is a metacharacter: searched by RE2
+  CHECK(ask(provider, "why did the build fail?").reply.content == "plain");
+  CHECK(ask(provider, "Why did the Build Fail?").reply.content != "plain");  // case counts, as in RE2
+  CHECK(ask(provider, "a café near here").reply.content == "accented");
+  CHECK(ask(provider, "xabcx").reply.content == "regex");
+  CHECK(ask(provider, "xa-cx").reply.content == "regex");
+  // The text search gives RE2's own verdict on these prompts.
+  for (const std::string prompt : {"build fail", "build  fail", "", "café", "cafe", "caf", "a\nc"}) {
+    for (const ScriptedRule& rule : provider.rules()) {
+      if (!rule.plain_text) continue;
+      INFO(rule.pattern << " on " << prompt);
+      CHECK((prompt.find(rule.pattern) != std::string::npos) == RE2::PartialMatch(prompt, *rule.regex));
+    }
+  }
 }
 
 TEST_CASE("a failing rule answers with a failure carrying its reply", "[providers][scripted]") {

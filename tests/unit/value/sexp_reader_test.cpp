@@ -13,6 +13,7 @@ using passepartout::read_sexp;
 using passepartout::read_sexp_prefix;
 using passepartout::ReaderLimits;
 using passepartout::to_sexp;
+using passepartout::Utf8;
 using passepartout::Value;
 
 namespace {
@@ -311,6 +312,22 @@ TEST_CASE("reader prefix still validates the whole input", "[value][reader]") {
   auto empty = read_sexp_prefix("  ", &consumed);
   REQUIRE_FALSE(empty.has_value());
   CHECK(empty.error().message == "byte 2: end of input, expected a datum");
+}
+
+TEST_CASE("reader prefix of text the caller checked reads the same without scanning it again", "[value][reader]") {
+  for (const std::string_view text : {"(:A 1) (:B 2)", "(:TEXT \"caf\xC3\xA9 \xE2\x9C\x93\")", "  foo ", "\"x\""}) {
+    INFO(text);
+    std::size_t unchecked_consumed = 0;
+    std::size_t checked_consumed = 0;
+    auto unchecked = read_sexp_prefix(text, &unchecked_consumed);
+    auto checked = read_sexp_prefix(text, &checked_consumed, ReaderLimits{}, Utf8::checked);
+    REQUIRE(unchecked.has_value());
+    REQUIRE(checked.has_value());
+    CHECK(*checked == *unchecked);
+    CHECK(checked_consumed == unchecked_consumed);
+  }
+  // The check skipped is the caller's to make: unchecked, the same bytes are refused.
+  CHECK_FALSE(read_sexp_prefix("(:A \"\xFF\")", nullptr).has_value());
 }
 
 TEST_CASE("reader rejects input over the size limit before parsing it", "[value][reader]") {
