@@ -56,7 +56,6 @@ void write_line(std::string& line, std::string_view component, std::string_view 
 struct RingCopy {
   std::uint64_t total = ~std::uint64_t{0};
   std::vector<std::string> lines;
-  std::vector<std::string_view> picked;  // scratch for the merge
 };
 thread_local RingCopy ring_copy;
 
@@ -618,36 +617,44 @@ std::vector<std::string> recent_log_lines(std::size_t count) {
 void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope) {
   if (count == 0) return;
   const RingCopy& ring = fresh_ring_copy();
-  std::vector<std::string_view>& picked = ring_copy.picked;  // newest first
-  picked.clear();
+  // Neither source holds more than kRecentLogLines lines: the merge fits here,
+  // left uninitialised (zeroing 200 string_views cost more than the merge).
+  struct Piece {
+    const char* data;
+    std::size_t size;
+  };
+  Piece picked[2 * kRecentLogLines];  // newest first
+  std::size_t picked_count = 0;
+  std::size_t bytes = 0;
   // Merge from the newest back: process-wide line number `total` (1-based)
   // came before a scoped line whose `after` is at least that number.
   std::size_t ring_left = ring.lines.size();
-  std::size_t scope_left = scope != nullptr ? scope->size() : 0;
-  while (picked.size() < count && (ring_left != 0 || scope_left != 0)) {
+  const std::vector<RecentLines::Line>* scoped = scope != nullptr ? &scope->lines_ : nullptr;
+  std::size_t scope_left = scoped != nullptr ? scoped->size() : 0;
+  std::size_t slot = scope_left != 0 ? (scope->next_ + scope_left - 1) % scope_left : 0;  // the newest
+  while (picked_count < count && (ring_left != 0 || scope_left != 0)) {
+    std::string_view text;
     const std::uint64_t ring_number = ring.total - (ring.lines.size() - ring_left);
-    if (scope_left != 0) {
-      const RecentLines::Line& line = scope->newest(scope->size() - scope_left);
-      if (ring_left == 0 || line.after >= ring_number) {
-        picked.push_back(line.text);
-        --scope_left;
-        continue;
-      }
+    if (scope_left != 0 && (ring_left == 0 || (*scoped)[slot].after >= ring_number)) {
+      text = (*scoped)[slot].text;
+      slot = slot == 0 ? scoped->size() - 1 : slot - 1;
+      --scope_left;
+    } else {
+      text = ring.lines[--ring_left];
     }
-    picked.push_back(ring.lines[ring_left - 1]);
-    --ring_left;
+    picked[picked_count++] = Piece{text.data(), text.size()};
+    bytes += text.size();
   }
-  if (picked.empty()) return;
-  std::size_t bytes = picked.size() - 1;  // the line breaks
-  for (std::string_view line : picked) bytes += line.size();
+  if (picked_count == 0) return;
+  bytes += picked_count - 1;  // the line breaks
   // One resize, then plain copies: this runs for every prompt.
   const std::size_t start = out.size();
   out.resize(start + bytes);
   char* at = out.data() + start;
-  for (std::size_t i = picked.size(); i > 0; --i) {
-    if (i != picked.size()) *at++ = '\n';
-    std::memcpy(at, picked[i - 1].data(), picked[i - 1].size());
-    at += picked[i - 1].size();
+  for (std::size_t i = picked_count; i > 0; --i) {
+    std::memcpy(at, picked[i - 1].data, picked[i - 1].size);
+    at += picked[i - 1].size;
+    if (i != 1) *at++ = '\n';
   }
 }
 

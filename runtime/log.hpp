@@ -83,6 +83,9 @@ class RecentLines {
   }
 
  private:
+  // Walks the ring from the newest line back without a division per line.
+  friend void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope);
+
   std::vector<Line> lines_;
   std::size_t next_ = 0;
   std::size_t capacity_;

@@ -142,17 +142,19 @@ TextNode* allocate_text(std::size_t size) {
 ListNode* allocate_list(std::size_t size) {
   const std::uint32_t checked = checked_list_size(size);
   void* memory = allocate_node(list_node_bytes(size));
-  auto* node = new (memory) ListNode{{1}, checked};
+  auto* node = new (memory) ListNode{{1}, checked, checked};
   for (std::size_t i = 0; i < size; ++i) new (reinterpret_cast<Value*>(node + 1) + i) Value();
   return node;
 }
 
-// A node of `size` elements: copies of `from`, then NIL. Copying a Value
-// cannot throw, so each element is constructed once, in place.
-ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size) {
+// A node of `size` elements, with room for `capacity` (at least `size`):
+// copies of `from`, then NIL. Copying a Value cannot throw, so each element is
+// constructed once, in place.
+ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size, std::size_t capacity) {
   const std::uint32_t checked = checked_list_size(size);
-  void* memory = allocate_node(list_node_bytes(size));
-  auto* node = new (memory) ListNode{{1}, checked};
+  const std::uint32_t room = checked_list_size(capacity);
+  void* memory = allocate_node(list_node_bytes(room));
+  auto* node = new (memory) ListNode{{1}, checked, room};
   auto* items = reinterpret_cast<Value*>(node + 1);
   for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
   for (std::size_t i = from.size(); i < size; ++i) new (items + i) Value();
@@ -176,7 +178,7 @@ void free_text(TextNode* node) noexcept {
 void destroy_list_node(ListNode* node) noexcept {
   Value* items = node->items();
   const std::uint32_t size = node->size();
-  std::size_t bytes = list_node_bytes(size);
+  std::size_t bytes = list_node_bytes(node->capacity);
   if (node->preprinted()) {
     delete[] node->printed_form()->text;
     bytes = preprinted_list_node_bytes(size);
@@ -262,7 +264,7 @@ void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t cou
   if (count == 0) return;
   const std::uint32_t size = checked_list_size(count);
   void* memory = allocate_node(list_node_bytes(count));
-  auto* node = new (memory) ListNode{{1}, size};
+  auto* node = new (memory) ListNode{{1}, size, size};
   // A Value is trivially relocatable: moving its bytes moves ownership.
   std::memcpy(static_cast<void*>(reinterpret_cast<Value*>(node + 1)), static_cast<const void*>(items),
               count * sizeof(Value));
@@ -276,7 +278,7 @@ Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, 
   auto text = std::make_unique<char[]>(printed.size());
   if (!printed.empty()) std::memcpy(text.get(), printed.data(), printed.size());
   void* memory = allocate_node(preprinted_list_node_bytes(size));
-  auto* node = new (memory) ListNode{{1}, size | ListNode::kPreprinted};
+  auto* node = new (memory) ListNode{{1}, size | ListNode::kPreprinted, size};
   auto* items = reinterpret_cast<Value*>(node + 1);
   for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
   new (node->printed_form()) detail::PrintedForm{text.release(), printed.size(), keyword_marks};
@@ -363,7 +365,7 @@ Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name
 Value Value::list(std::span<const Value> items) {
   if (items.empty()) return Value();
   Value v;
-  v.u_.list = allocate_list_copying(items, items.size());
+  v.u_.list = allocate_list_copying(items, items.size(), items.size());
   v.kind_ = Kind::List;
   return v;
 }
@@ -517,9 +519,17 @@ Value Value::with_in_place(Name name, Value value) && {
   // acquire pairs with the releases of the references dropped before, so
   // their last reads of the node come before this write.
   if (kind_ == Kind::List && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
+    ListNode& node = *u_.list;
+    const std::size_t size = node.size();
     const std::size_t found = key_position(items(), name);
-    if (found < u_.list->size()) {
-      u_.list->items()[found + 1] = std::move(value);
+    if (found < size) {
+      node.items()[found + 1] = std::move(value);
+      return std::move(*this);
+    }
+    if (node.capacity - size >= 2) {  // room kept by an earlier append
+      new (node.items() + size) Value(keyword_of(name));
+      new (node.items() + size + 1) Value(std::move(value));
+      node.bits += 2;  // not preprinted: the bits are the size
       return std::move(*this);
     }
   }
@@ -532,7 +542,11 @@ Value Value::with_copy(Name name, Value value) const& {
   const std::size_t found = key_position(elements, name);
   const bool replace = found < elements.size();
   Value result;
-  result.u_.list = allocate_list_copying(elements, elements.size() + (replace ? 0 : 2));
+  // An append keeps room for kAppendRoom more elements: a plist that gets one
+  // key often gets another (a signal its status, an action its meta).
+  constexpr std::size_t kAppendRoom = 4;
+  const std::size_t size = elements.size() + (replace ? 0 : 2);
+  result.u_.list = allocate_list_copying(elements, size, replace ? size : size + kAppendRoom);
   result.kind_ = Kind::List;
   Value* out = result.u_.list->items();
   if (replace) {

@@ -48,13 +48,17 @@ constexpr std::uint64_t keyword_mark(std::string_view name) noexcept {
 }
 
 // A list of `size` Values stored right after the header in the same
-// allocation; a preprinted list has its PrintedForm after the items.
+// allocation, which has room for `capacity` (a property list that had a key
+// appended keeps room for a few more, so that the next appends to it, while
+// it is unshared, need no copy); a preprinted list has its PrintedForm after
+// the items, and no room to spare.
 struct alignas(alignof(Value)) ListNode {
   static constexpr std::uint32_t kPreprinted = std::uint32_t{1} << 31;
   static constexpr std::uint32_t kMaxSize = kPreprinted - 1;
 
   std::atomic<std::uint32_t> refs;
-  std::uint32_t bits;  // the size, and kPreprinted
+  std::uint32_t bits;      // the size, and kPreprinted
+  std::uint32_t capacity;  // at least the size; the slots past the size hold no Value
 
   std::uint32_t size() const noexcept { return bits & kMaxSize; }
   bool preprinted() const noexcept { return (bits & kPreprinted) != 0; }

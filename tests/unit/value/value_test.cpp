@@ -283,11 +283,46 @@ TEST_CASE("with on a list nothing else holds changes that list instead of copyin
   CHECK(v.items().data() == before);
   CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED)");
 
-  SECTION("an absent key still makes a longer copy") {
+  SECTION("an absent key makes a longer copy, with room for the next appends") {
     v = std::move(v).with("depth", Value::integer(0));
     CHECK(v.items().data() != before);
     CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED :DEPTH 0)");
+    const Value* copied = v.items().data();
+    v = std::move(v).with("meta", Value::keyword("tui"));
+    v = std::move(v).with("level", Value::keyword("info"));
+    CHECK(v.items().data() == copied);  // appended in the room the copy kept
+    CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED :DEPTH 0 :META :TUI :LEVEL :INFO)");
+    v = std::move(v).with("more", Value::t());  // the room is used up: a copy again
+    CHECK(v.items().data() != copied);
+    CHECK(passepartout::to_sexp(v) == "(:A 1 :STATUS :ACTED :DEPTH 0 :META :TUI :LEVEL :INFO :MORE T)");
+    CHECK(v == Value::plist({{"A", Value::integer(1)},
+                             {"STATUS", Value::keyword("ACTED")},
+                             {"DEPTH", Value::integer(0)},
+                             {"META", Value::keyword("TUI")},
+                             {"LEVEL", Value::keyword("INFO")},
+                             {"MORE", Value::t()}}));
   }
+}
+
+TEST_CASE("an append into a list's spare room never changes what another holder sees", "[value][plist]") {
+  const Value base = Value::plist({{"A", Value::integer(1)}});
+  Value grown = base.with("B", Value::integer(2));  // a copy with room to spare
+  const Value other = grown;                        // now shared
+  grown = std::move(grown).with("C", Value::integer(3));
+  CHECK(passepartout::to_sexp(other) == "(:A 1 :B 2)");
+  CHECK(passepartout::to_sexp(grown) == "(:A 1 :B 2 :C 3)");
+  CHECK(grown.items().data() != other.items().data());
+  CHECK(passepartout::to_sexp(base) == "(:A 1)");
+  // Many appends, each into room or a new copy, keep every pair in order.
+  Value many = base;
+  std::string expected = "(:A 1";
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "K" + std::to_string(i);
+    many = std::move(many).with(key, Value::string(std::string(static_cast<std::size_t>(i), 'x')));
+    expected += " :" + key + " \"" + std::string(static_cast<std::size_t>(i), 'x') + "\"";
+  }
+  CHECK(passepartout::to_sexp(many) == expected + ")");
+  CHECK(many.size() == 82);
 }
 
 TEST_CASE("with on a shared or preprinted list leaves the other holders' list as it was", "[value][plist]") {
