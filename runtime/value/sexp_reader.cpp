@@ -3,6 +3,7 @@
 #include "value/sexp_reader.hpp"
 
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -350,8 +351,35 @@ class Reader {
   static const char* read_plain_keyword(const char* colon, const char* end, Value& out) noexcept {
     const char* const src = colon + 1;
     const auto available = static_cast<std::size_t>(end - src);
-    const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
     char* const dst = ValueAccess::inline_bytes(out);
+    // Almost every keyword of the protocol is upper-case letters, digits and
+    // '-', at most 14 of them, followed by more input: checked and copied
+    // eight bytes at a time.
+    if (std::endian::native == std::endian::little && available >= 16) {
+      std::uint64_t low;
+      std::memcpy(&low, src, sizeof low);
+      std::size_t n = 0;
+      if (const std::uint64_t odd = sexp::bytes_not_simple(low); odd != 0) {
+        n = static_cast<std::size_t>(std::countr_zero(odd)) / 8;
+        if (n != 0 && ends_token(src[n])) {
+          std::memcpy(dst, &low, sizeof low);  // bytes past n are not part of the text
+          ValueAccess::set_inline_text(out, Kind::Keyword, n);
+          return src + n;
+        }
+      } else {
+        std::uint64_t high;
+        std::memcpy(&high, src + 8, sizeof high);
+        const std::uint64_t odd_high = sexp::bytes_not_simple(high);
+        n = 8 + (odd_high != 0 ? static_cast<std::size_t>(std::countr_zero(odd_high)) / 8 : 8);
+        if (n <= Value::kInlineCapacity && ends_token(src[n])) {
+          std::memcpy(dst, &low, sizeof low);
+          std::memcpy(dst + 8, &high, Value::kInlineCapacity - 8);
+          ValueAccess::set_inline_text(out, Kind::Keyword, n);
+          return src + n;
+        }
+      }
+    }
+    const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
     std::size_t n = 0;
     for (; n < fits; ++n) {
       const char upper = kPlainTokenUpper[static_cast<unsigned char>(src[n])];

@@ -330,6 +330,31 @@ TEST_CASE("reader prefix of text the caller checked reads the same without scann
   CHECK_FALSE(read_sexp_prefix("(:A \"\xFF\")", nullptr).has_value());
 }
 
+TEST_CASE("reader reads keywords of every length the same with input after them or not", "[value][reader]") {
+  const std::string names = "ABCDEFGHIJKLMNOPQR";
+  for (std::size_t length = 1; length <= names.size(); ++length) {
+    for (const std::string_view after : {" 1)", ")", " (:X 1 :Y 2 :Z 3 :W 4 :V 5))", "\t\"a long string after it\")"}) {
+      std::string name = names.substr(0, length);
+      name[length / 2] = length % 3 == 0 ? '-' : static_cast<char>('0' + length % 10);  // digits and '-' are plain too
+      const std::string text = "(:" + name + std::string(after);
+      INFO(text);
+      auto read = read_sexp(text);
+      REQUIRE(read.has_value());
+      CHECK(read->items()[0] == Value::keyword(name));
+      CHECK(read->items()[0].text() == name);
+      // Lower case reads as upper case, whichever way it is read.
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      auto folded = read_sexp("(:" + lower + std::string(after));
+      REQUIRE(folded.has_value());
+      CHECK(folded->items()[0] == Value::keyword(name));
+    }
+  }
+  // A keyword glued to what cannot end a token is read whole (keywords are upper-cased, bars or not).
+  CHECK(to_sexp(*read_sexp("(:AB|C d|E 1 2 3 4 5 6 7 8 9)")) == "(:|ABC DE| 1 2 3 4 5 6 7 8 9)");
+  CHECK(to_sexp(*read_sexp("(:ABC\xC3\xA9 1 2 3 4 5 6 7 8 9)")) == "(:|ABC\xC3\xA9| 1 2 3 4 5 6 7 8 9)");
+}
+
 TEST_CASE("reader rejects input over the size limit before parsing it", "[value][reader]") {
   ReaderLimits limits;
   limits.max_bytes = 1048576;
