@@ -119,7 +119,7 @@ class DaemonHandler final : public RequestHandler {
     if (!((session.is_string() || session.is_keyword()) && !session.text().empty())) {
       meta = meta.with("SESSION-ID", Value::string("conn-" + std::to_string(connection.connection_id)));
     }
-    signal = signal.with("META", meta);
+    signal = std::move(signal).with("META", meta);  // this request's own list: changed in place
     pipeline_.inject(
         std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
           if (request_id.is_nil()) {

@@ -174,7 +174,7 @@ struct Pipeline::Impl {
   struct Pending {
     Value signal;
     std::shared_ptr<ReplySink> reply;
-    std::function<void(LoopReport)> done;
+    InlineFunction<void(LoopReport)> done;
   };
   struct Session {
     explicit Session(std::size_t log_lines) : logs(log_lines) {}
@@ -215,7 +215,7 @@ struct Run : std::enable_shared_from_this<Run> {
   std::shared_ptr<Pipeline::Impl::Session> session;
   std::string session_id;
   std::shared_ptr<ReplySink> reply;
-  std::function<void(LoopReport)> done;
+  InlineFunction<void(LoopReport)> done;
   LoopReport report;
 
   // The cycle in progress.
@@ -845,16 +845,16 @@ Pipeline::~Pipeline() {
   impl_->self.publish(nullptr);
 }
 
-void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, std::function<void(LoopReport)> done) {
+void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunction<void(LoopReport)> done) {
   // C1: default meta; the client cannot choose its depth.
   if (!signal.is_list()) {
     signal = Value::plist({{"TYPE", Value::keyword("EVENT"_key)}, {"PAYLOAD", Value::plist({{"TEXT", signal}})}});
   }
   if (!signal.at("META"_key).is_list()) {
-    signal = signal.with("META"_key, Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
-                                                   {"SESSION-ID", Value::string("internal")}}));
+    signal = std::move(signal).with("META"_key, Value::plist({{"SOURCE", Value::keyword("SYSTEM"_key)},
+                                                              {"SESSION-ID", Value::string("internal")}}));
   }
-  signal = signal.with("DEPTH"_key, Value::integer(0));
+  signal = std::move(signal).with("DEPTH"_key, Value::integer(0));
   const Value& session = signal.path({"META"_key, "SESSION-ID"_key});
   const std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
   impl_->active.add(1);

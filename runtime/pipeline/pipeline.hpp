@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "inline_function.hpp"
 #include "result.hpp"
 #include "value/value.hpp"
 
@@ -84,7 +85,7 @@ class Pipeline {
   // "interrupt" without a cycle when the Pipeline was destroyed while the
   // signal still waited behind others of its session).
   void inject(Value signal, std::shared_ptr<ReplySink> reply = nullptr,
-              std::function<void(LoopReport)> done = nullptr);
+              InlineFunction<void(LoopReport)> done = nullptr);
 
   // Approves a pending action by token, runs it once through the last-mile
   // gates and its actuator, and reports the outcome (the actuator's result, or
