@@ -399,6 +399,32 @@ struct Run : std::enable_shared_from_this<Run> {
     return view;
   }
 
+  // The CONFIG line of `parts` (filled but for it): it changes only with the
+  // snapshot, the provider lineup, the count of pending approvals and the
+  // options, so each thread keeps the last one it built.
+  std::string_view config_line(const PromptParts& parts, const std::shared_ptr<const Cascade::Lineup>& lineup) const {
+    struct ConfigView {
+      std::uint64_t snapshot_id = 0;
+      std::shared_ptr<const Cascade::Lineup> lineup;  // held: a new lineup cannot take its address
+      std::size_t pending_approvals = 0;
+      std::size_t context_tokens = 0;
+      std::string version;
+      std::string text;
+    };
+    thread_local ConfigView view;
+    if (view.snapshot_id != snapshot->id() || view.lineup != lineup ||
+        view.pending_approvals != parts.pending_approvals || view.context_tokens != parts.context_tokens ||
+        view.version != parts.version) {
+      view.text = config_section(parts);
+      view.snapshot_id = snapshot->id();
+      view.lineup = lineup;
+      view.pending_approvals = parts.pending_approvals;
+      view.context_tokens = parts.context_tokens;
+      view.version = parts.version;
+    }
+    return view.text;
+  }
+
   void think() {
     ++attempt;
     MemoryStore* memory = services().memory;
@@ -420,6 +446,7 @@ struct Run : std::enable_shared_from_this<Run> {
       } catch (...) {  // NOLINT(bugprone-empty-catch): D8 — a failing mandate is ignored
       }
     }
+    parts.config = config_line(parts, lineup);
     const ToolView& tools = tool_view();
     parts.tools = tools.belt;
     if (memory != nullptr) parts.context = render_global_awareness(*memory);

@@ -55,7 +55,11 @@ std::string system_prompt(const PromptParts& parts) {
     prompt += parts.time;
     prompt += "\n\n";
   }
-  append_config_section(prompt, parts);
+  if (parts.config.empty()) {
+    append_config_section(prompt, parts);
+  } else {
+    prompt += parts.config;
+  }
   prompt += "\n\nIDENTITY: ";
   prompt += parts.assistant_name;
   prompt += parts.identity;

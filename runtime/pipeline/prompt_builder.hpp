@@ -36,6 +36,7 @@ struct PromptParts {
   std::string context;                    // global awareness; "" when memory is absent
   std::string_view logs;                  // recent log lines, oldest first, one per line
   std::string_view time;                  // "TIME: ..." line; "" to omit
+  std::string_view config;                // config_section() of these parts when the caller keeps it; "" builds it
 };
 
 // D9: "CONFIG: You are Passepartout v<version>. Provider: <names>. Context: <n>

@@ -18,6 +18,7 @@
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
+#include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
@@ -478,6 +479,35 @@ TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signa
   rig.registry.publish(std::vector<std::shared_ptr<const Slot>>(with_tools->slots().begin(), with_tools->slots().end()));
   rig.run(user_input_signal("third", "s1"));
   CHECK(recorder->prompt(2).find("- echo-args: Echoes its arguments") != std::string::npos);
+}
+
+TEST_CASE("the CONFIG line follows the snapshot, the providers and the pending approvals", "[pipeline][loop]") {
+  Rig rig({{"approval-gate", 40}}, {});
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  const auto config_of = [&](std::size_t i) {
+    const std::string prompt = recorder->prompt(i);
+    const std::size_t at = prompt.find("CONFIG: ");
+    return prompt.substr(at, prompt.find('\n', at) - at);
+  };
+
+  // One session: each prompt is built on the loop that serves it, which keeps
+  // the last CONFIG line it built; each change below must show all the same.
+  auto sink = std::make_shared<RecordingSink>();
+  rig.run(user_input_signal("first", "a"), sink);  // its answer waits for an approval
+  CHECK(config_of(0).find("Provider: recorder. ") != std::string::npos);
+  CHECK(config_of(0).find("Security gates: 1 active. Rules learned: 0.") != std::string::npos);
+
+  rig.run(user_input_signal("second", "a"));
+  CHECK(config_of(1).find("Rules learned: 1.") != std::string::npos);
+
+  rig.cascade.add(std::make_shared<OfflineProvider>());  // a new lineup; the recorder still answers first
+  rig.run(user_input_signal("third", "a"));
+  CHECK(config_of(2).find("Provider: recorder, offline. ") != std::string::npos);
+
+  rig.registry.publish({});
+  rig.run(user_input_signal("fourth", "a"));
+  CHECK(config_of(3).find("Security gates: 0 active.") != std::string::npos);
 }
 
 TEST_CASE("a prompt's LOGS show its own session's lines, never another session's", "[pipeline][loop]") {
