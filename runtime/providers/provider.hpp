@@ -3,7 +3,6 @@
 // thread (seed D1, Decisions 9).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,7 +20,7 @@ struct ProviderRequest {
   Value context;      // the signal being reasoned about
   // Called with each streamed delta before the completion, when the provider
   // streams and the caller wants chunks; may be empty.
-  std::function<void(std::string_view)> on_chunk;
+  InlineFunction<void(std::string_view)> on_chunk;
 };
 
 struct ProviderReply {

@@ -381,7 +381,7 @@ std::vector<std::string_view> chunks_of(std::string_view text) {
 }
 
 // Gives `rule`'s answer: streamed chunks first when asked for, then the completion.
-void answer(const ScriptedRule& rule, const std::function<void(std::string_view)>& on_chunk,
+void answer(const ScriptedRule& rule, const InlineFunction<void(std::string_view)>& on_chunk,
             const ProviderCompletion& done) {
   if (rule.fail) {
     done(ProviderReply::failed(rule.reply.empty() ? "scripted failure (rule at line " + std::to_string(rule.line) + ")"
