@@ -225,6 +225,11 @@ struct Run : std::enable_shared_from_this<Run> {
   Value reasoning;  // the signal copy reasoning works on (carries :REJECTION-TRACE)
   Value last_rejection;
   std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
+  // The cascade's answer, kept here from its completion to the step that
+  // reasons on it, so that the posted step holds only the run (and is kept
+  // without an allocation; see InlineFunction). reasoned() reads it only
+  // before it asks the cascade again, whose completion overwrites it.
+  CascadeOutcome cascade_outcome;
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }
@@ -467,8 +472,11 @@ struct Run : std::enable_shared_from_this<Run> {
                                  {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
       };
     }
-    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome outcome) {
-      self->post([self, outcome = std::move(outcome)] { self->reasoned(outcome); });
+    // The completion may run on any thread; the run is idle meanwhile, and
+    // posting the step orders this write before the step's read.
+    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome answer) {
+      self->cascade_outcome = std::move(answer);
+      self->post([self] { self->reasoned(self->cascade_outcome); });
     });
   }
 
