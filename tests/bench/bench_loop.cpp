@@ -101,17 +101,27 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
   // Short ids ("d3-s12"), as the daemon's "conn-12": a string kept inline, as
   // a longer id would not be, in the pipeline's copies of it.
   const std::string prefix = "d" + std::to_string(drives.fetch_add(1)) + "-s";
-  std::vector<Session> state(sessions);
-  std::atomic<bool> stop{false};
-  std::atomic<std::size_t> sessions_running{sessions};
-  std::atomic<Clock::rep> last_finish{0};
-  std::mutex mutex;
-  std::condition_variable all_done;
-  std::function<void(std::size_t)> launch;
-  launch = [&](std::size_t s) {
-    Session& session = state[s];
-    session.in_flight.fetch_add(1, std::memory_order_relaxed);
-    world.pipeline->inject(session.input, session.sink, [&, s](LoopReport report) {
+  // What the callbacks share, reached through one pointer: a done callback
+  // of a pointer and an index is kept without an allocation, as the
+  // daemon's is, so the benchmark's bookkeeping does not weigh on the loop.
+  struct Shared {
+    LoopWorld& world;
+    std::vector<Session> state;
+    std::atomic<bool> stop{false};
+    std::atomic<std::size_t> sessions_running;
+    std::atomic<Clock::rep> last_finish{0};
+    std::mutex mutex;
+    std::condition_variable all_done;
+
+    Shared(LoopWorld& w, std::size_t sessions) : world(w), state(sessions), sessions_running(sessions) {}
+
+    void launch(std::size_t s) {
+      Session& session = state[s];
+      session.in_flight.fetch_add(1, std::memory_order_relaxed);
+      world.pipeline->inject(session.input, session.sink, [this, s](LoopReport report) { finished(s, report); });
+    }
+
+    void finished(std::size_t s, const LoopReport& report) {
       Session& session = state[s];
       if (report.stopped_by != "done") session.not_answered.fetch_add(1, std::memory_order_relaxed);
       session.finished.fetch_add(1, std::memory_order_relaxed);
@@ -122,29 +132,31 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
         std::lock_guard lock(mutex);
         all_done.notify_all();
       }
-    });
+    }
   };
+  Shared shared(world, sessions);
+  std::vector<Session>& state = shared.state;
   const auto start = Clock::now();
   std::atomic<std::size_t> started{0};
   for (std::size_t s = 0; s < sessions; ++s) {
     world.pool.post([&, s] {  // from here: the loops in turn
       state[s].input = user_input_signal("why did the build fail?", prefix + std::to_string(s));
       state[s].sink = std::make_shared<NullFramingSink>();
-      for (std::size_t i = s; i < window; i += sessions) launch(s);
+      for (std::size_t i = s; i < window; i += sessions) shared.launch(s);
       started.fetch_add(1, std::memory_order_release);
     });
   }
   while (started.load(std::memory_order_acquire) < sessions) std::this_thread::yield();
   std::this_thread::sleep_for(duration);
-  stop.store(true, std::memory_order_relaxed);
+  shared.stop.store(true, std::memory_order_relaxed);
   {
-    std::unique_lock lock(mutex);
-    if (!all_done.wait_for(lock, std::chrono::minutes(1), [&] { return sessions_running.load() == 0; })) {
+    std::unique_lock lock(shared.mutex);
+    if (!shared.all_done.wait_for(lock, std::chrono::minutes(1), [&] { return shared.sessions_running.load() == 0; })) {
       die("the loop did not finish");
     }
   }
   const double seconds =
-      std::chrono::duration<double>(Clock::time_point(Clock::duration(last_finish.load())) - start).count();
+      std::chrono::duration<double>(Clock::time_point(Clock::duration(shared.last_finish.load())) - start).count();
   std::size_t not_answered = 0;
   std::size_t finished = 0;
   std::size_t frames = 0;
