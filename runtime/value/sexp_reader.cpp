@@ -356,27 +356,17 @@ class Reader {
     // '-', at most 14 of them, followed by more input: checked and copied
     // eight bytes at a time.
     if (std::endian::native == std::endian::little && available >= 16) {
-      std::uint64_t low;
-      std::memcpy(&low, src, sizeof low);
-      std::size_t n = 0;
-      if (const std::uint64_t odd = sexp::bytes_not_simple(low); odd != 0) {
-        n = static_cast<std::size_t>(std::countr_zero(odd)) / 8;
-        if (n != 0 && ends_token(src[n])) {
-          std::memcpy(dst, &low, sizeof low);  // bytes past n are not part of the text
-          ValueAccess::set_inline_text(out, Kind::Keyword, n);
-          return src + n;
-        }
-      } else {
-        std::uint64_t high;
-        std::memcpy(&high, src + 8, sizeof high);
-        const std::uint64_t odd_high = sexp::bytes_not_simple(high);
-        n = 8 + (odd_high != 0 ? static_cast<std::size_t>(std::countr_zero(odd_high)) / 8 : 8);
-        if (n <= Value::kInlineCapacity && ends_token(src[n])) {
-          std::memcpy(dst, &low, sizeof low);
-          std::memcpy(dst + 8, &high, Value::kInlineCapacity - 8);
-          ValueAccess::set_inline_text(out, Kind::Keyword, n);
-          return src + n;
-        }
+      std::uint64_t words[2];
+      std::memcpy(words, src, sizeof words);
+      // The length of the run of plain bytes; the second word is looked at
+      // only when the first is all plain.
+      const std::uint64_t odd_low = sexp::bytes_not_simple(words[0]);
+      std::size_t n = static_cast<std::size_t>(std::countr_zero(odd_low)) / 8;
+      if (odd_low == 0) n = 8 + static_cast<std::size_t>(std::countr_zero(sexp::bytes_not_simple(words[1]))) / 8;
+      if (n != 0 && n <= Value::kInlineCapacity && ends_token(src[n])) {
+        std::memcpy(dst, words, Value::kInlineCapacity);  // bytes past n are not part of the text
+        ValueAccess::set_inline_text(out, Kind::Keyword, n);
+        return src + n;
       }
     }
     const std::size_t fits = available < Value::kInlineCapacity ? available : Value::kInlineCapacity;
