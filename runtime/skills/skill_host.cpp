@@ -179,7 +179,6 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
       log_message(LogLevel::error, "skills", "could not record a skill change: " + ids.error().message);
     }
   } else {
-    std::lock_guard lock(memory_log_mutex_);
     for (SkillChange& change : changes) {
       change.id = memory_log_.empty() ? 1 : memory_log_.front().id + 1;
       memory_log_.push_front(change);
@@ -492,10 +491,13 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
 }
 
 Result<std::vector<SkillChange>> SkillHost::history(std::size_t limit) const {
-  if (audit_) return audit_->list(limit);
-  std::lock_guard lock(memory_log_mutex_);
-  auto end = memory_log_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, memory_log_.size()));
-  return std::vector<SkillChange>(memory_log_.begin(), end);
+  // A change publishes, then records: waiting for the control thread keeps a
+  // reader from seeing the new version without its row.
+  return control_.run([&]() -> Result<std::vector<SkillChange>> {
+    if (audit_) return audit_->list(limit);
+    auto end = memory_log_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, memory_log_.size()));
+    return std::vector<SkillChange>(memory_log_.begin(), end);
+  });
 }
 
 }  // namespace passepartout

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,7 +82,8 @@ class SkillHost {
   // removed ones unloaded, changed ones (version, library bytes, settings) swapped.
   RescanResult rescan(std::string_view requester);
 
-  // Changes, newest first.
+  // Changes, newest first. Read on the control thread, after any change in
+  // progress: a change whose effect is visible is in the history too.
   Result<std::vector<SkillChange>> history(std::size_t limit = 100) const;
 
   const SkillHostOptions& options() const noexcept { return options_; }
@@ -112,12 +112,11 @@ class SkillHost {
   void record_all(std::span<SkillChange> changes);
 
   SkillHostOptions options_;
-  ControlThread control_;  // declared before the loader and registry: slots retire onto it
+  mutable ControlThread control_;  // declared before the loader and registry: slots retire onto it
   SkillLoader loader_;
   Registry registry_;
   std::unique_ptr<AuditLog> audit_;
-  mutable std::mutex memory_log_mutex_;                       // guards memory_log_
-  std::deque<SkillChange> memory_log_;                       // when there is no audit file
+  std::deque<SkillChange> memory_log_;  // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
 };
 
