@@ -50,6 +50,8 @@ namespace {
 
 // Handlers a polling loop runs in one round, at most.
 constexpr std::size_t kHandlersPerRound = 16;
+// A loop that keeps finding work writes its held log lines every this many rounds.
+constexpr std::size_t kBusyRoundsPerLogWrite = 8;
 
 // What the loops of one EventLoops share to poll together: while any of them
 // has had work within idle_poll, the others poll too instead of sleeping, and
@@ -187,8 +189,10 @@ void run_context(asio::io_context& context) {
 // rounds of at most kHandlersPerRound, each Asio handler followed by the own
 // tasks it posted, and Asio's queue polled at least once a round, so that
 // neither queue can keep the other waiting for long.
-// The thread's log lines are held (set_log_batching) and written after each
-// round, before it polls again, yields or sleeps.
+// The thread's log lines are held (set_log_batching) and written once a round
+// finds nothing to do, before the loop polls again, yields or sleeps, and every
+// kBusyRoundsPerLogWrite rounds while it keeps finding work: not between a
+// request and the write of its reply, which often comes a round later.
 //
 // With `idle_poll` above zero, the thread goes on polling (the reactor without
 // blocking, then whatever became ready) for that long after its last handler
@@ -225,14 +229,22 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
       poll_until = now + idle_poll;
       if (pulse != nullptr) pulse->busy(self, now);
     };
+    std::size_t busy_rounds = 0;  // since the last write of the held log lines
     // Own tasks hold work on the context: it stops only once they ran too.
     while (!context.stopped()) {
       const std::size_t ran = round();
-      flush_log_batch();  // what this round logged, before polling again, yielding or sleeping
       if (ran != 0) {
+        // The lines wait while the work goes on (a reply's write often
+        // comes a round after the request's), but never for long.
+        if (++busy_rounds == kBusyRoundsPerLogWrite) {
+          flush_log_batch();
+          busy_rounds = 0;
+        }
         ran_work();
         continue;
       }
+      flush_log_batch();  // before polling again, yielding or sleeping
+      busy_rounds = 0;
       if (polls) {
         const Clock::time_point now = Clock::now();
         if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
