@@ -7,7 +7,6 @@
 // info is always set on an io thread); silenced for Asio's headers only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,7 +14,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #pragma GCC diagnostic pop
@@ -49,7 +48,12 @@ namespace passepartout {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
-using GenericSocket = asio::generic::stream_protocol::socket;
+// Sockets and timers name their executor's type: with the type-erased
+// any_io_executor, every asynchronous operation copied the strand into a
+// heap-allocated wrapper (ten allocations a request).
+using Strand = asio::strand<asio::io_context::executor_type>;
+using GenericSocket = asio::basic_stream_socket<asio::generic::stream_protocol, Strand>;
+using Timer = asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, Strand>;
 
 const char* to_string(Transport transport) noexcept {
   switch (transport) {
@@ -608,9 +612,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   const std::shared_ptr<ServerState> server_;
-  const asio::any_io_executor strand_;
+  const Strand strand_;
   GenericSocket socket_;
-  asio::steady_timer timer_;
+  Timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();  // see set_deadline
   const ConnectionInfo info_;
   FrameDecoder decoder_;
@@ -746,7 +750,7 @@ template <class Protocol>
 class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
  public:
   using Acceptor = typename Protocol::acceptor;
-  using Socket = typename Protocol::socket;
+  using Socket = typename Protocol::socket::template rebind_executor<Strand>::other;
 
   Listener(std::vector<asio::io_context*> contexts, std::shared_ptr<ServerState> server, Transport transport)
       : contexts_(std::move(contexts)),
@@ -829,7 +833,7 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
   const std::vector<asio::io_context*> contexts_;
   std::size_t next_context_ = 0;  // on the strand
   const std::shared_ptr<ServerState> server_;
-  asio::strand<asio::io_context::executor_type> strand_;
+  Strand strand_;
   Acceptor acceptor_;
   asio::steady_timer retry_timer_;
   std::mutex close_mutex_;  // guards acceptor_closed_
