@@ -4,6 +4,8 @@
 // the shell to a human.
 #include <passepartout/skill.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <re2/re2.h>
 #include <re2/set.h>
 
@@ -116,8 +118,12 @@ class PatternTable {
   // The name of the first pattern (in table order) found in `text`, or "".
   std::string first_match(std::string_view text) const {
     const re2::StringPiece piece(text.data(), text.size());
-    std::vector<int> matched;
     RE2::Set::ErrorInfo error{RE2::Set::kNoError};
+    // Most text matches nothing: asking only whether anything matches
+    // collects no indices and allocates nothing.
+    if (!set_.Match(piece, nullptr, &error) && error.kind == RE2::Set::kNoError) return {};
+    std::vector<int> matched;
+    error.kind = RE2::Set::kNoError;
     if (!set_.Match(piece, &matched, &error)) {
       if (error.kind == RE2::Set::kNoError) return {};
       for (const Pattern& pattern : patterns_) {
@@ -275,7 +281,8 @@ std::vector<VaultSecret> vault_secrets(const ValueRef& config, std::vector<std::
 // The fields the checks read, extracted as seed I1 describes.
 struct Fields {
   ValueRef filepath;                    // :PAYLOAD :FILEPATH or a tool's :ARGS :FILEPATH
-  std::vector<std::string_view> texts;  // every string the action would send or write
+  // Every string the action would send or write; a reply's few fit inside.
+  boost::container::small_vector<std::string_view, 8> texts;
   ValueRef tags;                        // :PAYLOAD :TAGS
   ValueRef command;                     // the shell command, for the network check
   bool overflow = false;                // more strings than kMaxScannedStrings, or nested too deep

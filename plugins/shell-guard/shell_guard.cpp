@@ -254,8 +254,12 @@ class ShellGuard final : public passepartout::Skill {
   // The names of every pattern `command` matches, space-separated, in table order.
   std::string matching_pattern_names(std::string_view command) const {
     const re2::StringPiece text(command.data(), command.size());
-    std::vector<int> matched;
     RE2::Set::ErrorInfo error{RE2::Set::kNoError};
+    // Most commands match nothing: asking only whether anything matches
+    // collects no indices and allocates nothing.
+    if (!set_.Match(text, nullptr, &error) && error.kind == RE2::Set::kNoError) return {};
+    std::vector<int> matched;
+    error.kind = RE2::Set::kNoError;
     if (!set_.Match(text, &matched, &error)) {
       if (error.kind == RE2::Set::kNoError) return {};
       // The set's DFA gave up (out of memory on a huge command): RE2 alone
