@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "value/ascii.hpp"
+#include "value/sexp_syntax.hpp"
 #include "value/utf8.hpp"
 #include "value/value_access.hpp"
 
@@ -406,16 +407,6 @@ std::span<const Value> Value::items() const noexcept {
   return {u_.list->items(), u_.list->size()};
 }
 
-const Value* Value::get(std::string_view key) const noexcept {
-  if (kind_ != Kind::List) return nullptr;
-  key = strip_colon(key);
-  const std::span<const Value> elements = items();
-  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    const Value& candidate = elements[i];
-    if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key)) return &elements[i + 1];
-  }
-  return nullptr;
-}
 
 const Value& Value::at(std::string_view key) const noexcept {
   static const Value kNil;
@@ -441,7 +432,52 @@ bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2],
   return (high & mask[1]) == word[1];
 }
 
+// What Key's constructor computes, for a name known only at run time: the
+// words of the inline keyword `name` (upper-cased) and the masks of the bytes
+// that must match. False for a name that is not stored inline or not ASCII.
+bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::uint64_t (&mask)[2]) noexcept {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  if (name.size() > Value::kInlineCapacity) return false;
+  unsigned char bytes[2 * sizeof(std::uint64_t)] = {static_cast<unsigned char>(Kind::Keyword),
+                                                    static_cast<unsigned char>(name.size())};
+  std::memcpy(bytes + 2, name.data(), name.size());
+  std::memcpy(&word[0], bytes, sizeof word[0]);
+  std::memcpy(&word[1], bytes + sizeof word[0], sizeof word[1]);
+  if (((word[0] | word[1]) & sexp::kHighBits) != 0) return false;
+  // Upper case, a word at a time: 'a'-'z' lose 0x20 (the high bit >> 2).
+  word[0] -= sexp::bytes_in_range(word[0], 'a', 'z') >> 2;
+  word[1] -= sexp::bytes_in_range(word[1], 'a', 'z') >> 2;
+  const auto first_bytes = [](std::size_t n) {
+    return n >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * n)) - 1;
+  };
+  const std::size_t used = name.size() + 2;  // kind, length, text: at most 16
+  mask[0] = first_bytes(used);
+  mask[1] = used <= 8 ? 0 : first_bytes(used - 8);
+  word[0] &= mask[0];
+  word[1] &= mask[1];
+  return true;
+}
+
 }  // namespace
+
+const Value* Value::get(std::string_view key) const noexcept {
+  if (kind_ != Kind::List) return nullptr;
+  key = strip_colon(key);
+  const std::span<const Value> elements = items();
+  std::uint64_t word[2];
+  std::uint64_t mask[2];
+  if (pack_inline_keyword(key, word, mask)) {
+    for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+      if (matches_inline_key(elements[i], word, mask)) return &elements[i + 1];
+    }
+    return nullptr;
+  }
+  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
+    const Value& candidate = elements[i];
+    if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key)) return &elements[i + 1];
+  }
+  return nullptr;
+}
 
 Value Value::keyword(const Key& name) {
   if (!name.inline_) return keyword(name.name());

@@ -161,6 +161,24 @@ TEST_CASE("plist access tells keys apart at every length, inline or not", "[valu
   CHECK(strings.get("key") == nullptr);
 }
 
+TEST_CASE("plist access upper-cases only the ASCII letters of a name", "[value][plist]") {
+  // '@' and '[' sit just outside 'A'-'Z', '`' and '{' just outside 'a'-'z':
+  // upper-casing must leave them alone, so "`" is not "@" nor "{" "[".
+  const Value v = Value::list({Value::keyword("@"), Value::integer(1), Value::keyword("["), Value::integer(2),
+                               Value::keyword("a`z{"), Value::integer(3), Value::keyword("größe"), Value::integer(4),
+                               Value::keyword("0-9_~"), Value::integer(5)});
+  CHECK(v.at("@") == Value::integer(1));
+  CHECK(v.get("`") == nullptr);
+  CHECK(v.at("[") == Value::integer(2));
+  CHECK(v.get("{") == nullptr);
+  CHECK(v.at("A`Z{") == Value::integer(3));
+  CHECK(v.get("A@Z[") == nullptr);
+  CHECK(v.at("GRößE") == Value::integer(4));  // non-ASCII bytes are compared as they are
+  CHECK(v.at("größe") == Value::integer(4));
+  CHECK(v.get("GRÖSSE") == nullptr);
+  CHECK(v.at("0-9_~") == Value::integer(5));
+}
+
 TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]") {
   using namespace passepartout::key_literals;
   std::vector<Value> items;
