@@ -223,16 +223,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void force_close() {
     asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
   }
-  // defer: from a thread of the same io_context (the pipeline's), the frame is
-  // written by that thread once its task returns, without waking another.
+  // From any thread. Deliveries wait in the inbox for one turn of the strand,
+  // which takes all that arrived meanwhile (a reply and the end of its
+  // request, say) and writes their frames together. defer: from a thread of
+  // the same io_context (the pipeline's), that turn comes once its task
+  // returns, without waking another.
   void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
-    asio::defer(strand_, [self = shared_from_this(), request_id, frame = std::move(frame), final]() mutable {
-      self->on_deliver(request_id, std::move(frame), final);
-    });
+    bool first = false;
+    {
+      std::lock_guard lock(inbox_mutex_);
+      first = inbox_.empty();
+      inbox_.push_back(Delivery{request_id, std::move(frame), final});
+    }
+    if (first) asio::defer(strand_, [self = shared_from_this()] { self->take_inbox(); });
   }
   bool is_closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
 
  private:
+  struct Delivery {
+    std::uint64_t request_id;
+    std::optional<std::string> frame;
+    bool final;
+  };
   // A decoded request, or the error response after which the connection closes.
   struct Item {
     Value message;
@@ -266,6 +278,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     draining_ = true;
     input_closed_ = true;
     process_next();
+  }
+
+  void take_inbox() {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      taken_.swap(inbox_);  // both keep their capacity
+    }
+    taking_inbox_ = true;  // the frames leave together below
+    for (Delivery& delivery : taken_) on_deliver(delivery.request_id, std::move(delivery.frame), delivery.final);
+    taken_.clear();
+    taking_inbox_ = false;
+    if (!closed_ && !writing_ && !writes_.empty()) write_next();
   }
 
   void on_deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
@@ -447,7 +471,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // frames queued together (a reply and the end of its request) leave in one
   // write and reach the client as one segment.
   void schedule_flush() {
-    if (writing_ || flush_scheduled_) return;
+    if (writing_ || flush_scheduled_ || taking_inbox_) return;
     flush_scheduled_ = true;
     asio::defer(strand_, [self = shared_from_this()] {
       self->flush_scheduled_ = false;
@@ -636,6 +660,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool non_blocking_ = false;  // reads fail rather than block when nothing is there
   bool writing_ = false;
   bool flush_scheduled_ = false;
+  bool taking_inbox_ = false;  // take_inbox() writes what on_deliver() queues
+  std::vector<Delivery> taken_;  // take_inbox()'s, kept for its capacity
+  std::mutex inbox_mutex_;       // guards inbox_
+  std::vector<Delivery> inbox_;  // deliveries not yet taken by the strand
   bool eof_ = false;
   bool input_closed_ = false;  // no further requests are taken
   bool draining_ = false;
