@@ -48,8 +48,11 @@ Value make_stream_chunk(std::string_view text) {
 }
 
 Value make_ok_response(std::string_view message, const Value& extra) {
-  std::vector<Value> payload{Value::keyword("MESSAGE"), Value::string(valid_utf8(message))};
-  for (const Value& item : extra.items()) payload.push_back(item);
+  std::vector<Value> payload;
+  payload.reserve(2 + extra.items().size());
+  payload.push_back(Value::keyword("MESSAGE"));
+  payload.push_back(Value::string(valid_utf8(message)));
+  payload.insert(payload.end(), extra.items().begin(), extra.items().end());
   return Value::plist({{"TYPE", Value::keyword("RESPONSE")},
                        {"STATUS", Value::keyword("OK")},
                        {"PAYLOAD", Value::list(std::span<const Value>(payload))}});

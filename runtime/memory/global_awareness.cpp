@@ -48,10 +48,15 @@ bool is_private(const MemoryObject& project, const std::vector<std::string>& pri
 }  // namespace
 
 std::string render_global_awareness(const MemoryTable& objects, const AwarenessOptions& options) {
-  std::string out = "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
+  std::string out;
+  out.reserve(128);  // room for the header and the line after it: one allocation
+  out += "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n";
   auto projects = active_projects(objects);
   std::erase_if(projects, [&](const MemoryObjectPtr& project) { return is_private(*project, options.private_tags); });
-  if (projects.empty()) return out + "No active projects found.\n";
+  if (projects.empty()) {
+    out += "No active projects found.\n";
+    return out;
+  }
   OutlineRenderer renderer(objects, out);
   for (const MemoryObjectPtr& project : projects) renderer.render(*project, 1, options.foveal_id);
   return out;
