@@ -50,8 +50,12 @@ namespace {
 
 // Handlers a polling loop runs in one round, at most.
 constexpr std::size_t kHandlersPerRound = 16;
-// A loop that keeps finding work writes its held log lines every this many rounds.
-constexpr std::size_t kBusyRoundsPerLogWrite = 8;
+// An event loop writes its held log lines before it sleeps, and otherwise
+// after this many rounds of work or, while it polls idle, this long after the
+// last write: a request's lines are not written between it and its reply, nor
+// (when client and loop share a CPU) between the reply and the next request.
+constexpr std::size_t kBusyRoundsPerLogWrite = 64;
+constexpr std::chrono::milliseconds kIdleLogWriteInterval{1};
 
 // What the loops of one EventLoops share to poll together: while any of them
 // has had work within idle_poll, the others poll too instead of sleeping, and
@@ -189,10 +193,9 @@ void run_context(asio::io_context& context) {
 // rounds of at most kHandlersPerRound, each Asio handler followed by the own
 // tasks it posted, and Asio's queue polled at least once a round, so that
 // neither queue can keep the other waiting for long.
-// The thread's log lines are held (set_log_batching) and written once a round
-// finds nothing to do, before the loop polls again, yields or sleeps, and every
-// kBusyRoundsPerLogWrite rounds while it keeps finding work: not between a
-// request and the write of its reply, which often comes a round later.
+// The thread's log lines are held (set_log_batching) and written before it
+// sleeps, every kBusyRoundsPerLogWrite rounds of work, and every
+// kIdleLogWriteInterval while it polls idle.
 //
 // With `idle_poll` above zero, the thread goes on polling (the reactor without
 // blocking, then whatever became ready) for that long after its last handler
@@ -223,31 +226,34 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
   };
   run_until_done([&] {
     Clock::time_point poll_until = Clock::now() + idle_poll;
-    const auto ran_work = [&] {
-      if (!polls) return;
+    // After work: the time it read, when the loop polls.
+    const auto ran_work = [&]() -> Clock::time_point {
+      if (!polls) return {};
       const Clock::time_point now = Clock::now();
       poll_until = now + idle_poll;
       if (pulse != nullptr) pulse->busy(self, now);
+      return now;
     };
-    std::size_t busy_rounds = 0;  // since the last write of the held log lines
+    // Since the held log lines were last written.
+    std::size_t busy_rounds = 0;
+    Clock::time_point last_log_write = Clock::now();
+    const auto write_logs = [&](Clock::time_point now) {
+      flush_log_batch();
+      busy_rounds = 0;
+      last_log_write = now;
+    };
     // Own tasks hold work on the context: it stops only once they ran too.
     while (!context.stopped()) {
       const std::size_t ran = round();
       if (ran != 0) {
-        // The lines wait while the work goes on (a reply's write often
-        // comes a round after the request's), but never for long.
-        if (++busy_rounds == kBusyRoundsPerLogWrite) {
-          flush_log_batch();
-          busy_rounds = 0;
-        }
-        ran_work();
+        const Clock::time_point now = ran_work();
+        if (++busy_rounds == kBusyRoundsPerLogWrite) write_logs(now);
         continue;
       }
-      flush_log_batch();  // before polling again, yielding or sleeping
-      busy_rounds = 0;
       if (polls) {
         const Clock::time_point now = Clock::now();
         if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
+          if (now - last_log_write >= kIdleLogWriteInterval) write_logs(now);
           // Whatever else wants this CPU (often the very client just
           // answered, woken here because the waker was expected to sleep)
           // runs first.
@@ -256,6 +262,7 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
           continue;
         }
       }
+      write_logs(Clock::now());  // what is held leaves before the loop sleeps
       // Nothing ran in the round, so no own task waits: sleeping is safe.
       if (pulse != nullptr) pulse->sleeping(self, true);
       const std::size_t woken_by = context.run_one();
