@@ -479,12 +479,34 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  // Writes every queued frame (up to kMaxWriteBatch) with one gathering write.
+  // Writes every queued frame (up to kMaxWriteBatch) with one gathering write:
+  // at once when the socket takes it all (the usual case), otherwise what is
+  // left asynchronously.
   void write_next() {
     writing_ = true;
     write_batch_.clear();
-    const std::size_t count = std::min(writes_.size(), kMaxWriteBatch);
-    for (std::size_t i = 0; i < count; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+    batch_frames_ = std::min(writes_.size(), kMaxWriteBatch);
+    for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+    if (non_blocking_) {
+      error_code error;
+      std::size_t written = socket_.write_some(write_batch_, error);
+      if (error != asio::error::would_block && error != asio::error::try_again) {
+        if (error || written == asio::buffer_size(write_batch_)) {
+          on_write(error);  // done (or failed) without a turn of the reactor
+          return;
+        }
+      } else {
+        written = 0;
+      }
+      // Only what the socket did not take is left to write.
+      auto first = write_batch_.begin();
+      while (written >= first->size()) {
+        written -= first->size();
+        ++first;
+      }
+      *first += written;
+      write_batch_.erase(write_batch_.begin(), first);
+    }
     asio::async_write(socket_, write_batch_,
                       [self = shared_from_this()](const error_code& error, std::size_t) { self->on_write(error); });
   }
@@ -497,7 +519,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       close_now();
       return;
     }
-    const std::size_t written = write_batch_.size();
+    const std::size_t written = batch_frames_;
     for (std::size_t i = 0; i < written; ++i) {
       queued_write_bytes_ -= writes_.front().size();
       writes_.pop_front();
@@ -647,7 +669,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   std::deque<Item> pending_;
   std::deque<std::string> writes_;
-  std::vector<asio::const_buffer> write_batch_;  // the frames of the write in progress
+  std::vector<asio::const_buffer> write_batch_;  // what the write in progress has yet to write
+  std::size_t batch_frames_ = 0;                 // the frames it writes, at the front of writes_
   std::size_t queued_write_bytes_ = 0;
   std::uint64_t last_request_id_ = 0;
   std::uint64_t request_id_ = 0;
@@ -657,7 +680,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool in_flight_ = false;
   bool reading_ = false;
   bool drained_ = false;       // the last read emptied the socket (see start_read)
-  bool non_blocking_ = false;  // reads fail rather than block when nothing is there
+  bool non_blocking_ = false;  // reads and writes fail rather than block
   bool writing_ = false;
   bool flush_scheduled_ = false;
   bool taking_inbox_ = false;  // take_inbox() writes what on_deliver() queues
