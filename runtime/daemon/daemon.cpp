@@ -44,6 +44,8 @@
 #include "value/ascii.hpp"
 
 namespace passepartout {
+
+using namespace key_literals;
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -85,7 +87,7 @@ class DaemonHandler final : public RequestHandler {
       : pipeline_(pipeline), operators_(operators), require_auth_(require_auth) {}
 
   void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
-    const Value request_id = message.at("REQUEST-ID");
+    const Value request_id = message.at("REQUEST-ID"_key);
     const bool is_operator = message_type(message) == "OPERATOR";
     if ((is_operator || (require_auth_ && connection.transport == Transport::tcp)) && !connection.authenticated) {
       log_message(LogLevel::warn, kComponent,
@@ -113,13 +115,13 @@ class DaemonHandler final : public RequestHandler {
             : Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", message}})}});
     // Without a session of its own, the connection is the session: signals
     // of one connection stay in order, connections run in parallel.
-    Value meta = signal.at("META");
+    Value meta = signal.at("META"_key);
     if (!meta.is_list()) meta = Value::plist({{"SOURCE", Value::keyword("SYSTEM")}});
-    const Value& session = meta.at("SESSION-ID");
+    const Value& session = meta.at("SESSION-ID"_key);
     if (!((session.is_string() || session.is_keyword()) && !session.text().empty())) {
-      meta = meta.with("SESSION-ID", Value::string("conn-" + std::to_string(connection.connection_id)));
+      meta = std::move(meta).with("SESSION-ID"_key, Value::string("conn-" + std::to_string(connection.connection_id)));
     }
-    signal = std::move(signal).with("META", meta);  // this request's own list: changed in place
+    signal = std::move(signal).with("META"_key, std::move(meta));  // this request's own list: changed in place
     pipeline_.inject(
         std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
           if (request_id.is_nil()) {
