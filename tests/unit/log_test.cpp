@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "pipeline/executor.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -264,6 +265,36 @@ TEST_CASE("a warning writes the held lines and itself at once", "[log]") {
   log_message(LogLevel::info, "pipeline", "held again");
   set_log_batching(false);  // writes what is held
   CHECK(err.text().find("pipeline: held again") != std::string::npos);
+}
+
+namespace {
+
+// Waits (up to 10 s) until standard error holds `needle`.
+bool written_soon(const StderrToFile& err, std::string_view needle) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (err.text().find(needle) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("an event loop writes its held lines before it sleeps, and while it polls idle", "[log][executor][concurrency]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  {
+    EventLoops sleeper(1);  // no idle polling: it sleeps once the task ran
+    sleeper.post([] { log_message(LogLevel::info, "pipeline", "before sleeping"); });
+    CHECK(written_soon(err, "pipeline: before sleeping"));
+    // A loop that polls for a minute after its work would hold the line that
+    // long if it wrote only before sleeping: it writes after a millisecond.
+    EventLoops poller(1, std::chrono::minutes(1));
+    poller.post([] { log_message(LogLevel::info, "pipeline", "while polling"); });
+    CHECK(written_soon(err, "pipeline: while polling"));
+    poller.stop();
+    sleeper.stop();
+  }
 }
 
 TEST_CASE("a batching thread writes once 64 KiB are held", "[log]") {
