@@ -285,10 +285,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
       std::lock_guard lock(inbox_mutex_);
       taken_.swap(inbox_);  // both keep their capacity
     }
-    taking_inbox_ = true;  // the frames leave together below
-    for (Delivery& delivery : taken_) on_deliver(delivery.request_id, std::move(delivery.frame), delivery.final);
-    taken_.clear();
-    taking_inbox_ = false;
+    {
+      // The frames leave together below; taking_inbox_ is reset even if a
+      // delivery throws (the handler's exception then reaches the loop).
+      taking_inbox_ = true;
+      struct Reset {
+        Connection& self;
+        ~Reset() {
+          self.taking_inbox_ = false;
+          self.taken_.clear();
+        }
+      } reset{*this};
+      for (Delivery& delivery : taken_) on_deliver(delivery.request_id, std::move(delivery.frame), delivery.final);
+    }
     if (!closed_ && !writing_ && !writes_.empty()) write_next();
   }
 
