@@ -476,9 +476,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     schedule_flush();
   }
 
-  // The write starts after the handlers already queued on the strand, so
-  // frames queued together (a reply and the end of its request) leave in one
-  // write and reach the client as one segment.
+  // For the connection's own frames (the handshake, health answers, errors):
+  // the write starts after the handlers already queued on the strand, so
+  // frames queued together leave in one write. Delivered frames are written
+  // by take_inbox() at the end of its turn instead.
   void schedule_flush() {
     if (writing_ || flush_scheduled_ || taking_inbox_) return;
     flush_scheduled_ = true;
