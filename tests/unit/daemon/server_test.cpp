@@ -307,6 +307,36 @@ TEST_CASE("server answers pipelined requests in order, stream chunks before each
   for (std::thread& worker : workers) worker.join();
 }
 
+// A reply is written at once when the socket takes it all, and what it does
+// not take is written later: frames far larger than the socket's buffers
+// (8 x 900 KiB against Linux's default 4 MiB most for a TCP send buffer),
+// sent to a client that reads only after a while, arrive whole and in order.
+TEST_CASE("replies larger than the socket takes at once reach a late reader whole and in order",
+          "[daemon][concurrency]") {
+  constexpr std::size_t kChunk = 900 * 1024;  // under the default 1 MiB frame limit
+  auto handler = std::make_shared<TestHandler>([](Value, const ConnectionInfo&, WireReply reply) {
+    for (const char fill : std::string_view("abcdefgh")) reply.send(make_stream_chunk(std::string(kChunk, fill)));
+    reply.finish(make_ok_response("done"));
+  });
+  auto server = start_server(tcp_options(), handler);
+  WireClient client = WireClient::tcp(server->tcp_port());
+  client.expect_handshake();
+  client.send("(:TYPE :REQUEST)");
+  REQUIRE(handler->wait_for_requests(1));
+  std::this_thread::sleep_for(300ms);  // let the server's writes find the socket full
+  for (const char fill : std::string_view("abcdefgh")) {
+    const Value chunk = client.expect_frame();
+    REQUIRE(is_stream_chunk(chunk));
+    const Value& text = chunk.path({"PAYLOAD", "TEXT"});
+    REQUIRE(text.is_string());
+    CHECK(text.text().size() == kChunk);
+    CHECK(text.text().find_first_not_of(fill) == std::string_view::npos);
+  }
+  CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("done"));
+  client.send("(:TYPE :REQUEST)");  // the connection still serves
+  CHECK(is_stream_chunk(client.expect_frame()));
+}
+
 TEST_CASE("server holds later requests until the current one is answered", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
