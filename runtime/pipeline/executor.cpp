@@ -51,11 +51,11 @@ namespace {
 // Handlers a polling loop runs in one round, at most.
 constexpr std::size_t kHandlersPerRound = 16;
 // An event loop writes its held log lines before it sleeps, and otherwise
-// after this many rounds of work or, while it polls idle, this long after the
-// last write: a request's lines are not written between it and its reply, nor
+// after this many rounds of work or, when it polls, this long after the last
+// write: a request's lines are not written between it and its reply, nor
 // (when client and loop share a CPU) between the reply and the next request.
 constexpr std::size_t kBusyRoundsPerLogWrite = 64;
-constexpr std::chrono::milliseconds kIdleLogWriteInterval{1};
+constexpr std::chrono::milliseconds kLogWriteInterval{1};
 
 // What the loops of one EventLoops share to poll together: while any of them
 // has had work within idle_poll, the others poll too instead of sleeping, and
@@ -194,8 +194,8 @@ void run_context(asio::io_context& context) {
 // tasks it posted, and Asio's queue polled at least once a round, so that
 // neither queue can keep the other waiting for long.
 // The thread's log lines are held (set_log_batching) and written before it
-// sleeps, every kBusyRoundsPerLogWrite rounds of work, and every
-// kIdleLogWriteInterval while it polls idle.
+// sleeps, every kBusyRoundsPerLogWrite rounds of work, and, when it polls,
+// kLogWriteInterval after the last write.
 //
 // With `idle_poll` above zero, the thread goes on polling (the reactor without
 // blocking, then whatever became ready) for that long after its last handler
@@ -247,13 +247,16 @@ void run_event_loop(asio::io_context& context, OwnTasks& own, std::chrono::nanos
       const std::size_t ran = round();
       if (ran != 0) {
         const Clock::time_point now = ran_work();
-        if (++busy_rounds == kBusyRoundsPerLogWrite) write_logs(now);
+        // `now` is read only when the loop polls (the daemon's loops do).
+        if (++busy_rounds == kBusyRoundsPerLogWrite || (polls && now - last_log_write >= kLogWriteInterval)) {
+          write_logs(now);
+        }
         continue;
       }
       if (polls) {
         const Clock::time_point now = Clock::now();
         if (now < poll_until || (pulse != nullptr && pulse->is_busy(now))) {
-          if (now - last_log_write >= kIdleLogWriteInterval) write_logs(now);
+          if (now - last_log_write >= kLogWriteInterval) write_logs(now);
           // Whatever else wants this CPU (often the very client just
           // answered, woken here because the waker was expected to sleep)
           // runs first.
