@@ -9,12 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -294,6 +296,29 @@ TEST_CASE("an event loop writes its held lines before it sleeps, and while it po
     CHECK(written_soon(err, "pipeline: while polling"));
     poller.stop();
     sleeper.stop();
+  }
+  {
+    // Kept busy with slow work (each task 2 ms, each posting the next), a
+    // polling loop still writes within about a millisecond, not after 64
+    // rounds of it (two seconds here): the line shows while the work goes on.
+    EventLoops busy(1, std::chrono::minutes(1));
+    std::atomic<bool> stop{false};
+    std::function<void()> work = [&] {
+      if (stop.load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      busy.post(work);
+    };
+    const auto started = std::chrono::steady_clock::now();
+    busy.post([&] {
+      log_message(LogLevel::info, "pipeline", "while busy");
+      work();
+    });
+    const bool seen = written_soon(err, "pipeline: while busy");
+    const auto waited = std::chrono::steady_clock::now() - started;
+    stop.store(true);
+    CHECK(seen);
+    CHECK(waited < std::chrono::seconds(1));
+    busy.stop();
   }
 }
 
