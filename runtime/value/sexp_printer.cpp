@@ -216,11 +216,8 @@ void put_float(Writer& writer, double value) {
   writer.advance(p);
 }
 
-// The first `n` (0..8) bytes of a word, and their high bits.
-constexpr std::uint64_t first_bytes_mask(std::size_t n) noexcept {
-  return n >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * n)) - 1;
-}
-constexpr std::uint64_t first_bytes(std::size_t n) noexcept { return sexp::kHighBits & first_bytes_mask(n); }
+// The high bits of the first `n` (0..8) bytes of a word.
+constexpr std::uint64_t first_bytes(std::size_t n) noexcept { return sexp::kHighBits & sexp::first_bytes_mask(n); }
 
 // Inline text (at most Value::kInlineCapacity bytes, stored in bytes 2..15 of
 // its Value) as two words, bytes past its end zero; both loads stay inside
@@ -235,8 +232,8 @@ InlineWords load_inline(std::string_view text) noexcept {
   std::memcpy(&words.low, text.data(), sizeof words.low);
   std::memcpy(&words.high, text.data() + 6, sizeof words.high);
   words.high >>= 16;
-  words.low &= first_bytes_mask(text.size());
-  words.high &= text.size() > 8 ? first_bytes_mask(text.size() - 8) : 0;
+  words.low &= sexp::first_bytes_mask(text.size());
+  words.high &= text.size() > 8 ? sexp::first_bytes_mask(text.size() - 8) : 0;
   return words;
 }
 

@@ -46,6 +46,12 @@ inline bool is_exponent_marker(char c) noexcept {
 inline constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
 inline constexpr std::uint64_t kHighBits = 0x8080808080808080ULL;
 
+// The first `n` bytes of a word (little-endian: its low ones), all of it for
+// `n` of 8 or more.
+constexpr std::uint64_t first_bytes_mask(std::size_t n) noexcept {
+  return n >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * n)) - 1;
+}
+
 // The high bit of each byte of `word` that lies in [low, high]. Exact for
 // bytes below 0x80; a byte at or above 0x80 may disturb the bytes after it
 // (in memory order on little-endian), never those before it.

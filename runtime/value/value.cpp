@@ -447,12 +447,9 @@ bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::u
   // Upper case, a word at a time: 'a'-'z' lose 0x20 (the high bit >> 2).
   word[0] -= sexp::bytes_in_range(word[0], 'a', 'z') >> 2;
   word[1] -= sexp::bytes_in_range(word[1], 'a', 'z') >> 2;
-  const auto first_bytes = [](std::size_t n) {
-    return n >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * n)) - 1;
-  };
   const std::size_t used = name.size() + 2;  // kind, length, text: at most 16
-  mask[0] = first_bytes(used);
-  mask[1] = used <= 8 ? 0 : first_bytes(used - 8);
+  mask[0] = sexp::first_bytes_mask(used);
+  mask[1] = used <= 8 ? 0 : sexp::first_bytes_mask(used - 8);
   word[0] &= mask[0];
   word[1] &= mask[1];
   return true;
