@@ -629,16 +629,13 @@ void append_recent_log_lines(std::string& out, std::size_t count, const RecentLi
   // Merge from the newest back: process-wide line number `total` (1-based)
   // came before a scoped line whose `after` is at least that number.
   std::size_t ring_left = ring.lines.size();
-  const std::vector<RecentLines::Line>* scoped = scope != nullptr ? &scope->lines_ : nullptr;
-  std::size_t scope_left = scoped != nullptr ? scoped->size() : 0;
-  std::size_t slot = scope_left != 0 ? (scope->next_ + scope_left - 1) % scope_left : 0;  // the newest
-  while (picked_count < count && (ring_left != 0 || scope_left != 0)) {
+  RecentLines::NewestFirst scoped = scope != nullptr ? RecentLines::NewestFirst(*scope) : RecentLines::NewestFirst();
+  while (picked_count < count && (ring_left != 0 || scoped.left() != 0)) {
     std::string_view text;
     const std::uint64_t ring_number = ring.total - (ring.lines.size() - ring_left);
-    if (scope_left != 0 && (ring_left == 0 || (*scoped)[slot].after >= ring_number)) {
-      text = (*scoped)[slot].text;
-      slot = slot == 0 ? scoped->size() - 1 : slot - 1;
-      --scope_left;
+    if (scoped.left() != 0 && (ring_left == 0 || scoped.line().after >= ring_number)) {
+      text = scoped.line().text;
+      scoped.next();
     } else {
       text = ring.lines[--ring_left];
     }

@@ -78,13 +78,30 @@ class RecentLines {
   std::size_t size() const noexcept { return lines_.size(); }
   void add(std::string_view component, std::string_view message);
   // The line `age` places back from the newest (0 is the newest; age < size()).
-  const Line& newest(std::size_t age) const noexcept {
-    return lines_[(next_ + lines_.size() - 1 - age) % lines_.size()];
-  }
+  const Line& newest(std::size_t age) const noexcept { return lines_[slot_of(age)]; }
+
+  // The lines from the newest back, without a division per line:
+  // for (NewestFirst at(lines); at.left() != 0; at.next()) use(at.line());
+  class NewestFirst {
+   public:
+    NewestFirst() noexcept = default;  // no lines
+    explicit NewestFirst(const RecentLines& lines) noexcept
+        : lines_(&lines.lines_), left_(lines.size()), slot_(left_ != 0 ? lines.slot_of(0) : 0) {}
+    std::size_t left() const noexcept { return left_; }
+    const Line& line() const noexcept { return (*lines_)[slot_]; }  // while left() != 0
+    void next() noexcept {
+      slot_ = slot_ == 0 ? lines_->size() - 1 : slot_ - 1;
+      --left_;
+    }
+
+   private:
+    const std::vector<Line>* lines_ = nullptr;
+    std::size_t left_ = 0;
+    std::size_t slot_ = 0;
+  };
 
  private:
-  // Walks the ring from the newest line back without a division per line.
-  friend void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope);
+  std::size_t slot_of(std::size_t age) const noexcept { return (next_ + lines_.size() - 1 - age) % lines_.size(); }
 
   std::vector<Line> lines_;
   std::size_t next_ = 0;
