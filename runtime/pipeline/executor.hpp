@@ -90,8 +90,9 @@ class ThreadPool final : public Executor {
 // they serve, blocked waiting for a reply, waits on a CPU that has not halted.
 // When the whole pool is idle, every loop sleeps.
 //
-// The loops batch their log lines (set_log_batching): what a round of work
-// logged is written in one go before the loop polls again, yields or sleeps.
+// The loops batch their log lines (set_log_batching): what they logged is
+// written in one go before a loop sleeps, after 64 rounds of work, and, when
+// it polls, a millisecond after its last write.
 //
 // Stopping, throwing tasks and post after stop() behave as in ThreadPool.
 class EventLoops final : public Executor {
