@@ -19,6 +19,8 @@
 
 namespace passepartout {
 
+constinit const Value kNilValue;
+
 namespace {
 
 using detail::ListNode;
@@ -409,28 +411,11 @@ std::span<const Value> Value::items() const noexcept {
 
 
 const Value& Value::at(std::string_view key) const noexcept {
-  static const Value kNil;
   const Value* found = get(key);
-  return found != nullptr ? *found : kNil;
+  return found != nullptr ? *found : kNilValue;
 }
 
 namespace {
-
-// True when `candidate` is the keyword `key` describes inline (key.inline_).
-bool matches_inline_key(const Value& candidate, const std::uint64_t (&word)[2],
-                        const std::uint64_t (&mask)[2]) noexcept {
-  // The inline bytes after a keyword's text need not be zero: the masks skip
-  // them. The first word (kind, length, six bytes of text) rejects almost
-  // every other key, so the second is read only when it matched.
-  static_assert(2 * sizeof(std::uint64_t) == sizeof(Value));
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&candidate);
-  std::uint64_t low;
-  std::memcpy(&low, bytes, sizeof low);
-  if ((low & mask[0]) != word[0]) return false;
-  std::uint64_t high;
-  std::memcpy(&high, bytes + sizeof low, sizeof high);
-  return (high & mask[1]) == word[1];
-}
 
 // What Key's constructor computes, for a name known only at run time: the
 // words of the inline keyword `name` (upper-cased) and the masks of the bytes
@@ -465,7 +450,7 @@ const Value* Value::get(std::string_view key) const noexcept {
   std::uint64_t mask[2];
   if (pack_inline_keyword(key, word, mask)) {
     for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-      if (matches_inline_key(elements[i], word, mask)) return &elements[i + 1];
+      if (elements[i].matches_inline_key(word, mask)) return &elements[i + 1];
     }
     return nullptr;
   }
@@ -482,39 +467,6 @@ Value Value::keyword(const Key& name) {
   static_assert(sizeof name.word_ == sizeof(Value));
   std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));
   return v;
-}
-
-bool Value::is_keyword(const Key& name) const noexcept {
-  if (name.inline_) return matches_inline_key(*this, name.word_, name.mask_);
-  return kind_ == Kind::Keyword && keyword_named(*this, name.name());
-}
-
-const Value* Value::get(const Key& key) const noexcept {
-  if (kind_ != Kind::List) return nullptr;
-  const std::span<const Value> elements = items();
-  if (!key.inline_) {
-    for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-      const Value& candidate = elements[i];
-      if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key.name())) return &elements[i + 1];
-    }
-    return nullptr;
-  }
-  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (matches_inline_key(elements[i], key.word_, key.mask_)) return &elements[i + 1];
-  }
-  return nullptr;
-}
-
-const Value& Value::at(const Key& key) const noexcept {
-  static const Value kNil;
-  const Value* found = get(key);
-  return found != nullptr ? *found : kNil;
-}
-
-const Value& Value::path(std::initializer_list<Key> keys) const noexcept {
-  const Value* current = this;
-  for (const Key& key : keys) current = &current->at(key);
-  return *current;
 }
 
 const Value& Value::path(std::initializer_list<std::string_view> keys) const noexcept {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@ const char* to_string(Kind kind) noexcept;
 namespace detail {
 struct TextNode;
 struct ListNode;
+struct PrintedForm;
 }  // namespace detail
 
 // A property-list key fixed at compile time, written "PAYLOAD"_key (using
@@ -84,7 +86,7 @@ class Value {
  public:
   static constexpr std::size_t kInlineCapacity = 14;
 
-  Value() noexcept { clear_bytes(); }  // NIL
+  constexpr Value() noexcept : kind_(Kind::Nil), small_len_(0), small_{}, u_{} {}  // NIL
   Value(const Value& other) noexcept { copy_from(other); }
   Value(Value&& other) noexcept { steal_from(other); }
   Value& operator=(const Value& other) noexcept {
@@ -155,7 +157,9 @@ class Value {
   const Value& at(std::string_view key) const noexcept;
   // get(k1) then get(k2) ... on each nested plist; NIL when any step is missing.
   const Value& path(std::initializer_list<std::string_view> keys) const noexcept;
-  // The same for keys fixed at compile time ("PAYLOAD"_key).
+  // The same for keys fixed at compile time ("PAYLOAD"_key); inline, so
+  // that each lookup compares the list's keys with the key's words as
+  // constants.
   static Value keyword(const Key& name);
   bool is_keyword(const Key& name) const noexcept;
   const Value* get(const Key& key) const noexcept;
@@ -204,6 +208,18 @@ class Value {
   }
   void retain_node() const noexcept;
   void release_node() noexcept;
+  // True when this is the keyword whose inline words (kind, length, text) are
+  // `word` where `mask` is set. The first word (kind, length, six bytes of
+  // text) rejects almost every other key, so the second is read only when it
+  // matched; the bytes after a keyword's text need not be zero.
+  bool matches_inline_key(const std::uint64_t (&word)[2], const std::uint64_t (&mask)[2]) const noexcept {
+    std::uint64_t low;
+    std::memcpy(&low, static_cast<const void*>(this), sizeof low);
+    if ((low & mask[0]) != word[0]) return false;
+    std::uint64_t high;
+    std::memcpy(&high, reinterpret_cast<const unsigned char*>(this) + sizeof low, sizeof high);
+    return (high & mask[1]) == word[1];
+  }
   static Value make_text(Kind kind, std::string_view text);
   template <class Name>
   Value with_in_place(Name name, Value value) &&;
@@ -227,6 +243,66 @@ class Value {
 };
 
 static_assert(sizeof(Value) == 16, "Value is two words");
+
+// NIL, for lookups that find nothing to return a reference to.
+extern const Value kNilValue;
+
+namespace detail {
+
+// A list of `size` Values stored right after the header in the same
+// allocation, which has room for `capacity` (a property list that had a key
+// appended keeps room for a few more, so that the next appends to it, while
+// it is unshared, need no copy); a preprinted list has its PrintedForm (see
+// value_access.hpp) after the items, and no room to spare.
+struct alignas(alignof(Value)) ListNode {
+  static constexpr std::uint32_t kPreprinted = std::uint32_t{1} << 31;
+  static constexpr std::uint32_t kMaxSize = kPreprinted - 1;
+
+  std::atomic<std::uint32_t> refs;
+  std::uint32_t bits;      // the size, and kPreprinted
+  std::uint32_t capacity;  // at least the size; the slots past the size hold no Value
+
+  std::uint32_t size() const noexcept { return bits & kMaxSize; }
+  bool preprinted() const noexcept { return (bits & kPreprinted) != 0; }
+  Value* items() noexcept { return std::launder(reinterpret_cast<Value*>(this + 1)); }
+  const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
+  // Only when preprinted().
+  PrintedForm* printed_form() noexcept { return reinterpret_cast<PrintedForm*>(items() + size()); }
+  const PrintedForm* printed_form() const noexcept {
+    return reinterpret_cast<const PrintedForm*>(items() + size());
+  }
+};
+
+static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header aligned");
+
+}  // namespace detail
+
+[[gnu::always_inline]] inline bool Value::is_keyword(const Key& name) const noexcept {
+  if (name.inline_) return matches_inline_key(name.word_, name.mask_);
+  return is_keyword(name.name());
+}
+
+[[gnu::always_inline]] inline const Value* Value::get(const Key& key) const noexcept {
+  if (kind_ != Kind::List) return nullptr;
+  if (!key.inline_) return get(key.name());
+  const Value* const items = u_.list->items();
+  const std::size_t size = u_.list->size();
+  for (std::size_t i = 0; i + 1 < size; i += 2) {
+    if (items[i].matches_inline_key(key.word_, key.mask_)) return &items[i + 1];
+  }
+  return nullptr;
+}
+
+[[gnu::always_inline]] inline const Value& Value::at(const Key& key) const noexcept {
+  const Value* found = get(key);
+  return found != nullptr ? *found : kNilValue;
+}
+
+[[gnu::always_inline]] inline const Value& Value::path(std::initializer_list<Key> keys) const noexcept {
+  const Value* current = this;
+  for (const Key& key : keys) current = &current->at(key);
+  return *current;
+}
 
 // Appends `text` upper-cased (ASCII only) to `out`.
 void append_upper_ascii(std::string& out, std::string_view text);

@@ -47,32 +47,7 @@ constexpr std::uint64_t keyword_mark(std::string_view name) noexcept {
   return std::uint64_t{1} << ((key * 0x9E3779B97F4A7C15ULL) >> 58);
 }
 
-// A list of `size` Values stored right after the header in the same
-// allocation, which has room for `capacity` (a property list that had a key
-// appended keeps room for a few more, so that the next appends to it, while
-// it is unshared, need no copy); a preprinted list has its PrintedForm after
-// the items, and no room to spare.
-struct alignas(alignof(Value)) ListNode {
-  static constexpr std::uint32_t kPreprinted = std::uint32_t{1} << 31;
-  static constexpr std::uint32_t kMaxSize = kPreprinted - 1;
-
-  std::atomic<std::uint32_t> refs;
-  std::uint32_t bits;      // the size, and kPreprinted
-  std::uint32_t capacity;  // at least the size; the slots past the size hold no Value
-
-  std::uint32_t size() const noexcept { return bits & kMaxSize; }
-  bool preprinted() const noexcept { return (bits & kPreprinted) != 0; }
-  Value* items() noexcept { return std::launder(reinterpret_cast<Value*>(this + 1)); }
-  const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
-  // Only when preprinted().
-  PrintedForm* printed_form() noexcept { return reinterpret_cast<PrintedForm*>(items() + size()); }
-  const PrintedForm* printed_form() const noexcept {
-    return reinterpret_cast<const PrintedForm*>(items() + size());
-  }
-};
-
 static_assert(alignof(PrintedForm) <= alignof(Value), "a printed form follows the items aligned");
-static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header aligned");
 
 }  // namespace detail
 
