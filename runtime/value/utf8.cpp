@@ -1,9 +1,13 @@
-// UTF-8 validation and code-point counting: word-at-a-time over ASCII runs,
+// UTF-8 validation and code-point counting: sixteen bytes at a time over ASCII runs,
 // byte-wise (Unicode Table 3-7) elsewhere.
 #include "value/utf8.hpp"
 
 #include <cstdint>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace passepartout {
 
@@ -25,6 +29,23 @@ int count_starts(std::uint64_t word) noexcept {
   return 8 - static_cast<int>(((continuation >> 7) * 0x0101010101010101ULL) >> 56);
 }
 
+// True when the 16 (64) bytes at `p` are all ASCII: SSE2 (every x86-64 has
+// it) tests 16 at once, elsewhere two words at a time.
+#if defined(__SSE2__)
+bool ascii_16(const unsigned char* p) noexcept {
+  return _mm_movemask_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) == 0;
+}
+bool ascii_64(const unsigned char* p) noexcept {
+  const auto* v = reinterpret_cast<const __m128i*>(p);
+  const __m128i any = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
+                                   _mm_or_si128(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+  return _mm_movemask_epi8(any) == 0;
+}
+#else
+bool ascii_16(const unsigned char* p) noexcept { return ((load_word(p) | load_word(p + 8)) & kHighBits) == 0; }
+bool ascii_64(const unsigned char* p) noexcept { return ascii_16(p) && ascii_16(p + 16) && ascii_16(p + 32) && ascii_16(p + 48); }
+#endif
+
 bool in_range(unsigned char byte, unsigned char low, unsigned char high) noexcept {
   return byte >= low && byte <= high;
 }
@@ -38,9 +59,12 @@ Utf8Scan scan_utf8(std::string_view text) noexcept {
   // Code points are the bytes that are not continuation bytes (10xxxxxx).
   std::size_t continuations = 0;
   while (i < size) {
-    if (i + 32 <= size && ((load_word(bytes + i) | load_word(bytes + i + 8) | load_word(bytes + i + 16) |
-                            load_word(bytes + i + 24)) & kHighBits) == 0) {
-      i += 32;
+    if (i + 64 <= size && ascii_64(bytes + i)) {
+      i += 64;
+      continue;
+    }
+    if (i + 16 <= size && ascii_16(bytes + i)) {
+      i += 16;
       continue;
     }
     if (i + 8 <= size && (load_word(bytes + i) & kHighBits) == 0) {
