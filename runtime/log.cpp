@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "value/utf8.hpp"
@@ -593,13 +594,30 @@ void write_held_logs_on_fatal_signals() {
 
 RecentLines::RecentLines(std::size_t capacity) : capacity_(std::clamp<std::size_t>(capacity, 1, kRecentLogLines)) {}
 
-// Lines are rewritten in place: once the ring is full, adding one allocates nothing.
 void RecentLines::add(std::string_view component, std::string_view message) {
-  if (lines_.size() < capacity_) lines_.emplace_back();
-  Line& line = lines_[next_];
-  line.after = ring_total.load(std::memory_order_acquire);
-  write_line(line.text, component, message);
-  next_ = (next_ + 1) % capacity_;
+  if (first_ >= capacity_) compact();
+  const std::size_t size = component.size() + 2 + message.size();
+  entries_.push_back(Entry{ring_total.load(std::memory_order_acquire), text_.size(), size});
+  text_.append(component).append(": ").append(message).push_back('\n');
+  if (entries_.size() - first_ > capacity_) ++first_;
+}
+
+void RecentLines::compact() {
+  const std::size_t dropped = entries_[first_].offset;
+  text_.erase(0, dropped);
+  entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(first_));
+  for (Entry& entry : entries_) entry.offset -= dropped;
+  first_ = 0;
+  // Storage a burst of long lines needed goes back once they are gone.
+  constexpr std::size_t kKeptBytes = 16 * 1024;
+  if (text_.capacity() > kKeptBytes && text_.capacity() > 4 * text_.size()) text_.shrink_to_fit();
+}
+
+std::string_view RecentLines::newest_text(std::size_t count) const noexcept {
+  if (count == 0) return {};
+  const Entry& oldest = entries_[entries_.size() - count];
+  const Entry& newest = entries_.back();
+  return std::string_view(text_).substr(oldest.offset, newest.offset + newest.size - oldest.offset);
 }
 
 LogScope::LogScope(RecentLines* lines) noexcept : previous_(std::exchange(current_scope, lines)) {}
@@ -614,9 +632,23 @@ std::vector<std::string> recent_log_lines(std::size_t count) {
   return {ring.lines.end() - static_cast<std::ptrdiff_t>(count), ring.lines.end()};
 }
 
-void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope) {
-  if (count == 0) return;
+namespace {
+
+// The merge behind append_recent_log_lines() and recent_log_text(): appends to
+// `out`, or, when `scope`'s newest lines are all it takes, returns them as a
+// view and leaves `out` alone.
+std::optional<std::string_view> merge_recent_log_lines(std::string& out, std::size_t count,
+                                                        const RecentLines* scope) {
+  if (count == 0) return std::string_view();
   const RingCopy& ring = fresh_ring_copy();
+  // Merge from the newest back: process-wide line number `total` (1-based)
+  // came before a scoped line whose `after` is at least that number.
+  std::size_t ring_left = ring.lines.size();
+  // The usual prompt: the session's newest lines all came after every
+  // process-wide line, so they are the answer, and they lie one after another.
+  if (scope != nullptr && scope->size() >= count && (ring_left == 0 || scope->newest(count - 1).after >= ring.total)) {
+    return scope->newest_text(count);
+  }
   // Neither source holds more than kRecentLogLines lines: the merge fits here,
   // left uninitialised (zeroing 200 string_views cost more than the merge).
   struct Piece {
@@ -626,9 +658,6 @@ void append_recent_log_lines(std::string& out, std::size_t count, const RecentLi
   Piece picked[2 * kRecentLogLines];  // newest first
   std::size_t picked_count = 0;
   std::size_t bytes = 0;
-  // Merge from the newest back: process-wide line number `total` (1-based)
-  // came before a scoped line whose `after` is at least that number.
-  std::size_t ring_left = ring.lines.size();
   RecentLines::NewestFirst scoped = scope != nullptr ? RecentLines::NewestFirst(*scope) : RecentLines::NewestFirst();
   while (picked_count < count && (ring_left != 0 || scoped.left() != 0)) {
     std::string_view text;
@@ -642,9 +671,9 @@ void append_recent_log_lines(std::string& out, std::size_t count, const RecentLi
     picked[picked_count++] = Piece{text.data(), text.size()};
     bytes += text.size();
   }
-  if (picked_count == 0) return;
+  if (picked_count == 0) return std::nullopt;
   bytes += picked_count - 1;  // the line breaks
-  // One resize, then plain copies: this runs for every prompt.
+  // One resize, then plain copies.
   const std::size_t start = out.size();
   out.resize(start + bytes);
   char* at = out.data() + start;
@@ -653,6 +682,19 @@ void append_recent_log_lines(std::string& out, std::size_t count, const RecentLi
     at += picked[i - 1].size;
     if (i != 1) *at++ = '\n';
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope) {
+  if (const std::optional<std::string_view> view = merge_recent_log_lines(out, count, scope)) out.append(*view);
+}
+
+std::string_view recent_log_text(std::size_t count, const RecentLines* scope, std::string& scratch) {
+  scratch.clear();
+  if (const std::optional<std::string_view> view = merge_recent_log_lines(scratch, count, scope)) return *view;
+  return scratch;
 }
 
 LogCapture::LogCapture() {

@@ -72,39 +72,55 @@ class RecentLines {
 
   struct Line {
     std::uint64_t after = 0;  // how many process-wide lines had been logged before it
-    std::string text;         // "<component>: <message>"
+    std::string_view text;    // "<component>: <message>", valid until the next add()
   };
 
-  std::size_t size() const noexcept { return lines_.size(); }
+  std::size_t size() const noexcept { return entries_.size() - first_; }
   void add(std::string_view component, std::string_view message);
   // The line `age` places back from the newest (0 is the newest; age < size()).
-  const Line& newest(std::size_t age) const noexcept { return lines_[slot_of(age)]; }
+  Line newest(std::size_t age) const noexcept { return line(entries_.size() - 1 - age); }
+  // The newest `count` lines (count <= size()), oldest first, each but the
+  // last followed by '\n': a view of the kept text, valid until the next add().
+  std::string_view newest_text(std::size_t count) const noexcept;
 
-  // The lines from the newest back, without a division per line:
+  // The lines from the newest back:
   // for (NewestFirst at(lines); at.left() != 0; at.next()) use(at.line());
   class NewestFirst {
    public:
     NewestFirst() noexcept = default;  // no lines
-    explicit NewestFirst(const RecentLines& lines) noexcept
-        : lines_(&lines.lines_), left_(lines.size()), slot_(left_ != 0 ? lines.slot_of(0) : 0) {}
+    explicit NewestFirst(const RecentLines& lines) noexcept : lines_(&lines), left_(lines.size()) {}
     std::size_t left() const noexcept { return left_; }
-    const Line& line() const noexcept { return (*lines_)[slot_]; }  // while left() != 0
-    void next() noexcept {
-      slot_ = slot_ == 0 ? lines_->size() - 1 : slot_ - 1;
-      --left_;
-    }
+    Line line() const noexcept { return lines_->newest(lines_->size() - left_); }  // while left() != 0
+    // The line a later next() reaches: 0 is line(); ahead < left().
+    Line ahead(std::size_t ahead) const noexcept { return lines_->newest(lines_->size() - left_ + ahead); }
+    void next() noexcept { --left_; }
 
    private:
-    const std::vector<Line>* lines_ = nullptr;
+    const RecentLines* lines_ = nullptr;
     std::size_t left_ = 0;
-    std::size_t slot_ = 0;
   };
 
  private:
-  std::size_t slot_of(std::size_t age) const noexcept { return (next_ + lines_.size() - 1 - age) % lines_.size(); }
+  // Where a line's text lies in text_.
+  struct Entry {
+    std::uint64_t after;
+    std::size_t offset;
+    std::size_t size;
+  };
+  Line line(std::size_t index) const noexcept {
+    const Entry& entry = entries_[index];
+    return {entry.after, std::string_view(text_).substr(entry.offset, entry.size)};
+  }
+  // Drops the lines no longer kept (those before first_) from text_ and entries_.
+  void compact();
 
-  std::vector<Line> lines_;
-  std::size_t next_ = 0;
+  // The lines, oldest first, each followed by '\n', one after another: the
+  // newest ones are one piece of text, which a prompt's LOGS section takes
+  // whole. Dropped lines leave when as many are dropped as are kept, so
+  // adding a line copies each byte at most once more.
+  std::string text_;
+  std::vector<Entry> entries_;  // the kept ones from first_
+  std::size_t first_ = 0;
   std::size_t capacity_;
 };
 
@@ -131,6 +147,10 @@ std::vector<std::string> recent_log_lines(std::size_t count);
 // copies nothing shared unless a process-wide line was logged since the
 // thread's last call.
 void append_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope = nullptr);
+// The same text, as a view: of `scope`'s own text when its lines are all
+// it takes (valid until its next add()), else of `scratch`, which it is
+// built in. For a prompt: usually nothing is copied.
+std::string_view recent_log_text(std::size_t count, const RecentLines* scope, std::string& scratch);
 
 // Collects every line logged while it is alive, formatted "<component>: <message>".
 // For tests and diagnostics; thread-safe.

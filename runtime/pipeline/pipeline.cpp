@@ -455,10 +455,8 @@ struct Run : std::enable_shared_from_this<Run> {
     const ToolView& tools = tool_view();
     parts.tools = tools.belt;
     if (memory != nullptr) parts.context = render_global_awareness(*memory);
-    thread_local std::string logs;  // the LOGS section, rebuilt for each prompt without allocating
-    logs.clear();
-    append_recent_log_lines(logs, options().log_lines, &session->logs);
-    parts.logs = logs;
+    thread_local std::string logs;  // the LOGS section when it is not the session's own text
+    parts.logs = recent_log_text(options().log_lines, &session->logs, logs);
     parts.time = time_section();
 
     ProviderRequest request;

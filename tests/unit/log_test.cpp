@@ -239,6 +239,53 @@ TEST_CASE("a scope keeps its newest lines up to its capacity", "[log]") {
   CHECK(large.size() == kRecentLogLines);
 }
 
+TEST_CASE("a scope's newest lines stay one text, oldest first, as old ones are dropped", "[log]") {
+  RecentLines lines(5);
+  std::vector<std::string> added;
+  for (std::size_t i = 0; i < 300; ++i) {
+    // Lengths vary, and a burst of long lines comes and goes.
+    const std::string message = "line " + std::to_string(i) + std::string(i >= 100 && i < 110 ? 20'000 : i % 7, '.');
+    lines.add("s", message);
+    added.push_back("s: " + message);
+    REQUIRE(lines.size() == std::min<std::size_t>(added.size(), 5));
+    for (std::size_t count = 1; count <= lines.size(); ++count) {
+      std::string expected;
+      for (std::size_t k = added.size() - count; k < added.size(); ++k) {
+        expected += added[k];
+        if (k + 1 != added.size()) expected += '\n';
+      }
+      REQUIRE(lines.newest_text(count) == expected);
+    }
+    for (std::size_t age = 0; age < lines.size(); ++age) REQUIRE(lines.newest(age).text == added[added.size() - 1 - age]);
+  }
+  CHECK(lines.newest_text(0).empty());
+}
+
+TEST_CASE("a prompt's LOGS are the session's own text until a process-wide line comes between", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  RecentLines session(3);
+  log_message(LogLevel::info, "daemon", "before");
+  {
+    const LogScope scope(&session);
+    for (int i = 0; i < 4; ++i) log_message(LogLevel::info, "s", "line " + std::to_string(i));
+  }
+  std::string scratch = "left over";
+  const std::string_view own = recent_log_text(3, &session, scratch);
+  CHECK(own == "s: line 1\ns: line 2\ns: line 3");
+  CHECK(scratch.empty());  // nothing was built: the view is of the session's lines
+  std::string appended;
+  append_recent_log_lines(appended, 3, &session);
+  CHECK(appended == own);
+
+  log_message(LogLevel::info, "daemon", "after");  // newer than the session's lines
+  const std::string_view merged = recent_log_text(3, &session, scratch);
+  CHECK(merged == "s: line 2\ns: line 3\ndaemon: after");
+  CHECK(merged.data() == scratch.data());
+  std::string more;
+  append_recent_log_lines(more, 5, &session);
+  CHECK(more == "daemon: before\ns: line 1\ns: line 2\ns: line 3\ndaemon: after");
+}
+
 TEST_CASE("a thread sees process-wide lines another thread logged after its last read", "[log][concurrency]") {
   StderrToFile err(LogLevel::info, LogFormat::text);
   RecentLines session(20);
