@@ -2,6 +2,7 @@
 #include "thread_shards.hpp"
 
 #include <bitset>
+#include <thread>
 
 namespace passepartout {
 namespace {
@@ -32,6 +33,18 @@ struct ShardLease {
 };
 
 }  // namespace
+
+void ShardLock::lock_contended() noexcept {
+  for (;;) {
+    for (int spin = 0; spin < 64; ++spin) {
+      if (!locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire)) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    std::this_thread::yield();
+  }
+}
 
 std::size_t thread_shard() noexcept {
   thread_local const ShardLease lease;

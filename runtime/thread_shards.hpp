@@ -58,6 +58,24 @@ class ShardedCounter {
   std::array<Shard, kThreadShards> shards_{};
 };
 
+// The lock of one shard of a Published value: held for a pointer copy, and
+// wanted by two threads at once only while a publish() passes (or in the
+// shared shard 0). Taken and given back with two atomic operations where a
+// mutex costs two calls; a waiter spins briefly, then yields, in case the
+// holder was preempted.
+class ShardLock {
+ public:
+  void lock() noexcept {
+    if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    lock_contended();
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  void lock_contended() noexcept;
+  std::atomic<bool> locked_{false};
+};
+
 // A value that one writer publishes and many threads read, each read taking
 // its own reference (a signal's registry snapshot, a call's provider lineup:
 // Published<const Snapshot>).
@@ -79,7 +97,7 @@ class Published {
 
   std::shared_ptr<T> get() const {
     const Shard& shard = shards_[thread_shard()];
-    std::lock_guard lock(shard.mutex);
+    std::lock_guard guard(shard.lock);
     return shard.value;
   }
 
@@ -88,7 +106,7 @@ class Published {
       std::shared_ptr<T> alias;
       if (next) alias = std::shared_ptr<T>(next.get(), [keep = next](T*) {});
       {
-        std::lock_guard lock(shard.mutex);
+        std::lock_guard guard(shard.lock);
         alias.swap(shard.value);
       }
       // `alias` now holds the shard's previous value and is released here,
@@ -98,7 +116,7 @@ class Published {
 
  private:
   struct alignas(64) Shard {
-    mutable std::mutex mutex;  // guards value (the pointer, not what it points to)
+    mutable ShardLock lock;  // guards value (the pointer, not what it points to)
     std::shared_ptr<T> value;
   };
   std::array<Shard, kThreadShards> shards_;

@@ -124,4 +124,24 @@ TEST_CASE("readers on many threads see only whole published values while the wri
   CHECK(alive == 1);  // every replaced value went with its last reader
 }
 
+TEST_CASE("a shard lock lets one thread at a time in, however many want it", "[thread-shards][concurrency]") {
+  ShardLock lock;
+  std::uint64_t count = 0;  // plain: only the lock keeps the increments whole
+  constexpr int kThreads = 4;
+  constexpr int kEach = 20'000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        std::lock_guard guard(lock);
+        const std::uint64_t seen = count;
+        std::this_thread::yield();  // the holder gives up its CPU: the others wait on a holder not running
+        count = seen + 1;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(count == std::uint64_t{kThreads} * kEach);
+}
+
 }  // namespace passepartout
