@@ -176,14 +176,16 @@ struct Pipeline::Impl {
     std::shared_ptr<ReplySink> reply;
     InlineFunction<void(LoopReport)> done;
   };
+  struct SessionShard;
   struct Session {
-    explicit Session(std::size_t log_lines) : logs(log_lines) {}
+    Session(std::size_t log_lines, SessionShard& home) : logs(log_lines), shard(home) {}
     std::deque<Pending> queue;
     bool busy = false;
     std::uint64_t last_used = 0;  // the shard's clock when it last started a signal
     // The session's recent log lines, for its prompts (written and read only
     // by the step that runs, like everything a Run touches).
     RecentLines logs;
+    SessionShard& shard;  // the one it is kept in (by the hash of its id)
   };
   // Sessions by id, spread over shards so that threads serving different
   // sessions rarely take the same lock. An idle session stays (its recent log
@@ -617,7 +619,7 @@ struct Run : std::enable_shared_from_this<Run> {
       }
       action = last_mile.to_value();
     }
-    dispatch(action);
+    dispatch(std::move(action));  // unshared, it takes its :META in place
   }
 
   // E2: the actuator for `action`; built-ins run here, skills' on the blocking executor.
@@ -810,7 +812,7 @@ std::shared_ptr<Pipeline::Impl::Session>& Pipeline::Impl::session_in(SessionShar
     if (oldest != shard.sessions.end()) shard.sessions.erase(oldest);
   }
   auto& session = shard.sessions[std::string(id)];
-  session = std::make_shared<Session>(options.log_lines);
+  session = std::make_shared<Session>(options.log_lines, shard);
   return session;
 }
 
@@ -854,7 +856,7 @@ void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, std::stri
   active.add(-1);
   Pending next;
   {
-    SessionShard& shard = shard_of(session_id);
+    SessionShard& shard = session->shard;
     std::lock_guard lock(shard.mutex);
     if (session->queue.empty()) {
       session->busy = false;
