@@ -53,7 +53,7 @@ bool is_log_or_event(const Value& message) {
   return type_is(message, "LOG"_key) || type_is(message, "EVENT"_key);
 }
 const Value& sensor_of(const Value& signal) {
-  return signal.path({"PAYLOAD"_key, "SENSOR"_key});
+  return signal.path("PAYLOAD"_key, "SENSOR"_key);
 }
 
 // The sensor's name ("USER-INPUT"), or "UNKNOWN"; a view into `signal`.
@@ -85,13 +85,13 @@ std::string target_name(const Value& target) {
 
 // E7: the tool a :TOOL action names, lower-cased ("" when it names none).
 std::string tool_name_of(const Value& action) {
-  const Value& tool = action.path({"PAYLOAD"_key, "TOOL"_key});
+  const Value& tool = action.path("PAYLOAD"_key, "TOOL"_key);
   return tool.is_string() || tool.is_keyword() || tool.is_symbol() ? ascii_lower(tool.text()) : std::string();
 }
 
 // E7: a :TOOL action's arguments, unwrapped one level when the first element is itself a list.
 Value tool_args_of(const Value& action) {
-  const Value& args = action.path({"PAYLOAD"_key, "ARGS"_key});
+  const Value& args = action.path("PAYLOAD"_key, "ARGS"_key);
   return args.is_list() && args.items()[0].is_list() ? args.items()[0] : args;
 }
 
@@ -325,15 +325,15 @@ struct Run : std::enable_shared_from_this<Run> {
       line += " (";
       line += sensor_name(incoming);
       line += ") [Source: ";
-      append_target_name(line, incoming.path({"META"_key, "SOURCE"_key}));
+      append_target_name(line, incoming.path("META"_key, "SOURCE"_key));
       line += ']';
       log_message(LogLevel::info, kComponent, line);
     }
     MemoryStore* memory = services().memory;
     if (type_is(incoming, "EVENT"_key) && memory != nullptr) {
-      if (sensor.is_keyword("BUFFER-UPDATE"_key) && incoming.path({"PAYLOAD"_key, "AST"_key}).is_list()) {
+      if (sensor.is_keyword("BUFFER-UPDATE"_key) && incoming.path("PAYLOAD"_key, "AST"_key).is_list()) {
         memory->snapshot();
-        if (auto ingested = memory->ingest(incoming.path({"PAYLOAD"_key, "AST"_key})); !ingested) {
+        if (auto ingested = memory->ingest(incoming.path("PAYLOAD"_key, "AST"_key)); !ingested) {
           log_message(LogLevel::warn, kComponent, "PERCEIVE: " + ingested.error().message);
         }
       }
@@ -365,17 +365,17 @@ struct Run : std::enable_shared_from_this<Run> {
       const Value& text = from_handle(out);
       if (text.is_string()) return std::string(text.text());
     }
-    const Value& text = reasoning.path({"PAYLOAD"_key, "TEXT"_key});
+    const Value& text = reasoning.path("PAYLOAD"_key, "TEXT"_key);
     if (text.is_string()) return std::string(text.text());
     const Value& sensor = sensor_of(reasoning);
     if (sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key)) {
-      const Value& tool = reasoning.path({"PAYLOAD"_key, "TOOL"_key});
+      const Value& tool = reasoning.path("PAYLOAD"_key, "TOOL"_key);
       const std::string name =
           tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
       if (sensor.is_keyword("TOOL-ERROR"_key)) {
-        return "ERROR [" + name + "]: " + std::string(reasoning.path({"PAYLOAD"_key, "MESSAGE"_key}).text());
+        return "ERROR [" + name + "]: " + std::string(reasoning.path("PAYLOAD"_key, "MESSAGE"_key).text());
       }
-      return tool_result_format(name, reasoning.path({"PAYLOAD"_key, "RESULT"_key}));
+      return tool_result_format(name, reasoning.path("PAYLOAD"_key, "RESULT"_key));
     }
     return "Maintain metabolic stasis.";
   }
@@ -445,7 +445,7 @@ struct Run : std::enable_shared_from_this<Run> {
     parts.gates = snapshot->gates().size();
     parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
     parts.assistant_name = options().assistant_name;
-    parts.rejection = reasoning.path({"PAYLOAD"_key, "REJECTION-TRACE"_key});
+    parts.rejection = reasoning.path("PAYLOAD"_key, "REJECTION-TRACE"_key);
     for (const auto& mandate : options().mandates) {
       try {
         std::string line = mandate(reasoning);
@@ -539,8 +539,8 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 1: record the approval, tell the source, suspend (no feedback).
   void suspend(const Value& approval_event, std::vector<std::string> gates) {
-    const Value& action = approval_event.path({"PAYLOAD"_key, "ACTION"_key});
-    const Value& reason = approval_event.path({"PAYLOAD"_key, "REASON"_key});
+    const Value& action = approval_event.path("PAYLOAD"_key, "ACTION"_key);
+    const Value& reason = approval_event.path("PAYLOAD"_key, "REASON"_key);
     ApprovalStore* store = services().approvals;
     if (store == nullptr) {
       log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
@@ -625,7 +625,7 @@ struct Run : std::enable_shared_from_this<Run> {
   // E2: the actuator for `action`; built-ins run here, skills' on the blocking executor.
   void dispatch(Value action) {
     std::string target = target_name(action.at("TARGET"_key));
-    if (target.empty()) target = target_name(signal.path({"META"_key, "SOURCE"_key}));
+    if (target.empty()) target = target_name(signal.path("META"_key, "SOURCE"_key));
     if (target.empty()) target = ascii_upper(options().default_actuator);
     if (target == "SYSTEM" && reply_open()) target = "TUI";
     if (action.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
@@ -689,9 +689,9 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E6, Decisions 8: messages are logged; there is no evaluator.
   static void system_actuator(const Value& action) {
-    const Value& command = action.path({"PAYLOAD"_key, "ACTION"_key});
+    const Value& command = action.path("PAYLOAD"_key, "ACTION"_key);
     if (command.is_keyword("MESSAGE"_key)) {
-      const Value& text = action.path({"PAYLOAD"_key, "TEXT"_key});
+      const Value& text = action.path("PAYLOAD"_key, "TEXT"_key);
       log_message(LogLevel::info, "system",
                   "ACT [System]: " + (text.is_string() ? std::string(text.text()) : to_sexp(text)));
     } else if (command.is_keyword("EVAL"_key)) {
@@ -726,10 +726,10 @@ struct Run : std::enable_shared_from_this<Run> {
                                                    {"MESSAGE", Value::string(result.error().message)}})));
           return;
         }
-        if (self->signal.path({"META"_key, "SOURCE"_key}).is_keyword()) {
+        if (self->signal.path("META"_key, "SOURCE"_key).is_keyword()) {
           self->deliver(
               Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
-                            {"TARGET", self->signal.path({"META"_key, "SOURCE"_key})},
+                            {"TARGET", self->signal.path("META"_key, "SOURCE"_key)},
                             {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
                                                       {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
         }
@@ -890,7 +890,7 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunc
                                                               {"SESSION-ID", Value::string("internal")}}));
   }
   signal = std::move(signal).with("DEPTH"_key, Value::integer(0));
-  const Value& session = signal.path({"META"_key, "SESSION-ID"_key});
+  const Value& session = signal.path("META"_key, "SESSION-ID"_key);
   const std::string session_id = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
   impl_->active.add(1);
   impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});

@@ -488,25 +488,18 @@ std::size_t key_position(std::span<const Value> elements, std::string_view name)
   return elements.size();
 }
 
-std::size_t key_position(std::span<const Value> elements, const Key& key) noexcept {
-  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (elements[i].is_keyword(key)) return i;
-  }
-  return elements.size();
-}
 
 }  // namespace
 
 // Both overloads of with: `name` is the key as given (a Key or a name without ':').
 template <class Name>
-Value Value::with_in_place(Name name, Value value) && {
+Value Value::with_in_place(Name name, std::size_t found, Value value) && {
   // A preprinted node keeps its text, so it is never changed in place; the
   // acquire pairs with the releases of the references dropped before, so
   // their last reads of the node come before this write.
   if (kind_ == Kind::List && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
     ListNode& node = *u_.list;
     const std::size_t size = node.size();
-    const std::size_t found = key_position(items(), name);
     if (found < size) {
       node.items()[found + 1] = std::move(value);
       return std::move(*this);
@@ -518,13 +511,12 @@ Value Value::with_in_place(Name name, Value value) && {
       return std::move(*this);
     }
   }
-  return std::as_const(*this).with_copy(name, std::move(value));
+  return std::as_const(*this).with_copy(name, found, std::move(value));
 }
 
 template <class Name>
-Value Value::with_copy(Name name, Value value) const& {
+Value Value::with_copy(Name name, std::size_t found, Value value) const& {
   const std::span<const Value> elements = items();
-  const std::size_t found = key_position(elements, name);
   const bool replace = found < elements.size();
   Value result;
   // An append keeps room for kAppendRoom more elements: a plist that gets one
@@ -544,16 +536,19 @@ Value Value::with_copy(Name name, Value value) const& {
 }
 
 Value Value::with(std::string_view key, Value value) && {
-  return std::move(*this).with_in_place(strip_colon(key), std::move(value));
+  const std::string_view name = strip_colon(key);
+  const std::size_t found = key_position(items(), name);
+  return std::move(*this).with_in_place(name, found, std::move(value));
 }
 Value Value::with(std::string_view key, Value value) const& {
-  return with_copy(strip_colon(key), std::move(value));
+  const std::string_view name = strip_colon(key);
+  return with_copy(name, key_position(items(), name), std::move(value));
 }
-Value Value::with(const Key& key, Value value) && {
-  return std::move(*this).with_in_place<const Key&>(key, std::move(value));
+Value Value::with_found(const Key& key, std::size_t found, Value value) && {
+  return std::move(*this).with_in_place<const Key&>(key, found, std::move(value));
 }
-Value Value::with(const Key& key, Value value) const& {
-  return with_copy<const Key&>(key, std::move(value));
+Value Value::with_found(const Key& key, std::size_t found, Value value) const& {
+  return with_copy<const Key&>(key, found, std::move(value));
 }
 
 Value Value::without(std::string_view key) const {

@@ -164,7 +164,9 @@ class Value {
   bool is_keyword(const Key& name) const noexcept;
   const Value* get(const Key& key) const noexcept;
   const Value& at(const Key& key) const noexcept;
-  const Value& path(std::initializer_list<Key> keys) const noexcept;
+  // path("PAYLOAD"_key, "TEXT"_key): one lookup after another, unrolled.
+  template <class... Keys>
+  const Value& path(const Key& first, const Keys&... rest) const noexcept;
   // A copy of this plist with `key` set to `value` (replaced in place when
   // present, appended otherwise). Shares the untouched elements.
   Value with(std::string_view key, Value value) const&;
@@ -221,10 +223,16 @@ class Value {
     return (high & mask[1]) == word[1];
   }
   static Value make_text(Kind kind, std::string_view text);
+  // with() once the key's position is known: `found` is its index among
+  // the items, or items().size() when it is absent.
   template <class Name>
-  Value with_in_place(Name name, Value value) &&;
+  Value with_in_place(Name name, std::size_t found, Value value) &&;
   template <class Name>
-  Value with_copy(Name name, Value value) const&;
+  Value with_copy(Name name, std::size_t found, Value value) const&;
+  Value with_found(const Key& key, std::size_t found, Value value) &&;
+  Value with_found(const Key& key, std::size_t found, Value value) const&;
+  // The index of `key` among the items at even positions, or items().size().
+  std::size_t key_index(const Key& key) const noexcept;
 
   friend struct ValueAccess;
 
@@ -298,10 +306,39 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
   return found != nullptr ? *found : kNilValue;
 }
 
-[[gnu::always_inline]] inline const Value& Value::path(std::initializer_list<Key> keys) const noexcept {
-  const Value* current = this;
-  for (const Key& key : keys) current = &current->at(key);
-  return *current;
+[[gnu::always_inline]] inline std::size_t Value::key_index(const Key& key) const noexcept {
+  if (kind_ != Kind::List) return 0;
+  const Value* const items = u_.list->items();
+  const std::size_t size = u_.list->size();
+  if (!key.inline_) {
+    for (std::size_t i = 0; i + 1 < size; i += 2) {
+      if (items[i].is_keyword(key.name())) return i;
+    }
+    return size;
+  }
+  for (std::size_t i = 0; i + 1 < size; i += 2) {
+    if (items[i].matches_inline_key(key.word_, key.mask_)) return i;
+  }
+  return size;
+}
+
+// The key is looked for here, with its words as constants; the list is
+// changed or copied out of line.
+[[gnu::always_inline]] inline Value Value::with(const Key& key, Value value) && {
+  const std::size_t found = key_index(key);
+  return std::move(*this).with_found(key, found, std::move(value));
+}
+[[gnu::always_inline]] inline Value Value::with(const Key& key, Value value) const& {
+  return with_found(key, key_index(key), std::move(value));
+}
+
+template <class... Keys>
+[[gnu::always_inline]] inline const Value& Value::path(const Key& first, const Keys&... rest) const noexcept {
+  if constexpr (sizeof...(rest) == 0) {
+    return at(first);
+  } else {
+    return at(first).path(rest...);
+  }
 }
 
 // Appends `text` upper-cased (ASCII only) to `out`.

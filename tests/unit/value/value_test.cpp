@@ -197,8 +197,8 @@ TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]
   CHECK(v.get("KKKKKKKKKKKKKKKK"_key) == nullptr);
   CHECK(v.get(""_key) == nullptr);
   const Value nested = Value::plist({{"META", Value::plist({{"SOURCE", Value::keyword("TUI")}})}});
-  CHECK(nested.path({"meta"_key, "source"_key}) == Value::keyword("TUI"));
-  CHECK(nested.path({"meta"_key, "target"_key}).is_nil());
+  CHECK(nested.path("meta"_key, "source"_key) == Value::keyword("TUI"));
+  CHECK(nested.path("meta"_key, "target"_key).is_nil());
   CHECK(Value::string("not a list").get("meta"_key) == nullptr);
   // Text that is not a keyword never matches, even with the same bytes.
   const Value strings = Value::list({Value::string("KEY"), Value::integer(1), Value::symbol("KEY"), Value::integer(2)});
