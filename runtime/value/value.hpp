@@ -290,31 +290,26 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
   return is_keyword(name.name());
 }
 
-[[gnu::always_inline]] inline std::size_t Value::key_index(const Key& key) const noexcept {
-  if (kind_ != Kind::List) return 0;
-  const Value* const items = u_.list->items();
-  const std::size_t size = u_.list->size();
-  if (!key.inline_) {
-    for (std::size_t i = 0; i + 1 < size; i += 2) {
-      if (items[i].is_keyword(key.name())) return i;
-    }
-    return size;
-  }
-  for (std::size_t i = 0; i + 1 < size; i += 2) {
-    if (items[i].matches_inline_key(key.word_, key.mask_)) return i;
-  }
-  return size;
-}
-
 [[gnu::always_inline]] inline const Value* Value::get(const Key& key) const noexcept {
   if (kind_ != Kind::List) return nullptr;
-  const std::size_t found = key_index(key);  // a key's index: its value follows it
-  return found < u_.list->size() ? u_.list->items() + found + 1 : nullptr;
+  if (!key.inline_) return get(key.name());
+  const Value* const items = u_.list->items();
+  const std::size_t size = u_.list->size();
+  for (std::size_t i = 0; i + 1 < size; i += 2) {
+    if (items[i].matches_inline_key(key.word_, key.mask_)) return &items[i + 1];
+  }
+  return nullptr;
 }
 
 [[gnu::always_inline]] inline const Value& Value::at(const Key& key) const noexcept {
   const Value* found = get(key);
   return found != nullptr ? *found : kNilValue;
+}
+
+[[gnu::always_inline]] inline std::size_t Value::key_index(const Key& key) const noexcept {
+  if (kind_ != Kind::List) return 0;
+  const Value* const found = get(key);  // the key is the item before its value
+  return found != nullptr ? static_cast<std::size_t>(found - 1 - u_.list->items()) : u_.list->size();
 }
 
 // The key is looked for here, with its words as constants; the list is
