@@ -409,7 +409,6 @@ std::span<const Value> Value::items() const noexcept {
   return {u_.list->items(), u_.list->size()};
 }
 
-
 const Value& Value::at(std::string_view key) const noexcept {
   const Value* found = get(key);
   return found != nullptr ? *found : kNilValue;
@@ -479,15 +478,13 @@ const Value& Value::path(std::initializer_list<std::string_view> keys) const noe
 
 namespace {
 
-// The position of the first key named `name` (without ':') in `elements`, or
-// elements.size().
-std::size_t key_position(std::span<const Value> elements, std::string_view name) noexcept {
-  for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
-    if (elements[i].is_keyword() && keyword_named(elements[i], name)) return i;
-  }
-  return elements.size();
+// The index of the first key `key` (its ':' optional) among the items of
+// `list`, or their count: get()'s lookup, as a position.
+std::size_t key_position(const Value& list, std::string_view key) noexcept {
+  const Value* const found = list.get(key);  // the key is the item before its value
+  const std::span<const Value> elements = list.items();
+  return found != nullptr ? static_cast<std::size_t>(found - 1 - elements.data()) : elements.size();
 }
-
 
 }  // namespace
 
@@ -536,13 +533,11 @@ Value Value::with_copy(Name name, std::size_t found, Value value) const& {
 }
 
 Value Value::with(std::string_view key, Value value) && {
-  const std::string_view name = strip_colon(key);
-  const std::size_t found = key_position(items(), name);
-  return std::move(*this).with_in_place(name, found, std::move(value));
+  const std::size_t found = key_position(*this, key);
+  return std::move(*this).with_in_place(strip_colon(key), found, std::move(value));
 }
 Value Value::with(std::string_view key, Value value) const& {
-  const std::string_view name = strip_colon(key);
-  return with_copy(name, key_position(items(), name), std::move(value));
+  return with_copy(strip_colon(key), key_position(*this, key), std::move(value));
 }
 Value Value::with_found(const Key& key, std::size_t found, Value value) && {
   return std::move(*this).with_in_place<const Key&>(key, found, std::move(value));
