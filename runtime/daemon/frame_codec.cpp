@@ -82,21 +82,28 @@ Result<std::size_t> FrameCodec::payload_code_points(std::string_view payload) co
   if (scan.invalid_at) {
     return fail(ErrorCode::invalid_input, "frame payload: invalid UTF-8 at byte " + std::to_string(*scan.invalid_at));
   }
+  return payload_fits(scan.code_points);
+}
+
+Result<std::size_t> FrameCodec::payload_fits(std::size_t code_points) const {
   const std::size_t limit = limits_.effective_max_payload();
-  if (scan.code_points > limit) {
-    return fail(ErrorCode::limit_exceeded, "frame payload is " + std::to_string(scan.code_points) +
+  if (code_points > limit) {
+    return fail(ErrorCode::limit_exceeded, "frame payload is " + std::to_string(code_points) +
                                                " code points, the limit is " + std::to_string(limit));
   }
-  return scan.code_points;
+  return code_points;
 }
 
 Result<void> FrameCodec::encode_into(const Value& message, std::string& out) const {
   // Printed in place after a placeholder prefix, which is filled in once the
   // payload is known to fit (or everything appended is dropped again).
+  // All-ASCII text (the printer says so) is valid UTF-8 of one code point
+  // per byte; any other is scanned.
   const std::size_t start = out.size();
   out.append(kPrefixSize, '0');
-  print_sexp(message, out, kUnsentKeys);
-  auto code_points = payload_code_points(std::string_view(out).substr(start + kPrefixSize));
+  const bool ascii = print_sexp_ascii(message, out, kUnsentKeys);
+  const std::string_view payload = std::string_view(out).substr(start + kPrefixSize);
+  auto code_points = ascii ? payload_fits(payload.size()) : payload_code_points(payload);
   if (!code_points) {
     out.resize(start);
     return Unexpected<Error>(std::move(code_points).error());

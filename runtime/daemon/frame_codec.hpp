@@ -78,6 +78,8 @@ class FrameCodec {
  private:
   // The code points of a payload, checked for UTF-8 and the size limit.
   Result<std::size_t> payload_code_points(std::string_view payload) const;
+  // `code_points`, or the error when they exceed the size limit.
+  Result<std::size_t> payload_fits(std::size_t code_points) const;
 
   FrameLimits limits_;
 };

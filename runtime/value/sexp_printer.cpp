@@ -35,7 +35,13 @@ constexpr std::array<unsigned char, 256> kNeedsBars = [] {
 // through a raw pointer, and trims it to what was written when destroyed.
 class Writer {
  public:
-  explicit Writer(std::string& out) : out_(out), start_(out.size()) { grow(256); }
+  // Starts with the room the string already has (a reused buffer has what
+  // its last message needed), at least 512 bytes and at most 4 KiB (the room
+  // is zero-filled).
+  explicit Writer(std::string& out) : out_(out), start_(out.size()) {
+    const std::size_t spare = std::min<std::size_t>(out.capacity() - start_, 4096);
+    grow(spare > 512 ? spare - 256 : 256);
+  }
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   ~Writer() { out_.resize(static_cast<std::size_t>(cursor_ - out_.data())); }
@@ -56,6 +62,11 @@ class Writer {
   std::size_t offset() const noexcept { return static_cast<std::size_t>(cursor_ - out_.data()); }
   void rewind(std::size_t offset) noexcept { cursor_ = out_.data() + offset; }
 
+  // Whether all that was written is ASCII: every writer of text that may not
+  // be notes its bytes (OR-ed into words) here.
+  void note(std::uint64_t bytes) noexcept { high_ |= bytes; }
+  bool ascii() const noexcept { return (high_ & sexp::kHighBits) == 0; }
+
  private:
   [[gnu::noinline]] void grow(std::size_t n) {
     const std::size_t used = cursor_ != nullptr ? static_cast<std::size_t>(cursor_ - out_.data()) : out_.size();
@@ -69,6 +80,7 @@ class Writer {
   std::size_t start_;
   char* cursor_ = nullptr;
   char* end_ = nullptr;
+  std::uint64_t high_ = 0;
 };
 
 bool reads_as_something_else(std::string_view name) noexcept {
@@ -84,11 +96,14 @@ bool reads_as_something_else(std::string_view name) noexcept {
   if (kind == Kind::Keyword) *p++ = ':';
   const std::size_t size = name.size();
   unsigned needs_bars = size == 0 || name[0] == '#' ? 1U : 0U;
+  unsigned bytes = 0;
   for (std::size_t i = 0; i < size; ++i) {
     const char c = name[i];
     needs_bars |= kNeedsBars[static_cast<unsigned char>(c)];
+    bytes |= static_cast<unsigned char>(c);
     p[i] = c;
   }
+  writer.note(bytes);
   if (needs_bars == 0 && name[0] == '.' && name.find_first_not_of('.') == std::string_view::npos) needs_bars = 1;
   if (needs_bars == 0 && (kind == Kind::Keyword || !reads_as_something_else(name))) {
     writer.advance(p + size);
@@ -110,26 +125,33 @@ bool word_needs_escape(std::uint64_t word) noexcept {
 }
 
 // True when `text` holds a `"` or `\`, eight bytes at a time (the tail is
-// loaded into a zeroed word, and a zero byte is neither).
-bool needs_escapes(std::string_view text) noexcept {
+// loaded into a zeroed word, and a zero byte is neither). The words looked
+// at are OR-ed into `bytes`: all of them when it returns false.
+bool needs_escapes(std::string_view text, std::uint64_t& bytes) noexcept {
   const char* const data = text.data();
   const std::size_t size = text.size();
   std::size_t i = 0;
+  std::uint64_t seen = 0;
   for (; i + 8 <= size; i += 8) {
     std::uint64_t word;
     std::memcpy(&word, data + i, sizeof word);
+    seen |= word;
     if (word_needs_escape(word)) return true;
   }
+  bytes = seen;
   if (i == size) return false;
   std::uint64_t tail = 0;
   std::memcpy(&tail, data + i, size - i);
+  bytes |= tail;
   return word_needs_escape(tail);
 }
 
 // A string in double quotes; only `"` and `\` are escaped.
 void put_string(Writer& writer, std::string_view text) {
   const std::size_t size = text.size();
-  if (!needs_escapes(text)) {
+  std::uint64_t bytes = 0;
+  if (!needs_escapes(text, bytes)) {
+    writer.note(bytes);
     char* p = writer.reserve(size + 2);
     *p++ = '"';
     if (size != 0) std::memcpy(p, text.data(), size);
@@ -140,12 +162,15 @@ void put_string(Writer& writer, std::string_view text) {
   }
   char* p = writer.reserve(2 * size + 2);
   *p++ = '"';
+  unsigned all = 0;
   for (const char c : text) {
     if (c == '"' || c == '\\') *p++ = '\\';
     *p++ = c;
+    all |= static_cast<unsigned char>(c);
   }
   *p++ = '"';
   writer.advance(p);
+  writer.note(all);
 }
 
 void put_integer(Writer& writer, std::int64_t value) {
@@ -281,6 +306,7 @@ void put_any_string(Writer& writer, const Value& value) {
     put_string(writer, text);
     return;
   }
+  writer.note(words.low | words.high);
   put_inline(writer, '"', words, text.size());
   writer.put('"');
 }
@@ -480,6 +506,7 @@ void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop
     const detail::PrintedForm* form = node.printed_form();
     if (!kFiltered || (form->keyword_marks & drop.marks()) == 0) {
       writer.append(std::string_view(form->text, form->size));
+      if (!form->ascii) writer.note(sexp::kHighBits);
       return;
     }
   }
@@ -525,16 +552,19 @@ void print_sexp(const Value& value, std::string& out) {
 }
 
 void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop) {
-  if (drop.empty()) {
-    print_sexp(value, out);
-    return;
-  }
+  static_cast<void>(print_sexp_ascii(value, out, drop));
+}
+
+bool print_sexp_ascii(const Value& value, std::string& out, std::span<const std::string_view> drop) {
   Writer writer(out);
-  if (value.is_list()) {
-    put_list<true>(writer, value, 0, DropKeys(drop));
-  } else {
+  if (!value.is_list()) {
     put_atom(writer, value);
+  } else if (drop.empty()) {
+    put_list<false>(writer, value, 0, DropKeys());
+  } else {
+    put_list<true>(writer, value, 0, DropKeys(drop));
   }
+  return writer.ascii();
 }
 
 Value preprint(const Value& value) {

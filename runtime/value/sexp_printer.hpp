@@ -38,6 +38,11 @@ void print_sexp(const Value& value, std::string& out);
 // those pairs removed, without making the copy.
 void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop_keys);
 
+// print_sexp with `drop_keys` (none when empty), telling whether every byte
+// it appended is ASCII: then the text is valid UTF-8 with one code point per
+// byte, and a framer need not scan it. False means some byte may not be.
+bool print_sexp_ascii(const Value& value, std::string& out, std::span<const std::string_view> drop_keys);
+
 // The printed form of `value` as a new string.
 std::string to_sexp(const Value& value);
 

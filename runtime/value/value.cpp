@@ -2,6 +2,7 @@
 // plist access and structural equality.
 #include "value/value.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstring>
@@ -284,7 +285,8 @@ Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, 
   auto* node = new (memory) ListNode{{1}, size | ListNode::kPreprinted, size};
   auto* items = reinterpret_cast<Value*>(node + 1);
   for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
-  new (node->printed_form()) detail::PrintedForm{text.release(), printed.size(), keyword_marks};
+  const bool ascii = std::all_of(printed.begin(), printed.end(), [](char c) { return (c & 0x80) == 0; });
+  new (node->printed_form()) detail::PrintedForm{text.release(), printed.size(), keyword_marks, ascii};
   Value v;
   v.u_.list = node;
   v.kind_ = Kind::List;

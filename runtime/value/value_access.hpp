@@ -28,11 +28,12 @@ struct TextNode {
 // stored after its items: print_sexp copies `text` instead of walking the
 // list. `keyword_marks` has the bit keyword_mark() gives for each keyword in
 // the list at any depth: a printer leaving out keys none of whose bits are
-// set prints `text` too.
+// set prints `text` too. `ascii`: every byte of `text` is below 0x80.
 struct PrintedForm {
   char* text;  // new[]-allocated, freed with the node
   std::size_t size;
   std::uint64_t keyword_marks;
+  bool ascii;
 };
 
 // A keyword name's bit in PrintedForm::keyword_marks: a multiplicative hash

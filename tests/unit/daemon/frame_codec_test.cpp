@@ -107,6 +107,19 @@ TEST_CASE("codec counts the payload length in code points, not bytes", "[daemon]
   CHECK(encode_ok(Value::string("🙂")).substr(0, 6) == "000003");
 }
 
+TEST_CASE("codec counts code points wherever the non-ASCII text is", "[daemon]") {
+  const std::string plain(30, 'x');
+  // Only ASCII: as many code points as bytes.
+  const std::string ascii_frame = encode_ok(Value::plist({{"TEXT", Value::string(plain)}}));
+  CHECK(ascii_frame.substr(0, 6) == "000028");  // 40 bytes: (:TEXT "<30>")
+  // A preprinted list (a gate trace) with accents in its text: 12 code points, 14 bytes.
+  const Value trace = passepartout::preprint(Value::list({Value::string("\xC3\xA9t\xC3\xA9")}));
+  CHECK(encode_ok(Value::plist({{"T", trace}})) == "00000C(:T (\"\xC3\xA9t\xC3\xA9\"))");
+  // In a long string with an escape (37 code points), and in a keyword written in bars.
+  CHECK(encode_ok(Value::list({Value::string(plain + "\"\xC3\xA9")})).substr(0, 6) == "000025");
+  CHECK(encode_ok(Value::keyword("\xC3\xA9")) == "000004:|\xC3\xA9|");
+}
+
 TEST_CASE("codec writes the length in upper-case hexadecimal", "[daemon]") {
   const std::string frame = encode_ok(Value::string(std::string(0xABC - 2, 'x')));
   CHECK(frame.substr(0, 6) == "000ABC");

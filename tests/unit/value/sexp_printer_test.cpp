@@ -7,7 +7,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "value/sexp_printer.hpp"
@@ -348,4 +350,43 @@ TEST_CASE("a preprinted list prints as it did, by copying its text", "[value][pr
   filtered.clear();
   print_sexp(preprint(entry), filtered, drop_result);
   CHECK(filtered == "(:GATE \"shell-guard\" :VERSION \"1.0.0\")");
+}
+
+TEST_CASE("print_sexp_ascii says whether every byte it wrote is ASCII", "[value][printer]") {
+  using passepartout::preprint;
+  using passepartout::print_sexp_ascii;
+  using passepartout::ValueAccess;
+  const auto ascii = [](const Value& value, std::span<const std::string_view> drop = {}) {
+    std::string out = "\xC3\xA9";  // what was there before is not looked at
+    const bool all_ascii = print_sexp_ascii(value, out, drop);
+    std::string expected = "\xC3\xA9";
+    print_sexp(value, expected, drop);
+    CHECK(out == expected);  // the same text as print_sexp
+    return all_ascii;
+  };
+  const std::string long_plain(40, 'x');
+  CHECK(ascii(*read_sexp("(:TYPE :REQUEST :TEXT \"plain\" :N 12 :F 1.5 :S SYM :T T :NIL NIL)")));
+  CHECK(ascii(Value::list({Value::string(long_plain), Value::string("with \"quotes\" and \\")})));
+  CHECK(ascii(Value::keyword("lower-case")));  // written in bars, still ASCII
+  CHECK(ascii(Value()));
+
+  // Non-ASCII text in every place text is written: short and long strings,
+  // strings with escapes, keywords and symbols, a preprinted list, deep lists.
+  CHECK_FALSE(ascii(Value::string("caf\xC3\xA9")));
+  CHECK_FALSE(ascii(Value::list({Value::string(long_plain + "\xC3\xA9")})));
+  CHECK_FALSE(ascii(Value::list({Value::string(long_plain + "\xC3\xA9" + long_plain)})));
+  CHECK_FALSE(ascii(Value::list({Value::string("\"quoted\" caf\xC3\xA9")})));
+  CHECK_FALSE(ascii(Value::list({Value::keyword("CAF\xC3\x89")})));
+  CHECK_FALSE(ascii(Value::list({Value::symbol("CAF\xC3\x89")})));
+  const Value accented = preprint(Value::list({Value::string("\xC3\xA9t\xC3\xA9")}));
+  CHECK_FALSE(ascii(Value::list({Value::keyword("A"), accented})));
+  CHECK(ascii(Value::list({Value::keyword("A"), preprint(*read_sexp("(:GATE \"g\")"))})));
+  const std::string_view drop[] = {"SOCKET"};
+  CHECK_FALSE(ascii(Value::list({Value::keyword("A"), accented}), drop));
+  Value deep = Value::string("\xC3\xA9");
+  for (int i = 0; i < 200; ++i) deep = Value::list({deep});
+  CHECK_FALSE(ascii(deep));
+  Value deep_plain = Value::string("e");
+  for (int i = 0; i < 200; ++i) deep_plain = Value::list({deep_plain});
+  CHECK(ascii(deep_plain));
 }
