@@ -124,34 +124,12 @@ bool word_needs_escape(std::uint64_t word) noexcept {
   return sexp::word_has_byte(word, '"') || sexp::word_has_byte(word, '\\');
 }
 
-// True when `text` holds a `"` or `\`, eight bytes at a time (the tail is
-// loaded into a zeroed word, and a zero byte is neither). The words looked
-// at are OR-ed into `bytes`: all of them when it returns false.
-bool needs_escapes(std::string_view text, std::uint64_t& bytes) noexcept {
-  const char* const data = text.data();
-  const std::size_t size = text.size();
-  std::size_t i = 0;
-  std::uint64_t seen = 0;
-  for (; i + 8 <= size; i += 8) {
-    std::uint64_t word;
-    std::memcpy(&word, data + i, sizeof word);
-    seen |= word;
-    if (word_needs_escape(word)) return true;
-  }
-  bytes = seen;
-  if (i == size) return false;
-  std::uint64_t tail = 0;
-  std::memcpy(&tail, data + i, size - i);
-  bytes |= tail;
-  return word_needs_escape(tail);
-}
-
 // A string in double quotes; only `"` and `\` are escaped.
 void put_string(Writer& writer, std::string_view text) {
   const std::size_t size = text.size();
-  std::uint64_t bytes = 0;
-  if (!needs_escapes(text, bytes)) {
-    writer.note(bytes);
+  unsigned high = 0;
+  if (sexp::find_quote_or_backslash(text.data(), size, high) == size) {
+    writer.note(high);
     char* p = writer.reserve(size + 2);
     *p++ = '"';
     if (size != 0) std::memcpy(p, text.data(), size);

@@ -294,19 +294,14 @@ class Reader {
     const char* p = open + 1;
     std::size_t escapes = 0;
     for (;;) {
-      while (end - p >= 8) {
-        std::uint64_t word;
-        std::memcpy(&word, p, sizeof word);
-        if (sexp::word_has_byte(word, '"') || sexp::word_has_byte(word, '\\')) break;
-        p += 8;
-      }
       if (p >= end) return nullptr;
+      unsigned high = 0;  // not needed: the text was checked
+      p += sexp::find_quote_or_backslash(p, static_cast<std::size_t>(end - p), high);
+      if (p == end) return nullptr;
       if (*p == '"') break;
-      if (*p == '\\') {
-        ++escapes;
-        ++p;
-      }
-      ++p;
+      if (end - p < 2) return nullptr;  // a backslash with nothing to escape
+      ++escapes;
+      p += 2;  // the backslash and the byte it escapes
     }
     const auto raw_size = static_cast<std::size_t>(p - open - 1);
     char* dst = ValueAccess::init_text(out, Kind::String, raw_size - escapes);

@@ -390,3 +390,42 @@ TEST_CASE("print_sexp_ascii says whether every byte it wrote is ASCII", "[value]
   for (int i = 0; i < 200; ++i) deep_plain = Value::list({deep_plain});
   CHECK(ascii(deep_plain));
 }
+
+TEST_CASE("a quote or backslash is escaped, and read back, at every offset of a string", "[value][printer][reader]") {
+  // Strings are scanned 16, then 8, then 1 byte at a time: a special byte at
+  // each offset of strings up to 50 bytes lands in every step, and a
+  // non-ASCII byte before it must not hide it.
+  for (const char special : {'"', '\\'}) {
+    for (std::size_t size = 1; size <= 50; ++size) {
+      for (std::size_t at = 0; at < size; ++at) {
+        std::string text(size, 'a');
+        text[at] = special;
+        if (at >= 2) text.replace(0, 2, "\xC3\xA9");
+        std::string expected = "\"";
+        for (const char c : text) {
+          if (c == '"' || c == '\\') expected.push_back('\\');
+          expected.push_back(c);
+        }
+        expected.push_back('"');
+        const std::string printed = to_sexp(Value::string(text));
+        REQUIRE(printed == expected);
+        auto read = read_sexp(printed);
+        REQUIRE(read.has_value());
+        REQUIRE(*read == Value::string(text));
+      }
+    }
+  }
+}
+
+TEST_CASE("the reader finds a string's end past long plain runs, and a trailing backslash leaves it open",
+          "[value][reader]") {
+  for (std::size_t size = 0; size <= 40; ++size) {
+    const std::string plain(size, 'b');
+    auto read = read_sexp("(\"" + plain + "\" :NEXT)");
+    REQUIRE(read.has_value());
+    CHECK(*read == Value::list({Value::string(plain), Value::keyword("NEXT")}));
+    CHECK_FALSE(read_sexp("\"" + plain).has_value());
+    CHECK_FALSE(read_sexp("\"" + plain + "\\").has_value());
+    CHECK_FALSE(read_sexp("\"" + plain + "\\\"").has_value());  // the quote is escaped
+  }
+}
