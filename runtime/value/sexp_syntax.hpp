@@ -99,7 +99,7 @@ inline std::size_t find_quote_or_backslash(const char* data, std::size_t size, u
     if (special != 0) return i + static_cast<std::size_t>(std::countr_zero(static_cast<unsigned>(special)));
     all = _mm_or_si128(all, bytes);
   }
-  high |= static_cast<unsigned>(_mm_movemask_epi8(all)) << 7;
+  if (_mm_movemask_epi8(all) != 0) high |= 0x80U;  // one bit per byte: any of them makes bit 7
 #endif
   for (; i + 8 <= size; i += 8) {
     std::uint64_t word;

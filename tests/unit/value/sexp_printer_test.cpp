@@ -383,6 +383,17 @@ TEST_CASE("print_sexp_ascii says whether every byte it wrote is ASCII", "[value]
   CHECK(ascii(Value::list({Value::keyword("A"), preprint(*read_sexp("(:GATE \"g\")"))})));
   const std::string_view drop[] = {"SOCKET"};
   CHECK_FALSE(ascii(Value::list({Value::keyword("A"), accented}), drop));
+  // At every offset of strings short and long, with and without an escape.
+  for (std::size_t size = 2; size <= 50; ++size) {
+    for (std::size_t at = 0; at + 2 <= size; ++at) {
+      std::string text(size, 'a');
+      text.replace(at, 2, "\xC3\xA9");
+      INFO("size " << size << ", at " << at);
+      CHECK_FALSE(ascii(Value::list({Value::string(text)})));
+      CHECK_FALSE(ascii(Value::list({Value::string(text + "\"")})));
+      CHECK(ascii(Value::list({Value::string(std::string(size, 'a'))})));
+    }
+  }
   Value deep = Value::string("\xC3\xA9");
   for (int i = 0; i < 200; ++i) deep = Value::list({deep});
   CHECK_FALSE(ascii(deep));
