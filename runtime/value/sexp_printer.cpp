@@ -520,14 +520,7 @@ void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop
 
 }  // namespace
 
-void print_sexp(const Value& value, std::string& out) {
-  Writer writer(out);
-  if (value.is_list()) {
-    put_list<false>(writer, value, 0, DropKeys());
-  } else {
-    put_atom(writer, value);
-  }
-}
+void print_sexp(const Value& value, std::string& out) { static_cast<void>(print_sexp_ascii(value, out, {})); }
 
 void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop) {
   static_cast<void>(print_sexp_ascii(value, out, drop));

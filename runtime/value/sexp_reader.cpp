@@ -294,7 +294,6 @@ class Reader {
     const char* p = open + 1;
     std::size_t escapes = 0;
     for (;;) {
-      if (p >= end) return nullptr;
       unsigned high = 0;  // not needed: the text was checked
       p += sexp::find_quote_or_backslash(p, static_cast<std::size_t>(end - p), high);
       if (p == end) return nullptr;
