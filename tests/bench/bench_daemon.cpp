@@ -1,7 +1,8 @@
 // The real daemon: `passepartout daemon` run as a child process with the
 // scripted provider and every bundled skill, measured from outside over TCP
-// loopback: request round trip, throughput with 64 clients, cold start and
-// idle memory.
+// loopback: request round trip, throughput with 64 clients (and the CPU each
+// request took in the daemon and in the clients, which share the machine's
+// cores), cold start and idle memory.
 #include <benchmark/benchmark.h>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -24,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -174,6 +177,20 @@ class ServerProcess {
       }
       std::this_thread::sleep_for(2ms);
     }
+  }
+
+  // CPU time (user and system) the server has used so far, in microseconds.
+  double cpu_us() const {
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::size_t name_end = text.rfind(')');  // the command name may hold spaces
+    if (name_end == std::string::npos) die("no /proc stat for the server");
+    std::istringstream fields(text.substr(name_end + 2));
+    std::string field;
+    for (int i = 3; i < 14; ++i) fields >> field;  // state .. cmajflt: fields 3 to 13
+    double user = 0, system = 0;
+    fields >> user >> system;                      // utime, stime: fields 14 and 15, in clock ticks
+    return (user + system) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
   }
 
   // VmRSS of the daemon, in MiB.
@@ -349,10 +366,25 @@ std::vector<double> round_trips(MakeClient make_client) {
   return rtt;
 }
 
+// CPU time (user and system) of this process, the clients' side, in microseconds.
+double own_cpu_us() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  return us(usage.ru_utime) + us(usage.ru_stime);
+}
+
+// What kClients connections got through, and the CPU it took on each side.
+struct Throughput {
+  double requests_per_s = 0;
+  double server_cpu_us_per_request = 0;  // the server process, kernel time included
+  double client_cpu_us_per_request = 0;  // the clients (this process), kernel time included
+};
+
 // Requests per second of kClients connections, one thread each, making
-// sequential requests for kRpsDuration.
+// sequential requests for kRpsDuration to `server`.
 template <typename MakeClient>
-double throughput(MakeClient make_client) {
+Throughput throughput(const ServerProcess& server, MakeClient make_client) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
@@ -372,13 +404,16 @@ double throughput(MakeClient make_client) {
     });
   }
   while (ready.load() < kClients) std::this_thread::sleep_for(1ms);
+  const double server_cpu = server.cpu_us();
+  const double client_cpu = own_cpu_us();
   const auto began = Clock::now();
   go.store(true);
   std::this_thread::sleep_for(kRpsDuration);
   stop.store(true);
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
-  return static_cast<double>(completed.load()) / seconds;
+  const auto requests = static_cast<double>(completed.load());
+  return {requests / seconds, (server.cpu_us() - server_cpu) / requests, (own_cpu_us() - client_cpu) / requests};
 }
 
 void BM_Daemon(benchmark::State& state) {
@@ -394,7 +429,7 @@ void BM_Daemon(benchmark::State& state) {
 
     std::size_t reply_bytes = 0;
     std::vector<double> rtt;
-    double rps = 0;
+    Throughput rps;
     double idle_rss = 0;
     {
       Scratch scratch;
@@ -407,28 +442,32 @@ void BM_Daemon(benchmark::State& state) {
         reply_bytes = client->received();
         return client;
       });
-      rps = throughput([&] { return std::make_unique<Client>(daemon.port()); });
+      rps = throughput(daemon, [&] { return std::make_unique<Client>(daemon.port()); });
       if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
     }
 
     // The same clients against a server that only answers, with the
     // daemon's message sizes: what the machine's loopback and scheduler cost.
     std::vector<double> floor_rtt;
-    double floor_rps = 0;
+    Throughput floor_rps;
     {
       Scratch scratch;
       ServerProcess floor(scratch.root, {PP_FLOOR_SERVER_EXE, std::to_string(reply_bytes)});
       floor_rtt = round_trips([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
-      floor_rps = throughput([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
+      floor_rps = throughput(floor, [&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
     }
 
     state.counters["rtt_p50_us"] = percentile(rtt, 0.50);
     state.counters["rtt_p99_us"] = percentile(rtt, 0.99);
-    state.counters["rps_64_clients"] = rps;
+    state.counters["rps_64_clients"] = rps.requests_per_s;
+    state.counters["daemon_cpu_us_per_request"] = rps.server_cpu_us_per_request;
+    state.counters["client_cpu_us_per_request"] = rps.client_cpu_us_per_request;
     state.counters["cold_start_ms"] = percentile(starts, 0.50);
     state.counters["idle_rss_mb"] = idle_rss;
     state.counters["floor_rtt_p50_us"] = percentile(floor_rtt, 0.50);
-    state.counters["floor_rps_64_clients"] = floor_rps;
+    state.counters["floor_rps_64_clients"] = floor_rps.requests_per_s;
+    state.counters["floor_cpu_us_per_request"] = floor_rps.server_cpu_us_per_request;
+    state.counters["floor_client_cpu_us_per_request"] = floor_rps.client_cpu_us_per_request;
     state.counters["reply_bytes"] = static_cast<double>(reply_bytes);
   }
 }
