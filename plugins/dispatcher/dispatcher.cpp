@@ -7,18 +7,18 @@
 #include <boost/container/small_vector.hpp>
 
 #include <re2/re2.h>
-#include <re2/set.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "pattern_table.hpp"
 
 namespace {
 
@@ -85,63 +85,9 @@ bool is_named(const ValueRef& value, std::string_view name) {
                     [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
 }
 
-RE2::Options pattern_options() {
-  RE2::Options options;
-  options.set_log_errors(false);  // a bad pattern is reported through the exception, not stderr
-  return options;
-}
-
-// --- pattern tables ------------------------------------------------------------------
-
-struct PatternSpec {
-  std::string name;   // for the log and the README
-  std::string regex;  // RE2 syntax
-};
-
-// A compiled table: every pattern in one RE2::Set (one pass), and each alone
-// for the rare input whose set DFA runs out of memory.
-class PatternTable {
- public:
-  explicit PatternTable(const std::vector<PatternSpec>& specs) : set_(pattern_options(), RE2::UNANCHORED) {
-    for (const PatternSpec& spec : specs) {
-      auto regex = std::make_unique<RE2>(spec.regex, pattern_options());
-      std::string error;
-      if (!regex->ok() || set_.Add(spec.regex, &error) != static_cast<int>(patterns_.size())) {
-        throw std::invalid_argument("pattern '" + spec.name + "': invalid regex '" + spec.regex +
-                                    "': " + (regex->ok() ? error : regex->error()));
-      }
-      patterns_.push_back({spec.name, std::move(regex)});
-    }
-    if (!set_.Compile()) throw std::runtime_error("patterns: out of memory compiling the pattern set");
-  }
-
-  // The name of the first pattern (in table order) found in `text`, or "".
-  std::string first_match(std::string_view text) const {
-    const re2::StringPiece piece(text.data(), text.size());
-    RE2::Set::ErrorInfo error{RE2::Set::kNoError};
-    // Most text matches nothing: asking only whether anything matches
-    // collects no indices and allocates nothing.
-    if (!set_.Match(piece, nullptr, &error) && error.kind == RE2::Set::kNoError) return {};
-    std::vector<int> matched;
-    error.kind = RE2::Set::kNoError;
-    if (!set_.Match(piece, &matched, &error)) {
-      if (error.kind == RE2::Set::kNoError) return {};
-      for (const Pattern& pattern : patterns_) {
-        if (RE2::PartialMatch(piece, *pattern.regex)) return pattern.name;
-      }
-      return {};
-    }
-    return patterns_[static_cast<std::size_t>(*std::min_element(matched.begin(), matched.end()))].name;
-  }
-
- private:
-  struct Pattern {
-    std::string name;
-    std::unique_ptr<RE2> regex;  // RE2 is neither copyable nor movable
-  };
-  std::vector<Pattern> patterns_;
-  RE2::Set set_;
-};
+using passepartout::bundled::pattern_options;
+using passepartout::bundled::PatternSpec;
+using passepartout::bundled::PatternTable;
 
 // A glob over path components as an RE2 fragment: `*` is any run of
 // characters within one component, `?` one character; the rest is literal.
@@ -408,8 +354,8 @@ class Dispatcher final : public passepartout::Skill {
         return Verdict::block(std::string(kProtectedPath) + fields.filepath.print() + "'");
       }
       const std::string path = normalised_path(fields.filepath.text());
-      if (const std::string rule = protected_paths_.first_match(path); !rule.empty()) {
-        log_info("protected path matched '" + rule + "'");
+      if (const std::string_view rule = protected_paths_.first_match(path); !rule.empty()) {
+        log_info("protected path matched '" + std::string(rule) + "'");
         return Verdict::block(std::string(kProtectedPath) + std::string(fields.filepath.text()) + "'");
       }
     }
@@ -418,8 +364,8 @@ class Dispatcher final : public passepartout::Skill {
 
     // 4. Secret patterns.
     for (const std::string_view text : fields.texts) {
-      if (const std::string rule = secret_patterns_.first_match(text); !rule.empty()) {
-        log_info("secret pattern matched: " + rule);
+      if (const std::string_view rule = secret_patterns_.first_match(text); !rule.empty()) {
+        log_info("secret pattern matched: " + std::string(rule));
         return Verdict::block(std::string(kSecretPattern));
       }
     }

@@ -2,17 +2,15 @@
 // table of unsafe patterns and, by default, sends every other one to a human.
 #include <passepartout/skill.hpp>
 
-#include <re2/re2.h>
-#include <re2/set.h>
-
 #include <algorithm>
 #include <cstddef>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "pattern_table.hpp"
 
 namespace {
 
@@ -90,10 +88,8 @@ std::string destructive_rm_regex() {
 
 // --- the pattern table -----------------------------------------------------------
 
-struct PatternSpec {
-  std::string name;   // reported in the block reason
-  std::string regex;  // RE2 syntax, searched anywhere in the command
-};
+using passepartout::bundled::PatternSpec;
+using passepartout::bundled::PatternTable;
 
 std::vector<PatternSpec> builtin_patterns() {
   return {
@@ -193,26 +189,7 @@ class ShellGuard final : public passepartout::Skill {
 
   // Compiles every pattern once. Throws, naming the pattern, when one does not compile.
   explicit ShellGuard(const ValueRef& config)
-      : approve_all_shell_(approve_all_shell(config)), set_(options(), RE2::UNANCHORED) {
-    std::vector<PatternSpec> table = builtin_patterns();
-    append_extra_patterns(config, table);
-    for (PatternSpec& spec : table) {
-      auto regex = std::make_unique<RE2>(spec.regex, options());
-      if (!regex->ok()) {
-        throw std::invalid_argument("pattern '" + spec.name + "': invalid regex '" + spec.regex +
-                                    "': " + regex->error());
-      }
-      std::string error;
-      if (set_.Add(spec.regex, &error) != static_cast<int>(patterns_.size())) {
-        throw std::invalid_argument("pattern '" + spec.name + "': invalid regex '" + spec.regex +
-                                    "': " + error);
-      }
-      patterns_.push_back({std::move(spec.name), std::move(regex)});
-    }
-    if (!set_.Compile()) {
-      throw std::runtime_error("shell patterns: out of memory compiling the pattern set");
-    }
-  }
+      : approve_all_shell_(approve_all_shell(config)), patterns_(all_patterns(config)) {}
 
   passepartout::Verdict gate(const Action& action, const Signal& /*signal*/) override {
     const ValueRef command = shell_command(action);
@@ -240,47 +217,24 @@ class ShellGuard final : public passepartout::Skill {
   }
 
  private:
-  struct Pattern {
-    std::string name;
-    std::unique_ptr<RE2> regex;  // RE2 is neither copyable nor movable
-  };
-
-  static RE2::Options options() {
-    RE2::Options options;
-    options.set_log_errors(false);  // a bad pattern is reported through the exception, not stderr
-    return options;
+  static std::vector<PatternSpec> all_patterns(const ValueRef& config) {
+    std::vector<PatternSpec> table = builtin_patterns();
+    append_extra_patterns(config, table);
+    return table;
   }
 
   // The names of every pattern `command` matches, space-separated, in table order.
   std::string matching_pattern_names(std::string_view command) const {
-    const re2::StringPiece text(command.data(), command.size());
-    RE2::Set::ErrorInfo error{RE2::Set::kNoError};
-    // Most commands match nothing: asking only whether anything matches
-    // collects no indices and allocates nothing.
-    if (!set_.Match(text, nullptr, &error) && error.kind == RE2::Set::kNoError) return {};
-    std::vector<int> matched;
-    error.kind = RE2::Set::kNoError;
-    if (!set_.Match(text, &matched, &error)) {
-      if (error.kind == RE2::Set::kNoError) return {};
-      // The set's DFA gave up (out of memory on a huge command): RE2 alone
-      // falls back to slower engines, so match one pattern at a time.
-      for (std::size_t i = 0; i < patterns_.size(); ++i) {
-        if (RE2::PartialMatch(text, *patterns_[i].regex)) matched.push_back(static_cast<int>(i));
-      }
-    }
-    std::sort(matched.begin(), matched.end());
-
     std::string names;
-    for (const int index : matched) {
+    for (const std::size_t index : patterns_.matches(command)) {
       if (!names.empty()) names += ' ';
-      names += patterns_[static_cast<std::size_t>(index)].name;
+      names += patterns_.name(index);
     }
     return names;
   }
 
   bool approve_all_shell_;
-  std::vector<Pattern> patterns_;  // table order: the built-in patterns, then extra_patterns
-  RE2::Set set_;                   // the same patterns, index for index, matched in one pass
+  PatternTable patterns_;  // table order: the built-in patterns, then extra_patterns
 };
 
 }  // namespace
