@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "pattern_table.hpp"
+#include "skill_text.hpp"
 
 namespace {
 
@@ -27,6 +27,11 @@ using passepartout::LogLevel;
 using passepartout::Signal;
 using passepartout::ValueRef;
 using passepartout::Verdict;
+using passepartout::bundled::ascii_lower;
+using passepartout::bundled::decimal;
+using passepartout::bundled::is_named;
+using passepartout::bundled::is_text;
+using passepartout::bundled::lower;
 
 // The seed's messages (I1), word for word.
 constexpr std::string_view kProtectedPath = "Action blocked: Attempted read of protected path '";
@@ -41,24 +46,6 @@ constexpr std::size_t kMinVaultValueLength = 6;
 constexpr int kMaxScanDepth = 32;
 constexpr std::size_t kMaxScannedStrings = 10000;
 
-// `n` in decimal. (std::to_string would export a libstdc++ template static from
-// the library, and the library exports nothing but its entry point.)
-std::string decimal(std::size_t n) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%zu", n);
-  return buffer;
-}
-
-char ascii_lower(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
-  return out;
-}
-
 // Whether `text` contains `needle` (already lower-case), ignoring ASCII case.
 bool contains_folded(std::string_view text, std::string_view needle) {
   if (needle.empty() || needle.size() > text.size()) return false;
@@ -68,21 +55,6 @@ bool contains_folded(std::string_view text, std::string_view needle) {
     if (j == needle.size()) return true;
   }
   return false;
-}
-
-// True for the kinds whose text() is meaningful: string, keyword and symbol.
-bool is_text(const ValueRef& value) {
-  return value.is_string() || value.is_keyword() || value.is_symbol();
-}
-
-// True for :NAME, NAME or "name" in any case: targets and tool names arrive in
-// all of these forms. Allocates nothing: gates run on every action.
-bool is_named(const ValueRef& value, std::string_view name) {
-  if (!is_text(value)) return false;
-  const std::string_view text = value.text();
-  return text.size() == name.size() &&
-         std::equal(text.begin(), text.end(), name.begin(),
-                    [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
 }
 
 using passepartout::bundled::pattern_options;

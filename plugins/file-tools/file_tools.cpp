@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,35 +14,28 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "skill_config.hpp"
+#include "skill_text.hpp"
+
 namespace {
 
 using passepartout::Signal;
 using passepartout::ValueRef;
+using passepartout::bundled::boolean;
+using passepartout::bundled::decimal;
+using passepartout::bundled::error_text;
+using passepartout::bundled::expand_home;
+using passepartout::bundled::positive_integer;
 
 constexpr std::int64_t kDefaultMaxReadBytes = 1000000;
 constexpr std::int64_t kDefaultMaxWriteBytes = 1000000;
 constexpr std::size_t kMaxPathBytes = 4096;
-
-// `n` in decimal. (std::to_string would export a libstdc++ template static from
-// the library, and the library exports nothing but its entry point.)
-std::string decimal(long long n) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%lld", n);
-  return buffer;
-}
-
-std::string error_text(int error) {
-  char buffer[256];
-  return ::strerror_r(error, buffer, sizeof buffer);  // the GNU variant returns the text
-}
 
 // "'<path>'" for messages.
 std::string quoted(std::string_view path) {
@@ -79,40 +71,6 @@ class Fd {
 };
 
 // --- config ------------------------------------------------------------------------
-
-std::int64_t positive_integer(const ValueRef& config, std::string_view key, std::string_view name,
-                              std::int64_t fallback) {
-  const ValueRef value = config.get(key);
-  if (value.is_nil()) return fallback;
-  if (!value.is_integer() || value.as_integer() <= 0) {
-    throw std::invalid_argument("config " + std::string(name) + ": expected a positive integer, got " + value.print());
-  }
-  return value.as_integer();
-}
-
-bool boolean(const ValueRef& config, std::string_view key, std::string_view name, bool fallback) {
-  if (!config.has(key)) return fallback;
-  const ValueRef value = config.get(key);
-  if (value.is_t()) return true;
-  if (value.is_nil()) return false;
-  throw std::invalid_argument("config " + std::string(name) + ": expected true or false, got " + value.print());
-}
-
-// `path` with a leading "~" (alone or before '/') replaced by the home directory.
-std::string expand_home(const std::string& path) {
-  if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
-  std::string home;
-  if (const char* env = std::getenv("HOME"); env != nullptr && *env != '\0') {
-    home = env;
-  } else {
-    passwd entry{};
-    passwd* found = nullptr;
-    char buffer[4096];
-    if (::getpwuid_r(::getuid(), &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) home = found->pw_dir;
-  }
-  if (home.empty()) throw std::invalid_argument("cannot expand '~' in '" + path + "': no home directory is known");
-  return home + path.substr(1);
-}
 
 // --- paths -------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "pattern_table.hpp"
+#include "skill_config.hpp"
+#include "skill_text.hpp"
 
 namespace {
 
@@ -18,6 +20,10 @@ using passepartout::Action;
 using passepartout::Signal;
 using passepartout::ValueRef;
 using passepartout::Verdict;
+using passepartout::bundled::boolean;
+using passepartout::bundled::decimal;
+using passepartout::bundled::is_named;
+using passepartout::bundled::is_text;
 
 // --- DESTRUCTIVE-RM ------------------------------------------------------------
 //
@@ -104,22 +110,6 @@ std::vector<PatternSpec> builtin_patterns() {
   };
 }
 
-// `n` in decimal. (std::to_string would export a libstdc++ template static from
-// the library, and the library exports nothing but its entry point.)
-std::string decimal(std::size_t n) {
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), static_cast<char>('0' + n % 10));
-    n /= 10;
-  } while (n != 0);
-  return digits;
-}
-
-// True for the kinds whose text() is meaningful: string, keyword and symbol.
-bool is_text(const ValueRef& value) {
-  return value.is_string() || value.is_keyword() || value.is_symbol();
-}
-
 // `config :EXTRA_PATTERNS`: a list of (:NAME n :REGEX r) plists, appended to the table.
 void append_extra_patterns(const ValueRef& config, std::vector<PatternSpec>& table) {
   const ValueRef extra = config.get("EXTRA_PATTERNS");
@@ -147,25 +137,7 @@ void append_extra_patterns(const ValueRef& config, std::vector<PatternSpec>& tab
 
 // `config :APPROVE_ALL_SHELL`: true (the default) or false.
 bool approve_all_shell(const ValueRef& config) {
-  if (!config.has("APPROVE_ALL_SHELL")) return true;
-  const ValueRef value = config.get("APPROVE_ALL_SHELL");
-  if (value.is_t()) return true;
-  if (value.is_nil()) return false;
-  throw std::invalid_argument("config approve_all_shell: expected true or false, got " +
-                              value.print());
-}
-
-char ascii_lower(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-// True for :NAME, NAME or "name" in any case: targets and tool names arrive in all of these forms.
-bool is_named(const ValueRef& value, std::string_view name) {
-  if (!is_text(value)) return false;
-  const std::string_view text = value.text();
-  return text.size() == name.size() &&
-         std::equal(text.begin(), text.end(), name.begin(),
-                    [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
+  return boolean(config, "APPROVE_ALL_SHELL", "approve_all_shell", true);
 }
 
 // The command the action would run: :PAYLOAD :CMD for target :SHELL, :PAYLOAD

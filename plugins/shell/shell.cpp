@@ -12,19 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <pwd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "skill_config.hpp"
+#include "skill_text.hpp"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
@@ -33,6 +32,10 @@ namespace {
 using passepartout::Action;
 using passepartout::Signal;
 using passepartout::ValueRef;
+using passepartout::bundled::decimal;
+using passepartout::bundled::error_text;
+using passepartout::bundled::expand_home;
+using passepartout::bundled::positive_integer;
 
 using Clock = std::chrono::steady_clock;
 
@@ -44,14 +47,6 @@ constexpr std::int64_t kDefaultMaxOutputLimit = 1000000;  // characters
 // that leaves a background process holding them must not run into its timeout.
 constexpr std::chrono::milliseconds kDrainAfterExit{100};
 
-// `n` in decimal. (std::to_string would export a libstdc++ template static from
-// the library, and the library exports nothing but its entry point.)
-std::string decimal(long long n) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%lld", n);
-  return buffer;
-}
-
 // Seconds as the seed printed them: an integer without a fraction, else the shortest form.
 std::string seconds_text(double seconds) {
   char buffer[64];
@@ -61,11 +56,6 @@ std::string seconds_text(double seconds) {
     std::snprintf(buffer, sizeof buffer, "%g", seconds);
   }
   return buffer;
-}
-
-std::string error_text(int error) {
-  char buffer[256];
-  return ::strerror_r(error, buffer, sizeof buffer);  // the GNU variant returns the text
 }
 
 // --- config ------------------------------------------------------------------------
@@ -79,33 +69,6 @@ double positive_seconds(const ValueRef& config, std::string_view key, std::strin
                                 value.print());
   }
   return value.as_float();
-}
-
-// A positive integer at `key`, or `fallback` when absent.
-std::int64_t positive_integer(const ValueRef& config, std::string_view key, std::string_view name,
-                              std::int64_t fallback) {
-  const ValueRef value = config.get(key);
-  if (value.is_nil()) return fallback;
-  if (!value.is_integer() || value.as_integer() <= 0) {
-    throw std::invalid_argument("config " + std::string(name) + ": expected a positive integer, got " + value.print());
-  }
-  return value.as_integer();
-}
-
-// `path` with a leading "~" (alone or before '/') replaced by the home directory.
-std::string expand_home(const std::string& path) {
-  if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
-  std::string home;
-  if (const char* env = std::getenv("HOME"); env != nullptr && *env != '\0') {
-    home = env;
-  } else {
-    passwd entry{};
-    passwd* found = nullptr;
-    char buffer[4096];
-    if (::getpwuid_r(::getuid(), &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) home = found->pw_dir;
-  }
-  if (home.empty()) throw std::invalid_argument("cannot expand '~' in '" + path + "': no home directory is known");
-  return home + path.substr(1);
 }
 
 bool is_directory(const std::string& path) {

@@ -3,7 +3,6 @@
 // tools the table does not name need approval, as in the seed (I4).
 #include <passepartout/skill.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -11,39 +10,19 @@
 #include <utility>
 #include <vector>
 
+#include "skill_text.hpp"
+
 namespace {
 
 using passepartout::Action;
 using passepartout::Signal;
 using passepartout::ValueRef;
 using passepartout::Verdict;
+using passepartout::bundled::is_named;
+using passepartout::bundled::is_text;
+using passepartout::bundled::lower;
 
 enum class Level { allow, ask, deny };
-
-char ascii_lower(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
-  return out;
-}
-
-// True for the kinds whose text() is meaningful: string, keyword and symbol.
-bool is_text(const ValueRef& value) {
-  return value.is_string() || value.is_keyword() || value.is_symbol();
-}
-
-// True for :NAME, NAME or "name" in any case: targets and tool names arrive in
-// all of these forms. Allocates nothing: gates run on every action.
-bool is_named(const ValueRef& value, std::string_view name) {
-  if (!is_text(value)) return false;
-  const std::string_view text = value.text();
-  return text.size() == name.size() &&
-         std::equal(text.begin(), text.end(), name.begin(),
-                    [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
-}
 
 // "allow", "ask" or "deny" in any case (string, keyword or symbol).
 Level parse_level(const ValueRef& value, std::string_view tool) {
