@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""The training run of a profile-guided build (see scripts/build-release).
+
+Starts `passepartout daemon` (an instrumented build) with the bundled skills
+and the demo's scripted model, holds a conversation with it over TCP from a
+few connections at once (greetings, a destructive command the gates block,
+commands that wait for an approval, text no rule knows), then stops it with
+SIGTERM so that it writes its profile as it exits.
+
+usage: pgo-train.py EXE MANIFEST_DIR PLUGIN_DIR SCRIPT [REQUESTS]
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+TEXTS = ["hello", "free disk space", "what changed in the build?", "hi there", "list the files",
+         "show the date", "why does the linker fail?"]
+CONNECTIONS = 4
+TIMEOUT_S = 60
+
+
+def fail(message):
+    print("pgo-train: " + message, file=sys.stderr)
+    sys.exit(1)
+
+
+def frame(text):
+    return b"%06X" % len(text) + text.encode()  # the texts are ASCII: code points are bytes
+
+
+def converse(port, count, offset, errors):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pending = b""
+
+            def next_frame():
+                nonlocal pending
+                while True:
+                    if len(pending) >= 6:
+                        size = int(pending[:6], 16)
+                        if len(pending) >= 6 + size:
+                            payload, pending = pending[6:6 + size], pending[6 + size:]
+                            return payload
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        raise ConnectionError("the daemon closed the connection")
+                    pending += chunk
+
+            next_frame()  # the handshake
+            for i in range(count):
+                text = TEXTS[(i + offset) % len(TEXTS)]
+                conn.sendall(frame('(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT "%s") '
+                                   ':REQUEST-ID "%d")' % (text, i)))
+                while b":TYPE :RESPONSE" not in next_frame():
+                    pass
+    except (OSError, ValueError) as error:
+        errors.append(str(error))
+
+
+def main():
+    if len(sys.argv) not in (5, 6):
+        fail("usage: pgo-train.py EXE MANIFEST_DIR PLUGIN_DIR SCRIPT [REQUESTS]")
+    exe, manifests, plugins, script = sys.argv[1:5]
+    requests = int(sys.argv[5]) if len(sys.argv) == 6 else 20000
+    state = tempfile.mkdtemp(prefix="passepartout-pgo-train-")
+    daemon = None
+    try:
+        daemon = subprocess.Popen(
+            [exe, "daemon", "--port", "0", "--socket", os.path.join(state, "daemon.sock"), "--state-dir", state,
+             "--provider", "scripted", "--script", script, "--manifests", manifests, "--plugins", plugins,
+             "--log-level", "warn"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, HOME=state))
+        port = None
+        for line in daemon.stdout:
+            text = line.decode(errors="replace")
+            if text.startswith("listening on 127.0.0.1:"):
+                port = int(text.rsplit(":", 1)[1])
+                break
+        if port is None:
+            fail("the daemon did not start:\n" + daemon.stderr.read().decode(errors="replace"))
+        errors = []
+        threads = [threading.Thread(target=converse, args=(port, requests // CONNECTIONS, k, errors))
+                   for k in range(CONNECTIONS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            fail("the conversation failed: " + errors[0])
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            status = daemon.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            fail("the daemon did not stop on SIGTERM")
+        if status != 0:
+            fail("the daemon exited with status %d:\n%s" % (status, daemon.stderr.read().decode(errors="replace")))
+        print("pgo-train: %d requests over %d connections" % (requests // CONNECTIONS * CONNECTIONS, CONNECTIONS))
+    finally:
+        if daemon is not None and daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
