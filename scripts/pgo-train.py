@@ -71,6 +71,8 @@ def main():
     state = tempfile.mkdtemp(prefix="passepartout-pgo-train-")
     daemon = None
     try:
+        if not os.access(exe, os.X_OK):
+            fail("%s is not an executable (build it first)" % exe)
         daemon = subprocess.Popen(
             [exe, "daemon", "--port", "0", "--socket", os.path.join(state, "daemon.sock"), "--state-dir", state,
              "--provider", "scripted", "--script", script, "--manifests", manifests, "--plugins", plugins,
