@@ -67,17 +67,30 @@ def main():
     if len(sys.argv) not in (5, 6):
         fail("usage: pgo-train.py EXE MANIFEST_DIR PLUGIN_DIR SCRIPT [REQUESTS]")
     exe, manifests, plugins, script = sys.argv[1:5]
-    requests = int(sys.argv[5]) if len(sys.argv) == 6 else 20000
+    requests = 20000
+    if len(sys.argv) == 6:
+        if not sys.argv[5].isdigit() or int(sys.argv[5]) < CONNECTIONS:
+            fail("REQUESTS must be a whole number of at least %d, not '%s'" % (CONNECTIONS, sys.argv[5]))
+        requests = int(sys.argv[5])
     state = tempfile.mkdtemp(prefix="passepartout-pgo-train-")
+    # The daemon's log goes to a file: a pipe nobody reads until the end
+    # could fill up and stall the daemon mid-conversation.
+    log_path = os.path.join(state, "daemon.log")
+
+    def daemon_log():
+        with open(log_path, errors="replace") as log:
+            return log.read()
+
     daemon = None
     try:
         if not os.access(exe, os.X_OK):
             fail("%s is not an executable (build it first)" % exe)
-        daemon = subprocess.Popen(
-            [exe, "daemon", "--port", "0", "--socket", os.path.join(state, "daemon.sock"), "--state-dir", state,
-             "--provider", "scripted", "--script", script, "--manifests", manifests, "--plugins", plugins,
-             "--log-level", "warn"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, HOME=state))
+        with open(log_path, "wb") as log:
+            daemon = subprocess.Popen(
+                [exe, "daemon", "--port", "0", "--socket", os.path.join(state, "daemon.sock"), "--state-dir", state,
+                 "--provider", "scripted", "--script", script, "--manifests", manifests, "--plugins", plugins,
+                 "--log-level", "warn"],
+                stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, HOME=state))
         port = None
         for line in daemon.stdout:
             text = line.decode(errors="replace")
@@ -85,7 +98,8 @@ def main():
                 port = int(text.rsplit(":", 1)[1])
                 break
         if port is None:
-            fail("the daemon did not start:\n" + daemon.stderr.read().decode(errors="replace"))
+            daemon.wait(timeout=TIMEOUT_S)
+            fail("the daemon did not start:\n" + daemon_log())
         errors = []
         threads = [threading.Thread(target=converse, args=(port, requests // CONNECTIONS, k, errors))
                    for k in range(CONNECTIONS)]
@@ -101,7 +115,7 @@ def main():
         except subprocess.TimeoutExpired:
             fail("the daemon did not stop on SIGTERM")
         if status != 0:
-            fail("the daemon exited with status %d:\n%s" % (status, daemon.stderr.read().decode(errors="replace")))
+            fail("the daemon exited with status %d:\n%s" % (status, daemon_log()))
         print("pgo-train: %d requests over %d connections" % (requests // CONNECTIONS * CONNECTIONS, CONNECTIONS))
     finally:
         if daemon is not None and daemon.poll() is None:
