@@ -32,6 +32,9 @@ using passepartout::bundled::decimal;
 using passepartout::bundled::is_named;
 using passepartout::bundled::is_text;
 using passepartout::bundled::lower;
+using passepartout::bundled::pattern_options;
+using passepartout::bundled::PatternSpec;
+using passepartout::bundled::PatternTable;
 
 // The seed's messages (I1), word for word.
 constexpr std::string_view kProtectedPath = "Action blocked: Attempted read of protected path '";
@@ -57,9 +60,7 @@ bool contains_folded(std::string_view text, std::string_view needle) {
   return false;
 }
 
-using passepartout::bundled::pattern_options;
-using passepartout::bundled::PatternSpec;
-using passepartout::bundled::PatternTable;
+// --- pattern tables ------------------------------------------------------------------
 
 // A glob over path components as an RE2 fragment: `*` is any run of
 // characters within one component, `?` one character; the rest is literal.

@@ -24,6 +24,8 @@ using passepartout::bundled::boolean;
 using passepartout::bundled::decimal;
 using passepartout::bundled::is_named;
 using passepartout::bundled::is_text;
+using passepartout::bundled::PatternSpec;
+using passepartout::bundled::PatternTable;
 
 // --- DESTRUCTIVE-RM ------------------------------------------------------------
 //
@@ -93,9 +95,6 @@ std::string destructive_rm_regex() {
 }
 
 // --- the pattern table -----------------------------------------------------------
-
-using passepartout::bundled::PatternSpec;
-using passepartout::bundled::PatternTable;
 
 std::vector<PatternSpec> builtin_patterns() {
   return {
