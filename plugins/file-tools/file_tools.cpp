@@ -22,6 +22,7 @@
 
 #include "skill_config.hpp"
 #include "skill_text.hpp"
+#include "unique_fd.hpp"
 
 namespace {
 
@@ -31,6 +32,7 @@ using passepartout::bundled::boolean;
 using passepartout::bundled::decimal;
 using passepartout::bundled::error_text;
 using passepartout::bundled::expand_home;
+using passepartout::bundled::Fd;
 using passepartout::bundled::positive_integer;
 
 constexpr std::int64_t kDefaultMaxReadBytes = 1000000;
@@ -41,34 +43,6 @@ constexpr std::size_t kMaxPathBytes = 4096;
 std::string quoted(std::string_view path) {
   return "'" + std::string(path) + "'";
 }
-
-// Owns a file descriptor; closes it once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.fd_;
-      other.fd_ = -1;
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool is_open() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // --- config ------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@
 
 #include "skill_config.hpp"
 #include "skill_text.hpp"
+#include "unique_fd.hpp"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
@@ -35,6 +36,7 @@ using passepartout::ValueRef;
 using passepartout::bundled::decimal;
 using passepartout::bundled::error_text;
 using passepartout::bundled::expand_home;
+using passepartout::bundled::Fd;
 using passepartout::bundled::positive_integer;
 
 using Clock = std::chrono::steady_clock;
@@ -164,25 +166,6 @@ struct Outcome {
   int exit_code = 0;  // 128 + signal when a signal ended it
   Capture out;
   Capture err;
-};
-
-// Owns a file descriptor; closes it once.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool is_open() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
 };
 
 // posix_spawn's attribute and file-action objects, destroyed on every path.
