@@ -587,9 +587,10 @@ struct Run : std::enable_shared_from_this<Run> {
       suspend(approved, std::move(approval_gates));
       return;
     }
-    // Step 3's choice of what to dispatch.
+    // Step 3's choice of what to dispatch, and where to (E2).
     Value action;
     Value bare;  // `action` without :GATE-TRACE, for the last-mile gates
+    bool to_source = false;
     if (type_is(signal, "REQUEST"_key) || type_is(signal, "LOG"_key)) {
       action = signal;
     } else if (!approved.is_nil()) {
@@ -600,16 +601,29 @@ struct Run : std::enable_shared_from_this<Run> {
       return;
     } else {
       action = signal;  // an event without an approved action goes to its source
+      to_source = true;
     }
+    std::string target = target_of(action, to_source);
     // Step 2: last-mile verification of anything that is not itself a log or
-    // event; a block here really stops the action (Decisions 3, K0).
-    if (!is_log_or_event(action)) {
+    // event, and of anything bound for an actuator that acts (a tool, or a
+    // skill's actuator), whatever its type: the gates see everything that
+    // touches the world, and only the reply channel and the :SYSTEM log take
+    // what they have not seen. A block here really stops the action
+    // (Decisions 3, K0).
+    if (!is_log_or_event(action) || acts(target)) {
       Verification last_mile;
       if (bare.is_nil()) bare = action.without("GATE-TRACE");
       verify_and_record("last-mile", *snapshot, bare, signal, last_mile);
       if (last_mile.outcome == VerifyOutcome::blocked) {
         log_message(LogLevel::warn, kComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
         signal = signal.without("APPROVED-ACTION");
+        // The rejection goes back to the source, unless the source is itself
+        // an actuator that acts: the gates would stop the rejection there
+        // too, and again, until the depth limit.
+        if (acts(target_of(Value(), true))) {
+          acted(Value());
+          return;
+        }
         const Value rejection = last_mile.to_value();
         acted(feedback_event(depth_of(signal) + 1, signal.at("META"_key), rejection.at("PAYLOAD"_key))
                   .with("TYPE"_key, Value::keyword("LOG"_key)));
@@ -621,15 +635,27 @@ struct Run : std::enable_shared_from_this<Run> {
       }
       action = last_mile.to_value();
     }
-    dispatch(std::move(action));  // unshared, it takes its :META in place
+    dispatch(std::move(action), target);  // unshared, it takes its :META in place
   }
 
-  // E2: the actuator for `action`; built-ins run here, skills' on the blocking executor.
-  void dispatch(Value action) {
-    std::string target = target_name(action.at("TARGET"_key));
+  // E2: where `action` goes, as an upper-case name: its :TARGET (unless
+  // `to_source`), else the signal's source, else DEFAULT_ACTUATOR; :SYSTEM
+  // becomes :TUI while the source has an open reply stream.
+  std::string target_of(const Value& action, bool to_source) const {
+    std::string target = to_source ? std::string() : target_name(action.at("TARGET"_key));
     if (target.empty()) target = target_name(signal.path("META"_key, "SOURCE"_key));
     if (target.empty()) target = ascii_upper(options().default_actuator);
     if (target == "SYSTEM" && reply_open()) target = "TUI";
+    return target;
+  }
+
+  // Whether `target` acts on the world: everything but the source's reply
+  // channel and the :SYSTEM actuator, which only logs (Decisions 8).
+  static bool acts(std::string_view target) { return target != "TUI" && target != "SYSTEM"; }
+
+  // E2: hands `action` to the actuator `target` (target_of()); built-ins run
+  // here, skills' on the blocking executor.
+  void dispatch(Value action, const std::string& target) {
     if (action.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
       action = std::move(action).with("META"_key, signal.at("META"_key));
     }

@@ -262,6 +262,58 @@ TEST_CASE("a last-mile block never reaches the actuator", "[pipeline][loop]") {
   }
 }
 
+// What no gate has seen goes only to the source's reply channel or the
+// :SYSTEM log: a :LOG or :EVENT a client sends cannot reach an actuator that
+// acts by naming it (or by naming it as its source).
+TEST_CASE("logs and events reach an actuator that acts only through the gates", "[pipeline][loop]") {
+  SECTION("an event goes to its source, not to the :TARGET it names") {
+    Rig rig({{"toolbox-a", 50}}, {});
+    auto sink = std::make_shared<RecordingSink>();
+    LoopReport report = rig.run(
+        sexp("(:TYPE :EVENT :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE :NOTE \"x\"))"),
+        sink);
+    CHECK(report.cycles == 1);
+    CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));  // the recorder never ran
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].at("PAYLOAD").at("SENSOR").is_keyword("NOTICE"));
+  }
+  SECTION("an event whose source is an actuator that acts is checked by the gates") {
+    Rig rig({{"block-gate", 90}, {"toolbox-a", 50}}, {});
+    LoopReport report =
+        rig.run(sexp("(:TYPE :EVENT :META (:SOURCE :RECORDER :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE :NOTE \"x\"))"));
+    CHECK(rig.logged("ACT BLOCKED: Action failed last-mile deterministic check."));
+    CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
+    CHECK(report.stopped_by == "done");
+    CHECK(report.cycles == 1);  // the rejection is not sent to that source either (the gates would stop it again)
+  }
+  SECTION("a log aimed at an actuator that acts is checked by the gates") {
+    const Value log = sexp("(:TYPE :LOG :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TEXT \"x\"))");
+    {
+      Rig rig({{"block-gate", 90}, {"toolbox-a", 50}}, {});
+      auto sink = std::make_shared<RecordingSink>();
+      rig.run(log, sink);
+      CHECK(rig.logged("ACT BLOCKED: Action failed last-mile deterministic check."));
+      CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
+      REQUIRE(sink->messages().size() == 1);
+      CHECK(to_sexp(sink->messages()[0]).find("blocked by block-gate") != std::string::npos);
+    }
+    {
+      Rig rig({{"toolbox-a", 50}}, {});  // no gate objects: it runs, as the seed dispatches a :LOG
+      LoopReport report = rig.run(log);
+      CHECK(report.cycles == 2);
+      CHECK(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
+    }
+  }
+  SECTION("a log for the source's reply channel needs no gate") {
+    Rig rig({{"block-gate", 90}, {"toolbox-a", 50}}, {});
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(sexp("(:TYPE :LOG :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TEXT \"note\"))"), sink);
+    CHECK_FALSE(rig.logged("ACT BLOCKED"));
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].at("PAYLOAD").at("TEXT").text() == "note");
+  }
+}
+
 TEST_CASE("a provider that fails is followed by one that answers", "[pipeline][loop][providers]") {
   Rig rig({{"policy", 0, {}, true}},
           {"rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n",
