@@ -89,10 +89,15 @@ class DaemonHandler final : public RequestHandler {
   void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
     const Value request_id = message.at("REQUEST-ID"_key);
     const bool is_operator = message_type(message) == "OPERATOR";
-    if ((is_operator || (require_auth_ && connection.transport == Transport::tcp)) && !connection.authenticated) {
+    // The :INTERRUPT sensor stops every loop and then the daemon (F3, H7): a
+    // shutdown, so it needs what an operator's :SHUTDOWN needs.
+    const bool is_interrupt = message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
+    const bool privileged = is_operator || is_interrupt;
+    if ((privileged || (require_auth_ && connection.transport == Transport::tcp)) && !connection.authenticated) {
       log_message(LogLevel::warn, kComponent,
-                  "refused an unauthenticated " + std::string(is_operator ? "operator request" : "request") + " from " +
-                      connection.peer);
+                  "refused an unauthenticated " +
+                      std::string(is_operator ? "operator request" : is_interrupt ? "interrupt" : "request") +
+                      " from " + connection.peer);
       reply.finish(with_request_id(
           make_error_response(wire_error::kUnauthorized,
                               "this request needs :AUTH \"<token>\" over TCP (the token is in the daemon's state "
@@ -400,7 +405,9 @@ Result<void> Daemon::Impl::boot() {
   options.assistant_name = c.assistant_name;
   options.log_lines = c.context_log_limit;
   pipeline = std::make_unique<Pipeline>(
-      Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get()}, std::move(options));
+      Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
+                         [this] { request_stop("Interrupt flag set"); }},  // seed H7
+      std::move(options));
 
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
       *skills, *pipeline, approvals.get(), control, problems, version_text(), started,

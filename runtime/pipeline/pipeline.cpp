@@ -158,6 +158,16 @@ struct Pipeline::Impl {
   Services services;
   PipelineOptions options;
   std::atomic<bool> interrupt_flag{false};
+  // Sets the flag; the first to set it tells the host (Services::on_interrupt).
+  void raise_interrupt() noexcept {
+    if (interrupt_flag.exchange(true, std::memory_order_acq_rel)) return;
+    log_message(LogLevel::warn, kComponent, "METABOLISM: interrupt flag set; every loop stops at its next cycle.");
+    if (!services.on_interrupt) return;
+    try {
+      services.on_interrupt();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the host's callback must not end the loop
+    }
+  }
   ShardedCounter processed;  // cycles run
   ShardedCounter active;     // signals injected and not finished
 
@@ -338,7 +348,7 @@ struct Run : std::enable_shared_from_this<Run> {
         }
       }
     }
-    if (sensor.is_keyword("INTERRUPT"_key)) pipeline->interrupt_flag.store(true, std::memory_order_release);
+    if (sensor.is_keyword("INTERRUPT"_key)) pipeline->raise_interrupt();
 
     // Skills whose manifest trigger matches see the signal (heartbeats included: Decisions 9).
     for (const Slot* slot : snapshot->observers()) {
@@ -997,7 +1007,7 @@ Result<Approval> Pipeline::deny(const std::string& token, const std::string& who
   return store->deny(token, who);
 }
 
-void Pipeline::interrupt() noexcept { impl_->interrupt_flag.store(true, std::memory_order_release); }
+void Pipeline::interrupt() noexcept { impl_->raise_interrupt(); }
 bool Pipeline::interrupted() const noexcept { return impl_->interrupt_flag.load(std::memory_order_acquire); }
 std::uint64_t Pipeline::signals_processed() const noexcept {
   return static_cast<std::uint64_t>(impl_->processed.sum());

@@ -71,6 +71,10 @@ class Pipeline {
     Executor& blocking;  // actuators and tools
     MemoryStore* memory = nullptr;       // optional
     ApprovalStore* approvals = nullptr;  // optional: without it approvals are refused (blocked)
+    // Called once, on the thread that perceived it, when the interrupt flag
+    // is first set (the :INTERRUPT sensor, or interrupt()): the host's cue to
+    // shut down (seed H7). Optional.
+    std::function<void()> on_interrupt = {};
   };
 
   Pipeline(Services services, PipelineOptions options);
@@ -94,7 +98,9 @@ class Pipeline {
   // Denies a pending action by token.
   Result<Approval> deny(const std::string& token, const std::string& who);
 
-  // F3: sets the interrupt flag; every loop stops at its next cycle.
+  // F3: sets the interrupt flag; every loop stops at its next cycle, and
+  // every signal injected after it ends at once ("interrupt"). It is never
+  // cleared: an interrupted pipeline is shutting down.
   void interrupt() noexcept;
   bool interrupted() const noexcept;
 

@@ -339,6 +339,26 @@ TEST_CASE("an operator's SHUTDOWN stops the daemon like SIGTERM", "[integration]
   CHECK(daemon.wait_exit() == 0);
 }
 
+TEST_CASE("the :INTERRUPT sensor shuts the daemon down, and over TCP needs the token", "[integration]") {
+  DaemonProcess daemon(options());
+  const char* interrupt = "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :INTERRUPT) :REQUEST-ID \"int-1\")";
+
+  WireClient tcp = WireClient::tcp(daemon.port());
+  tcp.expect_handshake();
+  tcp.send(interrupt);
+  const Value refused = tcp.expect_frame();
+  INFO(to_sexp(refused) << "\n" << daemon.log());
+  CHECK(error_response_code(refused) == "UNAUTHORIZED");
+  CHECK(refused.at("REQUEST-ID").text() == "int-1");
+  CHECK(is_health_response(tcp.request("(:TYPE :HEALTH-CHECK)")));  // still serving
+
+  WireClient local = WireClient::local(daemon.socket_path());
+  local.expect_handshake();
+  local.send(interrupt);
+  CHECK(daemon.wait_exit() == 0);
+  CHECK(daemon.log().find("SHUTDOWN: Interrupt flag set. Saving memory...") != std::string::npos);
+}
+
 TEST_CASE("RESCAN and SIGHUP apply what changed in the manifest folder", "[integration]") {
   DaemonProcess::Options opts = options();
   opts.copy_manifests = true;

@@ -2,6 +2,7 @@
 // executors; every wait is on a future with a generous bound, never a sleep.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <future>
@@ -78,6 +79,7 @@ struct Rig {
   std::unique_ptr<ApprovalStore> approvals;
   std::unique_ptr<Pipeline> pipeline;
   std::vector<std::shared_ptr<ScriptedProvider>> providers;
+  std::atomic<int> interrupts{0};  // Services::on_interrupt calls
 
   Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts) {
     std::vector<SkillManifest> manifests;
@@ -108,8 +110,9 @@ struct Rig {
     approvals = std::move(*store);
     PipelineOptions options;
     options.version = "0.1.0";
-    pipeline = std::make_unique<Pipeline>(Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get()},
-                                          options);
+    pipeline = std::make_unique<Pipeline>(
+        Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(), [this] { ++interrupts; }},
+        options);
   }
 
   ~Rig() {
@@ -312,6 +315,34 @@ TEST_CASE("logs and events reach an actuator that acts only through the gates", 
     REQUIRE(sink->messages().size() == 1);
     CHECK(sink->messages()[0].at("PAYLOAD").at("TEXT").text() == "note");
   }
+}
+
+TEST_CASE("the :INTERRUPT sensor stops every later loop and tells the host once", "[pipeline][loop]") {
+  Rig rig({{"toolbox-a", 50}}, {R"(rules:
+  - match: "hello"
+    reply: "Hello."
+)"});
+  REQUIRE(rig.run(user_input_signal("hello", "s1")).stopped_by == "done");
+  CHECK(rig.interrupts == 0);
+  CHECK_FALSE(rig.pipeline->interrupted());
+
+  const LoopReport interrupting =
+      rig.run(sexp("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"s2\") :PAYLOAD (:SENSOR :INTERRUPT))"));
+  CHECK(interrupting.cycles == 1);  // perceived; the loop stops before another cycle
+  CHECK(rig.pipeline->interrupted());
+  CHECK(rig.interrupts == 1);
+
+  // Every session, every later signal: no cycle runs.
+  for (const char* session : {"s1", "s3"}) {
+    const LoopReport after = rig.run(user_input_signal("hello", session));
+    CHECK(after.stopped_by == "interrupt");
+    CHECK(after.cycles == 0);
+  }
+  CHECK(rig.logged("METABOLISM: Interrupted by shutdown signal."));
+  CHECK(rig.providers[0]->hits(0) == 1);  // only the exchange before the interrupt reached the model
+
+  rig.pipeline->interrupt();  // already set: the host is not told again
+  CHECK(rig.interrupts == 1);
 }
 
 TEST_CASE("a provider that fails is followed by one that answers", "[pipeline][loop][providers]") {
