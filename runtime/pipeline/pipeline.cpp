@@ -3,6 +3,7 @@
 // run on the blocking executor and come back the same way.
 #include "pipeline/pipeline.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <deque>
@@ -934,69 +935,105 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunc
   impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
 }
 
-void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
-  ApprovalStore* store = impl_->services.approvals;
-  if (store == nullptr) {
-    done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
-    return;
-  }
-  auto approval = store->approve(token, who);
-  if (!approval) {
-    done(fail(approval.error().code, approval.error().message));
-    return;
-  }
-  // The approved action runs once, through the last-mile gates: a gate that
-  // now blocks still stops it; approval requests from the gates that were
-  // approved (same name and version) are satisfied; a new one is not.
-  auto snapshot = impl_->services.registry.snapshot();
-  const Value context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
-                                      {"META", approval->meta},
-                                      {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
+namespace {
+
+// What an approved action runs on, found before the approval is decided.
+struct ApprovedRun {
+  Value action;   // with the signal's :META when it had none
+  Value context;  // (:TYPE :EVENT :META m :PAYLOAD (:SENSOR :APPROVED)): the signal the actuator sees
+  const Snapshot::ActuatorEntry* actuator = nullptr;
+  const Snapshot::ToolEntry* tool = nullptr;
+  Value args;  // for a tool
+};
+
+// The approved action runs once, through the last-mile gates: a gate that now
+// blocks still stops it; approval requests from the gates that were approved
+// (same name and version) are satisfied; a new one is not. Then its target
+// must be an actuator or a tool of `snapshot`.
+Result<ApprovedRun> plan_approved_run(const Snapshot& snapshot, const Approval& approval) {
+  ApprovedRun run;
+  run.context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
+                              {"META", approval.meta},
+                              {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
   Verification check;
-  verify_and_record("approval", *snapshot, approval->action, context, check);
+  verify_and_record("approval", snapshot, approval.action, run.context, check);
   if (check.outcome == VerifyOutcome::blocked) {
-    done(fail(ErrorCode::refused, "approved, but the gates now block the action: " +
-                                      std::string(check.reason.is_string() ? check.reason.text() : "")));
-    return;
+    return fail(ErrorCode::refused, "the gates now block the action: " +
+                                        std::string(check.reason.is_string() ? check.reason.text() : ""));
   }
   if (check.outcome == VerifyOutcome::approval_required) {
     for (std::size_t i = 0; i < check.trace.size(); ++i) {
       const GateTraceView entry = check.trace[i];
       if (entry.result != GateResult::approval) continue;
       const std::string gate = entry.slot->name() + "@" + entry.slot->version_text();
-      bool bound = false;
-      for (const std::string& asked : approval->gates) bound = bound || asked == gate;
-      if (!bound) {
-        done(fail(ErrorCode::refused, "approved, but gate " + gate +
-                                          " (not among those the approval was given for) now asks too; the action "
-                                          "did not run"));
-        return;
+      if (std::find(approval.gates.begin(), approval.gates.end(), gate) == approval.gates.end()) {
+        return fail(ErrorCode::refused,
+                    "gate " + gate + " (not among those the approval is for) now asks too; the action did not run");
       }
     }
   }
-  Value action = approval->action;
-  if (action.get("META"_key) == nullptr && approval->meta.is_list()) action = action.with("META"_key, approval->meta);
-  std::string target = target_name(action.at("TARGET"_key));
-  const Snapshot::ActuatorEntry* actuator = target.empty() ? nullptr : snapshot->find_actuator(target);
-  const Snapshot::ToolEntry* tool = nullptr;
-  Value args;
+  run.action = approval.action;
+  if (run.action.get("META"_key) == nullptr && approval.meta.is_list()) {
+    run.action = run.action.with("META"_key, approval.meta);
+  }
+  const std::string target = target_name(run.action.at("TARGET"_key));
   if (target == "TOOL") {
-    tool = snapshot->find_tool(tool_name_of(action));
-    args = tool_args_of(action);
+    run.tool = snapshot.find_tool(tool_name_of(run.action));
+    run.args = tool_args_of(run.action);
+    if (run.tool == nullptr) {
+      return fail(ErrorCode::not_found,
+                  "no loaded skill offers the tool '" + tool_name_of(run.action) + "'; the action did not run");
+    }
+    return run;
   }
-  if (target == "TOOL" && tool == nullptr) {
-    done(fail(ErrorCode::not_found, "approved, but no loaded skill offers the tool '" + tool_name_of(action) +
-                                        "'; the action did not run"));
+  run.actuator = target.empty() ? nullptr : snapshot.find_actuator(target);
+  if (run.actuator == nullptr) {
+    return fail(ErrorCode::not_found, "no actuator serves target '" + ascii_lower(target) + "'; the action did not run");
+  }
+  return run;
+}
+
+}  // namespace
+
+void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) {
+    done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
     return;
   }
-  if (actuator == nullptr && tool == nullptr) {
-    done(fail(ErrorCode::not_found, "approved, but no actuator serves target '" + ascii_lower(target) +
-                                        "'; the action did not run"));
+  // Checked before the decision is taken, so that an approval that cannot
+  // run now (the gates block it, a new gate asks, nothing serves its target)
+  // is not used up: it stays pending, to be approved once that has changed,
+  // denied, or left to expire. An unknown, decided or expired token goes on
+  // to the store, which says which.
+  auto snapshot = impl_->services.registry.snapshot();
+  std::optional<ApprovedRun> run;
+  if (auto found = store->find(token); found && found->state == Approval::State::pending) {
+    auto planned = plan_approved_run(*snapshot, *found);
+    if (!planned) {
+      done(fail(planned.error().code, planned.error().message + "; it is still pending"));
+      return;
+    }
+    run = std::move(*planned);
+  }
+  // Decided once, durably, before it runs.
+  auto approval = store->approve(token, who);
+  if (!approval) {
+    done(fail(approval.error().code, approval.error().message));
     return;
+  }
+  if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
+    auto planned = plan_approved_run(*snapshot, *approval);
+    if (!planned) {
+      done(fail(planned.error().code, planned.error().message));
+      return;
+    }
+    run = std::move(*planned);
   }
   log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");
-  impl_->services.blocking.post([snapshot, actuator, tool, action, args, context, done = std::move(done)] {
-    Result<Value> result = actuator != nullptr ? actuator->act(action, context) : tool->call(args, context);
+  impl_->services.blocking.post([snapshot, run = std::move(*run), done = std::move(done)] {
+    Result<Value> result =
+        run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
     done(std::move(result));
   });
 }

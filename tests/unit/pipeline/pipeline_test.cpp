@@ -232,6 +232,70 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
   CHECK(late.error().message.find("already denied") != std::string::npos);
 }
 
+TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][approvals]") {
+  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}},
+          {R"(rules:
+  - match: "record"
+    reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this" :EXPLANATION "The user asked to record it."))'
+  - match: "nowhere"
+    reply: '(:TYPE :REQUEST :TARGET :NOWHERE :PAYLOAD (:NOTE "lost" :EXPLANATION "No actuator has this name."))'
+)"});
+  auto sink = std::make_shared<RecordingSink>();
+  auto token_of_next_request = [&](const char* text) {
+    rig.run(user_input_signal(text, "s1"), sink);
+    return std::string(sink->messages().back().path({"PAYLOAD", "TOKEN"}).text());
+  };
+  auto approve = [&](const std::string& t) {
+    auto promise = std::make_shared<std::promise<Result<Value>>>();
+    auto future = promise->get_future();
+    rig.pipeline->approve(t, "test", [promise](Result<Value> r) { promise->set_value(std::move(r)); });
+    REQUIRE(future.wait_for(20s) == std::future_status::ready);
+    return future.get();
+  };
+  auto state_of = [&](const std::string& t) {
+    auto found = rig.approvals->find(t);
+    REQUIRE(found.has_value());
+    return found->state;
+  };
+
+  SECTION("nothing serves its target") {
+    const std::string token = token_of_next_request("send it nowhere");
+    REQUIRE(token.size() == 32);
+    Result<Value> refused = approve(token);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find("no actuator serves target 'nowhere'") != std::string::npos);
+    CHECK(refused.error().message.find("still pending") != std::string::npos);
+    CHECK(state_of(token) == Approval::State::pending);
+    CHECK(rig.pipeline->deny(token, "test").has_value());  // the human can still decide
+    CHECK(state_of(token) == Approval::State::denied);
+  }
+  SECTION("the gates now block it; once they no longer do, it runs") {
+    const std::string token = token_of_next_request("record this");
+    REQUIRE(token.size() == 32);
+    const auto before_snapshot = rig.registry.snapshot();
+    const std::vector<std::shared_ptr<const Slot>> before(before_snapshot->slots().begin(),
+                                                          before_snapshot->slots().end());
+    rig.fixtures.install_library("block-gate");
+    BootResult with_block = boot_skills({rig.fixtures.manifest("approval-gate", 40), rig.fixtures.manifest("toolbox-a", 50),
+                                         rig.fixtures.manifest("block-gate", 90)},
+                                        rig.fixtures.loader());
+    REQUIRE(with_block.all_loaded());
+    rig.registry.publish(with_block.slots);
+
+    Result<Value> refused = approve(token);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find("the gates now block the action") != std::string::npos);
+    CHECK(state_of(token) == Approval::State::pending);
+    CHECK_FALSE(rig.logged("RECORDED"));
+
+    rig.registry.publish(before);
+    Result<Value> ran = approve(token);
+    REQUIRE(ran.has_value());
+    CHECK(ran->at("RECORDED").path({"PAYLOAD", "NOTE"}).text() == "keep this");
+    CHECK(state_of(token) == Approval::State::approved);
+  }
+}
+
 TEST_CASE("nothing inside an action approves it", "[pipeline][loop][approvals]") {
   Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}},
           {R"(rules:
