@@ -404,6 +404,7 @@ Result<void> Daemon::Impl::boot() {
   options.silent_actuators = c.silent_actuators;
   options.assistant_name = c.assistant_name;
   options.log_lines = c.context_log_limit;
+  options.privacy_tags = c.privacy_tags;
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
                          [this] { request_stop("Interrupt flag set"); }},  // seed H7

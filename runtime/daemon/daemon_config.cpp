@@ -66,6 +66,9 @@ constexpr std::array kSettings{
                   "(default cli,system-message,emacs)"},
     DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
     DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
+    DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
+                  "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
+                  "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},
     DaemonSetting{"max-frame", "PASSEPARTOUT_MAX_FRAME", "N",
                   "Largest frame, in code points, either direction (default 1048576; at most 16777215)"},
     DaemonSetting{"max-connections", "PASSEPARTOUT_MAX_CONNECTIONS", "N",
@@ -142,7 +145,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws) {
       problems.problem(key.Mark(), unknown_key_message(name, known, ""));
       continue;
     }
-    const bool list_ok = name == "silent-actuators" || name == "provider";
+    const bool list_ok = name == "silent-actuators" || name == "provider" || name == "privacy-tags";
     if (value.IsNull() || !value.IsDefined()) {
       problems.problem_at(key, value, name + ": needs a value");
       continue;
@@ -375,6 +378,11 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     auto v = parse_count(*r, 0, 100, "a number of log lines");
     if (!v) return fail(v.error().code, v.error().message);
     config.context_log_limit = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("privacy-tags")) {
+    config.privacy_tags.clear();
+    for (std::string_view tag : split_list(r->text)) config.privacy_tags.emplace_back(tag);
+    if (config.privacy_tags.empty()) return bad(*r, "names no tag");
   }
   if (const Raw* r = raw("max-frame")) {
     auto v = parse_count(*r, 64, kMaxFrameCodePoints, "a frame size in code points");

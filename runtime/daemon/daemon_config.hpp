@@ -68,6 +68,7 @@ struct DaemonConfig {
   std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};
   std::string assistant_name = "Agent";
   std::size_t context_log_limit = 20;
+  std::vector<std::string> privacy_tags = {"@personal"};  // G7: kept out of the prompt's CONTEXT
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
   std::size_t max_connections = 128;

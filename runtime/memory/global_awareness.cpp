@@ -39,7 +39,7 @@ class OutlineRenderer {
   std::set<std::string, std::less<>> on_path_;
 };
 
-bool is_private(const MemoryObject& project, const std::vector<std::string>& private_tags) {
+bool is_private(const MemoryObject& project, std::span<const std::string> private_tags) {
   const Value& tags = project.attributes.at("TAGS");
   return std::any_of(private_tags.begin(), private_tags.end(),
                      [&](const std::string& tag) { return !tag.empty() && tags_contain(tags, tag); });

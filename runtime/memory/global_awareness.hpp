@@ -2,6 +2,7 @@
 // context gives the model ("peripheral vision"), with the node in focus shown in full.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,12 +13,14 @@
 
 namespace passepartout {
 
+// Borrowed for the call: what the fields view must outlive it.
 struct AwarenessOptions {
   // The node in focus (foveal): rendered with its content at any depth, and
   // so are its children. Empty for none.
-  std::string foveal_id;
-  // Projects whose :TAGS contain any of these (case-insensitive) are left out.
-  std::vector<std::string> private_tags;
+  std::string_view foveal_id;
+  // Projects whose :TAGS contain any of these (case-insensitive) are left out
+  // (G7: the privacy tags, PRIVACY_FILTER_TAGS).
+  std::span<const std::string> private_tags;
 };
 
 // "GLOBAL MEMEX AWARENESS (Peripheral Vision):\n" followed by each active

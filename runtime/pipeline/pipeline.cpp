@@ -196,6 +196,9 @@ struct Pipeline::Impl {
     // The session's recent log lines, for its prompts (written and read only
     // by the step that runs, like everything a Run touches).
     RecentLines logs;
+    // C2: the memory node the session's client points at (its last
+    // :POINT-UPDATE), shown in full in its prompts' CONTEXT. Empty: none.
+    std::string foveal_focus;
     SessionShard& shard;  // the one it is kept in (by the hash of its id)
   };
   // Sessions by id, spread over shards so that threads serving different
@@ -347,9 +350,24 @@ struct Run : std::enable_shared_from_this<Run> {
         if (auto ingested = memory->ingest(incoming.path("PAYLOAD"_key, "AST"_key)); !ingested) {
           log_message(LogLevel::warn, kComponent, "PERCEIVE: " + ingested.error().message);
         }
+      } else if (sensor.is_keyword("POINT-UPDATE"_key) && incoming.path("PAYLOAD"_key, "ELEMENT"_key).is_list()) {
+        // The element at the client's point: the session's focus from now on.
+        const Value& element = incoming.path("PAYLOAD"_key, "ELEMENT"_key);
+        memory->snapshot();
+        auto ingested = memory->ingest(element);
+        if (!ingested) {
+          log_message(LogLevel::warn, kComponent, "PERCEIVE: " + ingested.error().message);
+        } else {
+          session->foveal_focus = *ingested;
+        }
       }
     }
     if (sensor.is_keyword("INTERRUPT"_key)) pipeline->raise_interrupt();
+    // C2: the signal carries the session's focus (`sensor` points into the
+    // signal as it was: not used past here).
+    if (!session->foveal_focus.empty() && incoming.get("FOVEAL-FOCUS"_key) == nullptr) {
+      incoming = std::move(incoming).with("FOVEAL-FOCUS"_key, Value::string(session->foveal_focus));
+    }
 
     // Skills whose manifest trigger matches see the signal (heartbeats included: Decisions 9).
     for (const Slot* slot : snapshot->observers()) {
@@ -467,7 +485,10 @@ struct Run : std::enable_shared_from_this<Run> {
     parts.config = config_line(parts, lineup);
     const ToolView& tools = tool_view();
     parts.tools = tools.belt;
-    if (memory != nullptr) parts.context = render_global_awareness(*memory);
+    if (memory != nullptr) {
+      const std::string foveal = foveal_id_of(reasoning);
+      parts.context = render_global_awareness(*memory, AwarenessOptions{foveal, options().privacy_tags});
+    }
     thread_local std::string logs;  // the LOGS section when it is not the session's own text
     parts.logs = recent_log_text(options().log_lines, &session->logs, logs);
     parts.time = time_section();

@@ -50,6 +50,9 @@ struct PipelineOptions {
   std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};  // SILENT_ACTUATORS
   std::string assistant_name = "Agent";  // MEMEX_ASSISTANT
   std::size_t log_lines = 20;            // CONTEXT_LOG_LIMIT
+  // PRIVACY_FILTER_TAGS: memory projects tagged with one of these stay out of
+  // the prompt's CONTEXT (G7), which may go to a model elsewhere.
+  std::vector<std::string> privacy_tags = {"@personal"};
   std::size_t context_tokens = 8192;
   // Standing mandates (D8): each gets the signal and returns a line or "".
   std::vector<std::function<std::string(const Value&)>> mandates;

@@ -66,6 +66,7 @@ TEST_CASE("daemon settings default to the seed's values", "[daemon][config]") {
   CHECK(config->silent_actuators == std::vector<std::string>{"CLI", "SYSTEM-MESSAGE", "EMACS"});
   CHECK(config->assistant_name == "Agent");
   CHECK(config->context_log_limit == 20);
+  CHECK(config->privacy_tags == std::vector<std::string>{"@personal"});
   CHECK(config->max_frame == 1024 * 1024);
   CHECK(config->idle_poll == 200us);
   CHECK(config->log_level == LogLevel::info);
@@ -82,6 +83,7 @@ TEST_CASE("the seed's environment variables keep their names and map onto the op
   s.env["SILENT_ACTUATORS"] = "cli, :emacs";
   s.env["MEMEX_ASSISTANT"] = "Jeeves";
   s.env["CONTEXT_LOG_LIMIT"] = "5";
+  s.env["PRIVACY_FILTER_TAGS"] = "@personal, @health";
   s.env["MEMORY_SNAPSHOT_PATH"] = "/m/memory.sexp";
   s.env["PASSEPARTOUT_SCRIPT"] = "/s.yaml";
   auto config = s.resolve();
@@ -92,6 +94,7 @@ TEST_CASE("the seed's environment variables keep their names and map onto the op
   CHECK(config->silent_actuators == std::vector<std::string>{"CLI", "EMACS"});
   CHECK(config->assistant_name == "Jeeves");
   CHECK(config->context_log_limit == 5);
+  CHECK(config->privacy_tags == std::vector<std::string>{"@personal", "@health"});
   CHECK(config->memory_file == "/m/memory.sexp");
   CHECK(config->providers == std::vector<std::string>{"scripted"});  // a script alone chooses it
   CHECK(config->script == "/s.yaml");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "memory/global_awareness.hpp"
 #include "memory/memory_store.hpp"
@@ -80,8 +81,9 @@ TEST_CASE("projects with a private tag are left out of global awareness", "[memo
   REQUIRE(store.ingest(sexp(kProject)).has_value());
   REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "s" :TITLE "Secret" :TAGS ("project" "Private"))))"))
               .has_value());
+  const std::vector<std::string> private_tags = {"private"};
   AwarenessOptions options;
-  options.private_tags = {"private"};
+  options.private_tags = private_tags;
   auto text = passepartout::render_global_awareness(store, options);
   CHECK(text.find("* Launch") != std::string::npos);
   CHECK(text.find("Secret") == std::string::npos);

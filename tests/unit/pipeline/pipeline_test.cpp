@@ -657,6 +657,37 @@ TEST_CASE("the CONFIG line follows the snapshot, the providers and the pending a
   CHECK(config_of(3).find("Security gates: 0 active.") != std::string::npos);
 }
 
+TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus in full (G7, C2)", "[pipeline][loop]") {
+  Rig rig({}, {});
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  auto buffer = [](const char* ast) {
+    return sexp(std::string("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"a\") :PAYLOAD (:SENSOR :BUFFER-UPDATE :AST ") +
+                ast + "))");
+  };
+  rig.run(buffer(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "Launch" :TAGS ("project"))
+                     :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "t1" :TITLE "Write docs") :RAW-CONTENT "Docs notes."))))"));
+  rig.run(buffer(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p2" :TITLE "Diary" :TAGS ("project" "@personal"))))"));
+
+  rig.run(user_input_signal("what is going on?", "a"));
+  const std::string before = recorder->prompt(0);
+  CHECK(before.find("* Launch") != std::string::npos);
+  CHECK(before.find("Diary") == std::string::npos);       // @personal: the default privacy tag
+  CHECK(before.find("Docs notes.") == std::string::npos);  // no focus: outline only
+
+  // The client's point moves to the docs task: from now on this session's
+  // signals carry the focus, and its prompts show that node's content.
+  rig.run(sexp(R"((:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID "a")
+                   :PAYLOAD (:SENSOR :POINT-UPDATE :ELEMENT (:TYPE :HEADLINE :PROPERTIES (:ID "t1" :TITLE "Write docs")
+                                                              :RAW-CONTENT "Docs notes."))))"));
+  const LoopReport focused = rig.run(user_input_signal("and now?", "a"));
+  CHECK(focused.last_signal.at("FOVEAL-FOCUS").text() == "t1");
+  CHECK(recorder->prompt(1).find("Docs notes.") != std::string::npos);
+
+  rig.run(user_input_signal("and here?", "b"));  // another session has no focus
+  CHECK(recorder->prompt(2).find("Docs notes.") == std::string::npos);
+}
+
 TEST_CASE("a prompt's LOGS show its own session's lines, never another session's", "[pipeline][loop]") {
   Rig rig({{"approval-gate", 40}}, {});
   auto recorder = std::make_shared<PromptRecorder>();
