@@ -402,7 +402,9 @@ struct Run : std::enable_shared_from_this<Run> {
       const std::string name =
           tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
       if (sensor.is_keyword("TOOL-ERROR"_key)) {
-        return "ERROR [" + name + "]: " + std::string(reasoning.path("PAYLOAD"_key, "MESSAGE"_key).text());
+        // An unknown tool's error names no :TOOL (E7); its message names it.
+        const std::string message(reasoning.path("PAYLOAD"_key, "MESSAGE"_key).text());
+        return name.empty() ? "ERROR: " + message : "ERROR [" + name + "]: " + message;
       }
       return tool_result_format(name, reasoning.path("PAYLOAD"_key, "RESULT"_key));
     }
@@ -735,7 +737,9 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // E1 step 3: what an actuator's result feeds back.
   Value make_feedback(const Value& action, const Value& result) {
-    if (result.is_list() && is_log_or_event(result)) return result;
+    // An event or log the actuator made is the feedback, one level deeper
+    // whatever depth it claims (F2): the depth limit bounds every loop.
+    if (result.is_list() && is_log_or_event(result)) return result.with("DEPTH"_key, Value::integer(depth_of(signal) + 1));
     if (result.is_nil()) return Value();
     const std::string own_target = target_name(action.at("TARGET"_key));
     for (const std::string& silent : options().silent_actuators) {

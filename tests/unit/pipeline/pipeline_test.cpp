@@ -72,7 +72,7 @@ struct Rig {
   TempDir state;
   SkillFixtures fixtures;
   Registry registry;
-  EventLoops pool{2};  // as in the daemon
+  EventLoops pool;  // two, as in the daemon, unless a test asks for fewer
   ThreadPool blocking{1};
   Cascade cascade;
   MemoryStore memory;
@@ -81,7 +81,7 @@ struct Rig {
   std::vector<std::shared_ptr<ScriptedProvider>> providers;
   std::atomic<int> interrupts{0};  // Services::on_interrupt calls
 
-  Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts) {
+  Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts, std::size_t loops = 2) : pool(loops) {
     std::vector<SkillManifest> manifests;
     for (const SkillSpec& spec : skills) {
       if (spec.bundled) {
@@ -133,6 +133,38 @@ struct Rig {
 
 using passepartout::testing::sexp;
 
+// Answers every request with a plain message and keeps the system and raw prompts it saw.
+class PromptRecorder final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "recorder"; }
+  void complete(ProviderRequest request, ProviderCompletion done) override {
+    {
+      std::lock_guard lock(mutex_);
+      prompts_.push_back(request.system_prompt);
+      raws_.push_back(request.prompt);
+      tools_.push_back(request.tools);
+    }
+    done(ProviderReply::text("noted"));
+  }
+  std::string prompt(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return prompts_.at(i);
+  }
+  std::string raw(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return raws_.at(i);
+  }
+  Value tools(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return tools_.at(i);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> prompts_;
+  std::vector<std::string> raws_;
+  std::vector<Value> tools_;
+};
 
 }  // namespace
 
@@ -445,6 +477,107 @@ TEST_CASE("a crash in a prompt generator rolls memory back and is reported as a 
   CHECK(rig.providers[0]->hits(0) == 0);
 }
 
+// brain-failure crashes the cycle with "…CRITICAL BRAIN FAILURE: <text>";
+// toolbox's on_error chooses by how that message ends.
+TEST_CASE("a skill's error policy skips, falls back or aborts a crashed cycle (F4)", "[pipeline][loop]") {
+  Rig rig({{"brain-failure", 100, "trigger: {sensors: [user-input]}\n"}, {"toolbox-a", 50}},
+          {"rules:\n  - match: \".\"\n    reply: \"never asked\"\n"});
+  auto sink = std::make_shared<RecordingSink>();
+  SECTION("skip drops the signal") {
+    const LoopReport report = rig.run(user_input_signal("please skip", "s1"), sink);
+    CHECK(report.stopped_by == "skip");
+    CHECK(report.cycles == 1);
+    CHECK_FALSE(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+    CHECK(sink->messages().empty());
+  }
+  SECTION("abort stops the loop") {
+    const LoopReport report = rig.run(user_input_signal("please abort", "s1"), sink);
+    CHECK(report.stopped_by == "abort");
+    CHECK(report.cycles == 1);
+    CHECK_FALSE(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+  }
+  SECTION("fallback continues with a :LOOP-ERROR carrying the skill's text") {
+    const LoopReport report = rig.run(user_input_signal("please fallback", "s1"), sink);
+    CHECK(report.stopped_by == "done");
+    CHECK(report.cycles == 2);
+    CHECK(report.last_signal.path({"PAYLOAD", "SENSOR"}).is_keyword("LOOP-ERROR"));
+    CHECK(report.last_signal.path({"PAYLOAD", "MESSAGE"}).text() == "carry on");
+    CHECK(report.last_signal.at("DEPTH").as_integer() == 1);
+    CHECK_FALSE(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+    REQUIRE(sink->messages().size() == 1);  // the loop error reaches the source
+    CHECK(sink->messages()[0].path({"PAYLOAD", "MESSAGE"}).text() == "carry on");
+  }
+  SECTION("a policy that throws leaves the standard tiers") {
+    const LoopReport report = rig.run(user_input_signal("please throw", "s1"), sink);
+    CHECK(report.cycles == 2);
+    CHECK(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+    CHECK(report.last_signal.path({"PAYLOAD", "SENSOR"}).is_keyword("LOOP-ERROR"));
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].path({"PAYLOAD", "MESSAGE"}).text().find("CRITICAL BRAIN FAILURE: please throw") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a crash on a tool error is not rolled back, and one deeper than 2 is not re-injected (F5)",
+          "[pipeline][loop][memory]") {
+  const Value before = sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "kept" :TITLE "Before the snapshot")))");
+  const Value after = sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "since" :TITLE "After the snapshot")))");
+  const Value fail_tool =
+      sexp("(:TYPE :REQUEST :TARGET :TOOL :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TOOL \"fail\"))");
+  SECTION("a crash while reasoning on a tool error is not, and is not re-injected") {
+    Rig rig({{"brain-failure", 100, "trigger: {sensors: [tool-error]}\n"}, {"toolbox-a", 50}}, {});
+    REQUIRE(rig.memory.ingest(before).has_value());
+    rig.memory.snapshot();
+    REQUIRE(rig.memory.ingest(after).has_value());
+    const LoopReport report = rig.run(fail_tool);
+    CHECK(rig.logged("METABOLISM CRASH [TOOL-ERROR]"));
+    CHECK_FALSE(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+    CHECK(rig.memory.find("since") != nullptr);
+    CHECK(report.stopped_by == "error");
+    CHECK(report.cycles == 2);  // the request, then the tool error; no :LOOP-ERROR after it
+  }
+  SECTION("a crash deeper than 2 is rolled back but not re-injected") {
+    // A tool loop: each tool output is reasoned into the next call; the
+    // prompt generator crashes from depth 3 on.
+    Rig rig({{"brain-failure", 100, "trigger: {sensors: [tool-output]}\nconfig: {from-depth: 3}\n"}, {"toolbox-a", 50}},
+            {R"(rules:
+  - match: "."
+    tool_call: {name: echo-args, arguments: {text: "again"}}
+)"});
+    const LoopReport report = rig.run(user_input_signal("loop", "s1"));
+    CHECK(rig.logged("METABOLISM CRASH [TOOL-OUTPUT]"));
+    CHECK(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
+    CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (LOOP-ERROR)"));
+    CHECK(report.stopped_by == "error");
+    CHECK(report.cycles == 4);  // depths 0 to 3
+  }
+}
+
+TEST_CASE("tool errors are reasoned again, an unknown tool's too (Decisions 5)", "[pipeline][loop]") {
+  Rig rig({{"toolbox-a", 50}}, {});
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  SECTION("a tool that fails") {
+    const LoopReport report = rig.run(
+        sexp("(:TYPE :REQUEST :TARGET :TOOL :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TOOL \"fail\"))"));
+    CHECK(report.cycles == 2);  // the request; the tool error, reasoned into a message to the source
+    CHECK(recorder->raw(0) == "ERROR [fail]: the toolbox tool failed on purpose");
+  }
+  SECTION("a tool nobody offers") {
+    rig.run(sexp("(:TYPE :REQUEST :TARGET :TOOL :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TOOL \"nope\"))"));
+    CHECK(recorder->raw(0) == "ERROR: Tool 'nope' not found");
+  }
+}
+
+TEST_CASE("an event or log an actuator returns is one level deeper whatever depth it claims (F2)", "[pipeline][loop]") {
+  Rig rig({{"toolbox-a", 50}}, {});
+  // The recorder answers a :RELAY with a log for itself that claims :DEPTH 0.
+  const LoopReport report = rig.run(
+      sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:RELAY T))"));
+  CHECK(report.stopped_by == "depth");
+  CHECK(report.cycles == 11);
+}
+
 TEST_CASE("heartbeats reach skills whose trigger names them, and never actuate", "[pipeline][loop]") {
   Rig rig({{"toolbox-a", 50, "trigger: {sensors: [heartbeat]}\n"}}, {});
   LoopReport report = rig.run(heartbeat_signal());
@@ -537,6 +670,52 @@ TEST_CASE("signals of one session are answered in order while sessions run in pa
   CHECK(rig.pipeline->signals_processed() == 20);
 }
 
+// Answers "hold" prompts only when the test releases them; anything else at once.
+class HoldingProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "holding"; }
+  void complete(ProviderRequest request, ProviderCompletion done) override {
+    if (request.prompt.find("hold") == std::string::npos) {
+      done(ProviderReply::text("answered at once"));
+      return;
+    }
+    held_ = std::move(done);
+    holding_.set_value();
+  }
+  std::future<void> holding() { return holding_.get_future(); }
+  void release() { held_(ProviderReply::text("answered after the hold")); }
+
+ private:
+  std::promise<void> holding_;
+  ProviderCompletion held_;
+};
+
+TEST_CASE("a signal waiting on its provider holds no thread", "[pipeline][loop][concurrency]") {
+  Rig rig({}, {}, 1);  // one event loop: a signal that held it would stop every other
+  auto provider = std::make_shared<HoldingProvider>();
+  rig.cascade.add(provider);
+  auto held = std::make_shared<std::promise<LoopReport>>();
+  auto held_report = held->get_future();
+  auto held_sink = std::make_shared<RecordingSink>();
+  rig.pipeline->inject(user_input_signal("hold this", "a"), held_sink,
+                       [held](LoopReport r) { held->set_value(std::move(r)); });
+  REQUIRE(provider->holding().wait_for(20s) == std::future_status::ready);
+
+  // While session a's signal waits for its answer, session b is served on the one loop.
+  auto other_sink = std::make_shared<RecordingSink>();
+  const LoopReport other = rig.run(user_input_signal("quick question", "b"), other_sink);
+  CHECK(other.stopped_by == "done");
+  REQUIRE(other_sink->messages().size() == 1);
+  CHECK(other_sink->messages()[0].path({"PAYLOAD", "TEXT"}).text() == "answered at once");
+  CHECK(held_report.wait_for(0s) == std::future_status::timeout);  // a still waits
+
+  provider->release();  // from this thread: the completion may come from anywhere
+  REQUIRE(held_report.wait_for(20s) == std::future_status::ready);
+  CHECK(held_report.get().stopped_by == "done");
+  REQUIRE(held_sink->messages().size() == 1);
+  CHECK(held_sink->messages()[0].path({"PAYLOAD", "TEXT"}).text() == "answered after the hold");
+}
+
 TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   TempDir dir;
   const auto file = dir.path() / "approvals.sqlite3";
@@ -574,37 +753,6 @@ TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   CHECK((*store)->approve("0123456789abcdef0123456789abcdef", "cli").error().code == ErrorCode::not_found);
 }
 
-
-namespace {
-
-// Answers every request with a plain message and keeps the system prompts it saw.
-class PromptRecorder final : public Provider {
- public:
-  std::string_view name() const noexcept override { return "recorder"; }
-  void complete(ProviderRequest request, ProviderCompletion done) override {
-    {
-      std::lock_guard lock(mutex_);
-      prompts_.push_back(request.system_prompt);
-      tools_.push_back(request.tools);
-    }
-    done(ProviderReply::text("noted"));
-  }
-  std::string prompt(std::size_t i) const {
-    std::lock_guard lock(mutex_);
-    return prompts_.at(i);
-  }
-  Value tools(std::size_t i) const {
-    std::lock_guard lock(mutex_);
-    return tools_.at(i);
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> prompts_;
-  std::vector<Value> tools_;
-};
-
-}  // namespace
 
 TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signal took", "[pipeline][loop]") {
   Rig rig({{"toolbox-a", 50}}, {});
