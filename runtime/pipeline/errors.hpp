@@ -16,6 +16,8 @@ class PassepartoutError : public std::runtime_error {
   using std::runtime_error::runtime_error;
   // The kind as the error policy and the logs name it: "pipeline", "llm", ...
   virtual const char* kind() const noexcept { return "error"; }
+  // What a skill's error policy sees: (:KIND :llm :MESSAGE "..." <the kind's own keys>).
+  virtual Value to_value() const;
 };
 
 // Something went wrong while a signal was being processed.
@@ -31,6 +33,7 @@ class LlmError : public PipelineError {
   LlmError(const std::string& message, std::vector<std::string> failures, int attempt)
       : PipelineError(message), failures_(std::move(failures)), attempt_(attempt) {}
   const char* kind() const noexcept override { return "llm"; }
+  Value to_value() const override;  // + :FAILURES ("provider: why" ...) :ATTEMPT n
   const std::vector<std::string>& failures() const noexcept { return failures_; }
   int attempt() const noexcept { return attempt_; }
 
@@ -45,6 +48,7 @@ class GateError : public PipelineError {
   GateError(const std::string& message, std::string gate, Value rejected)
       : PipelineError(message), gate_(std::move(gate)), rejected_(std::move(rejected)) {}
   const char* kind() const noexcept override { return "gate"; }
+  Value to_value() const override;  // + :GATE "name" :REJECTED-ACTION (...)
   const std::string& gate() const noexcept { return gate_; }
   const Value& rejected_action() const noexcept { return rejected_; }
 
@@ -62,6 +66,7 @@ class BudgetError : public PipelineError {
         remaining_(remaining),
         requested_(requested) {}
   const char* kind() const noexcept override { return "budget"; }
+  Value to_value() const override;  // + :REMAINING x :REQUESTED y
   double remaining() const noexcept { return remaining_; }
   double requested() const noexcept { return requested_; }
 
@@ -75,6 +80,7 @@ class ProtocolError : public PassepartoutError {
  public:
   ProtocolError(const std::string& message, std::string raw) : PassepartoutError(message), raw_(std::move(raw)) {}
   const char* kind() const noexcept override { return "protocol"; }
+  Value to_value() const override;  // + :RAW-MESSAGE "..."
   const std::string& raw_message() const noexcept { return raw_; }
 
  private:

@@ -113,10 +113,6 @@ bool is_reasoned(const Value& signal) {
 }
 
 // The error as a skill's error policy sees it.
-Value error_value(const char* kind, std::string_view message) {
-  return Value::plist({{"KIND", Value::keyword(kind)}, {"MESSAGE", Value::string(message)}});
-}
-
 }  // namespace
 
 std::string tool_result_format(std::string_view tool, const Value& result) {
@@ -265,9 +261,9 @@ struct Run : std::enable_shared_from_this<Run> {
     try {
       step();
     } catch (const PassepartoutError& error) {
-      crash(error.kind(), error.what());
+      crash(error);
     } catch (const std::exception& error) {
-      crash("pipeline", error.what());
+      crash(PipelineError(error.what()));
     }
   }
 
@@ -520,6 +516,9 @@ struct Run : std::enable_shared_from_this<Run> {
     if (!outcome.ok()) {
       log_message(LogLevel::warn, kComponent,
                   "REASON: no provider answered (" + std::to_string(outcome.failures.size()) + " failed)");
+      // A skill may handle it; by default the user is told (D11: the
+      // exhaustion message is the answer).
+      if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
     }
     const Value action = parse_response(outcome.reply);
     Verification verification;
@@ -552,7 +551,13 @@ struct Run : std::enable_shared_from_this<Run> {
           think();
           return;
         }
-        // After the last attempt the user is shown the rejection (E8).
+        // After the last attempt a skill may handle it; by default the user
+        // is shown the rejection (E8).
+        if (policy_decides(GateError("every proposal was rejected (" + std::to_string(attempt) + " attempts): " +
+                                         std::string(verification.reason.is_string() ? verification.reason.text() : ""),
+                                     deciding_gate(verification), last_rejection))) {
+          return;
+        }
         reasoning = Value();
         signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
         act(last_rejection);
@@ -562,6 +567,15 @@ struct Run : std::enable_shared_from_this<Run> {
   }
 
   // --- Act (E1) ----------------------------------------------------------------------
+
+  // The gate whose block or failure decided `verification` ("" when none did).
+  static std::string deciding_gate(const Verification& verification) {
+    for (std::size_t i = verification.trace.size(); i-- > 0;) {
+      const GateTraceView entry = verification.trace[i];
+      if (entry.result == GateResult::blocked || entry.result == GateResult::failed) return entry.slot->name();
+    }
+    return {};
+  }
 
   // Gates that asked for approval, as "name@version".
   static std::vector<std::string> approving_gates(const Verification& verification) {
@@ -813,38 +827,48 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // --- error tiers (F4, F5) ------------------------------------------------------------
 
-  void crash(const char* kind, const std::string& message) {
-    const std::string sensor(sensor_name(signal));
-    log_message(LogLevel::error, kComponent, "METABOLISM CRASH [" + sensor + "]: " + message);
-    // A skill's error policy may choose first.
-    const Value error = error_value(kind, message);
+  // F4: the skills' error policies see `error` ((:KIND :llm :MESSAGE "..." ...)),
+  // highest priority first; the first to choose other than the standard
+  // handling decides: skip ends the loop, abort too, fallback continues with
+  // a :LOOP-ERROR carrying its text (to the source). True when one decided.
+  bool policy_decides(const PassepartoutError& error) {
+    if (snapshot == nullptr || snapshot->error_policies().empty()) return false;
+    const Value value = error.to_value();
     std::optional<ErrorChoice> choice;
-    if (snapshot != nullptr) {
-      for (const Slot* slot : snapshot->error_policies()) {
-        choice = slot->error_policy(signal, error);
-        if (choice && choice->kind != ErrorChoice::Kind::standard) break;
-        choice.reset();
-      }
+    for (const Slot* slot : snapshot->error_policies()) {
+      choice = slot->error_policy(signal, value);
+      if (choice && choice->kind != ErrorChoice::Kind::standard) break;
+      choice.reset();
     }
+    if (!choice) return false;
+    log_message(LogLevel::info, kComponent,
+                std::string("ERROR POLICY: ") + error.kind() + " error handled by '" + to_string(choice->kind) + "'");
     const std::int64_t depth = depth_of(signal);
-    if (choice) {
-      switch (choice->kind) {
-        case ErrorChoice::Kind::skip:
-          finish("skip");
-          return;
-        case ErrorChoice::Kind::abort:
-          finish("abort");
-          return;
-        case ErrorChoice::Kind::fallback:
-          next_cycle(feedback_event(depth + 1, signal.at("META"_key),
-                                    Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR"_key)},
-                                                  {"MESSAGE", choice->text},
-                                                  {"DEPTH", Value::integer(depth)}})));
-          return;
-        case ErrorChoice::Kind::standard:
-          break;
-      }
+    switch (choice->kind) {
+      case ErrorChoice::Kind::skip:
+        finish("skip");
+        return true;
+      case ErrorChoice::Kind::abort:
+        finish("abort");
+        return true;
+      case ErrorChoice::Kind::fallback:
+        next_cycle(feedback_event(depth + 1, signal.at("META"_key),
+                                  Value::plist({{"SENSOR", Value::keyword("LOOP-ERROR"_key)},
+                                                {"MESSAGE", choice->text},
+                                                {"DEPTH", Value::integer(depth)}})));
+        return true;
+      case ErrorChoice::Kind::standard:
+        break;
     }
+    return false;
+  }
+
+  void crash(const PassepartoutError& error) {
+    const std::string sensor(sensor_name(signal));
+    const std::string message = error.what();
+    log_message(LogLevel::error, kComponent, "METABOLISM CRASH [" + sensor + "]: " + message);
+    if (policy_decides(error)) return;  // a skill's error policy chooses first
+    const std::int64_t depth = depth_of(signal);
     const bool quiet_sensor = sensor == "LOOP-ERROR" || sensor == "TOOL-ERROR" || sensor == "SYNTAX-ERROR";
     if (!quiet_sensor) {
       log_message(LogLevel::error, kComponent, "CRITICAL ERROR: Initiating Micro-Rollback.");

@@ -518,6 +518,39 @@ TEST_CASE("a skill's error policy skips, falls back or aborts a crashed cycle (F
   }
 }
 
+TEST_CASE("a skill's error policy sees typed errors: every provider failed (llm), every proposal rejected (gate)",
+          "[pipeline][loop]") {
+  SECTION("llm: the providers' failures come with it; without a policy the user is told (D11)") {
+    Rig rig({{"toolbox-a", 50}}, {"rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n",
+                                  "rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n"});
+    auto sink = std::make_shared<RecordingSink>();
+    const LoopReport handled = rig.run(user_input_signal("policy: hello?", "s1"), sink);
+    CHECK(handled.cycles == 2);  // the input, then the fallback's :LOOP-ERROR
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].path({"PAYLOAD", "MESSAGE"}).text() == "no model answered (2 failed, attempt 1)");
+    CHECK(rig.logged("ERROR POLICY: llm error handled by 'fallback'"));
+
+    rig.run(user_input_signal("hello?", "s1"), sink);  // the policy declines: the seed's answer
+    REQUIRE(sink->messages().size() == 2);
+    CHECK(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text() == "Neural Cascade Failure: All providers exhausted.");
+  }
+  SECTION("gate: the deciding gate and the last rejection come with it") {
+    Rig rig({{"block-gate", 90}, {"toolbox-a", 50}},
+            {"rules:\n  - match: \".\"\n    reply: \"Here is the answer.\"\n"});
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(user_input_signal("policy: answer me", "s1"), sink);
+    CHECK(rig.providers[0]->hits(0) == 3);  // three attempts first
+    REQUIRE(sink->messages().size() == 1);
+    const std::string text(sink->messages()[0].path({"PAYLOAD", "MESSAGE"}).text());
+    CHECK(text.find("refused by block-gate: ") == 0);
+    CHECK(text.find("blocked by block-gate") != std::string::npos);  // the rejection's own text
+
+    rig.run(user_input_signal("answer me", "s1"), sink);  // the policy declines: the rejection reaches the user (E8)
+    REQUIRE(sink->messages().size() == 2);
+    CHECK(sink->messages()[1].at("TYPE").is_keyword("LOG"));
+  }
+}
+
 TEST_CASE("a crash on a tool error is not rolled back, and one deeper than 2 is not re-injected (F5)",
           "[pipeline][loop][memory]") {
   const Value before = sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "kept" :TITLE "Before the snapshot")))");
