@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -81,7 +82,9 @@ struct Rig {
   std::vector<std::shared_ptr<ScriptedProvider>> providers;
   std::atomic<int> interrupts{0};  // Services::on_interrupt calls
 
-  Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts, std::size_t loops = 2) : pool(loops) {
+  Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts, std::size_t loops = 2,
+      const std::function<void(PipelineOptions&)>& configure = {})
+      : pool(loops) {
     std::vector<SkillManifest> manifests;
     for (const SkillSpec& spec : skills) {
       if (spec.bundled) {
@@ -110,6 +113,7 @@ struct Rig {
     approvals = std::move(*store);
     PipelineOptions options;
     options.version = "0.1.0";
+    if (configure) configure(options);
     pipeline = std::make_unique<Pipeline>(
         Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(), [this] { ++interrupts; }},
         options);
@@ -867,6 +871,67 @@ TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus
 
   rig.run(user_input_signal("and here?", "b"));  // another session has no focus
   CHECK(recorder->prompt(2).find("Docs notes.") == std::string::npos);
+}
+
+TEST_CASE("each retry's prompt carries the rejection; standing mandates are added, a failing one left out (D8)",
+          "[pipeline][loop]") {
+  Rig rig({{"block-gate", 90}}, {}, 2, [](PipelineOptions& options) {
+    options.mandates.emplace_back([](const Value&) { return std::string("MANDATE: answer in French."); });
+    options.mandates.emplace_back([](const Value&) -> std::string { throw std::runtime_error("broken mandate"); });
+    options.mandates.emplace_back([](const Value&) { return std::string(); });
+  });
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  rig.run(user_input_signal("hello", "s1"));
+  const std::string first = recorder->prompt(0);
+  CHECK(first.find("\nMANDATE: answer in French.\n") != std::string::npos);
+  CHECK(first.find("PREVIOUS PROPOSAL REJECTED") == std::string::npos);
+  for (std::size_t retry : {1U, 2U}) {
+    const std::string prompt = recorder->prompt(retry);
+    CHECK(prompt.find("PREVIOUS PROPOSAL REJECTED: ") != std::string::npos);
+    CHECK(prompt.find("blocked by block-gate") != std::string::npos);
+    CHECK(prompt.find("MANDATE: answer in French.") != std::string::npos);
+  }
+}
+
+TEST_CASE("targets: silent actuators give no feedback, :SYSTEM answers a client that is listening (E2, E4)",
+          "[pipeline][loop]") {
+  SECTION("an actuator named in SILENT_ACTUATORS gives no feedback; an action that names no target is never silent") {
+    Rig rig({{"toolbox-a", 50}}, {}, 2, [](PipelineOptions& options) { options.silent_actuators = {"RECORDER"}; });
+    const LoopReport silent = rig.run(
+        sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:NOTE \"x\"))"));
+    CHECK(silent.cycles == 1);
+    CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
+    const LoopReport untargeted =
+        rig.run(sexp("(:TYPE :REQUEST :META (:SOURCE :RECORDER :SESSION-ID \"s2\") :PAYLOAD (:NOTE \"y\"))"));
+    // The recorder ran (the source) and its output came back (and, reasoned
+    // again, went back to the recorder, its source, until the depth limit).
+    CHECK(untargeted.cycles > 1);
+    CHECK(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
+  }
+  SECTION(":SYSTEM goes to the client while its reply stream is open, else to the log") {
+    Rig rig({}, {});
+    const Value message = sexp(
+        "(:TYPE :REQUEST :TARGET :SYSTEM :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:ACTION :MESSAGE :TEXT "
+        "\"status ok\"))");
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(message, sink);
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].path({"PAYLOAD", "TEXT"}).text() == "status ok");
+    CHECK_FALSE(rig.logged("ACT [System]: status ok"));
+    rig.run(message);
+    CHECK(rig.logged("ACT [System]: status ok"));
+  }
+}
+
+TEST_CASE("a client cannot choose its depth, and a signal without :META gets the default one (C1)", "[pipeline][loop]") {
+  Rig rig({}, {});
+  const LoopReport deep = rig.run(
+      sexp("(:TYPE :EVENT :DEPTH 9 :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE))"));
+  CHECK(deep.last_signal.at("DEPTH").as_integer() == 0);
+  const LoopReport bare = rig.run(sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :NOTICE))"));
+  CHECK(bare.last_signal.path({"META", "SOURCE"}).is_keyword("SYSTEM"));
+  CHECK(bare.last_signal.path({"META", "SESSION-ID"}).text() == "internal");
 }
 
 TEST_CASE("a prompt's LOGS show its own session's lines, never another session's", "[pipeline][loop]") {
