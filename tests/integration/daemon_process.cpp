@@ -155,6 +155,7 @@ DaemonProcess::DaemonProcess(Options options) {
     args.push_back("--manifests");
     args.push_back(manifest_dir().string());
   }
+  if (!options.state_from.empty()) fs::copy(options.state_from, state_dir(), fs::copy_options::recursive);
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   std::vector<std::string> env = hermetic_env(dir_.path());
   env.insert(env.end(), options.extra_env.begin(), options.extra_env.end());

@@ -50,6 +50,7 @@ class DaemonProcess {
     std::vector<std::string> extra_args;  // more flags
     std::vector<std::string> extra_env;   // more NAME=value
     bool copy_manifests = false;          // run from a copy of the bundled manifests (to change them)
+    std::filesystem::path state_from;     // start from a copy of this state folder (a restart)
   };
 
   explicit DaemonProcess(Options options);

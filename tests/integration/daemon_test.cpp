@@ -38,6 +38,8 @@ constexpr std::string_view kScript = R"(rules:
     reply: "Déjà vu: a naïve café ☕"
   - match: 'disk'
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
+  - match: 'greet the operator'
+    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo approved-run" :EXPLANATION "Printing a greeting."))'
   - match: 'slowly'
     reply: "Finally, the slow answer."
     delay_ms: 3000
@@ -47,7 +49,7 @@ constexpr std::string_view kScript = R"(rules:
 )";
 
 DaemonProcess::Options options(std::vector<std::string> extra_args = {}) {
-  return DaemonProcess::Options{std::string(kScript), std::move(extra_args), {}, false};
+  return DaemonProcess::Options{std::string(kScript), std::move(extra_args), {}, false, {}};
 }
 
 std::string chat(std::string_view text, std::string_view request_id = "") {
@@ -357,6 +359,42 @@ TEST_CASE("the :INTERRUPT sensor shuts the daemon down, and over TCP needs the t
   local.send(interrupt);
   CHECK(daemon.wait_exit() == 0);
   CHECK(daemon.log().find("SHUTDOWN: Interrupt flag set. Saving memory...") != std::string::npos);
+}
+
+TEST_CASE("an action held for approval runs once when an operator approves it, also after a restart",
+          "[integration]") {
+  // The dispatcher holds every shell command for a human.
+  std::string token;
+  DaemonProcess first(options());
+  {
+    WireClient client = WireClient::local(first.socket_path());
+    client.expect_handshake();
+    client.send(chat("greet the operator", "g1"));
+    for (;;) {
+      const Value frame = client.expect_frame();
+      INFO(to_sexp(frame));
+      if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
+        token = std::string(frame.path({"PAYLOAD", "TOKEN"}).text());
+      }
+      if (frame.at("REQUEST-ID").text() == "g1") break;
+    }
+    REQUIRE(token.size() == 32);
+  }
+  first.signal(SIGTERM);
+  REQUIRE(first.wait_exit() == 0);
+
+  DaemonProcess::Options restart = options();
+  restart.state_from = first.state_dir();
+  DaemonProcess second(std::move(restart));
+  WireClient client = WireClient::local(second.socket_path());
+  client.expect_handshake();
+  const Value approved = operator_request(client, ":APPROVE :TOKEN \"" + token + "\"");
+  INFO(to_sexp(approved) << "\n" << second.log());
+  REQUIRE(is_ok_response(approved));
+  CHECK(to_sexp(approved).find("approved-run") != std::string::npos);  // the command's output
+  const Value again = operator_request(client, ":APPROVE :TOKEN \"" + token + "\"");
+  CHECK(error_response_code(again) == "REFUSED");
+  CHECK(to_sexp(again).find("already approved") != std::string::npos);
 }
 
 TEST_CASE("RESCAN and SIGHUP apply what changed in the manifest folder", "[integration]") {
