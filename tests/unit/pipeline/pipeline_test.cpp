@@ -132,6 +132,15 @@ struct Rig {
     return future.get();
   }
 
+  // Approves `token` through the pipeline, as an operator would ("test").
+  Result<Value> approve(const std::string& token) {
+    auto promise = std::make_shared<std::promise<Result<Value>>>();
+    auto future = promise->get_future();
+    pipeline->approve(token, "test", [promise](Result<Value> r) { promise->set_value(std::move(r)); });
+    REQUIRE(future.wait_for(20s) == std::future_status::ready);
+    return future.get();
+  }
+
   bool logged(std::string_view needle) const { return logs.contains(needle); }
 };
 
@@ -243,17 +252,10 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
   REQUIRE(pending->size() == 1);
   CHECK((*pending)[0].gates == std::vector<std::string>{"approval-gate@1.0.0"});
 
-  auto approve = [&](const std::string& t) {
-    auto promise = std::make_shared<std::promise<Result<Value>>>();
-    auto future = promise->get_future();
-    rig.pipeline->approve(t, "test", [promise](Result<Value> r) { promise->set_value(std::move(r)); });
-    REQUIRE(future.wait_for(20s) == std::future_status::ready);
-    return future.get();
-  };
-  Result<Value> first = approve(token);
+  Result<Value> first = rig.approve(token);
   REQUIRE(first.has_value());
   CHECK(first->at("RECORDED").path({"PAYLOAD", "NOTE"}).text() == "keep this");
-  Result<Value> replay = approve(token);
+  Result<Value> replay = rig.approve(token);
   REQUIRE_FALSE(replay.has_value());
   CHECK(replay.error().message.find("already approved") != std::string::npos);
   CHECK(rig.approvals->pending_count() == 0);
@@ -263,7 +265,7 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
   const std::string second(sink->messages().back().path({"PAYLOAD", "TOKEN"}).text());
   REQUIRE(second.size() == 32);
   CHECK(rig.pipeline->deny(second, "test").has_value());
-  Result<Value> late = approve(second);
+  Result<Value> late = rig.approve(second);
   REQUIRE_FALSE(late.has_value());
   CHECK(late.error().message.find("already denied") != std::string::npos);
 }
@@ -281,13 +283,6 @@ TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][ap
     rig.run(user_input_signal(text, "s1"), sink);
     return std::string(sink->messages().back().path({"PAYLOAD", "TOKEN"}).text());
   };
-  auto approve = [&](const std::string& t) {
-    auto promise = std::make_shared<std::promise<Result<Value>>>();
-    auto future = promise->get_future();
-    rig.pipeline->approve(t, "test", [promise](Result<Value> r) { promise->set_value(std::move(r)); });
-    REQUIRE(future.wait_for(20s) == std::future_status::ready);
-    return future.get();
-  };
   auto state_of = [&](const std::string& t) {
     auto found = rig.approvals->find(t);
     REQUIRE(found.has_value());
@@ -297,7 +292,7 @@ TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][ap
   SECTION("nothing serves its target") {
     const std::string token = token_of_next_request("send it nowhere");
     REQUIRE(token.size() == 32);
-    Result<Value> refused = approve(token);
+    Result<Value> refused = rig.approve(token);
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().message.find("no actuator serves target 'nowhere'") != std::string::npos);
     CHECK(refused.error().message.find("still pending") != std::string::npos);
@@ -318,14 +313,14 @@ TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][ap
     REQUIRE(with_block.all_loaded());
     rig.registry.publish(with_block.slots);
 
-    Result<Value> refused = approve(token);
+    Result<Value> refused = rig.approve(token);
     REQUIRE_FALSE(refused.has_value());
     CHECK(refused.error().message.find("the gates now block the action") != std::string::npos);
     CHECK(state_of(token) == Approval::State::pending);
     CHECK_FALSE(rig.logged("RECORDED"));
 
     rig.registry.publish(before);
-    Result<Value> ran = approve(token);
+    Result<Value> ran = rig.approve(token);
     REQUIRE(ran.has_value());
     CHECK(ran->at("RECORDED").path({"PAYLOAD", "NOTE"}).text() == "keep this");
     CHECK(state_of(token) == Approval::State::approved);
