@@ -715,7 +715,12 @@ class HoldingProvider final : public Provider {
     holding_.set_value();
   }
   std::future<void> holding() { return holding_.get_future(); }
-  void release() { held_(ProviderReply::text("answered after the hold")); }
+  void release() {
+    // Called from a local: the completion holds the cascade's call state,
+    // which holds this provider; kept here, it would keep both alive.
+    ProviderCompletion done = std::move(held_);
+    done(ProviderReply::text("answered after the hold"));
+  }
 
  private:
   std::promise<void> holding_;
