@@ -26,11 +26,14 @@ inline std::string lower(std::string_view text) {
 // True for the kinds whose text() is meaningful: string, keyword and symbol.
 inline bool is_text(const ValueRef& value) { return value.is_string() || value.is_keyword() || value.is_symbol(); }
 
-// True for :NAME, NAME or "name" in any case: targets and tool names arrive in
-// all of these forms. Allocates nothing: gates run on every action.
+// True for :NAME, NAME, "name" or ":name" in any case: targets and tool names
+// arrive in all of these forms, and the host reads a string's or symbol's
+// leading ':' as a keyword's (a gate that did not would pass what the host
+// then sends to that actuator). Allocates nothing: gates run on every action.
 inline bool is_named(const ValueRef& value, std::string_view name) {
   if (!is_text(value)) return false;
-  const std::string_view text = value.text();
+  std::string_view text = value.text();
+  if (!text.empty() && text.front() == ':') text.remove_prefix(1);
   return text.size() == name.size() && std::equal(text.begin(), text.end(), name.begin(), [](char a, char b) {
            return ascii_lower(a) == ascii_lower(b);
          });

@@ -234,6 +234,7 @@ struct Run : std::enable_shared_from_this<Run> {
   Value signal;  // as perceived
   std::shared_ptr<const Snapshot> snapshot;
   int attempt = 0;
+  bool target_implied = false;  // the action being acted on named no :TARGET of its own (E4)
   Value reasoning;  // the signal copy reasoning works on (carries :REJECTION-TRACE)
   Value last_rejection;
   std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
@@ -520,7 +521,8 @@ struct Run : std::enable_shared_from_this<Run> {
       // exhaustion message is the answer).
       if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
     }
-    const Value action = parse_response(outcome.reply);
+    target_implied = false;
+    const Value action = aimed(parse_response(outcome.reply), false);
     Verification verification;
     verify_and_record("reason", *snapshot, action, reasoning, verification);
     switch (verification.outcome) {
@@ -652,6 +654,11 @@ struct Run : std::enable_shared_from_this<Run> {
       to_source = true;
     }
     std::string target = target_of(action, to_source);
+    if (approved.is_nil()) target_implied = false;  // else as reasoning found it
+    if (acts(target) && !names_exactly(action, target)) {
+      action = aimed(std::move(action), to_source);  // the gates see where it goes
+      bare = Value();
+    }
     // Step 2: last-mile verification of anything that is not itself a log or
     // event, and of anything bound for an actuator that acts (a tool, or a
     // skill's actuator), whatever its type: the gates see everything that
@@ -700,6 +707,26 @@ struct Run : std::enable_shared_from_this<Run> {
   // Whether `target` acts on the world: everything but the source's reply
   // channel and the :SYSTEM actuator, which only logs (Decisions 8).
   static bool acts(std::string_view target) { return target != "TUI" && target != "SYSTEM"; }
+
+  // `action` as the gates must see it: when it goes to an actuator that acts,
+  // its :TARGET is that actuator as the keyword the host dispatches to (a
+  // string or symbol ":shell" names :SHELL; an action that names none goes
+  // to its signal's source or DEFAULT_ACTUATOR, which is written in), so
+  // gates and dispatch cannot disagree about where it goes. Actions for the
+  // reply channel or the :SYSTEM log are left as they are.
+  // Notes in target_implied when the target it wrote in was not the action's own.
+  Value aimed(Value action, bool to_source) {
+    if (!action.is_list()) return action;
+    const std::string target = target_of(action, to_source);
+    if (!acts(target) || names_exactly(action, target)) return action;
+    if (to_source || action.get("TARGET"_key) == nullptr) target_implied = true;
+    return std::move(action).with("TARGET"_key, Value::keyword(target));
+  }
+  // Whether `action`'s :TARGET is already the keyword `target`.
+  static bool names_exactly(const Value& action, std::string_view target) {
+    const Value& named = action.at("TARGET"_key);
+    return named.is_keyword() && named.text() == target;
+  }
 
   // E2: hands `action` to the actuator `target` (target_of()); built-ins run
   // here, skills' on the blocking executor.
@@ -755,7 +782,9 @@ struct Run : std::enable_shared_from_this<Run> {
     // whatever depth it claims (F2): the depth limit bounds every loop.
     if (result.is_list() && is_log_or_event(result)) return result.with("DEPTH"_key, Value::integer(depth_of(signal) + 1));
     if (result.is_nil()) return Value();
-    const std::string own_target = target_name(action.at("TARGET"_key));
+    // E4: an action that named no target of its own is never silent (the
+    // :TARGET it carries was written in for the gates).
+    const std::string own_target = target_implied ? std::string() : target_name(action.at("TARGET"_key));
     for (const std::string& silent : options().silent_actuators) {
       if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
     }

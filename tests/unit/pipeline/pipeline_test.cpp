@@ -232,6 +232,34 @@ TEST_CASE("a tool's output is reasoned into a final answer", "[pipeline][loop]")
   CHECK(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text() == "The toolbox echoed your words.");
 }
 
+// The gates see the target the host will dispatch to: a string ":shell" or
+// a target left to the signal's source is the keyword :SHELL by then.
+TEST_CASE("gates see the :TARGET an action is dispatched to, however the model spelled it", "[pipeline][loop]") {
+  const std::vector<SkillSpec> gates = {{"policy", 0, {}, true}, {"shell-guard", 0, {}, true}};
+  SECTION("a string with a leading ':'") {
+    Rig rig(gates, {R"(rules:
+  - match: "disk"
+    reply: '(:TYPE :REQUEST :TARGET ":shell" :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
+)"});
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(user_input_signal("my disk is full", "s1"), sink);
+    CHECK(rig.providers[0]->hits(0) == 3);  // blocked each time
+    CHECK_FALSE(rig.logged("No actuator registered for 'shell'"));  // never dispatched
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(to_sexp(sink->messages()[0]).find("DESTRUCTIVE-RM") != std::string::npos);
+  }
+  SECTION("no target, and a signal whose source is the shell") {
+    Rig rig(gates, {R"(rules:
+  - match: "disk"
+    reply: '(:TYPE :REQUEST :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
+)"});
+    rig.run(sexp("(:TYPE :EVENT :META (:SOURCE :SHELL :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"my disk "
+                 "is full\"))"));
+    CHECK(rig.providers[0]->hits(0) == 3);  // shell-guard saw :TARGET :SHELL and blocked each proposal
+    CHECK(rig.logged("DESTRUCTIVE-RM"));
+  }
+}
+
 TEST_CASE("an approval is asked for, runs exactly once when approved, and can be denied", "[pipeline][loop][approvals]") {
   Rig rig({{"policy", 0, {}, true}, {"approval-gate", 40}, {"toolbox-a", 50}},
           {R"(rules:

@@ -118,6 +118,16 @@ TEST_CASE("shell-guard blocks each unsafe pattern of the table by name", "[plugi
   }
 }
 
+TEST_CASE("shell-guard reads the shell target in every spelling the host dispatches", "[plugins]") {
+  SkillHarness harness{"policy", "shell-guard"};
+  const std::string target = GENERATE(as<std::string>{}, ":SHELL", ":shell", "SHELL", "\"shell\"", "\":shell\"",
+                                      "|:shell|");
+  CAPTURE(target);
+  require_blocked(harness.verify("(:TYPE :REQUEST :TARGET " + target +
+                                 " :PAYLOAD (:CMD \"rm -rf /\" :EXPLANATION \"Freeing space on the disk.\"))"),
+                  "Shell command blocked: contains unsafe pattern (DESTRUCTIVE-RM)");
+}
+
 TEST_CASE("shell-guard names every pattern a command matches, in table order", "[plugins]") {
   SkillHarness harness{"policy", "shell-guard"};
 
@@ -195,7 +205,7 @@ TEST_CASE("shell-guard checks the command of a shell tool call", "[plugins]") {
 
   SECTION("an unsafe command is blocked, whatever the case of the tool name") {
     const std::string tool =
-        GENERATE(as<std::string>{}, "\"shell\"", "\"SHELL\"", "\"Shell\"", "shell", ":shell");
+        GENERATE(as<std::string>{}, "\"shell\"", "\"SHELL\"", "\"Shell\"", "shell", ":shell", "\":shell\"");
     CAPTURE(tool);
     require_blocked(harness.verify(tool_action(tool, "rm -r -f /")),
                     "Shell command blocked: contains unsafe pattern (DESTRUCTIVE-RM)");

@@ -68,7 +68,8 @@ TEST_CASE("tool-permissions denies a tool configured deny", "[plugins]") {
 TEST_CASE("tool-permissions reads tool names and targets in any case and form", "[plugins]") {
   ConfiguredSkills skills({"tool-permissions"}, "tool-permissions", "{tools: {Shell: deny, read-file: allow}}");
   const std::string tool = GENERATE(as<std::string>{}, "\"shell\"", "\"SHELL\"", "\"Shell\"", "shell", ":shell");
-  const std::string target = GENERATE(as<std::string>{}, ":TOOL", ":tool", "\"tool\"", "TOOL");
+  // A string or symbol with a leading ':' too: the host reads it as the keyword.
+  const std::string target = GENERATE(as<std::string>{}, ":TOOL", ":tool", "\"tool\"", "TOOL", "\":tool\"", "|:tool|");
   CAPTURE(tool, target);
   require_denied(skills.verify(tool_call(tool, target)), "shell");
   require_passed(skills.verify(tool_call("\"READ-FILE\"", target)));
