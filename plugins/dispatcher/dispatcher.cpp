@@ -9,6 +9,7 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -199,7 +200,9 @@ std::vector<VaultSecret> vault_secrets(const ValueRef& config, std::vector<std::
 
 // The fields the checks read, extracted as seed I1 describes.
 struct Fields {
-  ValueRef filepath;                    // :PAYLOAD :FILEPATH or a tool's :ARGS :FILEPATH
+  // :PAYLOAD :FILEPATH and a tool's :ARGS :FILEPATH: each is checked (the
+  // tools read the second, so a harmless first must not hide it).
+  std::array<ValueRef, 2> filepaths;
   // Every string the action would send or write; a reply's few fit inside.
   boost::container::small_vector<std::string_view, 8> texts;
   ValueRef tags;                        // :PAYLOAD :TAGS
@@ -235,8 +238,8 @@ Fields extract(const Action& action) {
 
   // :TEXT from the payload, or at the top level.
   collect_strings(payload.has("TEXT") ? payload.get("TEXT") : action.get("TEXT"), fields, 0);
-  fields.filepath = payload.get("FILEPATH");
-  if (fields.filepath.is_nil() && tool_call) fields.filepath = args.get("FILEPATH");
+  fields.filepaths[0] = payload.get("FILEPATH");
+  if (tool_call) fields.filepaths[1] = args.get("FILEPATH");
   if (tool_call) collect_strings(args, fields, 0);  // :CONTENT of write-file, :CMD of shell, any other argument
   fields.command = payload.get("CMD");
   if (fields.command.is_nil() && tool_call && is_named(payload.get("TOOL"), "shell")) {
@@ -322,14 +325,13 @@ class Dispatcher final : public passepartout::Skill {
     const Fields fields = extract(action);
 
     // 3. Protected paths, read or write.
-    if (!fields.filepath.is_nil()) {
-      if (!fields.filepath.is_string()) {
-        return Verdict::block(std::string(kProtectedPath) + fields.filepath.print() + "'");
-      }
-      const std::string path = normalised_path(fields.filepath.text());
+    for (const ValueRef& filepath : fields.filepaths) {
+      if (filepath.is_nil()) continue;
+      if (!filepath.is_string()) return Verdict::block(std::string(kProtectedPath) + filepath.print() + "'");
+      const std::string path = normalised_path(filepath.text());
       if (const std::string_view rule = protected_paths_.first_match(path); !rule.empty()) {
         log_info("protected path matched '" + std::string(rule) + "'");
-        return Verdict::block(std::string(kProtectedPath) + std::string(fields.filepath.text()) + "'");
+        return Verdict::block(std::string(kProtectedPath) + std::string(filepath.text()) + "'");
       }
     }
     // Too much to scan cannot be shown to be clean.

@@ -146,7 +146,9 @@ ValueRef shell_command(const Action& action) {
   const ValueRef payload = action.get("PAYLOAD");
   if (is_named(target, "SHELL")) return payload.get("CMD");
   if (is_named(target, "TOOL") && is_named(payload.get("TOOL"), "SHELL")) {
-    return payload.get("ARGS").get("CMD");
+    ValueRef args = payload.get("ARGS");
+    if (args.is_list() && args[0].is_list()) args = args[0];  // unwrapped one level, as the host does (E7)
+    return args.get("CMD");
   }
   return {};
 }

@@ -104,6 +104,17 @@ TEST_CASE("dispatcher lets ordinary paths through, even those containing a prote
   require_passed(harness.verify(write_file_call(path, "plain text")));
 }
 
+TEST_CASE("dispatcher checks a tool's own path even when the payload names a harmless one", "[plugins]") {
+  SkillHarness harness{"dispatcher"};
+  // The tools read :ARGS :FILEPATH; a decoy :PAYLOAD :FILEPATH must not hide it.
+  require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"read-file\" :FILEPATH \"notes.txt\" "
+                                 ":ARGS (:FILEPATH \".ssh/id_rsa\")))"),
+                  "ERROR", "Action blocked: Attempted read of protected path '.ssh/id_rsa'");
+  require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"read-file\" :FILEPATH \".env\" "
+                                 ":ARGS (:FILEPATH \"notes.txt\")))"),
+                  "ERROR", "Action blocked: Attempted read of protected path '.env'");
+}
+
 TEST_CASE("dispatcher blocks a file path that is not a string", "[plugins]") {
   SkillHarness harness{"dispatcher"};
   require_blocked(

@@ -215,6 +215,11 @@ TEST_CASE("shell-guard checks the command of a shell tool call", "[plugins]") {
     require_approval(result, "git status");
     CHECK(result.path({"PAYLOAD", "ACTION", "PAYLOAD", "ARGS", "CMD"}).text() == "git status");
   }
+  SECTION("arguments wrapped in one more list, as the host unwraps them (E7)") {
+    require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"shell\" :ARGS ((:CMD \"rm -rf /\")) " +
+                                   std::string(kExplanation) + "))"),
+                    "Shell command blocked: contains unsafe pattern (DESTRUCTIVE-RM)");
+  }
   SECTION("another tool passes, whatever its arguments") {
     require_passed(harness.verify(tool_action("\"read-file\"", "rm -rf /")));
   }
