@@ -14,6 +14,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "skill_text.hpp"
 
 namespace passepartout::bundled {
 
@@ -26,6 +29,27 @@ inline std::int64_t positive_integer(const ValueRef& config, std::string_view ke
     throw std::invalid_argument("config " + std::string(name) + ": expected a positive integer, got " + value.print());
   }
   return value.as_integer();
+}
+
+// The strings of the list at `key` (`name` in the manifest); the fallback
+// when the key is absent, none when it is present and NIL.
+inline std::vector<std::string> string_list(const ValueRef& config, std::string_view key, std::string_view name,
+                                            std::vector<std::string> fallback) {
+  if (!config.has(key)) return fallback;
+  const ValueRef list = config.get(key);
+  std::vector<std::string> out;
+  if (list.is_nil()) return out;
+  if (!list.is_list()) {
+    throw std::invalid_argument("config " + std::string(name) + ": expected a list of strings, got " + list.print());
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string() || list[i].text().empty()) {
+      throw std::invalid_argument("config " + std::string(name) + "[" + decimal(i) +
+                                  "]: expected a non-empty string, got " + list[i].print());
+    }
+    out.emplace_back(list[i].text());
+  }
+  return out;
 }
 
 // true or false at `key` (`name` in the manifest). YAML's false reads as NIL,

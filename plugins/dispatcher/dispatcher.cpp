@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pattern_table.hpp"
+#include "skill_config.hpp"
 #include "skill_text.hpp"
 
 namespace {
@@ -31,6 +32,7 @@ using passepartout::Verdict;
 using passepartout::bundled::ascii_lower;
 using passepartout::bundled::decimal;
 using passepartout::bundled::is_named;
+using passepartout::bundled::string_list;
 using passepartout::bundled::is_text;
 using passepartout::bundled::lower;
 using passepartout::bundled::pattern_options;
@@ -131,26 +133,6 @@ std::vector<PatternSpec> secret_patterns() {
 }
 
 // --- config --------------------------------------------------------------------------
-
-// A list of strings at `key` (`fallback` when absent).
-std::vector<std::string> string_list(const ValueRef& config, std::string_view key, std::string_view name,
-                                     std::vector<std::string> fallback) {
-  if (!config.has(key)) return fallback;
-  const ValueRef list = config.get(key);
-  std::vector<std::string> out;
-  if (list.is_nil()) return out;
-  if (!list.is_list()) {
-    throw std::invalid_argument("config " + std::string(name) + ": expected a list of strings, got " + list.print());
-  }
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_string() || list[i].text().empty()) {
-      throw std::invalid_argument("config " + std::string(name) + "[" + decimal(i) +
-                                  "]: expected a non-empty string, got " + list[i].print());
-    }
-    out.emplace_back(list[i].text());
-  }
-  return out;
-}
 
 struct VaultSecret {
   std::string name;

@@ -18,15 +18,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "skill_config.hpp"
 #include "skill_text.hpp"
 #include "unique_fd.hpp"
-
-extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
 namespace {
 
@@ -38,6 +39,7 @@ using passepartout::bundled::error_text;
 using passepartout::bundled::expand_home;
 using passepartout::bundled::Fd;
 using passepartout::bundled::positive_integer;
+using passepartout::bundled::string_list;
 
 using Clock = std::chrono::steady_clock;
 
@@ -48,6 +50,11 @@ constexpr std::int64_t kDefaultMaxOutputLimit = 1000000;  // characters
 // After the command exits, how long to wait for the pipes to close: a command
 // that leaves a background process holding them must not run into its timeout.
 constexpr std::chrono::milliseconds kDrainAfterExit{100};
+
+// What a command's environment holds of the daemon's without being asked for
+// (config pass_env adds names).
+constexpr const char* kPassedEnvironment[] = {"PATH",   "HOME", "USER",  "LOGNAME", "SHELL", "LANG",
+                                              "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR"};
 
 // Seconds as the seed printed them: an integer without a fraction, else the shortest form.
 std::string seconds_text(double seconds) {
@@ -245,7 +252,7 @@ class ChildGuard {
 // stdout and stderr (at most `limit` bytes of each) until it exits or
 // `timeout` passes; on timeout its whole process group is killed. The child is
 // always reaped before this returns, and no descriptor of it is left open.
-Outcome run(const std::string& shell, const std::string& workdir, const std::string& command,
+Outcome run(const std::string& shell, const std::string& workdir, const std::string& command, char* const* envp,
             std::chrono::nanoseconds timeout, std::size_t limit) {
   int out_pipe[2];
   int err_pipe[2];
@@ -286,7 +293,7 @@ Outcome run(const std::string& shell, const std::string& workdir, const std::str
   std::string command_arg = command;
   char* argv[] = {shell_arg.data(), dash_c.data(), command_arg.data(), nullptr};
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, shell.c_str(), &setup.actions, &setup.attributes, argv, environ);
+  const int spawned = ::posix_spawn(&pid, shell.c_str(), &setup.actions, &setup.attributes, argv, envp);
   if (spawned != 0) {
     throw std::runtime_error("shell: cannot run " + shell + " in " + workdir + ": " + error_text(spawned));
   }
@@ -330,11 +337,13 @@ Outcome run(const std::string& shell, const std::string& workdir, const std::str
     if (err_read.is_open() && !drain(err_read.get(), outcome.err)) err_read.reset();
   }
 
-  if (outcome.timed_out) {
-    // Not reaped yet, so the group id is still this child's: no stranger can be hit.
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);
-  }
+  // Whatever the command started and left running in its process group
+  // (`cmd &`, `nohup cmd &`) ends with it, timed out or not: an action's
+  // effects stop when its answer is given. Not reaped yet, so the group id is
+  // still this child's: no stranger can be hit. (A process that made itself
+  // a new session escapes, as it would any process group.)
+  ::kill(-pid, SIGKILL);
+  if (outcome.timed_out) ::kill(pid, SIGKILL);
   outcome.exit_code = child.release();
   return outcome;
 }
@@ -379,6 +388,16 @@ class Shell final : public passepartout::Skill {
     } else {
       shell_ = std::string(shell.text());
     }
+    // The command's environment: a few variables a shell needs, and those
+    // the operator names, read once at load; never the daemon's whole
+    // environment, which holds the providers' API keys.
+    std::vector<std::string> names(std::begin(kPassedEnvironment), std::end(kPassedEnvironment));
+    for (std::string& name : string_list(config, "PASS_ENV", "pass_env", {})) names.push_back(std::move(name));
+    for (const std::string& name : names) {
+      if (const char* value = std::getenv(name.c_str())) environment_.push_back(name + "=" + value);
+    }
+    for (std::string& entry : environment_) envp_.push_back(entry.data());
+    envp_.push_back(nullptr);
     if (timeout_ > timeout_limit_) {
       throw std::invalid_argument("config timeout: " + seconds_text(timeout_) + " s is above timeout_limit (" +
                                   seconds_text(timeout_limit_) + " s)");
@@ -403,7 +422,7 @@ class Shell final : public passepartout::Skill {
     // "exactly the cap" from "longer": memory stays bounded whatever the command prints.
     const std::size_t keep = (cap + 1) * 4;
     const Outcome outcome =
-        run(shell_, workdir_, command,
+        run(shell_, workdir_, command, envp_.data(),
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)), keep);
 
     const passepartout::Context ctx = action.context();
@@ -418,7 +437,7 @@ class Shell final : public passepartout::Skill {
   }
 
   void self_test() override {
-    const Outcome outcome = run(shell_, workdir_, "echo ok", std::chrono::seconds(10), 64);
+    const Outcome outcome = run(shell_, workdir_, "echo ok", envp_.data(), std::chrono::seconds(10), 64);
     if (outcome.timed_out || outcome.exit_code != 0 || outcome.out.bytes != "ok\n") {
       throw std::runtime_error("self-test: '" + shell_ + " -c \"echo ok\"' in " + workdir_ +
                                " did not print ok (exit " + decimal(outcome.exit_code) + ")");
@@ -450,6 +469,8 @@ class Shell final : public passepartout::Skill {
   std::int64_t max_output_limit_;
   std::string workdir_;
   std::string shell_;
+  std::vector<std::string> environment_;  // "NAME=value"
+  std::vector<char*> envp_;               // into environment_, then NULL
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -151,12 +152,31 @@ TEST_CASE("shell takes its default timeout from config and caps what an action a
   CHECK(run(skills, "sleep 5", ":TIMEOUT 100") == "ERROR: Command timed out after 0.4 seconds");
 }
 
-TEST_CASE("shell returns a command that exits while a background process holds its output", "[plugins]") {
+TEST_CASE("shell returns when the command exits, and what it left running in the background ends", "[plugins]") {
   TempDir dir;
   ConfiguredSkills skills({"shell"}, "shell", config(dir.path(), "timeout: 5"));
   const auto started = std::chrono::steady_clock::now();
-  CHECK(run(skills, "sleep 2 & echo started") == "started\n");
+  const std::string answer = run(skills, "sleep 30 & echo $!");  // the background sleep holds the output pipe
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(1500));
+  const pid_t background = std::stoi(answer);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = process_gone(background);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gone);
+}
+
+TEST_CASE("shell gives a command a few variables of the daemon's environment, and those configured", "[plugins]") {
+  TempDir dir;
+  ::setenv("PP_SHELL_TEST_SECRET", "s3cret-value", 1);  // as a provider's API key would be
+  ConfiguredSkills plain({"shell"}, "shell", config(dir.path()));
+  CHECK(run(plain, "printenv PP_SHELL_TEST_SECRET") == "ERROR [1]: ");
+  CHECK_FALSE(run(plain, "printenv PATH").empty());
+  CHECK(run(plain, "printenv HOME") == std::string(std::getenv("HOME")) + "\n");
+  ConfiguredSkills passing({"shell"}, "shell", config(dir.path(), "pass_env: [PP_SHELL_TEST_SECRET]"));
+  CHECK(run(passing, "printenv PP_SHELL_TEST_SECRET") == "s3cret-value\n");
+  ::unsetenv("PP_SHELL_TEST_SECRET");
 }
 
 TEST_CASE("shell cuts output longer than the cap, before looking at the exit code", "[plugins]") {
