@@ -91,8 +91,9 @@ PatternSpec protected_glob(std::string_view glob) {
 // One group a line reads better than one glob a line:
 // clang-format off
 constexpr std::string_view kProtectedGlobs[] = {
-    ".env", ".env.*",
-    ".netrc", ".git-credentials", "auth.json", "kubeconfig",
+    ".env", ".env.*", "*.env", ".envrc",
+    ".netrc", ".git-credentials", "auth.json", "kubeconfig", ".htpasswd", ".pgpass", ".npmrc", ".pypirc",
+    ".docker/config.json",
     ".aws/credentials", ".aws/config", ".kube/config",
     "private-keys-v1.d", "secring.*", "pubring.*",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
@@ -113,6 +114,12 @@ std::vector<PatternSpec> protected_path_patterns(const std::vector<std::string>&
   specs.push_back({"credential words",
                    "(?i)(?:^|/)(?:[^/]*[._-])?(?:credentials?|creds?|secrets?|tokens?|passwords?|passwd)"
                    "(?:[._-][^/]*)?(?:/|$)"});
+  // ... or ending a name's stem (mysecrets.txt, accesstoken), and a password
+  // anywhere in it (dbpassword.txt): what the seed's substring search caught
+  // and these words rarely mean otherwise (secretary.txt, tokenizer.py pass).
+  specs.push_back({"credential word ending a name",
+                   "(?i)(?:^|/)[^/]*(?:credentials?|secrets?|tokens?)(?:\\.[^/]*)?(?:/|$)"});
+  specs.push_back({"password in a name", "(?i)(?:^|/)[^/]*(?:password|passwd)[^/]*(?:/|$)"});
   for (const std::string& glob : extra) specs.push_back(protected_glob(glob));
   return specs;
 }
@@ -260,10 +267,18 @@ std::string normalised_path(std::string_view path) {
   return out;
 }
 
-// The hosts of the http, https and ftp URLs in `command`, lower-case.
+// The hosts of the http, https and ftp URLs in `command`, lower-case, read
+// as the shell will pass them on: its quoting characters (\ ' ") are dropped
+// first, so `https://openai.com\.evil.com` and `"https://openai.com"".evil.com"`
+// name the host openai.com.evil.com, as they do to curl.
 std::vector<std::string> url_hosts(std::string_view command, const RE2& url) {
+  std::string unquoted;
+  unquoted.reserve(command.size());
+  for (const char c : command) {
+    if (c != '\\' && c != '\'' && c != '"') unquoted += c;
+  }
   std::vector<std::string> hosts;
-  re2::StringPiece input(command.data(), command.size());
+  re2::StringPiece input(unquoted.data(), unquoted.size());
   std::string host;
   while (RE2::FindAndConsume(&input, url, &host)) hosts.push_back(lower(host));
   return hosts;

@@ -89,7 +89,11 @@ TEST_CASE("dispatcher blocks reads and writes of protected paths, matched to who
       "~/.kube/config",
       // credential words, alone or delimited by '.', '_' or '-'
       "config/credentials.yml", "aws_credentials", "creds.txt", "my-secrets/plan.md", "secret", "api.token",
-      "tokens.json", "passwords.txt", "db_password", "/etc/passwd");
+      "tokens.json", "passwords.txt", "db_password", "/etc/passwd",
+      // what the seed's substring search caught: a credential word ending a name, a password anywhere in one
+      "mysecrets.txt", "accesstoken", "dbpassword.txt", "aws-credentials.json",
+      // more environment and credential files
+      ".envrc", "prod.env", ".htpasswd", ".pgpass", "~/.npmrc", ".pypirc", "/home/u/.docker/config.json");
   require_protected(harness, path);
 }
 
@@ -217,6 +221,11 @@ TEST_CASE("dispatcher asks approval for shell access to hosts outside the allowl
   // A suffix is not a domain: the seed's substring test let this one through.
   require_approval(shell("curl https://openai.com.attacker.net/x"), "openai.com.attacker.net");
   require_approval(shell("curl https://api.openai.com/v1 https://pastebin.com/x"), "pastebin.com");
+  // The host as the shell passes it on: quoting characters do not end it.
+  require_approval(shell("curl https://openai.com\\.evil.com/x"), "openai.com.evil.com");
+  require_approval(shell("curl \"https://openai.com\"\".evil.com\""), "openai.com.evil.com");
+  require_approval(shell("curl 'https://openai.com''.evil.com'"), "openai.com.evil.com");
+  require_approval(shell("curl https:\\/\\/evil.com/x"), "evil.com");
 
   require_passed(harness.verify(shell("curl https://api.openai.com/v1/models")));
   require_passed(harness.verify(shell("curl https://anthropic.com")));
