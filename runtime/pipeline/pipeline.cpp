@@ -112,7 +112,6 @@ bool is_reasoned(const Value& signal) {
          sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key);
 }
 
-// The error as a skill's error policy sees it.
 }  // namespace
 
 std::string tool_result_format(std::string_view tool, const Value& result) {
@@ -522,7 +521,9 @@ struct Run : std::enable_shared_from_this<Run> {
       if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
     }
     target_implied = false;
-    const Value action = aimed(parse_response(outcome.reply), false);
+    Value action = parse_response(outcome.reply);
+    const std::string target = target_of(action, false);
+    action = aimed(std::move(action), target, false);
     Verification verification;
     verify_and_record("reason", *snapshot, action, reasoning, verification);
     switch (verification.outcome) {
@@ -655,8 +656,8 @@ struct Run : std::enable_shared_from_this<Run> {
     }
     std::string target = target_of(action, to_source);
     if (approved.is_nil()) target_implied = false;  // else as reasoning found it
-    if (acts(target) && !names_exactly(action, target)) {
-      action = aimed(std::move(action), to_source);  // the gates see where it goes
+    if (needs_aiming(action, target)) {
+      action = aimed(std::move(action), target, to_source);  // the gates see where it goes
       bare = Value();
     }
     // Step 2: last-mile verification of anything that is not itself a log or
@@ -714,18 +715,19 @@ struct Run : std::enable_shared_from_this<Run> {
   // to its signal's source or DEFAULT_ACTUATOR, which is written in), so
   // gates and dispatch cannot disagree about where it goes. Actions for the
   // reply channel or the :SYSTEM log are left as they are.
-  // Notes in target_implied when the target it wrote in was not the action's own.
-  Value aimed(Value action, bool to_source) {
-    if (!action.is_list()) return action;
-    const std::string target = target_of(action, to_source);
-    if (!acts(target) || names_exactly(action, target)) return action;
+  // `target` is target_of(action, to_source). Notes in target_implied when
+  // the target it writes in was not the action's own.
+  Value aimed(Value action, std::string_view target, bool to_source) {
+    if (!needs_aiming(action, target)) return action;
     if (to_source || action.get("TARGET"_key) == nullptr) target_implied = true;
     return std::move(action).with("TARGET"_key, Value::keyword(target));
   }
-  // Whether `action`'s :TARGET is already the keyword `target`.
-  static bool names_exactly(const Value& action, std::string_view target) {
+  // Whether aimed() would change `action`: it goes to an actuator that acts,
+  // and its :TARGET is not already that actuator's keyword.
+  static bool needs_aiming(const Value& action, std::string_view target) {
+    if (!action.is_list() || !acts(target)) return false;
     const Value& named = action.at("TARGET"_key);
-    return named.is_keyword() && named.text() == target;
+    return !(named.is_keyword() && named.text() == target);
   }
 
   // E2: hands `action` to the actuator `target` (target_of()); built-ins run
@@ -1040,10 +1042,7 @@ Result<ApprovedRun> plan_approved_run(const Snapshot& snapshot, const Approval& 
                                         std::string(check.reason.is_string() ? check.reason.text() : ""));
   }
   if (check.outcome == VerifyOutcome::approval_required) {
-    for (std::size_t i = 0; i < check.trace.size(); ++i) {
-      const GateTraceView entry = check.trace[i];
-      if (entry.result != GateResult::approval) continue;
-      const std::string gate = entry.slot->name() + "@" + entry.slot->version_text();
+    for (const std::string& gate : Run::approving_gates(check)) {
       if (std::find(approval.gates.begin(), approval.gates.end(), gate) == approval.gates.end()) {
         return fail(ErrorCode::refused,
                     "gate " + gate + " (not among those the approval is for) now asks too; the action did not run");
