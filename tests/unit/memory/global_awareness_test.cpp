@@ -76,6 +76,16 @@ TEST_CASE("the foveal node shows its content and its children at any depth", "[m
   }
 }
 
+TEST_CASE("every active project is in global awareness (seed L: test-awareness-budget)", "[memory]") {
+  MemoryStore store;
+  REQUIRE(store.ingest(sexp(kProject)).has_value());
+  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p2" :TITLE "Garden" :TAGS ("project"))))"))
+              .has_value());
+  const std::string text = passepartout::render_global_awareness(store, AwarenessOptions{});
+  CHECK(text.find("* Launch\n") != std::string::npos);
+  CHECK(text.find("* Garden\n") != std::string::npos);
+}
+
 TEST_CASE("projects with a private tag are left out of global awareness", "[memory]") {
   MemoryStore store;
   REQUIRE(store.ingest(sexp(kProject)).has_value());

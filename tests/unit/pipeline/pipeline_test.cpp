@@ -146,9 +146,12 @@ struct Rig {
 
 using passepartout::testing::sexp;
 
-// Answers every request with a plain message and keeps the system and raw prompts it saw.
+// Answers every request with a plain message and keeps the system and raw
+// prompts it saw, the signal it was asked about and, given the memory, how
+// many snapshots memory held when it was called.
 class PromptRecorder final : public Provider {
  public:
+  explicit PromptRecorder(const MemoryStore* memory = nullptr) : memory_(memory) {}
   std::string_view name() const noexcept override { return "recorder"; }
   void complete(ProviderRequest request, ProviderCompletion done) override {
     {
@@ -156,8 +159,18 @@ class PromptRecorder final : public Provider {
       prompts_.push_back(request.system_prompt);
       raws_.push_back(request.prompt);
       tools_.push_back(request.tools);
+      contexts_.push_back(request.context);
+      if (memory_ != nullptr) snapshots_.push_back(memory_->snapshot_count());
     }
     done(ProviderReply::text("noted"));
+  }
+  Value context(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return contexts_.at(i);
+  }
+  std::vector<std::size_t> snapshots() const {
+    std::lock_guard lock(mutex_);
+    return snapshots_;
   }
   std::string prompt(std::size_t i) const {
     std::lock_guard lock(mutex_);
@@ -173,10 +186,13 @@ class PromptRecorder final : public Provider {
   }
 
  private:
+  const MemoryStore* memory_;
   mutable std::mutex mutex_;
   std::vector<std::string> prompts_;
   std::vector<std::string> raws_;
   std::vector<Value> tools_;
+  std::vector<Value> contexts_;
+  std::vector<std::size_t> snapshots_;
 };
 
 }  // namespace
@@ -699,8 +715,59 @@ TEST_CASE("the system actuator logs messages and refuses :eval", "[pipeline][loo
   rig.run(sexp("(:TYPE :REQUEST :TARGET :SYSTEM :PAYLOAD (:ACTION :EVAL :CODE \"(+ 1 2)\"))"));
   CHECK(rig.logged("ACT ERROR [System]: :EVAL is refused"));
   // Without a target or a source, the default actuator (`cli`), which nothing serves.
-  rig.run(sexp("(:TYPE :REQUEST :META (:SESSION-ID \"s1\") :PAYLOAD (:TEXT \"Hello\"))"));
+  LoopReport report = rig.run(sexp("(:TYPE :REQUEST :META (:SESSION-ID \"s1\") :PAYLOAD (:TEXT \"Hello\"))"));
   CHECK(rig.logged("ACT ERROR: No actuator registered for 'cli'"));
+  CHECK(report.cycles == 1);  // no feedback
+  CHECK(report.last_signal.at("STATUS").is_keyword("ACTED"));
+  SECTION("seed L: test-loop-gate-act-basic, an action for :CLI with no gates") {
+    report = rig.run(sexp("(:TYPE :REQUEST :TARGET :CLI :META (:SESSION-ID \"s2\") :PAYLOAD (:TEXT \"Hello\"))"));
+    CHECK(report.stopped_by == "done");
+    CHECK(report.cycles == 1);
+    CHECK(report.last_signal.at("STATUS").is_keyword("ACTED"));
+  }
+}
+
+TEST_CASE("each stage leaves its status: reasoned on as :PERCEIVED, acted on as :REASONED with the approved action",
+          "[pipeline][loop]") {
+  SECTION("the provider is asked about the signal as Perceive left it (C2; seed L: test-perceive-gate)") {
+    Rig rig({}, {});
+    auto recorder = std::make_shared<PromptRecorder>();
+    rig.cascade.add(recorder);
+    rig.run(user_input_signal("status, please", "s-1"));
+    const Value context = recorder->context(0);
+    CHECK(context.at("STATUS").is_keyword("PERCEIVED"));
+    CHECK(context.path({"PAYLOAD", "TEXT"}).text() == "status, please");
+  }
+  SECTION("the actuator acts on a signal that Reason marked :REASONED and that carries the approved action (D16, E1)") {
+    // The Recorder's result is reasoned again (Decisions 5); the second
+    // prompt, its printed result, gets a plain answer.
+    Rig rig({{"toolbox-a", 50}}, {R"(
+rules:
+  - match: "RECORDED"
+    reply: "Recorded."
+  - match: "."
+    reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this"))'
+)"});
+    LoopReport report = rig.run(user_input_signal("note it", "s-2"));
+    CHECK(report.stopped_by == "done");
+    CHECK(report.cycles == 2);
+    const Value& result = report.last_signal.path({"PAYLOAD", "RESULT"});
+    REQUIRE(result.is_list());
+    CHECK(result.at("SIGNAL-STATUS").is_keyword("REASONED"));
+    const Value& approved = result.at("SIGNAL-APPROVED");
+    CHECK(approved.path({"PAYLOAD", "NOTE"}).text() == "keep this");
+    CHECK(approved.at("GATE-TRACE").is_nil());  // no gates loaded: an empty trace
+    CHECK(approved.get("GATE-TRACE") != nullptr);
+  }
+}
+
+TEST_CASE("memory is snapshotted before every call to the model, retries included (D7)", "[pipeline][loop]") {
+  Rig rig({{"block-gate", 90}}, {});
+  auto recorder = std::make_shared<PromptRecorder>(&rig.memory);
+  rig.cascade.add(recorder);
+  REQUIRE(rig.memory.snapshot_count() == 0);
+  rig.run(user_input_signal("try three times", "s-3"));
+  CHECK(recorder->snapshots() == std::vector<std::size_t>{1, 2, 3});  // three attempts, each after its own snapshot
 }
 
 TEST_CASE("signals of one session are answered in order while sessions run in parallel",
