@@ -189,8 +189,11 @@ Check check_provider() {
   if (const std::string cascade = env("PROVIDER_CASCADE"); !cascade.empty()) {
     detail = "PROVIDER_CASCADE=" + printable(cascade) + "; ";
   }
+  // This daemon's providers are scripted and offline: what is found here is
+  // reported as the seed's doctor does, and said to be unused.
+  constexpr std::string_view kUnused = " (unused: the daemon's providers are scripted and offline)";
   if (!found.empty()) {
-    check.detail = detail + found + " set";
+    check.detail = detail + found + " set" + std::string(kUnused);
     return check;
   }
   // A local Ollama: OLLAMA_HOST is host:port (default localhost:11434).
@@ -210,13 +213,13 @@ Check check_provider() {
   }
   std::string why;
   if (is_listening(ollama, std::chrono::seconds(1), why)) {
-    check.detail = detail + "something listens at " + ollama.describe() + " (Ollama?)";
+    check.detail = detail + "something listens at " + ollama.describe() + " (Ollama?)" + std::string(kUnused);
     return check;
   }
   check.detail = detail + "no API key set and nothing listens at " + ollama.describe();
   check.hint =
-      "without a model the daemon answers with the offline provider; set an API key such as "
-      "OPENAI_API_KEY, run Ollama, or use the scripted provider for tests";
+      "the daemon answers with the scripted provider when given its rules (--script FILE), "
+      "otherwise with the offline provider, which says that no model is reachable";
   return check;
 }
 

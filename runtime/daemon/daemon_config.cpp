@@ -50,7 +50,7 @@ constexpr std::array kSettings{
                   "Rescan when a manifest or library in those folders changes (inotify)"},
     DaemonSetting{"provider", "PASSEPARTOUT_PROVIDER", "NAMES",
                   "Model providers to try, in order, separated by commas: scripted, offline (default: scripted\n"
-                  "when --script is given, else offline, which explains how to configure a model)"},
+                  "when --script is given, else offline, which says that no model is reachable)"},
     DaemonSetting{"script", "PASSEPARTOUT_SCRIPT", "FILE",
                   "The scripted provider's YAML rules (match / reply / delay_ms / stream / fail / tool_call)"},
     DaemonSetting{"memory-file", "MEMORY_SNAPSHOT_PATH", "FILE",

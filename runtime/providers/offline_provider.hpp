@@ -1,5 +1,5 @@
 // The `offline` provider: what answers when no model is configured. It says
-// so, honestly, and tells the user how to configure one.
+// so, honestly, and tells the user what this daemon can answer with instead.
 #pragma once
 
 #include <string_view>
@@ -16,10 +16,11 @@ class OfflineProvider final : public Provider {
   static constexpr std::string_view kName = "offline";
   static constexpr std::string_view kReply =
       "No language model is reachable, so I cannot reason about this request. "
-      "To configure one, list the providers to try in PROVIDER_CASCADE and give the provider its API key "
-      "(for example OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY), or run a local Ollama server. "
-      "For tests and demos without a model, use the scripted provider: a YAML file of rules, each with "
-      "'match' (a regular expression searched in the prompt) and 'reply' (the answer).";
+      "This daemon's providers are 'scripted' and 'offline'; it connects to no hosted or local model "
+      "(API keys and an Ollama server are not used). "
+      "For tests and demos, start it with the scripted provider (passepartout daemon --script FILE): "
+      "a YAML file of rules, each with 'match' (a regular expression searched in the prompt) and "
+      "'reply' (the answer).";
 
   std::string_view name() const noexcept override { return kName; }
   void complete(ProviderRequest request, ProviderCompletion done) override;

@@ -9,7 +9,7 @@
 
 using namespace passepartout;
 
-TEST_CASE("the offline provider answers at once that no model is reachable and how to configure one",
+TEST_CASE("the offline provider answers at once that no model is reachable and what to use instead",
           "[providers][offline]") {
   OfflineProvider provider;
   CHECK(provider.name() == "offline");
@@ -24,8 +24,11 @@ TEST_CASE("the offline provider answers at once that no model is reachable and h
   REQUIRE(answered);  // before complete() returned
   REQUIRE(reply.kind == ProviderReply::Kind::content);
   CHECK(reply.content.find("No language model is reachable") != std::string::npos);
-  CHECK(reply.content.find("PROVIDER_CASCADE") != std::string::npos);
+  CHECK(reply.content.find("--script FILE") != std::string::npos);
   CHECK(reply.content.find("scripted provider") != std::string::npos);
+  // It names nothing this daemon would not use.
+  CHECK(reply.content.find("PROVIDER_CASCADE") == std::string::npos);
+  CHECK(reply.content.find("_API_KEY") == std::string::npos);
 
   SECTION("it reaches the user as a message") {
     Value action = parse_response(reply);
