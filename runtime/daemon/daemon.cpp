@@ -349,7 +349,8 @@ Result<void> Daemon::Impl::boot() {
                 : "no memory saved yet at " + c.memory_file.string());
   }
 
-  if (auto store = ApprovalStore::open(approvals_file(c.state_dir)); store) {
+  if (auto store = ApprovalStore::open(approvals_file(c.state_dir), {c.approval_lifetime, c.approval_retention, {}});
+      store) {
     approvals = std::move(*store);
   } else {
     log_message(LogLevel::error, kComponent,

@@ -66,6 +66,11 @@ constexpr std::array kSettings{
                   "(default cli,system-message,emacs)"},
     DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
     DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
+    DaemonSetting{"approval-lifetime", "PASSEPARTOUT_APPROVAL_LIFETIME", "SECONDS",
+                  "How long an action waits for a human's approval before it expires (default 86400: 24 h)"},
+    DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",
+                  "How long approvals.sqlite3 keeps an approval once it is decided or has expired; older ones\n"
+                  "are deleted (default 2592000: 30 days; 0: kept for ever)"},
     DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
                   "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
                   "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},
@@ -378,6 +383,17 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     auto v = parse_count(*r, 0, 100, "a number of log lines");
     if (!v) return fail(v.error().code, v.error().message);
     config.context_log_limit = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("approval-lifetime")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
+    config.approval_lifetime = *v;
+  }
+  if (const Raw* r = raw("approval-retention")) {
+    auto v = parse_seconds(*r);
+    if (!v) return fail(v.error().code, v.error().message);
+    config.approval_retention = *v;
   }
   if (const Raw* r = raw("privacy-tags")) {
     config.privacy_tags.clear();

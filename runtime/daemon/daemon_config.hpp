@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "pipeline/approvals.hpp"
 #include "result.hpp"
 
 namespace passepartout {
@@ -69,6 +70,8 @@ struct DaemonConfig {
   std::string assistant_name = "Agent";
   std::size_t context_log_limit = 20;
   std::vector<std::string> privacy_tags = {"@personal"};  // G7: kept out of the prompt's CONTEXT
+  std::chrono::milliseconds approval_lifetime = ApprovalOptions::kDefaultLifetime;    // more than zero
+  std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;  // zero: for ever
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
   std::size_t max_connections = 128;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "digest.hpp"
+#include "log.hpp"
 #include "sqlite_db.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -106,9 +107,11 @@ struct ApprovalStore::State {
   explicit State(SqliteDb database) : db(std::move(database)) {}
   mutable std::mutex mutex;  // guards the connection and the statements
   SqliteDb db;
-  std::chrono::seconds lifetime{kDefaultLifetime};
+  std::chrono::milliseconds lifetime = ApprovalOptions::kDefaultLifetime;
+  std::chrono::milliseconds retention = ApprovalOptions::kDefaultRetention;
   Clock now_ms = system_now_ms;
-  SqliteDb::Statement insert, by_token, list_pending, count_pending, decide, expire;
+  std::int64_t next_prune_ms = 0;  // create() prunes again from then on
+  SqliteDb::Statement insert, by_token, list_pending, count_pending, decide, expire, prune;
   // pending_count() is asked for every reply and every prompt, on every
   // thread: the count is kept here, read without the mutex, and recounted
   // only when it may have changed (a decision, or the earliest pending expiry
@@ -155,6 +158,21 @@ struct ApprovalStore::State {
     }
     return {};
   }
+
+  // Deletes the approvals decided or expired more than `retention` ago (none
+  // when it is zero), and schedules the next pruning an hour from now.
+  Result<void> prune_due() {
+    const std::int64_t now = now_ms();
+    next_prune_ms = now + std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(1)).count();
+    if (retention.count() == 0) return {};
+    if (auto expired = expire_due(); !expired) return expired;
+    StatementReset reset(prune.get());
+    if (sqlite3_bind_int64(prune.get(), 1, now - retention.count()) != SQLITE_OK ||
+        sqlite3_step(prune.get()) != SQLITE_DONE) {
+      return db.error("cannot delete old approvals");
+    }
+    return {};
+  }
 };
 
 ApprovalStore::ApprovalStore(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -162,14 +180,17 @@ ApprovalStore::~ApprovalStore() = default;
 
 const fs::path& ApprovalStore::file() const noexcept { return state_->db.file(); }
 
-Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file, std::chrono::seconds lifetime,
-                                                          Clock clock) {
-  if (lifetime.count() <= 0) return fail(ErrorCode::invalid_input, "the approval lifetime must be positive");
+Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file, ApprovalOptions options) {
+  if (options.lifetime.count() <= 0) return fail(ErrorCode::invalid_input, "the approval lifetime must be positive");
+  if (options.retention.count() < 0) {
+    return fail(ErrorCode::invalid_input, "the approval retention cannot be negative (0 keeps approvals for ever)");
+  }
   auto db = SqliteDb::open(file, kSchema);
   if (!db) return fail(db.error().code, db.error().message);
   auto state = std::make_unique<State>(std::move(*db));
-  state->lifetime = lifetime;
-  if (clock) state->now_ms = std::move(clock);
+  state->lifetime = options.lifetime;
+  state->retention = options.retention;
+  if (options.clock) state->now_ms = std::move(options.clock);
   const std::pair<SqliteDb::Statement*, std::string> statements[] = {
       {&state->insert,
        "INSERT INTO approvals (token, action, action_sha256, gates, reason, meta, created_unix_ms, expires_unix_ms, "
@@ -181,12 +202,17 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file,
        "UPDATE approvals SET state = ?2, decided_unix_ms = ?3, decided_by = ?4 WHERE token = ?1 AND state = "
        "'pending' AND expires_unix_ms > ?3"},
       {&state->expire, "UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_unix_ms <= ?1"},
+      // An approval ends when it is decided, or when it expires undecided.
+      {&state->prune,
+       "DELETE FROM approvals WHERE state <> 'pending' AND "
+       "(CASE WHEN state = 'expired' THEN expires_unix_ms ELSE decided_unix_ms END) <= ?1"},
   };
   for (const auto& [slot, sql] : statements) {
     auto prepared = state->db.prepare(sql);
     if (!prepared) return fail(prepared.error().code, prepared.error().message);
     *slot = std::move(*prepared);
   }
+  if (auto pruned = state->prune_due(); !pruned) return fail(pruned.error().code, pruned.error().message);
   return std::unique_ptr<ApprovalStore>(new ApprovalStore(std::move(state)));
 }
 
@@ -201,12 +227,16 @@ Result<Approval> ApprovalStore::create(const Value& action, const Value& meta, s
   approval.reason = std::move(reason);
   approval.meta = meta;
   approval.created_unix_ms = state_->now_ms();
-  approval.expires_unix_ms =
-      approval.created_unix_ms + std::chrono::duration_cast<std::chrono::milliseconds>(state_->lifetime).count();
+  approval.expires_unix_ms = approval.created_unix_ms + state_->lifetime.count();
   const std::string gates_text = join_lines(approval.gates);
   const std::string meta_text = to_sexp(meta);
 
   std::lock_guard lock(state_->mutex);
+  if (approval.created_unix_ms >= state_->next_prune_ms) {
+    if (auto pruned = state_->prune_due(); !pruned) {  // the file keeps growing, but nothing is lost
+      log_message(LogLevel::warn, "approvals", pruned.error().message);
+    }
+  }
   sqlite3_stmt* insert = state_->insert.get();
   StatementReset reset(insert);
   const bool bound = bind_text(insert, 1, approval.token) && bind_text(insert, 2, printed) &&

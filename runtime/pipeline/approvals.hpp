@@ -2,7 +2,8 @@
 // approval has a random token bound to the action's SHA-256 and to the
 // versions of the gates that asked; it is decided once, by token, through the
 // runtime API (never by anything inside an action), expires, and survives
-// restarts (SQLite, synchronous=FULL).
+// restarts (SQLite, synchronous=FULL). Decided and expired ones are kept for
+// a retention period, then deleted, so the file does not grow for ever.
 #pragma once
 
 #include <chrono>
@@ -37,19 +38,31 @@ struct Approval {
 
 const char* to_string(Approval::State state) noexcept;
 
+// How long approvals live and are kept.
+struct ApprovalOptions {
+  static constexpr std::chrono::milliseconds kDefaultLifetime{std::chrono::hours(24)};
+  static constexpr std::chrono::milliseconds kDefaultRetention{std::chrono::hours(24 * 30)};
+
+  // From its creation until a pending approval expires; more than zero.
+  std::chrono::milliseconds lifetime = kDefaultLifetime;
+  // How long an approval is kept once decided (approved or denied) or
+  // expired; after that it is deleted (a replayed token is then unknown,
+  // still refused). Zero keeps every approval for ever.
+  std::chrono::milliseconds retention = kDefaultRetention;
+  // The wall clock in Unix milliseconds; replaceable for tests of expiry.
+  std::function<std::int64_t()> clock;  // empty: ApprovalStore::system_now_ms
+};
+
 class ApprovalStore {
  public:
-  static constexpr std::chrono::seconds kDefaultLifetime{24 * 60 * 60};
-
-  // Opens (creating, mode 0600) the store in `file`. Expired approvals are
-  // marked expired as they are met.
-  // The wall clock in Unix milliseconds; replaceable for tests of expiry.
   using Clock = std::function<std::int64_t()>;
   static std::int64_t system_now_ms();
 
-  static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file,
-                                                     std::chrono::seconds lifetime = kDefaultLifetime,
-                                                     Clock clock = system_now_ms);
+  // Opens (creating, mode 0600) the store in `file`. Expired approvals are
+  // marked expired as they are met. Approvals past their retention are
+  // deleted when the store opens and, while approvals are being created, at
+  // most once an hour.
+  static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file, ApprovalOptions options = {});
   ~ApprovalStore();
   ApprovalStore(const ApprovalStore&) = delete;
   ApprovalStore& operator=(const ApprovalStore&) = delete;

@@ -67,6 +67,8 @@ TEST_CASE("daemon settings default to the seed's values", "[daemon][config]") {
   CHECK(config->assistant_name == "Agent");
   CHECK(config->context_log_limit == 20);
   CHECK(config->privacy_tags == std::vector<std::string>{"@personal"});
+  CHECK(config->approval_lifetime == 24h);
+  CHECK(config->approval_retention == 24h * 30);
   CHECK(config->max_frame == 1024 * 1024);
   CHECK(config->idle_poll == 200us);
   CHECK(config->log_level == LogLevel::info);
@@ -142,6 +144,16 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
   SECTION("the scripted provider without a script") {
     s.sources.command_line["provider"] = "scripted";
     CHECK(error_of(s.resolve()).find("--script FILE") != std::string::npos);
+  }
+  SECTION("approval lifetime and retention") {
+    s.env["PASSEPARTOUT_APPROVAL_RETENTION"] = "0";  // allowed: kept for ever
+    s.sources.command_line["approval-lifetime"] = "3600";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->approval_lifetime == 1h);
+    CHECK(config->approval_retention == 0s);
+    s.sources.command_line["approval-lifetime"] = "0";
+    CHECK(error_of(s.resolve()) == "--approval-lifetime: '0' is not a number of seconds above 0");
   }
   SECTION("a log level") {
     s.env["PASSEPARTOUT_LOG_LEVEL"] = "loud";

@@ -855,7 +855,7 @@ TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   auto clock = [&now] { return now; };
   std::string token;
   {
-    auto store = ApprovalStore::open(file, std::chrono::seconds(60), clock);
+    auto store = ApprovalStore::open(file, {std::chrono::seconds(60), ApprovalOptions::kDefaultRetention, clock});
     REQUIRE(store.has_value());
     auto created = (*store)->create(sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\"))"),
                                     sexp("(:SOURCE :TUI)"), {"shell-guard@1.0.0"}, "shell commands need a human");
@@ -865,7 +865,7 @@ TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
     REQUIRE(expiring.has_value());
     now += 30'000;
   }
-  auto store = ApprovalStore::open(file, std::chrono::seconds(60), clock);
+  auto store = ApprovalStore::open(file, {std::chrono::seconds(60), ApprovalOptions::kDefaultRetention, clock});
   REQUIRE(store.has_value());
   auto pending = (*store)->pending();
   REQUIRE(pending.has_value());
@@ -883,6 +883,77 @@ TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   CHECK(late.error().message.find("expired") != std::string::npos);
   CHECK_FALSE((*store)->approve("not-a-token", "cli").has_value());
   CHECK((*store)->approve("0123456789abcdef0123456789abcdef", "cli").error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("decided and expired approvals are deleted after their retention, pending ones never",
+          "[pipeline][approvals]") {
+  TempDir dir;
+  const auto file = dir.path() / "approvals.sqlite3";
+  constexpr std::int64_t kMinute = 60'000;
+  constexpr std::int64_t kHour = 60 * kMinute;
+  std::int64_t now = 1'000'000;
+  auto clock = [&now] { return now; };
+  const ApprovalOptions options{std::chrono::hours(1), std::chrono::hours(24), clock};
+  const Value action = sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\"))");
+  std::string approved, denied, expired, waiting;
+  {
+    auto store = ApprovalStore::open(file, options);
+    REQUIRE(store.has_value());
+    approved = (*store)->create(action, Value(), {}, "")->token;
+    denied = (*store)->create(action, Value(), {}, "")->token;
+    expired = (*store)->create(action, Value(), {}, "")->token;  // left to expire an hour from now
+    REQUIRE((*store)->approve(approved, "cli").has_value());
+    REQUIRE((*store)->deny(denied, "cli").has_value());
+    now += 2 * kHour;
+    waiting = (*store)->create(action, Value(), {}, "")->token;  // pending until two hours after the others
+  }
+  const auto state_of = [&](const ApprovalStore& store, const std::string& token) -> std::string {
+    auto found = store.find(token);
+    return found ? to_string(found->state) : "gone";
+  };
+  SECTION("within the retention they are all there, and a replay is refused as decided") {
+    now += 20 * kHour;
+    auto store = ApprovalStore::open(file, options);
+    REQUIRE(store.has_value());
+    CHECK(state_of(**store, approved) == "approved");
+    CHECK(state_of(**store, denied) == "denied");
+    CHECK(state_of(**store, expired) == "expired");
+    CHECK((*store)->approve(approved, "cli").error().message.find("already approved") != std::string::npos);
+  }
+  SECTION("past it, opening the store deletes them; the pending one stays") {
+    now += 24 * kHour;  // 26 h after the decisions, 25 h after the expiry
+    auto store = ApprovalStore::open(file, options);
+    REQUIRE(store.has_value());
+    CHECK(state_of(**store, approved) == "gone");
+    CHECK(state_of(**store, denied) == "gone");
+    CHECK(state_of(**store, expired) == "gone");
+    CHECK(state_of(**store, waiting) == "expired");  // expired 23 h ago: kept one hour more
+    auto replay = (*store)->approve(approved, "cli");  // unknown now, and still refused
+    REQUIRE_FALSE(replay.has_value());
+    CHECK(replay.error().code == ErrorCode::not_found);
+  }
+  SECTION("a store that stays open deletes them when it next creates an approval") {
+    auto store = ApprovalStore::open(file, options);
+    REQUIRE(store.has_value());
+    now += 24 * kHour;
+    CHECK(state_of(**store, approved) == "approved");  // nothing created yet
+    const std::string fresh = (*store)->create(action, Value(), {}, "")->token;
+    CHECK(state_of(**store, approved) == "gone");
+    CHECK(state_of(**store, expired) == "gone");
+    CHECK(state_of(**store, fresh) == "pending");
+  }
+  SECTION("a retention of zero keeps them for ever") {
+    now += 365 * 24 * kHour;
+    auto store = ApprovalStore::open(file, ApprovalOptions{std::chrono::hours(1), std::chrono::milliseconds(0), clock});
+    REQUIRE(store.has_value());
+    static_cast<void>((*store)->create(action, Value(), {}, ""));
+    CHECK(state_of(**store, approved) == "approved");
+    CHECK(state_of(**store, expired) == "expired");
+  }
+  SECTION("a lifetime must be positive and a retention not negative") {
+    CHECK_FALSE(ApprovalStore::open(file, ApprovalOptions{std::chrono::milliseconds(0), std::chrono::hours(1), clock}));
+    CHECK_FALSE(ApprovalStore::open(file, ApprovalOptions{std::chrono::hours(1), std::chrono::milliseconds(-1), clock}));
+  }
 }
 
 
