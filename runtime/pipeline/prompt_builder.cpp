@@ -85,10 +85,14 @@ std::string system_prompt(const PromptParts& parts) {
 
 const std::string& time_section() {
   // Formatting the time costs more than the rest of the CONFIG line; within
-  // one second the text is the same.
+  // one second the text is the same. The coarse clock (the kernel's last
+  // tick, a few milliseconds behind at most) is read in a fifth of the time
+  // of the precise one, and a line that shows whole seconds needs no more.
   thread_local std::time_t cached_second = -1;
   thread_local std::string cached;
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  timespec coarse{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+  const std::time_t now = coarse.tv_sec;
   if (now != cached_second) {
     std::tm utc{};
     gmtime_r(&now, &utc);

@@ -2,6 +2,8 @@
 // tool belt, and the section order of D8.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <ctime>
 #include <string>
 
 #include "pipeline/prompt_builder.hpp"
@@ -53,13 +55,21 @@ TEST_CASE("the system prompt keeps the seed's section order and carries the reje
   CHECK(system_prompt(parts).find("LOGS:\n[No system logs available]") != std::string::npos);
 }
 
-TEST_CASE("the TIME section is an ISO 8601 UTC timestamp", "[pipeline][prompt]") {
+TEST_CASE("the TIME section is an ISO 8601 UTC timestamp of now", "[pipeline][prompt]") {
+  const std::time_t before = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   const std::string time = time_section();
+  const std::time_t after = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   REQUIRE(time.size() == std::string("TIME: 2026-11-22T00:00:00Z").size());
   CHECK(time.rfind("TIME: ", 0) == 0);
   CHECK(time[10] == '-');
   CHECK(time[16] == 'T');
   CHECK(time.back() == 'Z');
+  std::tm utc{};
+  REQUIRE(::strptime(time.c_str() + 6, "%Y-%m-%dT%H:%M:%SZ", &utc) != nullptr);
+  const std::time_t shown = ::timegm(&utc);
+  // The clock it reads may lag the precise one by a tick: a second before is still now.
+  CHECK(shown >= before - 1);
+  CHECK(shown <= after);
 }
 
 }  // namespace passepartout
