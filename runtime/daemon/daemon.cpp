@@ -336,6 +336,7 @@ Result<void> Daemon::Impl::boot() {
               "passepartout " + version_text() + " starting; state in " + c.state_dir.string());
 
   // H6 (2): memory.
+  memory.set_history_limit(c.memory_history_limit);
   if (auto loaded = memory.load(c.memory_file); !loaded) {
     memory_ok = false;
     memory_saves = false;

@@ -55,6 +55,9 @@ constexpr std::array kSettings{
                   "The scripted provider's YAML rules (match / reply / delay_ms / stream / fail / tool_call)"},
     DaemonSetting{"memory-file", "MEMORY_SNAPSHOT_PATH", "FILE",
                   "Where memory is loaded from at start and saved to (default <state dir>/memory.sexp)"},
+    DaemonSetting{"memory-history-limit", "PASSEPARTOUT_MEMORY_HISTORY_LIMIT", "N",
+                  "Versions of memory objects kept in the history; past it the oldest that neither the live\n"
+                  "memory nor a snapshot holds are dropped (default 100000; 0: no limit)"},
     DaemonSetting{"heartbeat-interval", "HEARTBEAT_INTERVAL", "SECONDS",
                   "Seconds between heartbeat signals (default 60; 0: no heartbeat)"},
     DaemonSetting{"memory-auto-save-interval", "MEMORY_AUTO_SAVE_INTERVAL", "SECONDS",
@@ -351,6 +354,11 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   config.memory_file =
       raw("memory-file") != nullptr ? parse_path(*raw("memory-file")) : config.state_dir / "memory.sexp";
 
+  if (const Raw* r = raw("memory-history-limit")) {
+    auto v = parse_count(*r, 0, 1'000'000'000, "a number of versions");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.memory_history_limit = static_cast<std::size_t>(*v);
+  }
   if (const Raw* r = raw("heartbeat-interval")) {
     auto v = parse_seconds(*r);
     if (!v) return fail(v.error().code, v.error().message);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "result.hpp"
 
@@ -62,6 +63,7 @@ struct DaemonConfig {
   std::vector<std::string> providers;  // "scripted", "offline", in cascade order
   std::filesystem::path script;        // the scripted provider's rules
   std::filesystem::path memory_file;
+  std::size_t memory_history_limit = MemoryStore::kDefaultHistoryLimit;  // 0: none
 
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(60)};  // zero: no heartbeat
   std::chrono::milliseconds auto_save_interval{std::chrono::seconds(300)};

@@ -2,6 +2,8 @@
 // stack, and save/load through the memory file.
 #include "memory/memory_store.hpp"
 
+#include <algorithm>
+#include <unordered_set>
 #include <utility>
 
 #include "log.hpp"
@@ -143,11 +145,74 @@ std::string MemoryStore::generate_id(const MemoryTable& table, std::int64_t now)
 
 Result<std::string> MemoryStore::ingest(const Value& ast) {
   if (auto checked = check_node(ast, "1", 1); !checked) return Unexpected<Error>(std::move(checked).error());
-  std::lock_guard lock(state_mutex_);
-  Ingestion ingestion{*this, clock_()};
-  std::string id = ingestion.add(ast, "");
-  ++generation_;
+  std::string id;
+  std::size_t dropped = 0;
+  {
+    std::lock_guard lock(state_mutex_);
+    Ingestion ingestion{*this, clock_()};
+    id = ingestion.add(ast, "");
+    ++generation_;
+    dropped = trim_history();
+  }
+  report_trim(dropped);
   return id;
+}
+
+void MemoryStore::set_history_limit(std::size_t limit) {
+  std::size_t dropped = 0;
+  {
+    std::lock_guard lock(state_mutex_);
+    history_limit_ = limit;
+    dropped = trim_history();
+  }
+  report_trim(dropped);
+}
+
+std::size_t MemoryStore::trim_history() {
+  if (history_limit_ == 0 || history_->size() <= history_limit_) return 0;
+  // What rollback may make live again must stay archived (every live object
+  // is in the history). Consecutive snapshots often share one table.
+  std::unordered_set<const MemoryObject*> held;
+  std::vector<const MemoryTable*> tables{objects_.get()};
+  for (const MemorySnapshot& snapshot : snapshots_) {
+    if (std::find(tables.begin(), tables.end(), snapshot.objects.get()) == tables.end()) {
+      tables.push_back(snapshot.objects.get());
+    }
+  }
+  for (const MemoryTable* table : tables) {
+    for (const auto& entry : *table) held.insert(entry.second.get());
+  }
+  struct Candidate {
+    std::int64_t version;
+    const std::string* hash;  // a key of history_, read before the table changes
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& [hash, object] : *history_) {
+    if (!held.contains(object.get())) candidates.push_back({object->version, &hash});
+  }
+  const std::size_t target = history_limit_ - history_limit_ / 10;
+  const std::size_t count = std::min(history_->size() - std::min(target, history_->size()), candidates.size());
+  if (count == 0) return 0;
+  // The oldest first; versions of the same second by hash, so the choice is the same every time.
+  const auto older = [](const Candidate& a, const Candidate& b) {
+    return a.version != b.version ? a.version < b.version : *a.hash < *b.hash;
+  };
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(count - 1), candidates.end(),
+                   older);
+  std::vector<std::string> doomed;
+  doomed.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) doomed.push_back(*candidates[i].hash);
+  HistoryTable& history = writable(history_);  // may copy the table: the keys were copied first
+  for (const std::string& hash : doomed) history.erase(hash);
+  ++generation_;  // the next save writes the smaller history
+  return count;
+}
+
+void MemoryStore::report_trim(std::size_t dropped) const {
+  if (dropped == 0) return;
+  log_message(LogLevel::info, kComponent,
+              "MEMORY - History trimmed: " + std::to_string(dropped) + " old versions dropped, " +
+                  std::to_string(history_size()) + " kept.");
 }
 
 MemoryObjectPtr MemoryStore::find(std::string_view id) const {
@@ -278,10 +343,15 @@ Result<bool> MemoryStore::load(const std::filesystem::path& file) {
     return Unexpected<Error>(std::move(image).error());
   }
   if (!image->has_value()) return false;
-  std::lock_guard lock(state_mutex_);
-  objects_ = std::move((*image)->objects);
-  history_ = std::move((*image)->history);
-  saved_generation_ = ++generation_;
+  std::size_t dropped = 0;
+  {
+    std::lock_guard lock(state_mutex_);
+    objects_ = std::move((*image)->objects);
+    history_ = std::move((*image)->history);
+    saved_generation_ = ++generation_;
+    dropped = trim_history();  // a file saved under a larger limit
+  }
+  report_trim(dropped);
   return true;
 }
 

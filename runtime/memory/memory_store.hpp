@@ -46,6 +46,8 @@ class MemoryStore {
   static constexpr std::size_t kMaxSnapshots = 20;
   // Deepest tree ingest() accepts (a root is depth 1).
   static constexpr std::size_t kMaxIngestDepth = 256;
+  // Versions the history keeps by default (see set_history_limit()).
+  static constexpr std::size_t kDefaultHistoryLimit = 100'000;
 
   // Universal time (seconds since 1900); injected so tests are hermetic.
   using Clock = std::function<std::int64_t()>;
@@ -70,6 +72,15 @@ class MemoryStore {
   // string, :CONTENTS not a list, nesting deeper than kMaxIngestDepth) is
   // refused with a message naming the node, and nothing is stored.
   Result<std::string> ingest(const Value& ast);
+
+  // Bounds the history, which otherwise keeps every version ever ingested
+  // (a client that sends its buffer on every change adds a version of each
+  // changed node and of its ancestors each time): past `limit` versions, the
+  // oldest that neither the live table nor a snapshot holds are dropped,
+  // down to nine tenths of the limit, after each ingest and load and at
+  // once. A dropped version ingested again is stored anew (with the time of
+  // that ingest). 0: no limit. Default kDefaultHistoryLimit.
+  void set_history_limit(std::size_t limit);
 
   // --- reading (any thread) -----------------------------------------------
   // The live object with `id`, or null.
@@ -122,6 +133,10 @@ class MemoryStore {
  private:
   struct Ingestion;
   std::string generate_id(const MemoryTable& table, std::int64_t now);
+  // Under state_mutex_: applies the history limit; returns the versions dropped.
+  std::size_t trim_history();
+  // Logs what trim_history() did (outside the lock).
+  void report_trim(std::size_t dropped) const;
 
   Clock clock_;
   mutable std::mutex state_mutex_;  // guards everything below except save_mutex_
@@ -131,6 +146,7 @@ class MemoryStore {
   std::uint64_t generation_ = 0;          // bumped by every change
   std::uint64_t saved_generation_ = 0;    // generation_ the last save or load covered
   std::uint64_t next_generated_id_ = 1;
+  std::size_t history_limit_ = kDefaultHistoryLimit;  // 0: none
   std::mutex save_mutex_;  // serialises save() so files land in the order they were taken
 };
 

@@ -60,6 +60,7 @@ TEST_CASE("daemon settings default to the seed's values", "[daemon][config]") {
   CHECK(config->listen_tcp);
   CHECK(config->providers == std::vector<std::string>{"offline"});
   CHECK(config->memory_file == "/state/memory.sexp");
+  CHECK(config->memory_history_limit == 100'000);
   CHECK(config->heartbeat_interval == 60s);
   CHECK(config->auto_save_interval == 300s);
   CHECK(config->default_actuator == "CLI");
@@ -145,13 +146,18 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
     s.sources.command_line["provider"] = "scripted";
     CHECK(error_of(s.resolve()).find("--script FILE") != std::string::npos);
   }
-  SECTION("approval lifetime and retention") {
+  SECTION("approval lifetime and retention, memory history limit") {
     s.env["PASSEPARTOUT_APPROVAL_RETENTION"] = "0";  // allowed: kept for ever
+    s.env["PASSEPARTOUT_MEMORY_HISTORY_LIMIT"] = "0";  // allowed: no limit
     s.sources.command_line["approval-lifetime"] = "3600";
     auto config = s.resolve();
     REQUIRE(config.has_value());
     CHECK(config->approval_lifetime == 1h);
     CHECK(config->approval_retention == 0s);
+    CHECK(config->memory_history_limit == 0);
+    s.env["PASSEPARTOUT_MEMORY_HISTORY_LIMIT"] = "lots";
+    CHECK(error_of(s.resolve()).starts_with("PASSEPARTOUT_MEMORY_HISTORY_LIMIT: 'lots' is not a number of versions"));
+    s.env.erase("PASSEPARTOUT_MEMORY_HISTORY_LIMIT");
     s.sources.command_line["approval-lifetime"] = "0";
     CHECK(error_of(s.resolve()) == "--approval-lifetime: '0' is not a number of seconds above 0");
   }

@@ -282,3 +282,25 @@ TEST_CASE("a damaged memory file is refused with a precise error and memory is u
   CHECK(after.objects == before.objects);
   CHECK(after.history == before.history);
 }
+
+TEST_CASE("a history saved under a larger limit is trimmed when loaded", "[memory]") {
+  TempDir dir;
+  const auto file = dir.path() / "memory.sexp";
+  std::int64_t now = 3'900'000'000;
+  {
+    MemoryStore store([&now] { return now; });
+    for (int i = 0; i < 20; ++i) {
+      ++now;
+      REQUIRE(store.ingest(sexp("(:TYPE :HEADLINE :PROPERTIES (:ID \"n\" :TITLE \"v" + std::to_string(i) + "\"))"))
+                  .has_value());
+    }
+    REQUIRE(store.history_size() == 20);
+    REQUIRE(store.save(file).has_value());
+  }
+  MemoryStore store([&now] { return now; });
+  store.set_history_limit(10);
+  REQUIRE(store.load(file).value());
+  CHECK(store.history_size() == 9);
+  CHECK(store.find("n")->attributes.at("TITLE").text() == "v19");
+  CHECK(store.dirty());  // the trimmed history is what the next save writes
+}

@@ -182,3 +182,59 @@ TEST_CASE("snapshots, writes and reads from many threads stay consistent", "[mem
   CHECK(store.snapshot_count() == MemoryStore::kMaxSnapshots);
   CHECK(store.history_size() == kWriters * kPerWriter * 2);
 }
+
+TEST_CASE("the history keeps at most its limit of versions, dropping the oldest nothing else holds", "[memory]") {
+  LogCapture logs;
+  std::int64_t now = kTime;
+  MemoryStore store([&now] { return now; });
+  store.set_history_limit(10);
+  // Version i of "n" at time kTime + i; "kept" once, at the start.
+  REQUIRE(store.ingest(headline("kept", "always live")).has_value());
+  std::vector<std::string> hashes;  // of "n", oldest first
+  const auto edit = [&](int i) {
+    ++now;
+    REQUIRE(store.ingest(headline("n", "draft " + std::to_string(i))).has_value());
+    hashes.push_back(store.find("n")->hash);
+  };
+  for (int i = 0; i < 10; ++i) edit(i);  // 11 versions: over the limit
+  // Trimmed to nine (nine tenths of 10): the two oldest drafts went; the
+  // live "kept", though older, stays.
+  CHECK(store.history_size() == 9);
+  CHECK(store.find_version(hashes[0]) == nullptr);
+  CHECK(store.find_version(hashes[1]) == nullptr);
+  CHECK(store.find_version(hashes[2]) != nullptr);
+  CHECK(store.find_version(store.find("kept")->hash) != nullptr);
+  CHECK(logs.contains("MEMORY - History trimmed: 2 old versions dropped, 9 kept."));
+
+  SECTION("a version a snapshot holds stays, so rollback finds it archived") {
+    store.snapshot();  // holds draft 9
+    const std::string held = hashes.back();
+    for (int i = 10; i < 30; ++i) edit(i);
+    CHECK(store.history_size() <= 10);
+    CHECK(store.find_version(held) != nullptr);
+    REQUIRE(store.rollback(0).has_value());
+    CHECK(store.find("n")->hash == held);
+    for (const auto& entry : *store.objects()) CHECK(store.find_version(entry.second->hash) != nullptr);
+  }
+  SECTION("a dropped version ingested again is stored anew") {
+    ++now;
+    REQUIRE(store.ingest(headline("n", "draft 0")).has_value());
+    CHECK(store.find("n")->hash == hashes[0]);
+    CHECK(store.find("n")->version == now);
+  }
+  SECTION("a lower limit trims at once; 0 lifts it") {
+    store.set_history_limit(4);
+    CHECK(store.history_size() == 4);  // nine tenths of 4 rounds to 4
+    store.set_history_limit(0);
+    for (int i = 10; i < 40; ++i) edit(i);
+    CHECK(store.history_size() == 34);
+  }
+}
+
+TEST_CASE("live objects are never dropped, even when they alone pass the limit", "[memory]") {
+  MemoryStore store([] { return kTime; });
+  store.set_history_limit(3);
+  for (int i = 0; i < 5; ++i) REQUIRE(store.ingest(headline("id" + std::to_string(i), "t")).has_value());
+  CHECK(store.size() == 5);
+  CHECK(store.history_size() == 5);
+}
