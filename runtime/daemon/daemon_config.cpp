@@ -359,16 +359,25 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (!v) return fail(v.error().code, v.error().message);
     config.memory_history_limit = static_cast<std::size_t>(*v);
   }
-  if (const Raw* r = raw("heartbeat-interval")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    config.heartbeat_interval = *v;
-  }
-  if (const Raw* r = raw("memory-auto-save-interval")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
-    config.auto_save_interval = *v;
+  // The durations, in seconds; some cannot be zero.
+  struct Duration {
+    std::string_view key;
+    std::chrono::milliseconds* out;
+    bool zero_allowed;
+  };
+  for (const Duration& d : {Duration{"heartbeat-interval", &config.heartbeat_interval, true},
+                            Duration{"memory-auto-save-interval", &config.auto_save_interval, false},
+                            Duration{"approval-lifetime", &config.approval_lifetime, false},
+                            Duration{"approval-retention", &config.approval_retention, true},
+                            Duration{"idle-timeout", &config.idle_timeout, true},
+                            Duration{"read-timeout", &config.read_timeout, false},
+                            Duration{"shutdown-grace", &config.shutdown_grace, true}}) {
+    const Raw* r = raw(d.key);
+    if (r == nullptr) continue;
+    auto value = parse_seconds(*r);
+    if (!value) return fail(value.error().code, value.error().message);
+    if (!d.zero_allowed && value->count() == 0) return bad(*r, "is not a number of seconds above 0");
+    *d.out = *value;
   }
   if (const Raw* r = raw("default-actuator")) {
     auto v = parse_actuator(*r, r->text);
@@ -392,17 +401,6 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (!v) return fail(v.error().code, v.error().message);
     config.context_log_limit = static_cast<std::size_t>(*v);
   }
-  if (const Raw* r = raw("approval-lifetime")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
-    config.approval_lifetime = *v;
-  }
-  if (const Raw* r = raw("approval-retention")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    config.approval_retention = *v;
-  }
   if (const Raw* r = raw("privacy-tags")) {
     config.privacy_tags.clear();
     for (std::string_view tag : split_list(r->text)) config.privacy_tags.emplace_back(tag);
@@ -417,22 +415,6 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     auto v = parse_count(*r, 1, 100000, "a number of connections");
     if (!v) return fail(v.error().code, v.error().message);
     config.max_connections = static_cast<std::size_t>(*v);
-  }
-  if (const Raw* r = raw("idle-timeout")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    config.idle_timeout = *v;
-  }
-  if (const Raw* r = raw("read-timeout")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    if (v->count() == 0) return bad(*r, "is not a number of seconds above 0");
-    config.read_timeout = *v;
-  }
-  if (const Raw* r = raw("shutdown-grace")) {
-    auto v = parse_seconds(*r);
-    if (!v) return fail(v.error().code, v.error().message);
-    config.shutdown_grace = *v;
   }
   if (const Raw* r = raw("idle-poll")) {
     auto v = parse_count(*r, 0, 100000, "a number of microseconds");
