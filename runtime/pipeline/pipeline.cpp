@@ -506,7 +506,7 @@ struct Run : std::enable_shared_from_this<Run> {
     // posting the step orders this write before the step's read. The step is
     // posted even when the answer comes during the call: with two loops, a
     // signal run start to end in one task measured about a fifth slower.
-    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome answer) {
+    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome&& answer) {
       self->cascade_outcome = std::move(answer);
       self->post([self] { self->reasoned(self->cascade_outcome); });
     });

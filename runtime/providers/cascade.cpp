@@ -97,12 +97,12 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
         log_message(LogLevel::info, kComponent, line);
       }
 
-      // The last provider may have the request itself; the others get a copy.
-      ProviderRequest attempt_request = next_ == providers.size() ? std::move(request_) : request_;
+      // Every provider gets the same request, which this Run keeps until the
+      // call ends (a provider's answer comes before the next one is tried).
       if (snapshot_->selector) {
         ModelChoice choice;
         try {
-          choice = snapshot_->selector(name, attempt_request.context);
+          choice = snapshot_->selector(name, request_.context);
         } catch (...) {
           record(name, "the model selector threw: " + exception_text(std::current_exception()));
           continue;
@@ -112,12 +112,12 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
           record(name, "skipped by the model selector");
           continue;
         }
-        attempt_request.model = std::move(choice.model);
+        request_.model = std::move(choice.model);
       }
 
       Attempt& attempt = this->attempt(index);
       try {
-        provider.complete(std::move(attempt_request), [self = shared_from_this(), index](ProviderReply reply) {
+        provider.complete(request_, [self = shared_from_this(), index](ProviderReply&& reply) {
           self->on_reply(self->attempt(index), index, std::move(reply));
         });
       } catch (...) {
@@ -129,13 +129,13 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
       }
       int expected = Attempt::calling;
       if (attempt.state.compare_exchange_strong(expected, Attempt::returned)) return;  // the completion drives on
-      if (settle(index, std::move(attempt.reply))) return;
+      if (settle(index, attempt.reply)) return;
     }
     exhausted();
   }
 
   // The completion of provider `index`; any thread, possibly inside complete().
-  void on_reply(Attempt& attempt, std::size_t index, ProviderReply reply) {
+  void on_reply(Attempt& attempt, std::size_t index, ProviderReply&& reply) {
     if (attempt.completed.exchange(true)) {
       log_message(LogLevel::warn, kComponent,
                   "Backend " + std::string(snapshot_->providers[index]->name()) +
@@ -146,11 +146,11 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     int expected = Attempt::calling;
     if (attempt.state.compare_exchange_strong(expected, Attempt::replied)) return;  // the caller drives on
     if (expected != Attempt::returned) return;                                      // abandoned: complete() threw
-    if (!settle(index, std::move(attempt.reply))) drive();
+    if (!settle(index, attempt.reply)) drive();
   }
 
-  // Takes provider `index`'s reply; true when it decides the cascade.
-  bool settle(std::size_t index, ProviderReply reply) {
+  // Takes provider `index`'s reply (moving from it); true when it decides the cascade.
+  bool settle(std::size_t index, ProviderReply& reply) {
     const std::string_view name = snapshot_->providers[index]->name();
     if (reply.kind == ProviderReply::Kind::tool_calls && reply.tool_calls.size() == 0) {
       record(name, "a tool-calls reply without any call");
@@ -181,7 +181,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     finish(std::move(outcome));
   }
 
-  void finish(CascadeOutcome outcome) {
+  void finish(CascadeOutcome&& outcome) {
     CascadeCompletion completion = std::move(done_);
     try {
       completion(std::move(outcome));

@@ -56,8 +56,8 @@ struct CascadeOutcome {
 
 // Called exactly once per call, from any thread (the caller's, when every
 // provider answered before returning). An exception it throws is logged and
-// dropped.
-using CascadeCompletion = InlineFunction<void(CascadeOutcome)>;
+// dropped. The outcome is passed on, never copied.
+using CascadeCompletion = InlineFunction<void(CascadeOutcome&&)>;
 
 // Providers in the order they are tried, and the model selector.
 //

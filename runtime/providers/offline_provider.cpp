@@ -5,7 +5,7 @@
 
 namespace passepartout {
 
-void OfflineProvider::complete(ProviderRequest /*request*/, ProviderCompletion done) {
+void OfflineProvider::complete(const ProviderRequest& /*request*/, ProviderCompletion done) {
   done(ProviderReply::text(std::string(kReply)));
 }
 

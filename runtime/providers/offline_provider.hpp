@@ -23,7 +23,7 @@ class OfflineProvider final : public Provider {
       "'reply' (the answer).";
 
   std::string_view name() const noexcept override { return kName; }
-  void complete(ProviderRequest request, ProviderCompletion done) override;
+  void complete(const ProviderRequest& request, ProviderCompletion done) override;
 };
 
 }  // namespace passepartout

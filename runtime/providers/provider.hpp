@@ -51,8 +51,8 @@ struct ProviderReply {
 };
 
 // Called exactly once per request, from any thread, possibly before
-// complete() returns.
-using ProviderCompletion = InlineFunction<void(ProviderReply)>;
+// complete() returns. The reply is passed on, never copied.
+using ProviderCompletion = InlineFunction<void(ProviderReply&&)>;
 
 class Provider {
  public:
@@ -60,7 +60,10 @@ class Provider {
   // The provider's name as the cascade and the CONFIG section show it ("scripted").
   virtual std::string_view name() const noexcept = 0;
   // Starts one request. Must not block; must not throw (a failure is a reply).
-  virtual void complete(ProviderRequest request, ProviderCompletion done) = 0;
+  // `request` stays valid until `done` is called (the caller keeps it for
+  // the whole call: a cascade tries each provider with the same request);
+  // a provider that answers later copies what it needs of it.
+  virtual void complete(const ProviderRequest& request, ProviderCompletion done) = 0;
 };
 
 }  // namespace passepartout

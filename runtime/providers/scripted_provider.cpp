@@ -451,7 +451,7 @@ const std::vector<std::unique_ptr<const RE2>>& ScriptedProvider::patterns() {
   return shard.regexes;
 }
 
-void ScriptedProvider::complete(ProviderRequest request, ProviderCompletion done) {
+void ScriptedProvider::complete(const ProviderRequest& request, ProviderCompletion done) {
   const std::vector<std::unique_ptr<const RE2>>& regexes = patterns();
   for (std::size_t i = 0; i < script_.rules.size(); ++i) {
     const ScriptedRule& rule = script_.rules[i];
@@ -466,7 +466,7 @@ void ScriptedProvider::complete(ProviderRequest request, ProviderCompletion done
                                  " waits delay_ms, but this provider was created without an executor"));
     } else {
       // The task owns copies of everything it uses: the provider may be gone when it runs.
-      executor_->post_after(rule.delay, [rule, on_chunk = std::move(request.on_chunk), done = std::move(done)] {
+      executor_->post_after(rule.delay, [rule, on_chunk = request.on_chunk, done = std::move(done)] {
         answer(rule, on_chunk, done);
       });
     }

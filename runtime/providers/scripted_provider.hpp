@@ -82,7 +82,7 @@ class ScriptedProvider final : public Provider {
   ~ScriptedProvider() override;
 
   std::string_view name() const noexcept override { return name_; }
-  void complete(ProviderRequest request, ProviderCompletion done) override;
+  void complete(const ProviderRequest& request, ProviderCompletion done) override;
 
   const std::vector<ScriptedRule>& rules() const noexcept { return script_.rules; }
   // How many requests rule `index` answered (0 for an index out of range).

@@ -153,7 +153,7 @@ class PromptRecorder final : public Provider {
  public:
   explicit PromptRecorder(const MemoryStore* memory = nullptr) : memory_(memory) {}
   std::string_view name() const noexcept override { return "recorder"; }
-  void complete(ProviderRequest request, ProviderCompletion done) override {
+  void complete(const ProviderRequest& request, ProviderCompletion done) override {
     {
       std::lock_guard lock(mutex_);
       prompts_.push_back(request.system_prompt);
@@ -801,7 +801,7 @@ TEST_CASE("signals of one session are answered in order while sessions run in pa
 class HoldingProvider final : public Provider {
  public:
   std::string_view name() const noexcept override { return "holding"; }
-  void complete(ProviderRequest request, ProviderCompletion done) override {
+  void complete(const ProviderRequest& request, ProviderCompletion done) override {
     if (request.prompt.find("hold") == std::string::npos) {
       done(ProviderReply::text("answered at once"));
       return;

@@ -34,12 +34,12 @@ class FakeProvider final : public Provider {
   FakeProvider(std::string name, Behaviour behaviour) : name_(std::move(name)), behaviour_(std::move(behaviour)) {}
 
   std::string_view name() const noexcept override { return name_; }
-  void complete(ProviderRequest request, ProviderCompletion done) override {
+  void complete(const ProviderRequest& request, ProviderCompletion done) override {
     {
       std::lock_guard lock(mutex_);
       requests_.push_back(request);
     }
-    behaviour_(std::move(request), std::move(done));
+    behaviour_(request, std::move(done));
   }
 
   std::size_t calls() const {
@@ -360,7 +360,7 @@ TEST_CASE("a provider answering later from another thread continues the cascade 
                                           [&pool, released, reply](ProviderRequest, ProviderCompletion done) {
                                             pool.post([released, done, reply] {
                                               released.wait();
-                                              done(reply);
+                                              done(ProviderReply(reply));
                                             });
                                           });
   };
