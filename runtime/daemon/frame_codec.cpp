@@ -52,6 +52,7 @@ std::string hex_byte(unsigned char byte) {
 
 // The keys no frame carries: the Lisp's stream and socket objects.
 constexpr std::string_view kUnsentKeys[] = {"REPLY-STREAM", "SOCKET", "STREAM"};
+const KeyFilter kUnsent{kUnsentKeys};  // prepared once, for every frame
 
 }  // namespace
 
@@ -101,7 +102,7 @@ Result<void> FrameCodec::encode_into(const Value& message, std::string& out) con
   // per byte; any other is scanned.
   const std::size_t start = out.size();
   out.append(kPrefixSize, '0');
-  const bool ascii = print_sexp_ascii(message, out, kUnsentKeys);
+  const bool ascii = print_sexp_ascii(message, out, kUnsent);
   const std::string_view payload = std::string_view(out).substr(start + kPrefixSize);
   auto code_points = ascii ? payload_fits(payload.size()) : payload_code_points(payload);
   if (!code_points) {

@@ -316,76 +316,54 @@ bool is_property_list(std::span<const Value> items) noexcept {
 
 enum class Plist : std::uint8_t { unknown, yes, no };
 
-// The keys to leave out. A bit per name length passes over almost every key
-// without looking at its text; names that fit inline are then compared as
-// two words, longer ones as text.
-class DropKeys {
- public:
-  DropKeys() = default;
-  explicit DropKeys(std::span<const std::string_view> names) noexcept : names_(names) {
-    for (const std::string_view name : names) {
-      marks_ |= detail::keyword_mark(name);
-      if (name.size() < 64) {
-        sizes_ |= std::uint64_t{1} << name.size();
-      } else {
-        has_long_ = true;
-      }
-      if (fits_inline(name.size()) && short_count_ < kMaxShort) {
-        short_[short_count_++] = Short{name.size(), load_padded(name)};
-      } else {
-        all_short_ = false;
-      }
+}  // namespace
+
+KeyFilter::KeyFilter(std::span<const std::string_view> names) noexcept : names_(names) {
+  for (const std::string_view name : names) {
+    marks_ |= detail::keyword_mark(name);
+    if (name.size() < 64) {
+      sizes_ |= std::uint64_t{1} << name.size();
+    } else {
+      has_long_ = true;
+    }
+    if (fits_inline(name.size()) && short_count_ < kMaxShort) {
+      char bytes[16] = {};  // as load_inline() reads a name inside a Value
+      std::memcpy(bytes, name.data(), name.size());
+      Short& entry = short_[short_count_++];
+      entry.size = name.size();
+      std::memcpy(&entry.low, bytes, sizeof entry.low);
+      std::memcpy(&entry.high, bytes + 8, sizeof entry.high);
+    } else {
+      all_short_ = false;
     }
   }
-  bool empty() const noexcept { return names_.empty(); }
-  // keyword_mark() of every name: a preprinted list none of whose keywords
-  // has one of these bits set loses nothing.
-  std::uint64_t marks() const noexcept { return marks_; }
-  [[gnu::always_inline]] bool contains(const Value& key) const noexcept {
+}
+
+struct KeyFilterProbe {
+  [[gnu::always_inline]] static bool contains(const KeyFilter& filter, const Value& key) noexcept {
     if (!key.is_keyword()) return false;
     const std::string_view name = ValueAccess::text_of(key);
-    if (name.size() < 64 ? ((sizes_ >> name.size()) & 1U) == 0 : !has_long_) return false;
+    if (name.size() < 64 ? ((filter.sizes_ >> name.size()) & 1U) == 0 : !filter.has_long_) return false;
     if (fits_inline(name.size())) {
       const InlineWords words = load_inline(name);
-      for (std::size_t i = 0; i < short_count_; ++i) {
-        if (short_[i].size == name.size() && short_[i].words.low == words.low && short_[i].words.high == words.high) {
-          return true;
-        }
+      for (std::size_t i = 0; i < filter.short_count_; ++i) {
+        const KeyFilter::Short& entry = filter.short_[i];
+        if (entry.size == name.size() && entry.low == words.low && entry.high == words.high) return true;
       }
-      if (all_short_) return false;
+      if (filter.all_short_) return false;
     }
-    return std::find(names_.begin(), names_.end(), name) != names_.end();
+    return std::find(filter.names_.begin(), filter.names_.end(), name) != filter.names_.end();
   }
-
- private:
-  // `name` as load_inline() would give it, read from a name outside any Value.
-  static InlineWords load_padded(std::string_view name) noexcept {
-    char bytes[16] = {};
-    std::memcpy(bytes, name.data(), name.size());
-    InlineWords words;
-    std::memcpy(&words.low, bytes, sizeof words.low);
-    std::memcpy(&words.high, bytes + 8, sizeof words.high);
-    return words;
-  }
-
-  struct Short {
-    std::size_t size;
-    InlineWords words;
-  };
-  static constexpr std::size_t kMaxShort = 4;
-  std::span<const std::string_view> names_;
-  std::uint64_t marks_ = 0;
-  std::uint64_t sizes_ = 0;
-  std::array<Short, kMaxShort> short_{};
-  std::size_t short_count_ = 0;
-  bool all_short_ = true;
-  bool has_long_ = false;  // a name of 64 bytes or more, which sizes_ cannot mark
 };
 
+bool KeyFilter::contains(const Value& key) const noexcept { return KeyFilterProbe::contains(*this, key); }
+
+namespace {
+
 // True when items[i] is a key to leave out, with its value, of `items`.
-[[gnu::always_inline]] inline bool drops_pair(const DropKeys& drop, std::span<const Value> items, std::size_t i,
+[[gnu::always_inline]] inline bool drops_pair(const KeyFilter& drop, std::span<const Value> items, std::size_t i,
                                               Plist& plist) noexcept {
-  if (i % 2 != 0 || !drop.contains(items[i])) return false;
+  if (i % 2 != 0 || !KeyFilterProbe::contains(drop, items[i])) return false;
   if (plist == Plist::unknown) plist = is_property_list(items) ? Plist::yes : Plist::no;
   return plist == Plist::yes;
 }
@@ -437,7 +415,7 @@ class FrameStack {
 };
 
 // A list of any depth, on an explicit stack.
-void put_deep_list(Writer& writer, const Value& list, const DropKeys& drop) {
+void put_deep_list(Writer& writer, const Value& list, const KeyFilter& drop) {
   FrameStack stack;
   const auto open = [&](const Value& inner) {
     const std::span<const Value> items = ValueAccess::items_of(inner);
@@ -474,7 +452,7 @@ void put_deep_list(Writer& writer, const Value& list, const DropKeys& drop) {
 constexpr int kMaxRecursion = 48;
 
 template <bool kFiltered>
-void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop) {
+void put_list(Writer& writer, const Value& list, int depth, const KeyFilter& drop) {
   if (depth >= kMaxRecursion) {
     put_deep_list(writer, list, drop);
     return;
@@ -520,20 +498,24 @@ void put_list(Writer& writer, const Value& list, int depth, const DropKeys& drop
 
 }  // namespace
 
-void print_sexp(const Value& value, std::string& out) { static_cast<void>(print_sexp_ascii(value, out, {})); }
+void print_sexp(const Value& value, std::string& out) { static_cast<void>(print_sexp_ascii(value, out, KeyFilter())); }
 
 void print_sexp(const Value& value, std::string& out, std::span<const std::string_view> drop) {
   static_cast<void>(print_sexp_ascii(value, out, drop));
 }
 
 bool print_sexp_ascii(const Value& value, std::string& out, std::span<const std::string_view> drop) {
+  return print_sexp_ascii(value, out, drop.empty() ? KeyFilter() : KeyFilter(drop));
+}
+
+bool print_sexp_ascii(const Value& value, std::string& out, const KeyFilter& drop) {
   Writer writer(out);
   if (!value.is_list()) {
     put_atom(writer, value);
   } else if (drop.empty()) {
-    put_list<false>(writer, value, 0, DropKeys());
+    put_list<false>(writer, value, 0, drop);
   } else {
-    put_list<true>(writer, value, 0, DropKeys(drop));
+    put_list<true>(writer, value, 0, drop);
   }
   return writer.ascii();
 }

@@ -2,6 +2,9 @@
 // (the payload of a wire frame).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -9,6 +12,43 @@
 #include "value/value.hpp"
 
 namespace passepartout {
+
+// Keys to leave out of printed property lists (see print_sexp below), prepared
+// once: preparing costs about what printing a dozen atoms does, so a caller
+// that prints with the same keys again and again keeps one. `names`
+// (upper-case, without ':') must outlive the filter. Immutable: any number of
+// threads may print with one.
+class KeyFilter {
+ public:
+  KeyFilter() noexcept = default;  // leaves nothing out
+  explicit KeyFilter(std::span<const std::string_view> names) noexcept;
+
+  bool empty() const noexcept { return names_.empty(); }
+  // Whether `key` is a keyword whose name is one of the names. A bit per
+  // name length passes over almost every key without looking at its text;
+  // names that fit inline are then compared as two words, longer ones as text.
+  bool contains(const Value& key) const noexcept;
+  // detail::keyword_mark() of every name: a preprinted list none of whose
+  // keywords has one of these bits set loses nothing.
+  std::uint64_t marks() const noexcept { return marks_; }
+
+ private:
+  friend struct KeyFilterProbe;  // contains(), inline in the printer's loop
+
+  struct Short {
+    std::size_t size;
+    std::uint64_t low;   // bytes 0..7 of the name, zero-padded
+    std::uint64_t high;  // bytes 8..13
+  };
+  static constexpr std::size_t kMaxShort = 4;
+  std::span<const std::string_view> names_;
+  std::uint64_t marks_ = 0;
+  std::uint64_t sizes_ = 0;  // bit n: a name of n bytes (n < 64)
+  std::array<Short, kMaxShort> short_{};
+  std::size_t short_count_ = 0;
+  bool all_short_ = true;
+  bool has_long_ = false;  // a name of 64 bytes or more, which sizes_ cannot mark
+};
 
 // Appends `value` to `out`: no pretty-printing, one space between elements.
 //   NIL, T; integers in decimal;
@@ -42,6 +82,8 @@ void print_sexp(const Value& value, std::string& out, std::span<const std::strin
 // it appended is ASCII: then the text is valid UTF-8 with one code point per
 // byte, and a framer need not scan it. False means some byte may not be.
 bool print_sexp_ascii(const Value& value, std::string& out, std::span<const std::string_view> drop_keys);
+// The same with the keys prepared.
+bool print_sexp_ascii(const Value& value, std::string& out, const KeyFilter& drop_keys);
 
 // The printed form of `value` as a new string.
 std::string to_sexp(const Value& value);

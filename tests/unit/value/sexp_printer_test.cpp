@@ -301,6 +301,20 @@ TEST_CASE("printer leaves chosen keys out of property lists, whatever their leng
   std::string plain;
   print_sexp(*read_sexp("(:X 1)"), plain, {});
   CHECK(plain == "(:X 1)");
+
+  SECTION("a filter prepared once prints the same and says which keys it holds") {
+    const passepartout::KeyFilter filter(drop);
+    const Value value = *read_sexp("(:Y (:X 1) :Z (:" + long_name + " 5 :W 6))");
+    std::string out;
+    passepartout::print_sexp_ascii(value, out, filter);
+    CHECK(out == "(:Y NIL :Z (:W 6))");
+    CHECK(filter.contains(Value::keyword("x")));
+    CHECK(filter.contains(Value::keyword(medium_name)));
+    CHECK(filter.contains(Value::keyword(long_name)));
+    CHECK_FALSE(filter.contains(Value::keyword("XX")));
+    CHECK_FALSE(filter.contains(Value::string("X")));  // keys are keywords
+    CHECK(passepartout::KeyFilter().empty());
+  }
 }
 
 TEST_CASE("a preprinted copy has a node of its own and prints the same text", "[value][printer]") {
