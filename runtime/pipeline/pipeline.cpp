@@ -74,7 +74,11 @@ void append_target_name(std::string& out, const Value& target) {
   if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return;
   std::string_view name = target.text();
   if (!name.empty() && name.front() == ':') name.remove_prefix(1);
-  append_upper_ascii(out, name);
+  if (target.is_keyword()) {
+    out.append(name);  // a keyword's name is kept upper-case
+  } else {
+    append_upper_ascii(out, name);
+  }
 }
 
 // A keyword or string naming a target, as an upper-case name without ':'.
