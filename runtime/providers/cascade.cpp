@@ -69,7 +69,7 @@ struct Attempt {
 // State of one call. Only the thread that currently drives it touches the
 // members below; the Attempt states hand ownership over.
 struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
-  Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest request, CascadeCompletion done)
+  Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest&& request, CascadeCompletion&& done)
       : snapshot_(std::move(snapshot)), request_(std::move(request)), done_(std::move(done)) {
     if (snapshot_->providers.size() > kInlineAttempts) {
       more_attempts_ = std::make_unique<Attempt[]>(snapshot_->providers.size() - kInlineAttempts);
@@ -260,11 +260,11 @@ void Cascade::set_model_selector(ModelSelector selector) {
   update([&](Snapshot& s) { s.selector = std::move(selector); });
 }
 
-void Cascade::call(ProviderRequest request, CascadeCompletion done) const {
+void Cascade::call(ProviderRequest&& request, CascadeCompletion&& done) const {
   call(snapshot(), std::move(request), std::move(done));
 }
 
-void Cascade::call(std::shared_ptr<const Lineup> lineup, ProviderRequest request, CascadeCompletion done) const {
+void Cascade::call(std::shared_ptr<const Lineup> lineup, ProviderRequest&& request, CascadeCompletion&& done) const {
   if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
   auto run = std::make_shared<Run>(std::move(lineup), std::move(request), std::move(done));
   run->drive();

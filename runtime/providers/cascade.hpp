@@ -108,10 +108,10 @@ class Cascade {
   //   "Backend <p> failed: <message>"     for a skip, a failure reply or an exception
   // Streamed chunks (request.on_chunk) from a provider that then fails have
   // already been delivered; a caller that streams should be ready for that.
-  void call(ProviderRequest request, CascadeCompletion done) const;
+  void call(ProviderRequest&& request, CascadeCompletion&& done) const;
   // The same with a lineup taken before (to build the prompt from the names
   // the call then tries).
-  void call(std::shared_ptr<const Lineup> lineup, ProviderRequest request, CascadeCompletion done) const;
+  void call(std::shared_ptr<const Lineup> lineup, ProviderRequest&& request, CascadeCompletion&& done) const;
 
  private:
   using Snapshot = Lineup;
