@@ -353,7 +353,7 @@ ThreadPool::~ThreadPool() { stop(); }
 //
 // defer, not post: from a pool thread the task joins that thread's private
 // queue (no other thread is woken for it); from elsewhere both are the same.
-void ThreadPool::post(Task task) {
+void ThreadPool::post(Task&& task) {
   if (impl_->delayed.stopped()) return;
   asio::defer(impl_->context, [task = std::move(task)] { run_logged(task, "a pool task"); });
 }
@@ -485,7 +485,7 @@ EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
 
 EventLoops::~EventLoops() { stop(); }
 
-void EventLoops::post(Task task) {
+void EventLoops::post(Task&& task) {
   if (impl_->delayed.stopped()) return;
   if (current_loop.owner == impl_.get()) {
     current_loop.own->push(std::move(task));

@@ -23,7 +23,7 @@ class Executor {
   virtual ~Executor() = default;
 
   // Runs `task` soon on one of the executor's threads. Any thread.
-  virtual void post(Task task) = 0;
+  virtual void post(Task&& task) = 0;
   // Runs `task` once `delay` has passed. Any thread. Tasks still waiting when
   // the executor stops are dropped without running.
   virtual void post_after(std::chrono::nanoseconds delay, Task task) = 0;
@@ -48,7 +48,7 @@ class ThreadPool final : public Executor {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  void post(Task task) override;
+  void post(Task&& task) override;
   void post_after(std::chrono::nanoseconds delay, Task task) override;
 
   // Stops taking work, lets the tasks already queued (not delayed ones) run,
@@ -102,7 +102,7 @@ class EventLoops final : public Executor {
   EventLoops(const EventLoops&) = delete;
   EventLoops& operator=(const EventLoops&) = delete;
 
-  void post(Task task) override;
+  void post(Task&& task) override;
   void post_after(std::chrono::nanoseconds delay, Task task) override;
   // Posts a copy of `task` to every loop (a liveness probe, say). Any thread.
   void post_to_each(const Task& task);

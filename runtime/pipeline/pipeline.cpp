@@ -218,9 +218,9 @@ struct Pipeline::Impl {
   // The session for `id`, made (room made first) when there is none. Under shard.mutex.
   std::shared_ptr<Session>& session_in(SessionShard& shard, std::string_view id);
 
-  void enqueue(std::string_view session_id, Pending pending);
+  void enqueue(std::string_view session_id, Pending&& pending);
   // Starts the loop of `pending` on the executor.
-  void start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending pending);
+  void start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending&& pending);
   void finished(const std::shared_ptr<Session>& session, std::string_view session_id);
 };
 
@@ -939,7 +939,7 @@ std::shared_ptr<Pipeline::Impl::Session>& Pipeline::Impl::session_in(SessionShar
   return session;
 }
 
-void Pipeline::Impl::enqueue(std::string_view session_id, Pending pending) {
+void Pipeline::Impl::enqueue(std::string_view session_id, Pending&& pending) {
   std::shared_ptr<Session> session;
   {
     SessionShard& shard = shard_of(session_id);
@@ -955,7 +955,7 @@ void Pipeline::Impl::enqueue(std::string_view session_id, Pending pending) {
   start(session, session_id, std::move(pending));
 }
 
-void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending pending) {
+void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending&& pending) {
   auto run = std::make_shared<Run>();
   run->pipeline = self.get();
   if (!run->pipeline) {  // the Pipeline is gone: nothing new starts, and its caller hears so

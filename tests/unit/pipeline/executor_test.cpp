@@ -66,7 +66,7 @@ class ThreadsSeen {
 class PollingEventLoops final : public Executor {
  public:
   explicit PollingEventLoops(std::size_t threads) : loops_(threads, std::chrono::microseconds(200)) {}
-  void post(Task task) override { loops_.post(std::move(task)); }
+  void post(Task&& task) override { loops_.post(std::move(task)); }
   void post_after(std::chrono::nanoseconds delay, Task task) override { loops_.post_after(delay, std::move(task)); }
   void stop() { loops_.stop(); }
   std::size_t size() const noexcept { return loops_.size(); }
