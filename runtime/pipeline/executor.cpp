@@ -130,7 +130,7 @@ class OwnTasks {
   OwnTasks(const OwnTasks&) = delete;
   OwnTasks& operator=(const OwnTasks&) = delete;
 
-  void push(Executor::Task task) {
+  void push(Executor::Task&& task) {
     if (size_ == slots_.size()) grow();
     if (size_ == 0) context_.get_executor().on_work_started();
     slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(task);

@@ -462,14 +462,6 @@ const Value* Value::get(std::string_view key) const noexcept {
   return nullptr;
 }
 
-Value Value::keyword(const Key& name) {
-  if (!name.inline_) return keyword(name.name());
-  Value v;  // the key's words are the keyword Value's bytes, text upper-cased
-  static_assert(sizeof name.word_ == sizeof(Value));
-  std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));
-  return v;
-}
-
 const Value& Value::path(std::initializer_list<std::string_view> keys) const noexcept {
   const Value* current = this;
   for (std::string_view key : keys) {

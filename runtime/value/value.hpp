@@ -285,6 +285,14 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
 
 }  // namespace detail
 
+[[gnu::always_inline]] inline Value Value::keyword(const Key& name) {
+  if (!name.inline_) return keyword(name.name());
+  Value v;  // the key's words are the keyword Value's bytes, text upper-cased
+  static_assert(sizeof name.word_ == sizeof(Value));
+  std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));
+  return v;
+}
+
 [[gnu::always_inline]] inline bool Value::is_keyword(const Key& name) const noexcept {
   if (name.inline_) return matches_inline_key(name.word_, name.mask_);
   return is_keyword(name.name());
