@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -66,6 +67,14 @@ std::string_view sensor_name(const Value& signal) {
 std::int64_t depth_of(const Value& signal) {
   const Value& depth = signal.at("DEPTH"_key);
   return depth.is_integer() ? depth.as_integer() : 0;
+}
+
+// Whether `name` is `literal`: the built-in targets are compared on every
+// signal, and with the length known here the compiler compares the bytes
+// in place instead of calling memcmp.
+template <std::size_t N>
+bool is_named(std::string_view name, const char (&literal)[N]) noexcept {
+  return name.size() == N - 1 && std::memcmp(name.data(), literal, N - 1) == 0;
 }
 
 // Appends the name a keyword or string gives a target, upper-case without
@@ -220,15 +229,14 @@ struct Pipeline::Impl {
 
   void enqueue(std::string_view session_id, Pending&& pending);
   // Starts the loop of `pending` on the executor.
-  void start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending&& pending);
-  void finished(const std::shared_ptr<Session>& session, std::string_view session_id);
+  void start(const std::shared_ptr<Session>& session, Pending&& pending);
+  void finished(const std::shared_ptr<Session>& session);
 };
 
 // One signal's loop: the injected signal and its feedback, cycle by cycle.
 struct Run : std::enable_shared_from_this<Run> {
   std::shared_ptr<Pipeline::Impl> pipeline;
   std::shared_ptr<Pipeline::Impl::Session> session;
-  std::string session_id;
   std::shared_ptr<ReplySink> reply;
   InlineFunction<void(LoopReport)> done;
   LoopReport report;
@@ -311,7 +319,7 @@ struct Run : std::enable_shared_from_this<Run> {
       } catch (...) {  // NOLINT(bugprone-empty-catch): the caller's callback must not end the loop
       }
     }
-    pipeline->finished(session, session_id);
+    pipeline->finished(session);
   }
 
   // Feedback without :META inherits the current one; then the next cycle.
@@ -331,14 +339,15 @@ struct Run : std::enable_shared_from_this<Run> {
   Value perceive(Value incoming) {
     const Value& sensor = sensor_of(incoming);
     {  // "GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]", built in one string
+      using namespace std::string_view_literals;  // appended without measuring them first
       std::string& line = log_line_buffer();
-      line += "GATE [Perceive]: ";
+      line += "GATE [Perceive]: "sv;
       const std::size_t before_type = line.size();
       append_target_name(line, incoming.at("TYPE"_key));
-      if (line.size() == before_type) line += "NIL";
-      line += " (";
+      if (line.size() == before_type) line += "NIL"sv;
+      line += " ("sv;
       line += sensor_name(incoming);
-      line += ") [Source: ";
+      line += ") [Source: "sv;
       append_target_name(line, incoming.path("META"_key, "SOURCE"_key));
       line += ']';
       log_message(LogLevel::info, kComponent, line);
@@ -705,13 +714,13 @@ struct Run : std::enable_shared_from_this<Run> {
     std::string target = to_source ? std::string() : target_name(action.at("TARGET"_key));
     if (target.empty()) target = target_name(signal.path("META"_key, "SOURCE"_key));
     if (target.empty()) target = ascii_upper(options().default_actuator);
-    if (target == "SYSTEM" && reply_open()) target = "TUI";
+    if (is_named(target, "SYSTEM") && reply_open()) target = "TUI";
     return target;
   }
 
   // Whether `target` acts on the world: everything but the source's reply
   // channel and the :SYSTEM actuator, which only logs (Decisions 8).
-  static bool acts(std::string_view target) { return target != "TUI" && target != "SYSTEM"; }
+  static bool acts(std::string_view target) { return !is_named(target, "TUI") && !is_named(target, "SYSTEM"); }
 
   // `action` as the gates must see it: when it goes to an actuator that acts,
   // its :TARGET is that actuator as the keyword the host dispatches to (a
@@ -741,7 +750,7 @@ struct Run : std::enable_shared_from_this<Run> {
       action = std::move(action).with("META"_key, signal.at("META"_key));
     }
 
-    if (target == "TUI") {
+    if (is_named(target, "TUI")) {
       Value sent = std::move(action);
       if (sent.at("PAYLOAD"_key).is_list() || sent.at("PAYLOAD"_key).is_nil()) {
         const std::size_t rules = services().approvals != nullptr ? services().approvals->pending_count() : 0;
@@ -752,12 +761,12 @@ struct Run : std::enable_shared_from_this<Run> {
       acted(Value());
       return;
     }
-    if (target == "SYSTEM") {
+    if (is_named(target, "SYSTEM")) {
       system_actuator(action);
       acted(Value());
       return;
     }
-    if (target == "TOOL") {
+    if (is_named(target, "TOOL")) {
       tool_actuator(action);
       return;
     }
@@ -952,10 +961,10 @@ void Pipeline::Impl::enqueue(std::string_view session_id, Pending&& pending) {
     session->busy = true;
     session->last_used = ++shard.clock;
   }
-  start(session, session_id, std::move(pending));
+  start(session, std::move(pending));
 }
 
-void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_view session_id, Pending&& pending) {
+void Pipeline::Impl::start(const std::shared_ptr<Session>& session, Pending&& pending) {
   auto run = std::make_shared<Run>();
   run->pipeline = self.get();
   if (!run->pipeline) {  // the Pipeline is gone: nothing new starts, and its caller hears so
@@ -969,13 +978,12 @@ void Pipeline::Impl::start(const std::shared_ptr<Session>& session, std::string_
     return;
   }
   run->session = session;
-  run->session_id = session_id;
   run->reply = std::move(pending.reply);
   run->done = std::move(pending.done);
   run->post([run, signal = std::move(pending.signal)]() mutable { run->cycle(std::move(signal)); });
 }
 
-void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, std::string_view session_id) {
+void Pipeline::Impl::finished(const std::shared_ptr<Session>& session) {
   active.add(-1);
   Pending next;
   {
@@ -989,7 +997,7 @@ void Pipeline::Impl::finished(const std::shared_ptr<Session>& session, std::stri
     session->queue.pop_front();
     session->last_used = ++shard.clock;
   }
-  start(session, session_id, std::move(next));
+  start(session, std::move(next));
 }
 
 // --- Pipeline --------------------------------------------------------------------------------

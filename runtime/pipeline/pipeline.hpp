@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inline_function.hpp"
@@ -62,7 +63,8 @@ struct PipelineOptions {
 struct LoopReport {
   int cycles = 0;             // signals processed, the injected one and its feedback
   Value last_signal;          // the last signal as the loop left it (with :STATUS)
-  std::string stopped_by;     // "done", "depth", "interrupt", "error", "skip", "abort"
+  // "done", "depth", "interrupt", "error", "skip", "abort": static text.
+  std::string_view stopped_by;
 };
 
 class Pipeline {
