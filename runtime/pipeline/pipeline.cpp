@@ -260,11 +260,14 @@ struct Run : std::enable_shared_from_this<Run> {
 
   bool reply_open() const { return reply != nullptr && reply->is_open(); }
 
-  // Runs `step` on the executor; an exception goes to the crash tier. Only
+  // Runs `step` on the executor, `keep` (a reference to this run) holding
+  // the run alive until it has; an exception goes to the crash tier. Only
   // the last thing a step does: the loop then belongs to the posted step.
+  // The caller hands over a reference it has, where it can: each new one is
+  // an atomic operation, and a signal takes several steps.
   template <class Step>
-  void post(Step step) {
-    services().executor.post([self = shared_from_this(), step = std::move(step)]() mutable { self->guarded(step); });
+  void post(std::shared_ptr<Run> keep, Step step) {
+    services().executor.post([keep = std::move(keep), step = std::move(step)]() mutable { keep->guarded(step); });
   }
 
   template <class Step>
@@ -331,7 +334,7 @@ struct Run : std::enable_shared_from_this<Run> {
     if (feedback.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
       feedback = feedback.with("META"_key, signal.at("META"_key));
     }
-    post([self = shared_from_this(), feedback = std::move(feedback)]() mutable { self->cycle(std::move(feedback)); });
+    post(shared_from_this(), [this, feedback = std::move(feedback)]() mutable { cycle(std::move(feedback)); });
   }
 
   // --- Perceive (C2) -------------------------------------------------------------
@@ -519,10 +522,12 @@ struct Run : std::enable_shared_from_this<Run> {
     // posting the step orders this write before the step's read. The step is
     // posted even when the answer comes during the call: with two loops, a
     // signal run start to end in one task measured about a fifth slower.
-    services().cascade.call(std::move(lineup), std::move(request), [self = shared_from_this()](CascadeOutcome&& answer) {
-      self->cascade_outcome = std::move(answer);
-      self->post([self] { self->reasoned(self->cascade_outcome); });
-    });
+    services().cascade.call(std::move(lineup), std::move(request),
+                            [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
+                              Run& run = *self;
+                              run.cascade_outcome = std::move(answer);
+                              run.post(std::move(self), [&run] { run.reasoned(run.cascade_outcome); });
+                            });
   }
 
   void reasoned(const CascadeOutcome& outcome) {
@@ -780,7 +785,7 @@ struct Run : std::enable_shared_from_this<Run> {
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, actuator, action, target] {
       const LogScope scope(&self->session->logs);  // the session waits for this step alone
       Result<Value> result = actuator->act(action, self->signal);
-      self->post([self, result = std::move(result), action, target]() mutable {
+      self->post(self, [self, result = std::move(result), action, target]() mutable {
         if (!result) {
           log_message(LogLevel::error, kComponent, "ACT ERROR [" + target + "]: " + result.error().message);
           self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
@@ -839,7 +844,7 @@ struct Run : std::enable_shared_from_this<Run> {
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth] {
       const LogScope scope(&self->session->logs);  // the session waits for this step alone
       Result<Value> result = tool->call(args, self->signal);
-      self->post([self, result = std::move(result), name, depth]() mutable {
+      self->post(self, [self, result = std::move(result), name, depth]() mutable {
         const Value meta = self->signal.at("META"_key);
         if (!result) {
           self->acted(feedback_event(depth, meta,
@@ -980,7 +985,10 @@ void Pipeline::Impl::start(const std::shared_ptr<Session>& session, Pending&& pe
   run->session = session;
   run->reply = std::move(pending.reply);
   run->done = std::move(pending.done);
-  run->post([run, signal = std::move(pending.signal)]() mutable { run->cycle(std::move(signal)); });
+  Run& started = *run;
+  started.post(std::move(run), [&started, signal = std::move(pending.signal)]() mutable {
+    started.cycle(std::move(signal));
+  });
 }
 
 void Pipeline::Impl::finished(const std::shared_ptr<Session>& session) {
