@@ -48,6 +48,7 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 
 constexpr std::string_view kComponent = "pipeline";
 
+
 bool type_is(const Value& message, const Key& type) {
   return message.at("TYPE"_key).is_keyword(type);
 }
@@ -313,7 +314,7 @@ struct Run : std::enable_shared_from_this<Run> {
   }
 
   // Ends the loop; the report carries `signal` as the loop left it.
-  void finish(const char* why) {
+  void finish(std::string_view why) {
     report.last_signal = std::move(signal);
     report.stopped_by = why;
     if (done) {

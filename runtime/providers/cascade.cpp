@@ -92,8 +92,9 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
       Provider& provider = *providers[index];
       const std::string_view name = provider.name();
       {
+        using namespace std::string_view_literals;
         std::string& line = log_line_buffer();
-        line.append("Attempting backend ").append(name).append("...");
+        line.append("Attempting backend "sv).append(name).append("..."sv);
         log_message(LogLevel::info, kComponent, line);
       }
 
