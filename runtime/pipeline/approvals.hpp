@@ -38,6 +38,9 @@ struct Approval {
 
 const char* to_string(Approval::State state) noexcept;
 
+// The wall clock in Unix milliseconds; replaceable for tests of expiry.
+using ApprovalClock = std::function<std::int64_t()>;
+
 // How long approvals live and are kept.
 struct ApprovalOptions {
   static constexpr std::chrono::milliseconds kDefaultLifetime{std::chrono::hours(24)};
@@ -49,13 +52,12 @@ struct ApprovalOptions {
   // expired; after that it is deleted (a replayed token is then unknown,
   // still refused). Zero keeps every approval for ever.
   std::chrono::milliseconds retention = kDefaultRetention;
-  // The wall clock in Unix milliseconds; replaceable for tests of expiry.
-  std::function<std::int64_t()> clock;  // empty: ApprovalStore::system_now_ms
+  ApprovalClock clock;  // empty: ApprovalStore::system_now_ms
 };
 
 class ApprovalStore {
  public:
-  using Clock = std::function<std::int64_t()>;
+  using Clock = ApprovalClock;
   static std::int64_t system_now_ms();
 
   // Opens (creating, mode 0600) the store in `file`. Expired approvals are

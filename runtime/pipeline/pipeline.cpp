@@ -48,7 +48,6 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 
 constexpr std::string_view kComponent = "pipeline";
 
-
 bool type_is(const Value& message, const Key& type) {
   return message.at("TYPE"_key).is_keyword(type);
 }
