@@ -207,6 +207,10 @@ struct Pipeline::Impl {
     // C2: the memory node the session's client points at (its last
     // :POINT-UPDATE), shown in full in its prompts' CONTEXT. Empty: none.
     std::string foveal_focus;
+    // Lent to the cascade for each model call of the session (one at a
+    // time): its buffers, the long system prompt's among them, serve every
+    // call. Between calls it holds no Value and no reply sink.
+    ProviderRequest request;
     SessionShard& shard;  // the one it is kept in (by the hash of its id)
   };
   // Sessions by id, spread over shards so that threads serving different
@@ -394,20 +398,27 @@ struct Run : std::enable_shared_from_this<Run> {
 
   // --- Reason (D7-D16) -------------------------------------------------------------
 
-  // The raw prompt: the triggered skill's, else the text, else the tool result.
-  std::string raw_prompt() {
+  // The raw prompt: the triggered skill's, else the text, else the tool
+  // result; written over `out` (the session's buffer, reused).
+  void raw_prompt(std::string& out) {
     if (const Slot* skill = select_prompt_skill(*snapshot, reasoning)) {
       pp_call call;
-      const pp_value* out = nullptr;
-      if (skill->api().prompt(skill->instance(), &call, to_handle(reasoning), &out) != PP_OK) {
+      const pp_value* generated = nullptr;
+      if (skill->api().prompt(skill->instance(), &call, to_handle(reasoning), &generated) != PP_OK) {
         throw PipelineError("the prompt generator of skill '" + skill->name() +
                             "' failed: " + (call.error.empty() ? std::string("no reason given") : call.error));
       }
-      const Value& text = from_handle(out);
-      if (text.is_string()) return std::string(text.text());
+      const Value& text = from_handle(generated);
+      if (text.is_string()) {
+        out.assign(text.text());
+        return;
+      }
     }
     const Value& text = reasoning.path("PAYLOAD"_key, "TEXT"_key);
-    if (text.is_string()) return std::string(text.text());
+    if (text.is_string()) {
+      out.assign(text.text());
+      return;
+    }
     const Value& sensor = sensor_of(reasoning);
     if (sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key)) {
       const Value& tool = reasoning.path("PAYLOAD"_key, "TOOL"_key);
@@ -416,11 +427,13 @@ struct Run : std::enable_shared_from_this<Run> {
       if (sensor.is_keyword("TOOL-ERROR"_key)) {
         // An unknown tool's error names no :TOOL (E7); its message names it.
         const std::string message(reasoning.path("PAYLOAD"_key, "MESSAGE"_key).text());
-        return name.empty() ? "ERROR: " + message : "ERROR [" + name + "]: " + message;
+        out = name.empty() ? "ERROR: " + message : "ERROR [" + name + "]: " + message;
+        return;
       }
-      return tool_result_format(name, reasoning.path("PAYLOAD"_key, "RESULT"_key));
+      out = tool_result_format(name, reasoning.path("PAYLOAD"_key, "RESULT"_key));
+      return;
     }
-    return "Maintain metabolic stasis.";
+    out.assign("Maintain metabolic stasis.");
   }
 
   // The TOOLS section and the tools handed to providers depend only on the
@@ -507,9 +520,11 @@ struct Run : std::enable_shared_from_this<Run> {
     parts.logs = recent_log_text(options().log_lines, &session->logs, logs);
     parts.time = time_section();
 
-    ProviderRequest request;
-    request.system_prompt = system_prompt(parts);
-    request.prompt = raw_prompt();
+    ProviderRequest& request = session->request;
+    request.system_prompt.clear();
+    append_system_prompt(request.system_prompt, parts);
+    raw_prompt(request.prompt);
+    request.model.clear();
     request.context = reasoning;
     request.tools = tools.values;
     if (reply_open()) {
@@ -522,15 +537,21 @@ struct Run : std::enable_shared_from_this<Run> {
     // posting the step orders this write before the step's read. The step is
     // posted even when the answer comes during the call: with two loops, a
     // signal run start to end in one task measured about a fifth slower.
-    services().cascade.call(std::move(lineup), std::move(request),
-                            [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
-                              Run& run = *self;
-                              run.cascade_outcome = std::move(answer);
-                              run.post(std::move(self), [&run] { run.reasoned(run.cascade_outcome); });
-                            });
+    services().cascade.call_lent(std::move(lineup), request,
+                                 [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
+                                   Run& run = *self;
+                                   run.cascade_outcome = std::move(answer);
+                                   run.post(std::move(self), [&run] { run.reasoned(run.cascade_outcome); });
+                                 });
   }
 
   void reasoned(const CascadeOutcome& outcome) {
+    {  // the call is over: the session's request lets go of the signal and the reply sink
+      ProviderRequest& request = session->request;
+      request.context = Value();
+      request.tools = Value();
+      request.on_chunk = nullptr;
+    }
     if (!outcome.ok()) {
       log_message(LogLevel::warn, kComponent,
                   "REASON: no provider answered (" + std::to_string(outcome.failures.size()) + " failed)");

@@ -46,11 +46,16 @@ std::string tool_belt(std::vector<ToolListing> tools) {
 
 std::string system_prompt(const PromptParts& parts) {
   std::string prompt;
+  append_system_prompt(prompt, parts);
+  return prompt;
+}
+
+void append_system_prompt(std::string& prompt, const PromptParts& parts) {
   std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
                          parts.tools.size() + parts.context.size();
   for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
   estimate += parts.logs.size();
-  prompt.reserve(estimate);
+  prompt.reserve(prompt.size() + estimate);
   if (!parts.time.empty()) {
     prompt += parts.time;
     prompt += "\n\n";
@@ -80,7 +85,6 @@ std::string system_prompt(const PromptParts& parts) {
   prompt += parts.context.empty() ? std::string_view("[Awareness skill not loaded]") : std::string_view(parts.context);
   prompt += "\n\nLOGS:\n";
   prompt += parts.logs.empty() ? std::string_view("[No system logs available]") : parts.logs;
-  return prompt;
 }
 
 const std::string& time_section() {

@@ -55,6 +55,8 @@ std::string tool_belt(std::vector<ToolListing> tools);
 // there is one; an empty context reads "[Awareness skill not loaded]" and no
 // logs "[No system logs available]".
 std::string system_prompt(const PromptParts& parts);
+// The same, appended to `out` (a buffer kept from call to call grows once).
+void append_system_prompt(std::string& out, const PromptParts& parts);
 
 // The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z"
 // (formatted once per second per thread). The calling thread's copy, valid

@@ -69,8 +69,20 @@ struct Attempt {
 // State of one call. Only the thread that currently drives it touches the
 // members below; the Attempt states hand ownership over.
 struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
+  // A call with a request of its own.
   Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest&& request, CascadeCompletion&& done)
-      : snapshot_(std::move(snapshot)), request_(std::move(request)), done_(std::move(done)) {
+      : snapshot_(std::move(snapshot)), owned_(std::move(request)), request_(owned_), done_(std::move(done)) {
+    make_attempts();
+  }
+  // A call with the caller's request (call_lent()).
+  Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest& lent, CascadeCompletion&& done)
+      : snapshot_(std::move(snapshot)), request_(lent), done_(std::move(done)) {
+    make_attempts();
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  void make_attempts() {
     if (snapshot_->providers.size() > kInlineAttempts) {
       more_attempts_ = std::make_unique<Attempt[]>(snapshot_->providers.size() - kInlineAttempts);
     }
@@ -98,8 +110,9 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
         log_message(LogLevel::info, kComponent, line);
       }
 
-      // Every provider gets the same request, which this Run keeps until the
-      // call ends (a provider's answer comes before the next one is tried).
+      // Every provider gets the same request, which this Run keeps (or the
+      // caller lends it) until the call ends (a provider's answer comes
+      // before the next one is tried).
       if (snapshot_->selector) {
         ModelChoice choice;
         try {
@@ -193,7 +206,8 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   }
 
   std::shared_ptr<const Snapshot> snapshot_;
-  ProviderRequest request_;
+  ProviderRequest owned_;     // the call's own request; empty when lent
+  ProviderRequest& request_;  // owned_ or the lent one, valid until the completion is called
   CascadeCompletion done_;
   std::size_t next_ = 0;
   std::vector<ProviderFailure> failures_;
@@ -268,6 +282,13 @@ void Cascade::call(ProviderRequest&& request, CascadeCompletion&& done) const {
 void Cascade::call(std::shared_ptr<const Lineup> lineup, ProviderRequest&& request, CascadeCompletion&& done) const {
   if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
   auto run = std::make_shared<Run>(std::move(lineup), std::move(request), std::move(done));
+  run->drive();
+}
+
+void Cascade::call_lent(std::shared_ptr<const Lineup> lineup, ProviderRequest& request,
+                        CascadeCompletion&& done) const {
+  if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
+  auto run = std::make_shared<Run>(std::move(lineup), request, std::move(done));
   run->drive();
 }
 

@@ -112,6 +112,13 @@ class Cascade {
   // The same with a lineup taken before (to build the prompt from the names
   // the call then tries).
   void call(std::shared_ptr<const Lineup> lineup, ProviderRequest&& request, CascadeCompletion&& done) const;
+  // The same with a request the caller lends instead of handing over: it
+  // must stay valid until `done` is called, and the call writes into it each
+  // attempt's model (and the default system prompt when it has none). For a
+  // caller that makes call after call (the pipeline, one request per
+  // session): its buffers serve them all, and a long prompt costs no
+  // allocation per call.
+  void call_lent(std::shared_ptr<const Lineup> lineup, ProviderRequest& request, CascadeCompletion&& done) const;
 
  private:
   using Snapshot = Lineup;

@@ -231,6 +231,23 @@ TEST_CASE("a reasoned message reaches the user with its gate trace", "[pipeline]
   CHECK(rig.logged("pipeline: GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]"));
 }
 
+TEST_CASE("a session lets go of a finished signal's reply sink", "[pipeline][loop]") {
+  // Each session lends one request to all its model calls (its buffers are
+  // reused); between calls it must hold nothing a call needed, such as the
+  // streaming callback's reference to the connection's sink.
+  Rig rig({}, {"rules:\n  - match: \"hello\"\n    reply: \"Hello!\"\n"});
+  auto sink = std::make_shared<RecordingSink>();
+  for (int i = 0; i < 2; ++i) {  // the second signal reuses what the first left
+    const LoopReport report = rig.run(user_input_signal("hello there", "s1"), sink);
+    REQUIRE(sink->messages().size() == static_cast<std::size_t>(i + 1));
+    CHECK(report.stopped_by == "done");
+  }
+  // The run's last step lets go of its own reference once it returns.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (sink.use_count() > 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  CHECK(sink.use_count() == 1);
+}
+
 TEST_CASE("a tool's output is reasoned into a final answer", "[pipeline][loop]") {
   Rig rig({{"policy", 0, {}, true}, {"toolbox-a", 50}},
           {R"(rules:

@@ -480,3 +480,62 @@ TEST_CASE("calls from many threads while the list changes each get one outcome",
   CHECK(answered == kThreads * kCalls);
   CHECK(exhausted == 0);
 }
+
+namespace {
+
+// Answers (or fails) inline and records the address and model of each request it is given.
+class AddressRecorder final : public Provider {
+ public:
+  AddressRecorder(std::string name, bool answers) : name_(std::move(name)), answers_(answers) {}
+  std::string_view name() const noexcept override { return name_; }
+  void complete(const ProviderRequest& request, ProviderCompletion done) override {
+    addresses.push_back(&request);
+    models.push_back(request.model);
+    done(answers_ ? ProviderReply::text("from " + name_) : ProviderReply::failed("down"));
+  }
+  std::vector<const ProviderRequest*> addresses;
+  std::vector<std::string> models;
+
+ private:
+  std::string name_;
+  bool answers_;
+};
+
+}  // namespace
+
+TEST_CASE("a lent request is the one every provider sees, and stays the caller's", "[providers][cascade]") {
+  auto first = std::make_shared<AddressRecorder>("first", false);
+  auto second = std::make_shared<AddressRecorder>("second", true);
+  Cascade cascade({first, second});
+  cascade.set_model_selector([](std::string_view provider, const Value&) {
+    return ModelChoice::use("model-of-" + std::string(provider));
+  });
+  ProviderRequest lent = prompt("hello");
+  const auto call_lent = [&] {
+    Awaited<CascadeOutcome> outcome;
+    cascade.call_lent(cascade.lineup(), lent, [&](CascadeOutcome&& o) { outcome.set(std::move(o)); });
+    auto result = outcome.wait();
+    REQUIRE(result.has_value());
+    return std::move(*result);
+  };
+
+  CascadeOutcome outcome = call_lent();
+  REQUIRE(outcome.ok());
+  CHECK(outcome.reply.content == "from second");
+  CHECK(first->addresses == std::vector<const ProviderRequest*>{&lent});
+  CHECK(second->addresses == std::vector<const ProviderRequest*>{&lent});
+  CHECK(first->models == std::vector<std::string>{"model-of-first"});
+  CHECK(second->models == std::vector<std::string>{"model-of-second"});
+  // What the call wrote into it: the last attempt's model, the default system prompt.
+  CHECK(lent.model == "model-of-second");
+  CHECK(lent.system_prompt == Cascade::kDefaultSystemPrompt);
+  CHECK(lent.prompt == "hello");
+
+  // The next call uses the same buffers: a long system prompt is not moved away.
+  lent.system_prompt.assign(4096, 'x');
+  const char* const buffer = lent.system_prompt.data();
+  outcome = call_lent();
+  REQUIRE(outcome.ok());
+  CHECK(lent.system_prompt.data() == buffer);
+  CHECK(lent.system_prompt == std::string(4096, 'x'));
+}
