@@ -23,6 +23,7 @@ Value keyword_from_key(std::string_view key) {
   Value keyword;
   char* out = ValueAccess::init_text(keyword, Kind::Keyword, key.size());
   for (const char c : key) *out++ = ascii_upper(c);
+  ValueAccess::mark_if_plain(keyword);
   return keyword;
 }
 

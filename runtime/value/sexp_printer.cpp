@@ -258,6 +258,10 @@ bool fits_inline(std::size_t size) noexcept {
 [[gnu::always_inline]] inline void put_keyword(Writer& writer, const Value& value) {
   const std::string_view name = ValueAccess::text_of(value);
   const std::size_t size = name.size();
+  if (ValueAccess::is_plain_keyword(value)) {  // known plain: the reader, Key and keyword() saw to that
+    put_inline(writer, ':', load_inline(name), size);
+    return;
+  }
   if (size == 0 || !fits_inline(size)) {
     put_name(writer, name, Kind::Keyword);
     return;

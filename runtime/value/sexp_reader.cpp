@@ -359,7 +359,7 @@ class Reader {
       if (odd_low == 0) n = 8 + static_cast<std::size_t>(std::countr_zero(sexp::bytes_not_simple(words[1]))) / 8;
       if (n != 0 && n <= Value::kInlineCapacity && ends_token(src[n])) {
         std::memcpy(dst, words, Value::kInlineCapacity);  // bytes past n are not part of the text
-        ValueAccess::set_inline_text(out, Kind::Keyword, n);
+        ValueAccess::set_plain_keyword(out, n);
         return src + n;
       }
     }
@@ -375,6 +375,7 @@ class Reader {
       return nullptr;
     }
     ValueAccess::set_inline_text(out, Kind::Keyword, n);
+    ValueAccess::mark_if_plain(out);
     return src + n;
   }
 
@@ -450,6 +451,7 @@ class Reader {
     if (end == name_start || (end < size && !ends_token(data[end]))) return read_general_token(out);
     char* dst = ValueAccess::init_text(out, Kind::Keyword, end - name_start);
     for (std::size_t k = name_start; k < end; ++k) *dst++ = kPlainTokenUpper[static_cast<unsigned char>(data[k])];
+    ValueAccess::mark_if_plain(out);
     pos_ = end;
     return true;
   }
@@ -502,6 +504,7 @@ class Reader {
         if (c == ':') return fail_package_marker(start, token);
         *dst++ = ascii_upper(c);
       }
+      ValueAccess::mark_if_plain(out);
       return true;
     }
     if (sexp::is_digit(first) || first == '+' || first == '-' || first == '.') {
@@ -570,6 +573,7 @@ class Reader {
     if (package_marker) return fail_package_marker(start, token);
     decode_escaped(name, keyword, ValueAccess::init_text(out, keyword ? Kind::Keyword : Kind::Symbol, length),
                    &package_marker);
+    ValueAccess::mark_if_plain(out);
     return true;
   }
 

@@ -276,6 +276,15 @@ void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t cou
   slot.kind_ = Kind::List;
 }
 
+void ValueAccess::mark_if_plain(Value& value) noexcept {
+  if (value.kind_ != Kind::Keyword || value.small_len_ == Value::kHeapText || value.small_len_ == 0) return;
+  const std::string_view name = text_of(value);
+  for (const char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-')) return;
+  }
+  value.small_len_ |= Value::kPlainName;
+}
+
 Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, std::uint64_t keyword_marks) {
   const std::span<const Value> from = items_of(list);
   const std::uint32_t size = checked_list_size(from.size());
@@ -352,6 +361,7 @@ Value keyword_of(std::string_view name) {
   Value v;
   char* out = ValueAccess::init_text(v, Kind::Keyword, name.size());
   for (std::size_t i = 0; i < name.size(); ++i) out[i] = ascii_upper(name[i]);
+  ValueAccess::mark_if_plain(v);
   return v;
 }
 
@@ -399,7 +409,7 @@ std::string_view Value::text() const noexcept {
   if (small_len_ == kHeapText) return {u_.text->data(), u_.text->size};
   // Inline text runs on from small_ into u_.small_tail: it is read as the
   // object's bytes, since indexing small_ past its 6 elements is undefined.
-  return {reinterpret_cast<const char*>(&small_), small_len_};
+  return {reinterpret_cast<const char*>(&small_), static_cast<std::size_t>(small_len_ & kInlineLength)};
 }
 
 bool Value::is_keyword(std::string_view name) const noexcept {
@@ -434,7 +444,7 @@ bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::u
   word[0] -= sexp::bytes_in_range(word[0], 'a', 'z') >> 2;
   word[1] -= sexp::bytes_in_range(word[1], 'a', 'z') >> 2;
   const std::size_t used = name.size() + 2;  // kind, length, text: at most 16
-  mask[0] = sexp::first_bytes_mask(used);
+  mask[0] = sexp::first_bytes_mask(used) & ~(std::uint64_t{Key::kPlainNameBit} << 8);  // the hint is not compared
   mask[1] = used <= 8 ? 0 : sexp::first_bytes_mask(used - 8);
   word[0] &= mask[0];
   word[1] &= mask[1];

@@ -40,6 +40,11 @@ class Key {
       --size_;
     }
     if (std::endian::native != std::endian::little || size_ > 14) return;  // Value::kInlineCapacity
+    bool plain = size_ != 0;
+    for (std::size_t i = 0; i < size_; ++i) {
+      const char c = name_[i];
+      plain = plain && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+    }
     const std::size_t used = size_ + 2;  // the bytes that must match: kind, length, text
     for (std::size_t i = 0; i < used; ++i) {
       unsigned char byte = i == 0   ? static_cast<unsigned char>(Kind::Keyword)
@@ -47,10 +52,16 @@ class Key {
                                     : static_cast<unsigned char>(name_[i - 2]);
       if (i >= 2 && byte >= 'a' && byte <= 'z') byte = static_cast<unsigned char>(byte - ('a' - 'A'));
       word_[i / 8] |= std::uint64_t{byte} << (8 * (i % 8));
-      mask_[i / 8] |= std::uint64_t{0xFF} << (8 * (i % 8));
+      // The length byte's hint bit (see Value) is not compared.
+      mask_[i / 8] |= std::uint64_t{i == 1 ? 0xFFU & ~kPlainNameBit : 0xFFU} << (8 * (i % 8));
     }
     inline_ = true;
+    plain_ = plain;
   }
+
+  // Set in the length byte of an inline keyword whose name is only 'A'-'Z',
+  // '0'-'9' and '-' (see Value): one constant for Key and Value.
+  static constexpr unsigned kPlainNameBit = 0x40;
 
   // The name, without a leading ':'.
   constexpr std::string_view name() const noexcept { return {name_, size_}; }
@@ -62,6 +73,7 @@ class Key {
   std::uint64_t word_[2] = {};
   std::uint64_t mask_[2] = {};
   bool inline_ = false;
+  bool plain_ = false;  // inline, and only 'A'-'Z', '0'-'9' and '-' (Value::kPlainName)
 };
 
 namespace key_literals {
@@ -187,6 +199,14 @@ class Value {
 
  private:
   static constexpr std::uint8_t kHeapText = 0xFF;
+  // Inline text's length byte: the length in its low bits and, for a
+  // keyword, a hint that its name is only 'A'-'Z', '0'-'9' and '-' (as
+  // nearly every keyword of the protocol: the printer writes it without
+  // looking at it). Set by the reader and the constructors that see the
+  // name anyway; a keyword without it is the same keyword (nothing compares
+  // it), only printed after a check.
+  static constexpr std::uint8_t kPlainName = Key::kPlainNameBit;
+  static constexpr std::uint8_t kInlineLength = 0x3F;
 
   void clear_bytes() noexcept { std::memset(static_cast<void*>(this), 0, sizeof(Value)); }
   // small_len_ is kHeapText only for text on the heap (it is 0 for every
@@ -236,8 +256,9 @@ class Value {
 
   friend struct ValueAccess;
 
-  // Layout: byte 0 kind, byte 1 inline text length (or kHeapText), bytes 2..15
-  // inline text; integer, float and node pointer live at offset 8.
+  // Layout: byte 0 kind, byte 1 inline text length (with kPlainName) or
+  // kHeapText, bytes 2..15 inline text; integer, float and node pointer live
+  // at offset 8.
   Kind kind_;
   std::uint8_t small_len_;
   char small_[6];
@@ -290,6 +311,7 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
   Value v;  // the key's words are the keyword Value's bytes, text upper-cased
   static_assert(sizeof name.word_ == sizeof(Value));
   std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));
+  if (name.plain_) v.small_len_ |= kPlainName;
   return v;
 }
 

@@ -454,3 +454,66 @@ TEST_CASE("the reader finds a string's end past long plain runs, and a trailing 
     CHECK_FALSE(read_sexp("\"" + plain + "\\\"").has_value());  // the quote is escaped
   }
 }
+
+TEST_CASE("a keyword is the same keyword with or without the plain-name hint", "[sexp][print][value]") {
+  using passepartout::Kind;
+  using passepartout::ValueAccess;
+  using namespace passepartout::key_literals;
+  // The hint lets the printer skip its check; nothing else may see it.
+  const auto made = [](std::string_view name, bool plain) {
+    Value keyword;
+    std::memcpy(ValueAccess::inline_bytes(keyword), name.data(), name.size());
+    if (plain) {
+      ValueAccess::set_plain_keyword(keyword, name.size());
+    } else {
+      ValueAccess::set_inline_text(keyword, Kind::Keyword, name.size());
+    }
+    return keyword;
+  };
+  for (const std::string_view name : {"A", "PAYLOAD", "RULE-COUNT", "GATE-TRACE-123", "X9"}) {
+    INFO(name);
+    const Value hinted = made(name, true);
+    const Value bare = made(name, false);
+    CHECK(ValueAccess::is_plain_keyword(hinted));
+    CHECK_FALSE(ValueAccess::is_plain_keyword(bare));
+    CHECK(hinted == bare);
+    CHECK(hinted.text() == name);
+    CHECK(bare.text() == name);
+    CHECK(to_sexp(hinted) == ":" + std::string(name));
+    CHECK(to_sexp(bare) == ":" + std::string(name));
+    CHECK(hinted.is_keyword(name));
+    CHECK(bare.is_keyword(name));
+    // Found by a name at run time and by a key fixed at compile time, either way round.
+    const Value list = Value::list({bare, Value::integer(1), hinted, Value::integer(2)});
+    CHECK(list.get(name) == &list.items()[1]);
+    const Value other = Value::list({hinted, Value::integer(3)});
+    CHECK(other.get(name) == &other.items()[1]);
+  }
+  const Value payload = made("PAYLOAD", false);
+  CHECK(payload.is_keyword("PAYLOAD"_key));
+  CHECK(Value::list({payload, Value::integer(1)}).at("PAYLOAD"_key) == Value::integer(1));
+  CHECK(Value::list({made("PAYLOAD", true), Value::integer(1)}).at("PAYLOAD"_key) == Value::integer(1));
+
+  // Who sets it: the reader, Value::keyword and compile-time keys, for names
+  // of 'A'-'Z', '0'-'9' and '-' only.
+  for (const std::string_view text : {":type", ":TYPE", ":rule-count", ":X-1", "(:a :B)"}) {
+    INFO(text);
+    auto read = read_sexp(text);
+    REQUIRE(read.has_value());
+    const Value& keyword = read->is_list() ? read->items()[0] : *read;
+    CHECK(ValueAccess::is_plain_keyword(keyword));
+  }
+  for (const std::string_view text : {":foo.bar", ":A*", ":|a b|", ":ÉTÉ", ":A_B"}) {
+    INFO(text);
+    auto read = read_sexp(text);
+    REQUIRE(read.has_value());
+    CHECK_FALSE(ValueAccess::is_plain_keyword(*read));
+    CHECK(to_sexp(*read) == to_sexp(Value::keyword(read->text())));  // printed by the checking path
+  }
+  CHECK(ValueAccess::is_plain_keyword(Value::keyword("session-id")));
+  CHECK(ValueAccess::is_plain_keyword(Value::keyword("SESSION-ID"_key)));
+  CHECK_FALSE(ValueAccess::is_plain_keyword(Value::keyword("a.b")));
+  CHECK_FALSE(ValueAccess::is_plain_keyword(Value::keyword("A-VERY-LONG-KEYWORD-NAME")));  // not inline
+  CHECK(to_sexp(Value::keyword("a.b")) == ":A.B");
+  CHECK(to_sexp(Value::keyword("|")) == ":|\\||");
+}
