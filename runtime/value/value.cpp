@@ -375,6 +375,25 @@ Value Value::keyword(std::string_view name) {
   return keyword_of(strip_colon(name));
 }
 
+Value Value::long_keyword(const Key& name) {
+  // Each thread keeps the last few it made, found by the address of the
+  // key's name (a literal's) and checked by the name itself: a long protocol
+  // key (:APPROVED-ACTION, :REJECTION-TRACE) added to every signal then
+  // costs a reference instead of an allocation.
+  struct Made {
+    const char* name = nullptr;
+    Value keyword;
+  };
+  thread_local std::array<Made, 8> made;
+  const std::string_view text = name.name();
+  Made& slot = made[(reinterpret_cast<std::uintptr_t>(text.data()) >> 4) % made.size()];
+  if (slot.name != text.data() || !keyword_named(slot.keyword, text)) {
+    slot.keyword = keyword_of(text);
+    slot.name = text.data();
+  }
+  return slot.keyword;
+}
+
 Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name); }
 
 Value Value::list(std::span<const Value> items) {

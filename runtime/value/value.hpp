@@ -243,6 +243,8 @@ class Value {
     return (high & mask[1]) == word[1];
   }
   static Value make_text(Kind kind, std::string_view text);
+  // keyword(Key) for a name too long to store inline.
+  static Value long_keyword(const Key& name);
   // with() once the key's position is known: `found` is its index among
   // the items, or items().size() when it is absent.
   template <class Name>
@@ -307,7 +309,7 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
 }  // namespace detail
 
 [[gnu::always_inline]] inline Value Value::keyword(const Key& name) {
-  if (!name.inline_) return keyword(name.name());
+  if (!name.inline_) return long_keyword(name);
   Value v;  // the key's words are the keyword Value's bytes, text upper-cased
   static_assert(sizeof name.word_ == sizeof(Value));
   std::memcpy(static_cast<void*>(&v), name.word_, sizeof(Value));

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -220,6 +221,34 @@ TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]
   CHECK(!Value::keyword("acted"_key).is_keyword("ACTE"_key));
   CHECK(!Value::string("ACTED").is_keyword("ACTED"_key));
   CHECK(passepartout::to_sexp(Value::keyword("status"_key)) == ":STATUS");
+}
+
+TEST_CASE("keywords too long to store inline, made from keys, are each key's keyword every time", "[value][plist]") {
+  using namespace passepartout::key_literals;
+  // More long keys than a thread keeps made (they share its slots), each made
+  // several times, in both cases and with a colon.
+  static constexpr passepartout::Key kKeys[] = {
+      "APPROVED-ACTION"_key, "REJECTION-TRACE"_key, ":long-key-number-01"_key, "LONG-KEY-NUMBER-02"_key,
+      "LONG-KEY-NUMBER-03"_key, "LONG-KEY-NUMBER-04"_key, "LONG-KEY-NUMBER-05"_key, "LONG-KEY-NUMBER-06"_key,
+      "LONG-KEY-NUMBER-07"_key, "LONG-KEY-NUMBER-08"_key, "LONG-KEY-NUMBER-09"_key, "LONG-KEY-NUMBER-10"_key,
+      "LONG-KEY-NUMBER-11"_key, "LONG-KEY-NUMBER-12"_key, "LONG-KEY-NUMBER-13"_key, "LONG-KEY-NUMBER-14"_key,
+      "LONG-KEY-NUMBER-15"_key, "LONG-KEY-NUMBER-16"_key, "LONG-KEY-NUMBER-17"_key, "LONG-KEY-NUMBER-18"_key};
+  for (int round = 0; round < 3; ++round) {
+    for (const passepartout::Key& key : kKeys) {
+      std::string name(key.name());
+      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      INFO(name);
+      const Value keyword = Value::keyword(key);
+      CHECK(keyword == Value::keyword(name));
+      CHECK(keyword.text() == name);
+      const Value plist = Value().with(key, Value::integer(round));
+      CHECK(plist.at(key) == Value::integer(round));
+      CHECK(plist.at(name) == Value::integer(round));
+    }
+  }
+  // Each thread makes its own.
+  std::thread other([] { CHECK(Value::keyword("APPROVED-ACTION"_key).text() == "APPROVED-ACTION"); });
+  other.join();
 }
 
 TEST_CASE("keywords read from text are found whatever their inline storage held before", "[value][plist]") {
