@@ -50,7 +50,7 @@ void write_line(std::string& line, std::string_view component, std::string_view 
   if (line.capacity() > kKeptCapacity && size <= kKeptCapacity) std::string().swap(line);
   line.clear();
   line.reserve(size);
-  line.append(component).append(": ").append(message);
+  line.append(component).append(": ", 2).append(message);
 }
 
 // A thread's copy of the ring, oldest first, taken when ring_total moved.
@@ -598,7 +598,7 @@ void RecentLines::add(std::string_view component, std::string_view message) {
   if (first_ >= capacity_) compact();
   const std::size_t size = component.size() + 2 + message.size();
   entries_.push_back(Entry{ring_total.load(std::memory_order_acquire), text_.size(), size});
-  text_.append(component).append(": ").append(message).push_back('\n');
+  text_.append(component).append(": ", 2).append(message).push_back('\n');
   if (entries_.size() - first_ > capacity_) ++first_;
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "interval_clock.hpp"
 #include "log.hpp"
 #include "memory/global_awareness.hpp"
 #include "memory/memory_store.hpp"
@@ -40,10 +40,10 @@ using namespace key_literals;
 // pass. The usual verification, all plain passes, reads the clock once.
 void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
                        Verification& out) {
-  const auto start = std::chrono::steady_clock::now();
+  const IntervalClock::Ticks start = IntervalClock::now();
   Verifier::verify(snapshot, action, signal, out);
   if (out.trace.all_plain_passes()) return;
-  log_gate_decisions(stage, out, action, std::chrono::steady_clock::now() - start);
+  log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
 }
 
 constexpr std::string_view kComponent = "pipeline";

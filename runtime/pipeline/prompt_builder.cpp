@@ -51,6 +51,7 @@ std::string system_prompt(const PromptParts& parts) {
 }
 
 void append_system_prompt(std::string& prompt, const PromptParts& parts) {
+  using namespace std::string_view_literals;  // appended without measuring them
   std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
                          parts.tools.size() + parts.context.size();
   for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
@@ -58,18 +59,18 @@ void append_system_prompt(std::string& prompt, const PromptParts& parts) {
   prompt.reserve(prompt.size() + estimate);
   if (!parts.time.empty()) {
     prompt += parts.time;
-    prompt += "\n\n";
+    prompt += "\n\n"sv;
   }
   if (parts.config.empty()) {
     append_config_section(prompt, parts);
   } else {
     prompt += parts.config;
   }
-  prompt += "\n\nIDENTITY: ";
+  prompt += "\n\nIDENTITY: "sv;
   prompt += parts.assistant_name;
   prompt += parts.identity;
   if (!parts.rejection.is_nil()) {
-    prompt += "\n\nPREVIOUS PROPOSAL REJECTED: ";
+    prompt += "\n\nPREVIOUS PROPOSAL REJECTED: "sv;
     print_sexp(parts.rejection, prompt);
   }
   if (!parts.mandates.empty()) {
@@ -79,12 +80,12 @@ void append_system_prompt(std::string& prompt, const PromptParts& parts) {
       prompt += '\n';
     }
   }
-  prompt += "\n\nTOOLS:\n";
-  prompt += parts.tools.empty() ? std::string_view("No tools registered.") : parts.tools;
-  prompt += "\n\nCONTEXT:\n";
-  prompt += parts.context.empty() ? std::string_view("[Awareness skill not loaded]") : std::string_view(parts.context);
-  prompt += "\n\nLOGS:\n";
-  prompt += parts.logs.empty() ? std::string_view("[No system logs available]") : parts.logs;
+  prompt += "\n\nTOOLS:\n"sv;
+  prompt += parts.tools.empty() ? "No tools registered."sv : parts.tools;
+  prompt += "\n\nCONTEXT:\n"sv;
+  prompt += parts.context.empty() ? "[Awareness skill not loaded]"sv : std::string_view(parts.context);
+  prompt += "\n\nLOGS:\n"sv;
+  prompt += parts.logs.empty() ? "[No system logs available]"sv : parts.logs;
 }
 
 const std::string& time_section() {
