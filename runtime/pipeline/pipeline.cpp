@@ -7,9 +7,9 @@
 #include <array>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "interval_clock.hpp"
@@ -217,9 +217,14 @@ struct Pipeline::Impl {
   // sessions rarely take the same lock. An idle session stays (its recent log
   // lines are the next prompt's LOGS) until its shard is full: then the one
   // idle longest makes room for a new one.
+  // Looks a session up by a string_view of its id (no string made per signal).
+  struct SessionIdHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const noexcept { return std::hash<std::string_view>{}(id); }
+  };
   struct alignas(64) SessionShard {
     std::mutex mutex;  // guards sessions, clock
-    std::map<std::string, std::shared_ptr<Session>, std::less<>> sessions;
+    std::unordered_map<std::string, std::shared_ptr<Session>, SessionIdHash, std::equal_to<>> sessions;
     std::uint64_t clock = 0;
   };
   static constexpr std::size_t kSessionShards = 64;
