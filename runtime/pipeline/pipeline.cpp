@@ -533,9 +533,10 @@ struct Run : std::enable_shared_from_this<Run> {
     request.context = reasoning;
     request.tools = tools.values;
     if (reply_open()) {
-      request.on_chunk = [sink = reply](std::string_view delta) {
-        sink->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK"_key)},
-                                 {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
+      // Chunks come before the completion, which holds the run (and its sink) alive.
+      request.on_chunk = [run = this](std::string_view delta) {
+        run->reply->send(Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK"_key)},
+                                       {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
       };
     }
     // The completion may run on any thread; the run is idle meanwhile, and
@@ -551,7 +552,7 @@ struct Run : std::enable_shared_from_this<Run> {
   }
 
   void reasoned(const CascadeOutcome& outcome) {
-    {  // the call is over: the session's request lets go of the signal and the reply sink
+    {  // the call is over: the session's request lets go of the signal and of the callback into this run
       ProviderRequest& request = session->request;
       request.context = Value();
       request.tools = Value();

@@ -231,10 +231,31 @@ TEST_CASE("a reasoned message reaches the user with its gate trace", "[pipeline]
   CHECK(rig.logged("pipeline: GATE [Perceive]: EVENT (USER-INPUT) [Source: TUI]"));
 }
 
+TEST_CASE("a streamed answer reaches the source in chunks and then whole", "[pipeline][loop]") {
+  for (const bool later : {false, true}) {  // chunks during the call, or from the executor afterwards
+    INFO((later ? "answered later" : "answered during the call"));
+    Rig rig({}, {std::string("rules:\n  - match: \"hello\"\n    reply: \"Hello there, how can I help you today?\"\n"
+                             "    stream: true\n") +
+                 (later ? "    delay_ms: 5\n" : "")});
+    auto sink = std::make_shared<RecordingSink>();
+    const LoopReport report = rig.run(user_input_signal("hello", "s1"), sink);
+    CHECK(report.stopped_by == "done");
+    const std::vector<Value> messages = sink->messages();
+    REQUIRE(messages.size() >= 3);  // at least two chunks, then the answer
+    std::string streamed;
+    for (std::size_t i = 0; i + 1 < messages.size(); ++i) {
+      CHECK(messages[i].at("TYPE").is_keyword("STREAM-CHUNK"));
+      streamed += messages[i].path({"PAYLOAD", "TEXT"}).text();
+    }
+    CHECK(streamed == "Hello there, how can I help you today?");
+    CHECK(messages.back().path({"PAYLOAD", "TEXT"}).text() == streamed);
+  }
+}
+
 TEST_CASE("a session lets go of a finished signal's reply sink", "[pipeline][loop]") {
   // Each session lends one request to all its model calls (its buffers are
-  // reused); between calls it must hold nothing a call needed, such as the
-  // streaming callback's reference to the connection's sink.
+  // reused); between calls it must hold nothing a call needed: not the
+  // signal, not a callback into a run that has ended.
   Rig rig({}, {"rules:\n  - match: \"hello\"\n    reply: \"Hello!\"\n"});
   auto sink = std::make_shared<RecordingSink>();
   for (int i = 0; i < 2; ++i) {  // the second signal reuses what the first left
