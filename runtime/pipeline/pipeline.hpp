@@ -113,6 +113,10 @@ class Pipeline {
   std::uint64_t signals_processed() const noexcept;
   // Signals currently being processed or queued.
   std::size_t in_flight() const noexcept;
+  // Sessions kept (busy, or idle with their recent log lines); idle ones
+  // beyond kMaxIdleSessions are dropped, the one idle longest first.
+  std::size_t sessions_kept() const;
+  static constexpr std::size_t kMaxIdleSessions = 4096;
 
   struct Impl;
 

@@ -252,6 +252,37 @@ TEST_CASE("a streamed answer reaches the source in chunks and then whole", "[pip
   }
 }
 
+TEST_CASE("idle sessions beyond the limit are dropped, the one idle longest first", "[pipeline][loop]") {
+  Rig rig({}, {}, 1);
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  // More sessions than are kept, one signal each, one after another: every
+  // session is idle when the next one comes.
+  const std::size_t sessions = Pipeline::kMaxIdleSessions + Pipeline::kMaxIdleSessions / 4;
+  for (std::size_t i = 0; i < sessions; ++i) {
+    const LoopReport report = rig.run(user_input_signal("hi", "session-" + std::to_string(i)));
+    REQUIRE(report.stopped_by == "done");
+  }
+  const std::size_t kept = rig.pipeline->sessions_kept();
+  CHECK(kept <= Pipeline::kMaxIdleSessions);
+  CHECK(kept > Pipeline::kMaxIdleSessions / 2);  // room is made per shard, as sessions spread over them
+  // A session's prompt shows the lines of its earlier signals while it is
+  // kept: the first session was dropped, the newest was not.
+  const auto perceived = [&](std::size_t call) {
+    const std::string prompt = recorder->prompt(call);
+    std::size_t count = 0;
+    for (std::size_t at = prompt.find("GATE [Perceive]"); at != std::string::npos;
+         at = prompt.find("GATE [Perceive]", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  rig.run(user_input_signal("again", "session-0"));
+  CHECK(perceived(sessions) == 1);  // this signal's line only
+  rig.run(user_input_signal("again", "session-" + std::to_string(sessions - 1)));
+  CHECK(perceived(sessions + 1) == 2);
+}
+
 TEST_CASE("a session lets go of a finished signal's reply sink", "[pipeline][loop]") {
   // Each session lends one request to all its model calls (its buffers are
   // reused); between calls it must hold nothing a call needed: not the
