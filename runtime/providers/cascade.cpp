@@ -72,17 +72,19 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   // A call with a request of its own.
   Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest&& request, CascadeCompletion&& done)
       : snapshot_(std::move(snapshot)), owned_(std::move(request)), request_(owned_), done_(std::move(done)) {
-    make_attempts();
+    prepare();
   }
   // A call with the caller's request (call_lent()).
   Run(std::shared_ptr<const Snapshot> snapshot, ProviderRequest& lent, CascadeCompletion&& done)
       : snapshot_(std::move(snapshot)), request_(lent), done_(std::move(done)) {
-    make_attempts();
+    prepare();
   }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
 
-  void make_attempts() {
+  // What both kinds of call need before the first attempt.
+  void prepare() {
+    if (request_.system_prompt.empty()) request_.system_prompt = kDefaultSystemPrompt;
     if (snapshot_->providers.size() > kInlineAttempts) {
       more_attempts_ = std::make_unique<Attempt[]>(snapshot_->providers.size() - kInlineAttempts);
     }
@@ -280,14 +282,12 @@ void Cascade::call(ProviderRequest&& request, CascadeCompletion&& done) const {
 }
 
 void Cascade::call(std::shared_ptr<const Lineup> lineup, ProviderRequest&& request, CascadeCompletion&& done) const {
-  if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
   auto run = std::make_shared<Run>(std::move(lineup), std::move(request), std::move(done));
   run->drive();
 }
 
 void Cascade::call_lent(std::shared_ptr<const Lineup> lineup, ProviderRequest& request,
                         CascadeCompletion&& done) const {
-  if (request.system_prompt.empty()) request.system_prompt = kDefaultSystemPrompt;
   auto run = std::make_shared<Run>(std::move(lineup), request, std::move(done));
   run->drive();
 }

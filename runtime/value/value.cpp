@@ -280,7 +280,7 @@ void ValueAccess::mark_if_plain(Value& value) noexcept {
   if (value.kind_ != Kind::Keyword || value.small_len_ == Value::kHeapText || value.small_len_ == 0) return;
   const std::string_view name = text_of(value);
   for (const char c : name) {
-    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-')) return;
+    if (!detail::is_plain_name_byte(c)) return;
   }
   value.small_len_ |= Value::kPlainName;
 }

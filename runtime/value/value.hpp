@@ -32,6 +32,15 @@ struct PrintedForm;
 // Value (kind, length and upper-case text in its two words), two masked word
 // compares per candidate. The runtime's own lookups on every signal use it;
 // a name that arrives at run time goes through the string_view overloads.
+namespace detail {
+// Whether `c` may appear in a keyword's name that prints bare without a
+// check (Value::kPlainName): 'A'-'Z', '0'-'9' and '-', nearly every name of
+// the protocol.
+constexpr bool is_plain_name_byte(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+}
+}  // namespace detail
+
 class Key {
  public:
   consteval Key(const char* name, std::size_t size) : name_(name), size_(size) {
@@ -43,7 +52,7 @@ class Key {
     bool plain = size_ != 0;
     for (std::size_t i = 0; i < size_; ++i) {
       const char c = name_[i];
-      plain = plain && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+      plain = plain && detail::is_plain_name_byte(c >= 'a' && c <= 'z' ? static_cast<char>(c - ('a' - 'A')) : c);
     }
     const std::size_t used = size_ + 2;  // the bytes that must match: kind, length, text
     for (std::size_t i = 0; i < used; ++i) {

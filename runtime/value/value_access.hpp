@@ -80,7 +80,8 @@ struct ValueAccess {
   }
   // Whether `value` is a keyword marked as set_plain_keyword() makes one.
   static bool is_plain_keyword(const Value& value) noexcept {
-    return value.kind_ == Kind::Keyword && (value.small_len_ & (Value::kPlainName | 0x80U)) == Value::kPlainName;
+    return value.kind_ == Kind::Keyword && value.small_len_ != Value::kHeapText &&
+           (value.small_len_ & Value::kPlainName) != 0;
   }
   // Marks the inline keyword `value` plain when its name is (see Value::kPlainName).
   static void mark_if_plain(Value& value) noexcept;
