@@ -88,7 +88,7 @@ std::optional<Loaded> boot(const fs::path& manifest_dir, const fs::path& plugin_
     error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
     return std::nullopt;
   }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}});
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, default_state_dir() / "workspace"});
   if (!loader) {
     error = loader.error().message;
     return std::nullopt;
@@ -186,7 +186,7 @@ int run_verify(const VerifyOptions& options) {
     json trace = json::array();
     for (std::size_t i = 0; i < verification.trace.size(); ++i) {
       const auto& e = verification.trace[i];
-      json entry{{"gate", e.slot->name()}, {"version", e.slot->version_text()}, {"result", to_string(e.result)}};
+      json entry{{"gate", std::string(e.name())}, {"version", std::string(e.version())}, {"result", to_string(e.result)}};
       if (e.reason.is_string()) entry["reason"] = std::string(e.reason.text());
       trace.push_back(entry);
     }
@@ -215,7 +215,7 @@ int run_verify(const VerifyOptions& options) {
   if (verification.trace.empty()) std::cout << "  (no gates loaded)\n";
   for (std::size_t i = 0; i < verification.trace.size(); ++i) {
     const auto& e = verification.trace[i];
-    std::string gate = e.slot->name() + " " + e.slot->version_text();
+    std::string gate = std::string(e.name()) + " " + std::string(e.version());
     std::string result_text = to_string(e.result);
     for (char& c : result_text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     std::printf("  %-28s %-9s %s\n", gate.c_str(), result_text.c_str(),

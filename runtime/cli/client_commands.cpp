@@ -450,17 +450,24 @@ int run_skills_reload(const Target& target, const std::string& name, const Outpu
   return print_changes(target, *response, "Reloaded '" + printable(name) + "'.", output);
 }
 
-int run_skills_unload(const Target& target, const std::string& name, bool cascade, const Output& output) {
+int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force,
+                      const Output& output) {
   if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
+  if (cascade && force) {
+    return report_failure(output, "--cascade and --force exclude each other",
+                          "--cascade unloads what needs the skill too; --force unloads a guard alone", kExitUsage);
+  }
   int status = kExitOk;
   const ErrorHints hints{kSkillHints.not_found,
-                         cascade
-                             ? kSkillHints.refused
-                             : "to unload the skills that depend on it as well, add --cascade; " + kSkillHints.refused};
+                         cascade || force ? kSkillHints.refused
+                                          : "to unload the skills that need it as well, add --cascade (a guard alone: "
+                                            "--force, and what it guards refuses to act until it is back); " +
+                                                kSkillHints.refused};
+  const Value skill = Value::string(name);
   std::optional<Value> response =
-      cascade ? operator_request(target, "UNLOAD", {{"NAME", Value::string(name)}, {"CASCADE", Value::t()}}, hints,
-                                 output, status)
-              : operator_request(target, "UNLOAD", {{"NAME", Value::string(name)}}, hints, output, status);
+      cascade ? operator_request(target, "UNLOAD", {{"NAME", skill}, {"CASCADE", Value::t()}}, hints, output, status)
+      : force ? operator_request(target, "UNLOAD", {{"NAME", skill}, {"FORCE", Value::t()}}, hints, output, status)
+              : operator_request(target, "UNLOAD", {{"NAME", skill}}, hints, output, status);
   if (!response) return status;
   return print_changes(target, *response, "Unloaded '" + printable(name) + "'.", output);
 }
@@ -564,6 +571,7 @@ struct ParsedClient {
   fs::path manifest;
   std::string name;
   bool cascade = false;
+  bool force = false;
   std::string token;
   DoctorOptions doctor;
 };
@@ -720,12 +728,15 @@ void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen) {
 
   auto* unload = skills.add_subcommand("unload", "Unload a skill from the running daemon.");
   unload->add_option("name", parsed->name, "The skill's name")->required()->type_name("NAME");
-  unload->add_flag("--cascade", parsed->cascade, "Also unload the skills that depend on it");
+  unload->add_flag("--cascade", parsed->cascade, "Also unload the skills that depend on it or are guarded by it");
+  unload->add_flag("--force", parsed->force,
+                   "Unload a guard although skills it guards stay loaded: their actuators and tools then refuse\n"
+                   "to act until a guard is loaded again (audited as force-remove, logged as a warning)");
   add_connection_options(*unload, *parsed, kTimeout);
   unload->footer(kExitFooter);
   unload->callback([parsed, &chosen] {
     choose(chosen, parsed, kTimeout, [parsed](const Target& target, const Output& output) {
-      return run_skills_unload(target, parsed->name, parsed->cascade, output);
+      return run_skills_unload(target, parsed->name, parsed->cascade, parsed->force, output);
     });
   });
 

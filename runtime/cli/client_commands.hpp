@@ -78,7 +78,7 @@ int run_skills_list(const Target& target, const Output& output);
 // `manifest` is made absolute (the daemon resolves paths in its own folder).
 int run_skills_load(const Target& target, const std::filesystem::path& manifest, const Output& output);
 int run_skills_reload(const Target& target, const std::string& name, const Output& output);
-int run_skills_unload(const Target& target, const std::string& name, bool cascade, const Output& output);
+int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force, const Output& output);
 int run_skills_rescan(const Target& target, const Output& output);
 int run_approvals_list(const Target& target, const Output& output);
 int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output);

@@ -14,6 +14,7 @@
 #include "daemon/protocol.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
+#include "state_paths.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;
@@ -103,7 +104,7 @@ Check check_skills(const fs::path& manifest_dir, const fs::path& plugin_dir) {
     check.hint = "pass --manifests DIR or set PASSEPARTOUT_MANIFEST_DIR";
     return check;
   }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}});
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, default_state_dir() / "workspace"});
   if (!loader) {
     check.detail = loader.error().message;
     return check;

@@ -30,6 +30,9 @@ constexpr std::array kSettings{
                   "Folder for durable state: audit.sqlite3 (skill changes), approvals.sqlite3, memory.sexp and\n"
                   "the operator token file `token` (default $XDG_STATE_HOME/passepartout, else\n"
                   "~/.local/state/passepartout)"},
+    DaemonSetting{"workspace", "PASSEPARTOUT_WORKSPACE", "DIR",
+                  "The folder `${workspace}` in a manifest's config stands for: where the bundled shell runs\n"
+                  "commands and file-tools reads and writes (default <state dir>/workspace, created mode 0700)"},
     DaemonSetting{"socket", "PASSEPARTOUT_SOCKET", "PATH",
                   "The Unix socket, created mode 0600 (default $XDG_RUNTIME_DIR/passepartout.sock, else\n"
                   "<state dir>/passepartout.sock)"},
@@ -353,6 +356,12 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
 
   config.memory_file =
       raw("memory-file") != nullptr ? parse_path(*raw("memory-file")) : config.state_dir / "memory.sexp";
+  if (const Raw* r = raw("workspace")) {
+    if (r->text.empty()) return bad(*r, "is not a folder");
+    config.workspace = parse_path(*r);
+  } else {
+    config.workspace = config.state_dir / "workspace";
+  }
 
   if (const Raw* r = raw("memory-history-limit")) {
     auto v = parse_count(*r, 0, 1'000'000'000, "a number of versions");

@@ -52,6 +52,7 @@ std::optional<std::string> process_env(std::string_view name);
 // The settings, resolved and checked.
 struct DaemonConfig {
   std::filesystem::path state_dir;    // audit.sqlite3, approvals.sqlite3, memory.sexp, token
+  std::filesystem::path workspace;    // what ${workspace} in manifests stands for
   std::filesystem::path socket_path;  // the Unix socket
   std::string listen_address = "127.0.0.1";
   std::uint16_t port = 9105;  // 0: any free port

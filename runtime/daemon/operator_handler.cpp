@@ -278,7 +278,10 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
       return;
     }
     const bool cascade = static_cast<bool>(request.at("CASCADE"));
-    std::vector<ChangeResult> results = host.remove(skill_name, cascade, requester);
+    const bool force = static_cast<bool>(request.at("FORCE"));
+    if (cascade && force) return answer(bad_request(":CASCADE and :FORCE exclude each other; give one"));
+    const RemoveMode mode = cascade ? RemoveMode::cascade : force ? RemoveMode::force : RemoveMode::refuse_if_needed;
+    std::vector<ChangeResult> results = host.remove(skill_name, mode, requester);
     std::vector<const SkillChange*> changes;
     for (const auto& r : results) {
       services_.problems.record(r);
@@ -298,6 +301,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     for (const auto& e : result.manifest_errors) message += "; " + e.message;
     if (!result.deferred.empty())
       message += "; " + std::to_string(result.deferred.size()) + " deferred (still being written)";
+    for (const std::string& kept : result.kept) message += "; kept " + kept;
     answer(changes_response(changes, message));
     return;
   }

@@ -59,7 +59,9 @@ namespace passepartout {
 //                                   :VERIFIED n :BLOCKED n :FAILED n)
 //     :LOAD :MANIFEST "path"       :CHANGES (<change> ...)
 //     :RELOAD :NAME "n"            :CHANGES (<change> ...)
-//     :UNLOAD :NAME "n" [:CASCADE T]  :CHANGES (<change> ...)
+//     :UNLOAD :NAME "n" [:CASCADE T | :FORCE T]  :CHANGES (<change> ...); a skill others depend
+//                                  on or are guarded by is refused without one (:FORCE
+//                                  removes a guard alone: what it guards then fails closed)
 //     :RESCAN                      :CHANGES (<change> ...)
 //     :HISTORY [:LIMIT n] [:SKILL "n"]  :CHANGES (<change> ...) newest first, where <change> is
 //                                  (:KIND "swap" :SKILL "n" :FROM-VERSION "v" :FROM-SHA256 "hex"

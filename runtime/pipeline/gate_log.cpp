@@ -53,7 +53,9 @@ void log_gate_decisions(std::string_view stage, const Verification& verification
     std::string line = "GATE DECISION [";
     line += stage;
     line += "]: ";
-    line += entry.slot != nullptr ? entry.slot->name() + "@" + entry.slot->version_text() : std::string("?");
+    line += entry.name();
+    line += '@';
+    line += entry.version();
     line += ' ';
     line += to_string(entry.result);
     if (entry.reason.is_string()) {

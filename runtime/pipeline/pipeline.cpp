@@ -16,6 +16,7 @@
 #include "log.hpp"
 #include "memory/global_awareness.hpp"
 #include "memory/memory_store.hpp"
+#include "pipeline/action_record.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/errors.hpp"
 #include "pipeline/executor.hpp"
@@ -623,7 +624,7 @@ struct Run : std::enable_shared_from_this<Run> {
   static std::string deciding_gate(const Verification& verification) {
     for (std::size_t i = verification.trace.size(); i-- > 0;) {
       const GateTraceView entry = verification.trace[i];
-      if (entry.result == GateResult::blocked || entry.result == GateResult::failed) return entry.slot->name();
+      if (entry.result == GateResult::blocked || entry.result == GateResult::failed) return std::string(entry.name());
     }
     return {};
   }
@@ -676,6 +677,16 @@ struct Run : std::enable_shared_from_this<Run> {
   // Sends `message` to the signal's source when it has an open reply sink.
   void deliver(const Value& message) {
     if (reply_open()) reply->send(message);
+  }
+
+  // Tells the source what an actuator ran and what came of it (an
+  // ActionRecord's message), so the user sees it whatever the model says next.
+  void show_acted(Value payload) {
+    if (!reply_open()) return;
+    const Value& source = signal.path("META"_key, "SOURCE"_key);
+    deliver(Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
+                          {"TARGET", source.is_keyword() ? source : Value::keyword("TUI"_key)},
+                          {"PAYLOAD", std::move(payload)}}));
   }
 
   // `untraced`, when given, is `approved` without its :GATE-TRACE.
@@ -811,11 +822,19 @@ struct Run : std::enable_shared_from_this<Run> {
       acted(Value());
       return;
     }
+    if (actuator->unguarded != nullptr) {  // the gates ran on this snapshot and failed it: never reached
+      log_message(LogLevel::error, kComponent, "ACT ERROR: " + *actuator->unguarded + "; the action did not run");
+      acted(Value());
+      return;
+    }
     // The snapshot travels with the task: the skill cannot be unloaded under it.
     services().blocking.post([self = shared_from_this(), snapshot = snapshot, actuator, action, target] {
       const LogScope scope(&self->session->logs);  // the session waits for this step alone
+      const ActionRecord record(target, action);
       Result<Value> result = actuator->act(action, self->signal);
-      self->post(self, [self, result = std::move(result), action, target]() mutable {
+      Value shown = record.finish(result);
+      self->post(self, [self, result = std::move(result), shown = std::move(shown), action, target]() mutable {
+        self->show_acted(std::move(shown));
         if (!result) {
           log_message(LogLevel::error, kComponent, "ACT ERROR [" + target + "]: " + result.error().message);
           self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
@@ -871,10 +890,19 @@ struct Run : std::enable_shared_from_this<Run> {
                                          {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
       return;
     }
-    services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth] {
+    if (tool->unguarded != nullptr) {  // the gates ran on this snapshot and failed it: never reached
+      acted(feedback_event(depth, signal.at("META"_key),
+                           Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                         {"TOOL", Value::string(name)},
+                                         {"MESSAGE", Value::string(*tool->unguarded)}})));
+      return;
+    }
+    services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth, action] {
       const LogScope scope(&self->session->logs);  // the session waits for this step alone
+      const ActionRecord record("TOOL", action);
       Result<Value> result = tool->call(args, self->signal);
-      self->post(self, [self, result = std::move(result), name, depth]() mutable {
+      Value acted = record.finish(result).at("ACTED"_key);
+      self->post(self, [self, result = std::move(result), acted = std::move(acted), name, depth]() mutable {
         const Value meta = self->signal.at("META"_key);
         if (!result) {
           self->acted(feedback_event(depth, meta,
@@ -888,7 +916,8 @@ struct Run : std::enable_shared_from_this<Run> {
               Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
                             {"TARGET", self->signal.path("META"_key, "SOURCE"_key)},
                             {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
-                                                      {"TEXT", Value::string(tool_result_format(name, *result))}})}}));
+                                                      {"TEXT", Value::string(tool_result_format(name, *result))},
+                                                      {"ACTED", acted}})}}));
         }
         self->acted(feedback_event(
             depth, meta,
@@ -1159,8 +1188,10 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   }
   log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");
   impl_->services.blocking.post([snapshot, run = std::move(*run), done = std::move(done)] {
+    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
     Result<Value> result =
         run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
+    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
     done(std::move(result));
   });
 }

@@ -83,6 +83,12 @@ Value GateTrace::to_value() const {
   }
   for (std::size_t i = 0; i < size_; ++i) {
     const GateTraceView e = (*this)[i];
+    if (e.slot == nullptr) {  // the host's guard rule
+      entries[i] = Value::list({Value::keyword("GATE"), Value::string(kGuardRuleName), Value::keyword("VERSION"),
+                                Value::string(kGuardRuleVersion), Value::keyword("RESULT"), Value::keyword("FAILED"),
+                                Value::keyword("REASON"), e.reason});
+      continue;
+    }
     if (e.result == GateResult::passed && e.reason.is_nil()) {
       entries[i] = e.slot->passed_trace_entry();
       continue;
@@ -177,6 +183,16 @@ namespace {
   return true;
 }
 
+// The guard rule failed: no gate is asked, the action is blocked as a failure.
+[[gnu::noinline, gnu::cold]] void fail_unguarded(const std::string& why, Verification& out) {
+  Value reason = Value::string(why);
+  out.trace.push_back(nullptr, GateResult::failed, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.reason = std::move(reason);
+  out.action = rejection("ERROR", "Action blocked: " + why + "; it cannot act until the guard is loaded");
+  log_message(LogLevel::warn, "verifier", "guard rule failed: " + why);
+}
+
 }  // namespace
 
 void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out) {
@@ -189,6 +205,11 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
   const std::size_t shard = context.shard;
   const bool timed = (watch.next_verification() & kTimingSampleMask) == 0;
   const pp_value* signal_handle = to_handle(signal);
+
+  if (const std::string* unguarded = snapshot.unguarded(action)) [[unlikely]] {
+    fail_unguarded(*unguarded, out);
+    return;
+  }
 
   pp_call call;  // owns what gates build during this verification
   const Value* current = &action;

@@ -24,11 +24,21 @@ struct GateTraceEntry {
   std::uint32_t reason;  // index into the trace's reasons + 1; 0: none
 };
 
+// The name and version a trace shows for the host's own check that the
+// action's actuator or tool has its guards (an entry without a slot).
+inline constexpr std::string_view kGuardRuleName = "guard-rule";
+inline constexpr std::string_view kGuardRuleVersion = "host";
+
 // What a reader of the trace sees of one entry.
 struct GateTraceView {
-  const Slot* slot;
+  const Slot* slot;  // nullptr: the host's guard rule, which failed
   GateResult result;
   const Value& reason;  // blocked, approval, failed: why (a string); NIL otherwise
+
+  std::string_view name() const noexcept { return slot != nullptr ? std::string_view(slot->name()) : kGuardRuleName; }
+  std::string_view version() const noexcept {
+    return slot != nullptr ? std::string_view(slot->version_text()) : kGuardRuleVersion;
+  }
 };
 
 // The gates' decisions in execution order. Up to kInline entries live inline
@@ -134,6 +144,12 @@ struct Verification {
 };
 
 // Runs the gates. Stateless; any thread, concurrently.
+//
+// First the guard rule: an action whose actuator or tool is served by a
+// skill missing one of its guards (Snapshot::unguarded) *fails* before any
+// gate runs, with a trace entry of the host's (kGuardRuleName) saying which
+// guard is missing: no loaded set of skills lets an actuator act without the
+// gates its manifest trusts.
 //
 // Contract (seed D15, Decisions 2): gates run highest priority first, ties by
 // name; pass continues with the same action; rewrite continues with the new

@@ -67,7 +67,7 @@ constexpr const char* kColumns =
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
-constexpr std::array<std::string_view, 4> kActions = {"load", "swap", "add", "remove"};
+constexpr std::array<std::string_view, 5> kActions = {"load", "swap", "add", "remove", "force-remove"};
 constexpr std::array<std::string_view, 3> kOutcomes = {"ok", "refused", "failed"};
 
 bool is_one_of(std::string_view value, const auto& allowed) {
@@ -131,7 +131,7 @@ namespace {
 // What record() refuses before touching the database.
 Result<void> check_change(const SkillChange& change) {
   if (!is_one_of(change.action, kActions)) {
-    return fail(ErrorCode::invalid_input, "audit: unknown action '" + change.action + "' (load, swap, add, remove)");
+    return fail(ErrorCode::invalid_input, "audit: unknown action '" + change.action + "' (load, swap, add, remove, force-remove)");
   }
   if (!is_one_of(change.outcome, kOutcomes)) {
     return fail(ErrorCode::invalid_input, "audit: unknown outcome '" + change.outcome + "' (ok, refused, failed)");

@@ -20,7 +20,7 @@ struct SkillChange {
   std::int64_t id = 0;          // assigned by the log (ignored by record())
   std::int64_t at_unix_ms = 0;  // when the change was requested (set by the caller; 0 = now)
   std::string requester;        // who or what asked: "cli", "sighup", "watcher", "rescan", "api", ...
-  std::string action;           // "load", "swap", "add", "remove"
+  std::string action;           // "load", "swap", "add", "remove", "force-remove" (a guard removed with --force)
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)
   std::string to_version, to_sha256;      // empty when there is none (remove, or a refusal before the library was read)

@@ -184,8 +184,8 @@ LoadPlan DependencyGraph::plan(std::span<const SkillManifest> manifests,
   }
   g.deps.resize(g.nodes.size());
   for (std::size_t v = 0; v < g.nodes.size(); ++v) {
-    for (const Dependency& dep : g.nodes[v]->depends_on) {
-      if (auto it = g.index.find(dep.name); it != g.index.end()) g.deps[v].push_back(it->second);
+    for (const Dependency* dep : g.nodes[v]->requirements()) {
+      if (auto it = g.index.find(dep->name); it != g.index.end()) g.deps[v].push_back(it->second);
     }
     std::sort(g.deps[v].begin(), g.deps[v].end());
     g.deps[v].erase(std::unique(g.deps[v].begin(), g.deps[v].end()), g.deps[v].end());
@@ -209,14 +209,15 @@ LoadPlan DependencyGraph::plan(std::span<const SkillManifest> manifests,
     }
 
     const SkillManifest& skill = *g.nodes[first];
-    for (const Dependency& dep : skill.depends_on) {
+    for (const Dependency* requirement : skill.requirements()) {
+      const Dependency& dep = *requirement;
       std::optional<SemVer> version;
       if (auto it = by_name.find(dep.name); it != by_name.end()) {
         if (it->second.size() == 1) version = it->second.front()->version;
       } else if (auto a = available.find(dep.name); a != available.end()) {
         version = a->second;
       } else {
-        reasons[skill.name] = "depends on " + in_quotes(dep.name) + ", which is not installed";
+        reasons[skill.name] = std::string(dep.verb()) + " " + in_quotes(dep.name) + ", which is not installed";
         causes[skill.name] = Cause{skill.name, reasons[skill.name]};
         break;
       }
@@ -228,7 +229,7 @@ LoadPlan DependencyGraph::plan(std::span<const SkillManifest> manifests,
       }
       if (auto r = reasons.find(dep.name); r != reasons.end()) {
         const Cause& cause = causes.at(dep.name);
-        std::string head = "depends on " + in_quotes(dep.name) + ", which is disabled (";
+        std::string head = std::string(dep.verb()) + " " + in_quotes(dep.name) + ", which is disabled (";
         // A long chain of dependents would nest without bound; past a few
         // links, name the first one and where the chain starts.
         reasons[skill.name] = cause.links < kMaxQuotedLinks ? head + r->second + ")"

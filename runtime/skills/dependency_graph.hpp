@@ -41,13 +41,16 @@ class DependencyGraph {
   //                                (a cycle through the member, starting at its
   //                                smallest name, dependencies taken in name order)
   //   a dependency nobody provides depends on 'x', which is not installed
+  //   a guard nobody provides      is guarded by 'x', which is not installed
+  //                                (guards, manifest `guarded_by`, count as
+  //                                dependencies throughout, with this verb)
   //   a version that does not fit  requires 'policy >=2.0', but policy is 1.2.0
   //   a dependency that is disabled depends on 'x', which is disabled (<x's reason>)
   // A chain of disabled dependents more than a few links long quotes only the
   // first link and where the chain starts:
   //   depends on 'x', which is disabled (... depends on 'r', which is disabled (<r's reason>))
   // A member of a cycle reports the cycle; any other skill reports its first
-  // failing dependency in the order of depends_on. Everything else is in `order`.
+  // failing dependency in the order of depends_on, then guarded_by. Everything else is in `order`.
   static LoadPlan plan(std::span<const SkillManifest> manifests, const std::map<std::string, SemVer>& available = {});
 };
 

@@ -103,6 +103,52 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
       "tool");
   actuators_ = first_by_name<ActuatorEntry>(
       ordered, [](const Slot& slot) { return slot.actuators(); }, "actuator");
+
+  // The guard rule: what a skill offers acts only while every guard it names
+  // is here and judges actions (has a gate).
+  for (ToolEntry& entry : tools_) {
+    std::string missing = missing_guard(*entry.slot);
+    if (missing.empty()) continue;
+    entry.unguarded = &unguarded_reasons_.emplace_back("the tool '" + entry.name() + "' " + missing);
+  }
+  for (ActuatorEntry& entry : actuators_) {
+    std::string missing = missing_guard(*entry.slot);
+    if (missing.empty()) continue;
+    entry.unguarded = &unguarded_reasons_.emplace_back(":" + entry.name() + " " + missing);
+  }
+  for (const std::string& reason : unguarded_reasons_) {
+    log_message(LogLevel::warn, "registry", reason + "; it fails closed until the guard is loaded");
+  }
+}
+
+std::string Snapshot::missing_guard(const Slot& slot) const {
+  for (const Dependency& guard : slot.manifest().guarded_by) {
+    const Slot* found = find(guard.name);
+    if (found == nullptr) return "is guarded by " + guard.name + ", which is not loaded";
+    if (!found->has_gate()) return "is guarded by " + guard.name + ", which has no gate";
+    if (!guard.constraint.matches(found->manifest().version)) {
+      return "is guarded by '" + guard.text + "', but " + guard.name + " " + found->version_text() + " is loaded";
+    }
+  }
+  if (slot.manifest().guarded_by.empty() && slot.acts()) return "names no guard";
+  return {};
+}
+
+const std::string* Snapshot::unguarded(const Value& action) const noexcept {
+  if (unguarded_reasons_.empty()) [[likely]] return nullptr;
+  const Value& target = action.at("TARGET");
+  if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return nullptr;
+  std::string_view name = target.text();
+  if (!name.empty() && name.front() == ':') name.remove_prefix(1);
+  if (name.size() == 4 && ascii_upper(name[0]) == 'T' && ascii_upper(name[1]) == 'O' && ascii_upper(name[2]) == 'O' &&
+      ascii_upper(name[3]) == 'L') {
+    const Value& tool = action.at("PAYLOAD").at("TOOL");
+    if (!tool.is_keyword() && !tool.is_string() && !tool.is_symbol()) return nullptr;
+    const ToolEntry* entry = find_tool(tool.text());
+    return entry != nullptr ? entry->unguarded : nullptr;
+  }
+  const ActuatorEntry* entry = find_actuator(name);
+  return entry != nullptr ? entry->unguarded : nullptr;
 }
 
 const Snapshot::ToolEntry* Snapshot::find_tool(std::string_view name) const noexcept {

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,10 @@ class Snapshot {
     const Slot* slot;
     std::size_t index;
 
+    // Why the tool may not act in this snapshot (a guard its skill names is
+    // not loaded, or has no gate); nullptr when it may. Owned by the snapshot.
+    const std::string* unguarded = nullptr;
+
     const SkillTool& tool() const noexcept { return slot->tools()[index]; }
     const std::string& name() const noexcept { return tool().name; }
     // Slot::call_tool: may block; call it from a blocking-work thread.
@@ -42,6 +47,9 @@ class Snapshot {
   struct ActuatorEntry {
     const Slot* slot;
     std::size_t index;
+
+    // As for ToolEntry: ":SHELL is guarded by shell-guard, which is not loaded".
+    const std::string* unguarded = nullptr;
 
     // Upper-case, as the keyword prints ("SHELL").
     const std::string& name() const noexcept { return slot->actuators()[index]; }
@@ -81,6 +89,15 @@ class Snapshot {
   // The actuator for `target` ("shell", ":SHELL"), ignoring ASCII case and
   // one leading ':'; nullptr when no skill serves it.
   const ActuatorEntry* find_actuator(std::string_view target) const noexcept;
+  // Why `action` may not act: the actuator its :TARGET names, or for
+  // :TARGET :TOOL the tool its :PAYLOAD :TOOL names, is served by a skill
+  // one of whose guards (manifest guarded_by) is not in this snapshot or has
+  // no gate. nullptr when it may act, or when nothing serves the target (that
+  // is dispatch's error). Costs one test while every guard is loaded.
+  const std::string* unguarded(const Value& action) const noexcept;
+  // Whether any actuator or tool of this snapshot lacks a guard.
+  bool has_unguarded() const noexcept { return !unguarded_reasons_.empty(); }
+
   // Skills with an observe hook, in gate order (priority descending, then name).
   std::span<const Slot* const> observers() const noexcept { return observers_; }
   // Skills with an error policy, in the same order: the first that chooses
@@ -98,6 +115,11 @@ class Snapshot {
   std::vector<ActuatorEntry> actuators_;  // sorted by name (names are upper-case)
   std::vector<const Slot*> observers_;
   std::vector<const Slot*> error_policies_;
+  std::deque<std::string> unguarded_reasons_;  // what the entries' `unguarded` point to
+
+  // "is guarded by x, which is not loaded" when a guard `slot` names is
+  // missing here; "" when every one is present.
+  std::string missing_guard(const Slot& slot) const;
 };
 
 // Holds the current snapshot. snapshot() from any thread; publish() from the

@@ -19,10 +19,11 @@ BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader
   for (const auto& d : plan.disabled) failed.emplace(d.name, d.reason);
 
   for (const SkillManifest* manifest : plan.order) {
-    auto broken = std::find_if(manifest->depends_on.begin(), manifest->depends_on.end(),
-                               [&](const Dependency& dep) { return failed.count(dep.name) != 0; });
-    if (broken != manifest->depends_on.end()) {
-      std::string reason = "depends on '" + broken->name + "', which failed to load";
+    const auto requirements = manifest->requirements();
+    auto broken = std::find_if(requirements.begin(), requirements.end(),
+                               [&](const Dependency* dep) { return failed.count(dep->name) != 0; });
+    if (broken != requirements.end()) {
+      std::string reason = std::string((*broken)->verb()) + " '" + (*broken)->name + "', which failed to load";
       failed.emplace(manifest->name, reason);
       result.disabled.push_back(Disabled{manifest->name, reason});
       continue;

@@ -52,16 +52,16 @@ std::vector<std::shared_ptr<const Slot>> current_slots(const Snapshot& snapshot)
   return {snapshot.slots().begin(), snapshot.slots().end()};
 }
 
-// The new skill's own dependencies, against what is loaded (minus `replacing`).
+// The new skill's own dependencies and guards, against what is loaded (minus `replacing`).
 Result<void> check_dependencies(const SkillManifest& manifest, const Snapshot& snapshot) {
-  for (const Dependency& dep : manifest.depends_on) {
-    const Slot* provider = snapshot.find(dep.name);
+  for (const Dependency* dep : manifest.requirements()) {
+    const Slot* provider = snapshot.find(dep->name);
     if (provider == nullptr || provider->name() == manifest.name) {
-      return fail(ErrorCode::refused, "skill '" + manifest.name + "' depends on '" + dep.name +
+      return fail(ErrorCode::refused, "skill '" + manifest.name + "' " + dep->verb() + " '" + dep->name +
                                           "', which is not loaded; load it first");
     }
-    if (!dep.constraint.matches(provider->manifest().version)) {
-      return fail(ErrorCode::refused, "skill '" + manifest.name + "' requires '" + dep.text + "', but " + dep.name +
+    if (!dep->constraint.matches(provider->manifest().version)) {
+      return fail(ErrorCode::refused, "skill '" + manifest.name + "' requires '" + dep->text + "', but " + dep->name +
                                           " " + provider->version_text() + " is loaded");
     }
   }
@@ -71,11 +71,27 @@ Result<void> check_dependencies(const SkillManifest& manifest, const Snapshot& s
 // Loaded skills whose declared constraint on `manifest.name` the new version would violate.
 Result<void> check_dependents(const SkillManifest& manifest, const Snapshot& snapshot) {
   for (const auto& slot : snapshot.slots()) {
-    for (const Dependency& dep : slot->manifest().depends_on) {
-      if (dep.name == manifest.name && !dep.constraint.matches(manifest.version)) {
+    for (const Dependency* dep : slot->manifest().requirements()) {
+      if (dep->name == manifest.name && !dep->constraint.matches(manifest.version)) {
         return fail(ErrorCode::refused, "swapping '" + manifest.name + "' to " + manifest.version.to_string() +
-                                            " would break '" + slot->name() + "', which requires '" + dep.text +
+                                            " would break '" + slot->name() + "', which requires '" + dep->text +
                                             "'; update " + slot->name() + " first");
+      }
+    }
+  }
+  return {};
+}
+
+// A guard's new version must still be a gate: the skills it guards would
+// otherwise be left without it.
+Result<void> check_still_guards(const Slot& next, const Snapshot& snapshot) {
+  if (next.has_gate()) return {};
+  for (const auto& slot : snapshot.slots()) {
+    for (const Dependency& guard : slot->manifest().guarded_by) {
+      if (guard.name == next.name()) {
+        return fail(ErrorCode::refused, "skill '" + next.name() + "' " + next.version_text() +
+                                            " has no gate, and it guards '" + slot->name() + "' (" +
+                                            slot->offers_text() + "); keep a gate in it");
       }
     }
   }
@@ -107,6 +123,8 @@ bool same_settings(const SkillManifest& a, const SkillManifest& b) {
   auto deps = [](const SkillManifest& m) {
     std::vector<std::string> texts;
     for (const auto& d : m.depends_on) texts.push_back(d.text);
+    texts.emplace_back("|");  // depends_on and guarded_by are different lists
+    for (const auto& g : m.guarded_by) texts.push_back(g.text);
     return texts;
   };
   return a.version == b.version && a.library == b.library && a.priority == b.priority && a.abi.major == b.abi.major &&
@@ -124,7 +142,8 @@ Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
     if (!opened) return fail(opened.error().code, opened.error().message);
     audit = std::move(*opened);
   }
-  auto loader = SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}});
+  auto loader =
+      SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}, options.workspace});
   if (!loader) return fail(loader.error().code, loader.error().message);
   return std::unique_ptr<SkillHost>(new SkillHost(std::move(options), std::move(*loader), std::move(audit)));
 }
@@ -240,8 +259,8 @@ ChangeResult SkillHost::add(const SkillManifest& manifest, std::string_view requ
   return control_.run([&] { return add_now(manifest, requester, requested); });
 }
 
-std::vector<ChangeResult> SkillHost::remove(std::string_view name, bool cascade, std::string_view requester) {
-  return control_.run([&] { return remove_now(name, cascade, requester); });
+std::vector<ChangeResult> SkillHost::remove(std::string_view name, RemoveMode mode, std::string_view requester) {
+  return control_.run([&] { return remove_now(name, mode, requester); });
 }
 
 RescanResult SkillHost::rescan(std::string_view requester) {
@@ -292,6 +311,9 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
   std::shared_ptr<Slot> slot = std::move(prepared->slot);
   const auto skill_us = prepared->skill_us;
+  if (auto ok = check_still_guards(*slot, *snapshot); !ok) {
+    return refuse(std::move(change), "guards", ok.error(), start);
+  }
 
   if (auto ok = hand_over_state(*old, *slot); !ok) {
     return refuse(std::move(change), "state", ok.error(), start);
@@ -340,7 +362,41 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
   return ChangeResult{std::move(change), publish_us};
 }
 
-std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, bool cascade, std::string_view requester) {
+namespace {
+
+// The loaded skills that need `name`, directly or not, through the
+// requirements `follows` accepts (depends_on, guarded_by, or both).
+template <class Follows>
+std::set<std::string> needing(const Snapshot& snapshot, std::string_view name, Follows follows) {
+  std::set<std::string> doomed{std::string(name)};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& slot : snapshot.slots()) {
+      if (doomed.count(slot->name()) != 0) continue;
+      for (const Dependency* dep : slot->manifest().requirements()) {
+        if (follows(*dep) && doomed.count(dep->name) != 0) {
+          doomed.insert(slot->name());
+          grew = true;
+          break;
+        }
+      }
+    }
+  }
+  return doomed;
+}
+
+// "'a', 'b'": every name of `names` but `but`.
+std::string quoted_names(const std::set<std::string>& names, std::string_view but) {
+  std::string text;
+  for (const auto& n : names) {
+    if (n != but) text += (text.empty() ? "'" : ", '") + n + "'";
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMode mode, std::string_view requester) {
   const auto start = Clock::now();
   auto snapshot = registry_.snapshot();
   std::vector<ChangeResult> results;
@@ -354,33 +410,19 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, bool casc
     return results;
   }
 
-  // Everything that depends on `name`, directly or not.
-  std::set<std::string> doomed{std::string(name)};
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& slot : snapshot->slots()) {
-      if (doomed.count(slot->name()) != 0) continue;
-      for (const Dependency& dep : slot->manifest().depends_on) {
-        if (doomed.count(dep.name) != 0) {
-          doomed.insert(slot->name());
-          grew = true;
-          break;
-        }
-      }
-    }
+  // Everything that depends on `name` or is guarded by it, directly or not.
+  std::set<std::string> doomed = needing(*snapshot, name, [](const Dependency&) { return true; });
+  const bool forced = mode == RemoveMode::force && doomed.size() > 1;
+  if (forced) {
+    // A forced removal takes the guard alone: what it guards stays loaded
+    // and fails closed. What merely depends on it still needs a cascade.
+    doomed = needing(*snapshot, name, [](const Dependency& dep) { return !dep.guard; });
   }
-  if (doomed.size() > 1 && !cascade) {
-    std::string dependents;
-    for (const auto& d : doomed) {
-      if (d == name) continue;
-      dependents += (dependents.empty() ? "'" : ", '") + d + "'";
-    }
+  if (doomed.size() > 1 && mode != RemoveMode::cascade) {
     SkillChange change = begin_change("remove", name, requester);
     change.from_version = target->version_text();
     change.from_sha256 = target->library_sha256();
-    results.push_back(finish(std::move(change), "dependencies",
-                             Error{ErrorCode::refused, "skill '" + std::string(name) + "' is needed by " + dependents +
-                                                           "; remove those first or ask to cascade"},
+    results.push_back(finish(std::move(change), "dependencies", Error{ErrorCode::refused, removal_refusal(*snapshot, name, doomed)},
                              start));
     record(results.back().change);
     return results;
@@ -400,7 +442,7 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, bool casc
   registry_.publish(std::move(kept));
   const auto publish_us = micros_since(start);
   for (const Slot* slot : removed) {
-    SkillChange change = begin_change("remove", slot->name(), requester);
+    SkillChange change = begin_change(forced ? "force-remove" : "remove", slot->name(), requester);
     change.from_version = slot->version_text();
     change.from_sha256 = slot->library_sha256();
     change.outcome = "ok";
@@ -409,7 +451,37 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, bool casc
     results.push_back(ChangeResult{change, publish_us});
     record(results.back().change);
   }
+  if (forced) {
+    for (const auto& slot : registry_.snapshot()->slots()) {
+      for (const Dependency& guard : slot->manifest().guarded_by) {
+        if (guard.name != name) continue;
+        log_message(LogLevel::warn, "skills",
+                    "skill '" + std::string(name) + "' was removed with --force: " + slot->offers_text() + " of '" +
+                        slot->name() + "' cannot act until '" + std::string(name) + "' is loaded again");
+      }
+    }
+  }
   return results;
+}
+
+std::string SkillHost::removal_refusal(const Snapshot& snapshot, std::string_view name,
+                                       const std::set<std::string>& doomed) {
+  // Guarded skills are named with what they offer, so the operator sees what would act unguarded.
+  std::string guarded;
+  for (const auto& slot : snapshot.slots()) {
+    if (doomed.count(slot->name()) == 0 || slot->name() == name) continue;
+    const auto& guards = slot->manifest().guarded_by;
+    if (std::any_of(guards.begin(), guards.end(), [&](const Dependency& g) { return g.name == name; })) {
+      guarded += (guarded.empty() ? "" : "; ") + slot->offers_text() + " of '" + slot->name() + "'";
+    }
+  }
+  if (guarded.empty()) {
+    return "skill '" + std::string(name) + "' is needed by " + quoted_names(doomed, name) +
+           "; remove those first or ask to cascade";
+  }
+  return "skill '" + std::string(name) + "' guards " + guarded + "; unloading it would leave them unguarded. Add " +
+         "--cascade to unload " + quoted_names(doomed, name) + " too, or --force to unload it alone (they then " +
+         "refuse to act until a guard is loaded)";
 }
 
 RescanResult SkillHost::rescan_now(std::string_view requester) {
@@ -437,6 +509,12 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
     const Slot* loaded = snapshot->find(manifest.name);
     if (loaded == nullptr) {
       added.push_back(std::move(manifest));
+      continue;
+    }
+    if (!in_manifest_dir(loaded->manifest().path)) {
+      // An operator loaded it from elsewhere: theirs to change, not the folder's.
+      result.kept.push_back(manifest.name + ": loaded from " + loaded->manifest().path.string() +
+                            ", not from the folder; left as it is");
       continue;
     }
     // Changed? Settings first (cheap), then the library's bytes.
@@ -480,14 +558,25 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
   snapshot = registry_.snapshot();
   std::vector<std::string> gone;
   for (const auto& slot : snapshot->slots()) {
-    if (in_folder.count(slot->name()) == 0 && !unreadable(slot->manifest().path)) gone.push_back(slot->name());
+    if (in_folder.count(slot->name()) == 0 && in_manifest_dir(slot->manifest().path) &&
+        !unreadable(slot->manifest().path)) {
+      gone.push_back(slot->name());
+    }
   }
   // Dependents before what they depend on: reverse load order.
   std::reverse(gone.begin(), gone.end());
   for (const std::string& name : gone) {
-    for (auto& r : remove_now(name, false, requester)) result.changes.push_back(std::move(r));
+    for (auto& r : remove_now(name, RemoveMode::refuse_if_needed, requester)) result.changes.push_back(std::move(r));
   }
   return result;
+}
+
+bool SkillHost::in_manifest_dir(const fs::path& manifest) const {
+  std::error_code ec;
+  const fs::path folder = fs::weakly_canonical(options_.manifest_dir, ec);
+  if (ec) return false;
+  const fs::path parent = fs::weakly_canonical(manifest.parent_path(), ec);
+  return !ec && parent == folder;
 }
 
 Result<std::vector<SkillChange>> SkillHost::history(std::size_t limit) const {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ struct SkillHostOptions {
   // Where changes are recorded durably; empty keeps them in memory only.
   std::filesystem::path audit_file;
   bool check_permissions = true;
+  // What "${workspace}" in a manifest's config stands for (LoaderOptions::workspace).
+  std::filesystem::path workspace;
 };
 
 struct ChangeResult {
@@ -41,8 +44,19 @@ struct ChangeResult {
 
 struct RescanResult {
   std::vector<ChangeResult> changes;
+  // Skills of the folder's names that an operator loaded from elsewhere
+  // (`skills load PATH`): a rescan leaves them as they are; one line each.
+  std::vector<std::string> kept;
   std::vector<Error> manifest_errors;  // files that did not parse (their skills are left as they are)
   std::vector<std::string> deferred;   // libraries still being written; retried on the next rescan
+};
+
+// What remove() does with the skills that need the one removed.
+enum class RemoveMode {
+  refuse_if_needed,  // refuse while any loaded skill depends on it or is guarded by it
+  cascade,           // remove those too, dependents first
+  force,             // remove it alone when only guarded skills need it: they stay loaded
+                     // and fail closed until a guard is back (audited as "force-remove")
 };
 
 // Thread affinity: every change runs on the host's control thread (the
@@ -73,13 +87,16 @@ class SkillHost {
   ChangeResult swap(const SkillManifest& next, std::string_view requester);
   // Loads a skill that is not loaded yet; its dependencies must be loaded.
   ChangeResult add(const SkillManifest& manifest, std::string_view requester);
-  // Unloads a skill; refused while others depend on it unless `cascade`,
-  // which removes the dependents first (one result each, dependents first).
-  std::vector<ChangeResult> remove(std::string_view name, bool cascade, std::string_view requester);
+  // Unloads a skill; refused while others depend on it or are guarded by it
+  // (manifest guarded_by), unless `mode` says otherwise (one result per
+  // skill removed, dependents first).
+  std::vector<ChangeResult> remove(std::string_view name, RemoveMode mode, std::string_view requester);
   // Re-reads the skill's manifest from the manifest folder and swaps (or adds) it.
   ChangeResult reload(std::string_view name, std::string_view requester);
-  // Applies what changed in the manifest folder: new skills are added,
-  // removed ones unloaded, changed ones (version, library bytes, settings) swapped.
+  // Applies what changed in the manifest folder to the skills loaded from it:
+  // new skills are added, removed ones unloaded (refused, and reported, while
+  // a loaded skill needs them), changed ones (version, library bytes,
+  // settings) swapped. A skill loaded from anywhere else is left as it is.
   RescanResult rescan(std::string_view requester);
 
   // Changes, newest first. Read on the control thread, after any change in
@@ -98,7 +115,11 @@ class SkillHost {
   using TimePoint = std::chrono::steady_clock::time_point;
   ChangeResult swap_now(const SkillManifest& next, std::string_view requester, TimePoint requested);
   ChangeResult add_now(const SkillManifest& manifest, std::string_view requester, TimePoint requested);
-  std::vector<ChangeResult> remove_now(std::string_view name, bool cascade, std::string_view requester);
+  std::vector<ChangeResult> remove_now(std::string_view name, RemoveMode mode, std::string_view requester);
+  static std::string removal_refusal(const Snapshot& snapshot, std::string_view name,
+                                     const std::set<std::string>& doomed);
+  // Whether `manifest` is a file of the manifest folder.
+  bool in_manifest_dir(const std::filesystem::path& manifest) const;
   RescanResult rescan_now(std::string_view requester);
   struct NewSlot {
     std::shared_ptr<Slot> slot;

@@ -30,6 +30,7 @@
 #include "digest.hpp"
 #include "file_io.hpp"
 #include "log.hpp"
+#include "skills/config_placeholders.hpp"
 #include "skills/elf_inspector.hpp"
 #include "skills/skill_table.hpp"
 
@@ -338,6 +339,26 @@ fs::path SkillLoader::library_path(const SkillManifest& manifest) const {
   return state_->options.plugin_dir / manifest.library;
 }
 
+Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const std::string& who) const {
+  ConfigPlaceholders placeholders;
+  const fs::path& workspace = state_->options.workspace;
+  if (!workspace.empty()) placeholders.emplace("workspace", workspace.string());
+  auto expanded = expand_config_placeholders(manifest.config, placeholders, who);
+  if (!expanded) return fail(expanded.error().code, expanded.error().message);
+  if (expanded->used.count("workspace") != 0) {
+    std::error_code ec;
+    if (!fs::is_directory(workspace, ec)) {
+      fs::create_directories(workspace, ec);
+      if (ec) {
+        return fail(ErrorCode::io_error, who + ": cannot create the workspace " + workspace.string() + ": " + ec.message());
+      }
+      ::chmod(workspace.c_str(), 0700);
+      log_message(LogLevel::info, "loader", "created the workspace " + workspace.string() + " (mode 0700)");
+    }
+  }
+  return std::move(expanded->config);
+}
+
 Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   const std::string who = quoted(manifest.name);
   const fs::path source = library_path(manifest);
@@ -390,9 +411,13 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   if (!entry) return fail(entry.error().code, entry.error().message);
   auto table = SkillTable::read(**entry, manifest);
   if (!table) return fail(table.error().code, table.error().message);
+  if (auto ok = table->check_guards(manifest); !ok) return fail(ok.error().code, ok.error().message);
+  auto config = expand_config(manifest, who);
+  if (!config) return fail(config.error().code, config.error().message);
 
-  return std::shared_ptr<Slot>(new Slot(manifest, std::move(sha256), std::move(library), std::move(*table)),
-                               RetireOnControl{state_->options.retire_queue});
+  return std::shared_ptr<Slot>(
+      new Slot(manifest, std::move(sha256), std::move(library), std::move(*table), std::move(*config)),
+      RetireOnControl{state_->options.retire_queue});
 }
 
 Result<std::shared_ptr<Slot>> SkillLoader::load(const SkillManifest& manifest) {

@@ -22,6 +22,10 @@ struct LoaderOptions {
   // When set, a slot whose last holder is another thread is destroyed on this
   // queue's thread (the control thread): instance destroy and dlclose happen there.
   std::shared_ptr<ControlThread::Queue> retire_queue;
+  // What "${workspace}" in a manifest's config stands for (empty: the host
+  // has none, and a manifest that uses it is refused). Created, mode 0700,
+  // when a skill that names it is loaded and it does not exist yet.
+  std::filesystem::path workspace;
 };
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).
@@ -33,7 +37,9 @@ class SkillLoader {
   ~SkillLoader();
 
   // Every step of loading but creating the instance: the returned slot has the
-  // library mapped and its table checked against the host and the manifest.
+  // library mapped, its table checked against the host and the manifest
+  // (a skill that offers actuators or tools must name its guards in
+  // `guarded_by`), and its config's placeholders expanded.
   Result<std::shared_ptr<Slot>> open(const SkillManifest& manifest);
   // open(), then create the instance and run its self-test.
   Result<std::shared_ptr<Slot>> load(const SkillManifest& manifest);
@@ -50,6 +56,8 @@ class SkillLoader {
  private:
   struct State;
   explicit SkillLoader(std::unique_ptr<State> state);
+  // The manifest's config with "${workspace}" expanded (the folder made when missing).
+  Result<Value> expand_config(const SkillManifest& manifest, const std::string& who) const;
   std::unique_ptr<State> state_;
 };
 

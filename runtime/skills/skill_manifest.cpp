@@ -27,8 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kTopKeys[] = {"name",    "version", "library", "abi",         "priority",    "depends_on",
-                                         "trigger", "config",  "sha256",  "description", "never_unload"};
+constexpr std::string_view kTopKeys[] = {"name",   "version", "library", "abi",    "priority",    "depends_on",
+                                         "guarded_by", "trigger", "config",  "sha256", "description", "never_unload"};
 constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
 constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
 
@@ -37,6 +37,9 @@ constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
     {"dependencies", "depends_on"},
     {"depends", "depends_on"},
     {"requires", "depends_on"},
+    {"guards", "guarded_by"},
+    {"guarded", "guarded_by"},
+    {"guard", "guarded_by"},
     {"lib", "library"},
     {"so", "library"},
     {"checksum", "sha256"},
@@ -202,13 +205,16 @@ class ManifestReader : public YamlProblems {
   void read_name(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_library(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_priority(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
-  void read_depends_on(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  // depends_on and guarded_by: `field` names the key in messages.
+  void read_dependencies(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                         std::vector<Dependency>& out, std::vector<YAML::Mark>& marks);
   void read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_sha256(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   Value convert_config(const YAML::Node& node, const std::string& path, int depth);
   Value convert_config_scalar(const YAML::Node& node, const std::string& path);
 
   std::vector<YAML::Mark> dependency_marks_;  // parallel to depends_on
+  std::vector<YAML::Mark> guard_marks_;       // parallel to guarded_by
   std::size_t config_values_ = 0;
   bool config_aborted_ = false;  // a cap was hit; the problem is already reported once
 };
@@ -274,7 +280,10 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
     } else if (k == "priority") {
       read_priority(key, value, out);
     } else if (k == "depends_on") {
-      read_depends_on(key, value, out);
+      read_dependencies(key, value, k, out.depends_on, dependency_marks_);
+    } else if (k == "guarded_by") {
+      read_dependencies(key, value, k, out.guarded_by, guard_marks_);
+      for (Dependency& guard : out.guarded_by) guard.guard = true;
     } else if (k == "trigger") {
       read_trigger(key, value, out);
     } else if (k == "config") {
@@ -365,17 +374,20 @@ void ManifestReader::read_priority(const YAML::Node& key, const YAML::Node& valu
   out.priority = priority;
 }
 
-void ManifestReader::read_depends_on(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+void ManifestReader::read_dependencies(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                                       std::vector<Dependency>& out, std::vector<YAML::Mark>& marks) {
+  const std::string quoted_field = "'" + std::string(field) + "'";
+  const std::string noun = field == "guarded_by" ? "guard" : "dependency";
   if (value.IsNull()) return;
   if (!value.IsSequence()) {
-    problem_at(key, value, "'depends_on' must be a list such as [policy >=1.0], found " + describe(value));
+    problem_at(key, value, quoted_field + " must be a list such as [policy >=1.0], found " + describe(value));
     return;
   }
   std::set<std::string> listed;
   for (const YAML::Node& item : value) {
     if (!item.IsScalar()) {
       problem_at(key, item,
-                 "each entry of 'depends_on' must be a string such as 'policy >=1.0', found " + describe(item));
+                 "each entry of " + quoted_field + " must be a string such as 'policy >=1.0', found " + describe(item));
       continue;
     }
     std::string_view text = trim(item.Scalar());
@@ -385,32 +397,32 @@ void ManifestReader::read_depends_on(const YAML::Node& key, const YAML::Node& va
     }
     std::string_view name = text.substr(0, name_end);
     if (text.empty()) {
-      problem(item.Mark(), "empty entry in 'depends_on'; remove it");
+      problem(item.Mark(), "empty entry in " + quoted_field + "; remove it");
       continue;
     }
     if (name.empty()) {
-      problem(item.Mark(), "invalid dependency " + in_quotes(text) +
+      problem(item.Mark(), "invalid " + noun + " " + in_quotes(text) +
                                ": it must start with a skill name; to combine comparators, "
                                "quote the whole entry: \"policy >=1.0, <2\"");
       continue;
     }
     if (!is_valid_skill_name(name)) {
-      problem(item.Mark(), "invalid dependency " + in_quotes(text) + ": " + in_quotes(name) +
+      problem(item.Mark(), "invalid " + noun + " " + in_quotes(text) + ": " + in_quotes(name) +
                                " is not a skill name (lower-case letters, digits and '-')");
       continue;
     }
     auto constraint = VersionConstraint::parse(trim(text.substr(name_end)));
     if (!constraint) {
-      problem(item.Mark(), "dependency " + in_quotes(text) + ": " + constraint.error().message);
+      problem(item.Mark(), noun + " " + in_quotes(text) + ": " + constraint.error().message);
       continue;
     }
     if (!listed.insert(std::string(name)).second) {
-      problem(item.Mark(), "dependency " + in_quotes(name) + " is listed twice; merge the entries into one such as \"" +
+      problem(item.Mark(), noun + " " + in_quotes(name) + " is listed twice; merge the entries into one such as \"" +
                                std::string(name) + " >=1.0, <2\"");
       continue;
     }
-    out.depends_on.push_back(Dependency{std::string(name), *constraint, std::string(text)});
-    dependency_marks_.push_back(item.Mark());
+    out.push_back(Dependency{std::string(name), *constraint, std::string(text)});
+    marks.push_back(item.Mark());
   }
 }
 
@@ -641,6 +653,16 @@ Result<SkillManifest> parse_document(std::string_view yaml, const fs::path& orig
 }
 
 }  // namespace
+
+std::vector<const Dependency*> SkillManifest::requirements() const {
+  std::vector<const Dependency*> all;
+  all.reserve(depends_on.size() + guarded_by.size());
+  for (const Dependency& dep : depends_on) all.push_back(&dep);
+  for (const Dependency& guard : guarded_by) {
+    if (guard.name != name) all.push_back(&guard);
+  }
+  return all;
+}
 
 bool is_valid_skill_name(std::string_view name) {
   if (name.empty() || name.size() > SkillManifest::kMaxNameLength) return false;

@@ -14,11 +14,15 @@
 
 namespace passepartout {
 
-// One entry of `depends_on`: "policy" or "policy >=1.0".
+// One entry of `depends_on` or `guarded_by`: "policy" or "policy >=1.0".
 struct Dependency {
   std::string name;
   VersionConstraint constraint;  // any version when none was written
   std::string text;              // the entry as written (trimmed), for messages: "policy >=1.0"
+  bool guard = false;            // listed in `guarded_by`: the skill's actuators and tools act only while it is loaded
+
+  // "depends on" or "is guarded by", for messages.
+  const char* verb() const noexcept { return guard ? "is guarded by" : "depends on"; }
 };
 
 // Which signals select the skill's prompt generator (gates ignore triggers).
@@ -44,6 +48,10 @@ struct TriggerSpec {
 //   abi: 1                      required; "1" or "1.0"
 //   priority: 90                gates run highest first; default 10
 //   depends_on: [policy >=1.0]  "name" or "name <constraint>" (see VersionConstraint)
+//   guarded_by: [shell-guard]   the gates that must be loaded for the skill's
+//                               actuators and tools to act; required when it
+//                               offers any (entries as in depends_on; the
+//                               skill itself may be one when it has a gate)
 //   trigger: { sensors: [user-input], always: false }
 //   config: { max_output: 100000 }   any map, handed to the skill as a keyword plist
 //   sha256: 3f5a...             pin of the library
@@ -72,11 +80,17 @@ struct SkillManifest {
   AbiVersion abi;
   int priority = 10;
   std::vector<Dependency> depends_on;
+  std::vector<Dependency> guarded_by;  // each with guard = true
   TriggerSpec trigger;
   Value config;                       // a keyword plist, NIL when absent or empty
   std::optional<std::string> sha256;  // 64 lower-case hex digits
   std::string description;
   bool never_unload = false;
+
+  // What must be loaded before this skill, and may not be unloaded while it
+  // is: depends_on, then guarded_by (but the skill itself, which may guard
+  // its own actuators). Pointers into this manifest.
+  std::vector<const Dependency*> requirements() const;
 
   // Parses manifest text; `origin` names it in messages (empty: "<string>").
   // Never throws. On failure the error is invalid_input (limit_exceeded for

@@ -237,4 +237,47 @@ Result<SkillTable> SkillTable::read(const pp_skill_api& table, const SkillManife
   return out;
 }
 
+namespace {
+
+// "a", "a and b", "a, b and c".
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) text += i + 1 == items.size() ? " and " : ", ";
+    text += items[i];
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string SkillTable::offers_text() const {
+  std::vector<std::string> parts;
+  if (!actuators.empty()) {
+    std::vector<std::string> names;
+    for (const std::string& a : actuators) names.push_back(":" + a);
+    parts.push_back((names.size() == 1 ? "the actuator " : "the actuators ") + joined(names));
+  }
+  if (!tools.empty()) {
+    std::vector<std::string> names;
+    for (const SkillTool& t : tools) names.push_back(t.name);
+    parts.push_back((names.size() == 1 ? "the tool " : "the tools ") + joined(names));
+  }
+  return joined(parts);
+}
+
+Result<void> SkillTable::check_guards(const SkillManifest& manifest) const {
+  const bool guards_itself = std::any_of(manifest.guarded_by.begin(), manifest.guarded_by.end(),
+                                         [&](const Dependency& g) { return g.name == manifest.name; });
+  if (guards_itself && hooks.gate == nullptr) {
+    return fail(ErrorCode::refused, "skill '" + manifest.name + "' names itself in guarded_by but has no gate; name " +
+                                        "the gate skills that guard it instead");
+  }
+  if (!acts() || !manifest.guarded_by.empty()) return {};
+  const std::string file = manifest.path.empty() ? std::string("its manifest") : manifest.path.filename().string();
+  return fail(ErrorCode::refused, "skill '" + manifest.name + "' offers " + offers_text() +
+                                      " but names no guard; add guarded_by: [<the gate skills that judge them>] to " +
+                                      file + " (the bundled shell is guarded_by: [shell-guard])");
+}
+
 }  // namespace passepartout

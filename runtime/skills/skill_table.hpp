@@ -46,6 +46,16 @@ struct SkillTable {
   // ABI 1.1 the tools (names, descriptions, parameters JSON) and actuators.
   // Every refusal names the skill and what to do. Control thread.
   static Result<SkillTable> read(const pp_skill_api& table, const SkillManifest& manifest);
+
+  // Whether the skill offers anything that acts on the world (an actuator or
+  // a tool): then its manifest must name guards (guarded_by).
+  bool acts() const noexcept { return !tools.empty() || !actuators.empty(); }
+  // What it offers, for messages: "the actuator :SHELL", "the tools
+  // read-file and write-file", "the actuator :A and the tool t"; "" when nothing.
+  std::string offers_text() const;
+  // The guard rule (guarded_by): a skill that acts names at least one guard,
+  // and one that names itself has a gate. refused, saying what to add, otherwise.
+  Result<void> check_guards(const SkillManifest& manifest) const;
 };
 
 }  // namespace passepartout

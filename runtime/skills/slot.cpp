@@ -3,6 +3,8 @@
 #include "skills/slot.hpp"
 
 #include <atomic>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "log.hpp"
@@ -20,8 +22,10 @@ const char* to_string(ErrorChoice::Kind kind) noexcept {
   return "standard";
 }
 
-Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table)
+Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table,
+           Value config)
     : manifest_(std::move(manifest)),
+      config_(std::move(config)),
       version_text_(manifest_.version.to_string()),
       name_value_(Value::string(manifest_.name)),
       version_value_(Value::string(version_text_)),
@@ -38,7 +42,7 @@ Slot::~Slot() = default;
 
 Result<void> Slot::create_instance() {
   pp_call call;
-  void* instance = table_.hooks.create(&host_api(), &self_, to_handle(manifest_.config), &call);
+  void* instance = table_.hooks.create(&host_api(), &self_, to_handle(config_), &call);
   if (instance == nullptr) {
     return fail(ErrorCode::failed,
                 "skill '" + name() + "': create failed: " +

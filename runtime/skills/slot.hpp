@@ -51,8 +51,11 @@ const char* to_string(ErrorChoice::Kind kind) noexcept;
 // control thread.
 class Slot {
  public:
-  // `table` is what SkillTable::read accepted of the library's table.
-  Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table);
+  // `table` is what SkillTable::read accepted of the library's table;
+  // `config` what create is handed: the manifest's config with its
+  // placeholders expanded (expand_config_placeholders).
+  Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibrary> library, SkillTable table,
+       Value config);
   ~Slot();
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -63,6 +66,8 @@ class Slot {
   Result<void> self_test();
 
   const SkillManifest& manifest() const noexcept { return manifest_; }
+  // The config the instance was created with (placeholders expanded).
+  const Value& config() const noexcept { return config_; }
   const std::string& name() const noexcept { return manifest_.name; }
   const std::string& version_text() const noexcept { return version_text_; }
   // name() and version_text() as string Values, built once.
@@ -97,6 +102,11 @@ class Slot {
   // The actuator targets it serves, upper-cased as keywords print ("SHELL"),
   // in its order (act's index).
   std::span<const std::string> actuators() const noexcept { return table_.actuators; }
+  // Whether it offers anything that acts on the world (an actuator or a
+  // tool): then its manifest must name guards (guarded_by).
+  bool acts() const noexcept { return table_.acts(); }
+  // What it offers, for messages (SkillTable::offers_text).
+  std::string offers_text() const { return table_.offers_text(); }
 
   // Runs tool `index` of tools() with `args` (the model's arguments, a plist
   // or NIL) for an action proposed in response to `signal`; the result is
@@ -135,6 +145,7 @@ class Slot {
   std::string actuator_label(std::size_t index) const;
 
   SkillManifest manifest_;
+  Value config_;
   std::string version_text_;
   Value name_value_;
   Value version_value_;

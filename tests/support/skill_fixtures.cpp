@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -27,7 +28,8 @@ TempDir::~TempDir() {
 
 namespace {
 SkillLoader make_loader(const fs::path& plugin_dir) {
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}});
+  // ${workspace} in a manifest: a folder beside the plugins, made when a skill names it.
+  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, plugin_dir.parent_path() / "workspace"});
   REQUIRE(loader.has_value());
   return std::move(*loader);
 }
@@ -48,6 +50,22 @@ void SkillFixtures::install_library(std::string_view library, const fs::path& fr
   fs::copy_file(from_dir / file, target, fs::copy_options::overwrite_existing);
   fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write | fs::perms::owner_exec |
                               fs::perms::group_read | fs::perms::others_read);
+}
+
+void SkillFixtures::add_bundled_requirements(std::vector<SkillManifest>& manifests) {
+  for (std::size_t i = 0; i < manifests.size(); ++i) {  // grows as requirements are added
+    for (const Dependency* dep : manifests[i].requirements()) {
+      const std::string name = dep->name;
+      const bool present = std::any_of(manifests.begin(), manifests.end(),
+                                       [&](const SkillManifest& m) { return m.name == name; });
+      if (present) continue;
+      auto manifest = SkillManifest::load(fs::path(PP_MANIFEST_DIR) / (name + ".yaml"));
+      INFO((manifest ? std::string() : manifest.error().message));
+      REQUIRE(manifest.has_value());
+      install_library(name, PP_PLUGIN_DIR);
+      manifests.push_back(std::move(*manifest));
+    }
+  }
 }
 
 std::string SkillFixtures::yaml(std::string_view name, int priority, std::string_view extra) {

@@ -35,6 +35,11 @@ class SkillFixtures {
   static std::string yaml(std::string_view name, int priority = 10, std::string_view extra = "");
   // Installs the fixture library and parses a manifest for it (REQUIREs success).
   SkillManifest manifest(std::string_view name, int priority = 10, std::string_view extra = "");
+  // Adds to `manifests` the bundled manifests (from manifests/, libraries
+  // installed from the build's plugin dir) of every skill they depend on or
+  // are guarded by and that is not among them yet, with their own config:
+  // a bundled actuator or tool cannot load without its guards.
+  void add_bundled_requirements(std::vector<SkillManifest>& manifests);
   // Writes `yaml` as <manifest dir>/<file>.
   std::filesystem::path write_manifest(std::string_view file, std::string_view yaml);
 

@@ -18,6 +18,7 @@ SkillHarness::SkillHarness(std::initializer_list<std::string_view> bundled_names
     fixtures_.install_library(name, PP_PLUGIN_DIR);
     manifests.push_back(std::move(*manifest));
   }
+  fixtures_.add_bundled_requirements(manifests);
   BootResult boot = boot_skills(std::move(manifests), fixtures_.loader());
   for (const auto& d : boot.disabled) FAIL("skill '" << d.name << "' did not load: " << d.reason);
   registry_.publish(boot.slots);

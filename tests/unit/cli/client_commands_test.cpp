@@ -201,13 +201,13 @@ TEST_CASE("skills reload, unload and rescan print what changed", "[cli]") {
   }
   SECTION("unload with --cascade") {
     Captured captured;
-    CHECK(cli::run_skills_unload(server.unix_target(), "weather", true, captured.output()) == cli::kExitOk);
+    CHECK(cli::run_skills_unload(server.unix_target(), "weather", true, false, captured.output()) == cli::kExitOk);
     CHECK(server.daemon().last_request().at("CASCADE").is_true());
     CHECK(contains(captured.out.str(), "remove  forecast"));
   }
   SECTION("unload without --cascade") {
     Captured captured;
-    CHECK(cli::run_skills_unload(server.unix_target(), "weather", false, captured.output()) == cli::kExitOk);
+    CHECK(cli::run_skills_unload(server.unix_target(), "weather", false, false, captured.output()) == cli::kExitOk);
     CHECK(server.daemon().last_request().get("CASCADE") == nullptr);
   }
   SECTION("rescan with nothing to do") {

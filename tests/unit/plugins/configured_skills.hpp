@@ -26,7 +26,7 @@
 namespace passepartout::testing {
 
 // The bundled skills `names` (manifests from manifests/, libraries from the
-// build's plugin dir), with the `config` of `configured` replaced by
+// build's plugin dir) and the skills they need (SkillFixtures::add_bundled_requirements), with the `config` of `configured` replaced by
 // `config_yaml` (a YAML flow map such as "{approve_all_shell: false}").
 // Unlike SkillHarness, a skill that fails to load is not a test failure:
 // load_errors() says why, so tests can check how bad config is refused.
@@ -45,6 +45,7 @@ class ConfiguredSkills {
       fixtures_.install_library(name, PP_PLUGIN_DIR);
       manifests.push_back(std::move(*manifest));
     }
+    fixtures_.add_bundled_requirements(manifests);
     BootResult boot = boot_skills(std::move(manifests), fixtures_.loader());
     for (const Disabled& disabled : boot.disabled) {
       load_errors_ += "skill '" + disabled.name + "': " + disabled.reason + "\n";

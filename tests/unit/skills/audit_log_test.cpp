@@ -411,7 +411,7 @@ TEST_CASE("a change with an unknown action or outcome is refused", "[skills][aud
     auto id = log->record(change);
     REQUIRE_FALSE(id.has_value());
     CHECK(id.error().code == ErrorCode::invalid_input);
-    CHECK(id.error().message == "audit: unknown action 'reload' (load, swap, add, remove)");
+    CHECK(id.error().message == "audit: unknown action 'reload' (load, swap, add, remove, force-remove)");
   }
   SECTION("outcome") {
     change.outcome = "maybe";

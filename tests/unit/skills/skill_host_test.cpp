@@ -52,7 +52,7 @@ struct World {
     }
     install("libecho-v1.so", "libecho.so");  // the file the watcher tests rewrite
     if (!boot_manifest.empty()) write("echo.yaml", boot_manifest);
-    auto created = SkillHost::create(SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true});
+    auto created = SkillHost::create(SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
     INFO((created ? std::string() : created.error().message));
     REQUIRE(created.has_value());
     host = std::move(*created);
@@ -181,13 +181,13 @@ TEST_CASE("unloading a skill others depend on is refused unless asked to cascade
                                                "depends_on: [echo]\n")),
                       "test")
               .ok());
-  auto refused = w.host->remove("echo", false, "test");
+  auto refused = w.host->remove("echo", RemoveMode::refuse_if_needed, "test");
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].change.outcome == "refused");
   CHECK(refused[0].change.error == "skill 'echo' is needed by 'depends-on-echo'; remove those first or ask to cascade");
   CHECK(w.host->snapshot()->find("echo") != nullptr);
 
-  auto removed = w.host->remove("echo", true, "test");
+  auto removed = w.host->remove("echo", RemoveMode::cascade, "test");
   REQUIRE(removed.size() == 2);
   CHECK(removed[0].change.skill == "depends-on-echo");  // dependents first
   CHECK(removed[1].change.skill == "echo");
@@ -357,7 +357,7 @@ TEST_CASE("the boot's loads are in the audit log, one row per skill", "[skills][
   two.write("b.yaml", manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so"));
   two.write("c.yaml", manifest_yaml("gamma", "1.0.0", "libecho-v2-badabi.so"));
   auto created = SkillHost::create(
-      SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3", true});
+      SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3", true, two.root.path() / "workspace"});
   REQUIRE(created.has_value());
   static_cast<void>((*created)->boot("boot"));
   auto rows = (*created)->history(10);

@@ -21,15 +21,19 @@ namespace {
 
 using passepartout::testing::sexp;
 
+// A skill that offers tools and actuators names a guard (here one that is
+// never loaded: these tests call the slot itself, below the guard rule).
+constexpr std::string_view kGuarded = "guarded_by: [pass-gate-0]\n";
+
 std::shared_ptr<Slot> load(SkillFixtures& fx, std::string_view name, int priority = 10) {
-  auto slot = fx.loader().load(fx.manifest(name, priority));
+  auto slot = fx.loader().load(fx.manifest(name, priority, kGuarded));
   INFO((slot ? std::string() : slot.error().message));
   REQUIRE(slot.has_value());
   return *slot;
 }
 
 std::string load_error(SkillFixtures& fx, std::string_view name) {
-  auto slot = fx.loader().load(fx.manifest(name));
+  auto slot = fx.loader().load(fx.manifest(name, 10, kGuarded));
   REQUIRE_FALSE(slot.has_value());
   return slot.error().message;
 }
