@@ -372,6 +372,92 @@ TEST_CASE("gates see the :TARGET an action is dispatched to, however the model s
   }
 }
 
+// What a forced unload of a guard leaves behind: the shell stays loaded and
+// acts on nothing until shell-guard is back. The command is harmless anyway.
+TEST_CASE("an actuator whose guard is gone acts on nothing: at reasoning, at the last mile, for approvals",
+          "[pipeline][loop][guards]") {
+  Rig rig({{"policy", 0, {}, true}, {"shell-guard", 0, {}, true}, {"shell", 0, {}, true}}, {R"(rules:
+  - match: "date"
+    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo harmless" :EXPLANATION "Printing a word as asked."))'
+)"});
+  const std::string unguarded = ":SHELL is guarded by shell-guard, which is not loaded";
+  auto without_guard = [&rig] {
+    const auto now = rig.registry.snapshot();
+    std::vector<std::shared_ptr<const Slot>> kept;
+    for (const auto& slot : now->slots()) {
+      if (slot->name() != "shell-guard") kept.push_back(slot);
+    }
+    rig.registry.publish(std::move(kept));  // as `skills unload shell-guard --force` leaves it
+  };
+
+  SECTION("with its guard, the command waits for a human") {
+    auto sink = std::make_shared<RecordingSink>();
+    LoopReport report = rig.run(user_input_signal("show the date", "s1"), sink);
+    CHECK(report.last_signal.at("STATUS").is_keyword("SUSPENDED"));
+  }
+  SECTION("a model's proposal fails at reasoning, every attempt, and the user sees why") {
+    without_guard();
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(user_input_signal("show the date", "s1"), sink);
+    CHECK(rig.providers[0]->hits(0) == 3);
+    REQUIRE(sink->messages().size() == 1);
+    const std::string shown = to_sexp(sink->messages()[0]);
+    CHECK(shown.find(unguarded) != std::string::npos);
+    CHECK(shown.find(":GATE \"guard-rule\" :VERSION \"host\" :RESULT :FAILED") != std::string::npos);
+    CHECK(rig.approvals->pending_count() == 0);
+    CHECK_FALSE(rig.logged("ACT START"));
+  }
+  SECTION("a client's raw action fails at the last mile") {
+    without_guard();
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(sexp("(:TYPE :REQUEST :TARGET :SHELL :META (:SOURCE :TUI :SESSION-ID \"s2\") "
+                 ":PAYLOAD (:CMD \"echo harmless\" :EXPLANATION \"Printing a word as asked.\"))"),
+            sink);
+    CHECK(rig.logged("ACT BLOCKED: Action failed last-mile deterministic check."));
+    CHECK(rig.logged("verifier: guard rule failed: " + unguarded));
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(to_sexp(sink->messages()[0]).find(unguarded) != std::string::npos);
+    CHECK_FALSE(rig.logged("ACT START"));
+  }
+  SECTION("an approval given while the guard is gone does not run, and stays pending") {
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(user_input_signal("show the date", "s1"), sink);
+    const std::string token(sink->messages().back().path({"PAYLOAD", "TOKEN"}).text());
+    REQUIRE(token.size() == 32);
+    without_guard();
+    Result<Value> refused = rig.approve(token);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().message.find(unguarded) != std::string::npos);
+    CHECK(refused.error().message.find("still pending") != std::string::npos);
+    CHECK(rig.approvals->pending_count() == 1);
+    CHECK_FALSE(rig.logged("ACT START"));
+  }
+}
+
+TEST_CASE("the user is shown what an actuator ran and what came of it, and the log has both ends", "[pipeline][loop]") {
+  Rig rig({{"toolbox-a", 50}}, {R"(rules:
+  - match: "RECORDED"
+    reply: "Done."
+  - match: "note"
+    reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this"))'
+)"});
+  auto sink = std::make_shared<RecordingSink>();
+  rig.run(user_input_signal("note it", "s-ran"), sink);
+  REQUIRE(sink->messages().size() == 2);
+  const Value& ran = sink->messages()[0];
+  CHECK(ran.at("TYPE").is_keyword("REQUEST"));
+  CHECK(ran.path({"PAYLOAD", "ACTION"}).is_keyword("MESSAGE"));
+  const std::string_view text = ran.path({"PAYLOAD", "TEXT"}).text();
+  CHECK(text.rfind("Ran (:EXPLANATION ", 0) == 0);  // what ran: the payload (the parser adds the explanation)
+  CHECK(text.find(":NOTE \"keep this\") on :RECORDER:\n(:RECORDED ") != std::string_view::npos);  // then its output
+  const Value& acted = ran.at("PAYLOAD").at("ACTED");
+  CHECK(acted.at("TARGET").is_keyword("RECORDER"));
+  CHECK(acted.at("STATUS").is_keyword("OK"));
+  CHECK(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text() == "Done.");
+  CHECK(rig.logged("ACT START [:RECORDER] (session s-ran): (:EXPLANATION "));
+  CHECK(rig.logged("ACT END [:RECORDER] (session s-ran): ok in "));
+}
+
 TEST_CASE("an approval is asked for, runs exactly once when approved, and can be denied", "[pipeline][loop][approvals]") {
   Rig rig({{"policy", 0, {}, true}, {"approval-gate", 40}, {"toolbox-a", 50}},
           {R"(rules:
