@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <pwd.h>
@@ -398,7 +397,7 @@ void Sandbox::choose_user(const ValueRef& config) {
                         "can do whatever root can beyond the sandbox's limits; set allow_root: false to run "
                         "them as config user"});
   } else {
-    user_text_ = "the daemon's own user " + account_text(self) + " (not root, so config user is not used)";
+    user_text_ = "the daemon's own user " + account_text(self);  // not root: it cannot switch users
   }
 }
 
@@ -410,8 +409,10 @@ void Sandbox::hand_over_workdir() {
   }
   if (st.st_uid == uid_) return;
 
-  bool is_empty = true;
-  if (DIR* listing = ::fdopendir(::fcntl(folder.get(), F_DUPFD_CLOEXEC, 0))) {
+  bool is_empty = false;  // unless listed as such
+  const int listed_fd = ::fcntl(folder.get(), F_DUPFD_CLOEXEC, 0);
+  if (DIR* listing = listed_fd >= 0 ? ::fdopendir(listed_fd) : nullptr) {  // owns listed_fd from here
+    is_empty = true;
     while (const dirent* entry = ::readdir(listing)) {
       const std::string_view name = entry->d_name;
       if (name != "." && name != "..") {
@@ -420,8 +421,8 @@ void Sandbox::hand_over_workdir() {
       }
     }
     ::closedir(listing);
-  } else {
-    is_empty = false;
+  } else if (listed_fd >= 0) {
+    ::close(listed_fd);
   }
 
   Account named;

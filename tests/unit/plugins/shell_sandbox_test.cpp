@@ -55,15 +55,15 @@ std::string run(ConfiguredSkills& skills, const std::string& cmd, double seconds
   return std::string(result->text());
 }
 
-// The line the load logged that contains `needle`, or "" (all lines go to INFO).
+// The line the load logged that contains `needle`; else every line logged,
+// so that a failed check shows what was logged instead.
 std::string logged(const ConfiguredSkills& skills, std::string_view needle) {
   std::string all;
   for (const std::string& line : skills.logs()) {
     if (line.find(needle) != std::string::npos) return line;
     all += line + "\n";
   }
-  INFO("logged:\n" << all);
-  return "";
+  return all;
 }
 
 bool is_root() {
@@ -212,7 +212,8 @@ TEST_CASE("shell hands an empty workspace over to the command's user, and refuse
     struct stat st {};
     REQUIRE(::stat(dir.path().c_str(), &st) == 0);
     CHECK(st.st_uid == 65534U);
-    CHECK_FALSE(logged(skills, "handed over to nobody (uid 65534)").empty());
+    CHECK_THAT(logged(skills, "handed over"),
+               Catch::Contains("workdir " + dir.path().string() + " handed over to nobody (uid 65534)"));
   }
   SECTION("a folder of the daemon's that holds files is not") {
     std::ofstream(dir.path() / "precious") << "keep";
