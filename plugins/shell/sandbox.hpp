@@ -53,11 +53,13 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   // Forks a child that enters a new process group, takes stdin from
-  // /dev/null and the launch's stdout and stderr, applies every protection,
-  // changes to the workdir and execs. Returns its pid once it has exec'd;
-  // throws std::runtime_error ("shell: cannot start the command:
+  // /dev/null and the launch's stdout and stderr (handed to the command's
+  // user, so that /dev/stdout opens), applies every protection, changes to
+  // the workdir and execs. Returns its pid once it has exec'd; the caller
+  // reaps it. Throws std::runtime_error ("shell: cannot start the command:
   // setresuid(65534): Operation not permitted") when a step failed, after
-  // reaping it.
+  // reaping it. Any thread; the calling thread's signals are blocked around
+  // the fork.
   pid_t spawn(const Launch& launch) const;
 
   // One line for the log: who commands run as, and which protections hold.
