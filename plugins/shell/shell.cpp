@@ -1,12 +1,12 @@
 // shell: the shell actuator. Runs the command of an approved `:TARGET :SHELL`
-// action with `<shell> -c` in the configured working directory, bounded in time
-// and output, and answers as the seed's shell actuator did (I3).
+// action with `<shell> -c` in the configured working directory, inside the
+// sandbox (sandbox.hpp), bounded in time and output, and answers as the seed's
+// shell actuator did (I3).
 #include <passepartout/skill.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,11 +20,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sandbox.hpp"
 #include "skill_config.hpp"
 #include "skill_text.hpp"
 #include "unique_fd.hpp"
@@ -40,6 +42,8 @@ using passepartout::bundled::expand_home;
 using passepartout::bundled::Fd;
 using passepartout::bundled::positive_integer;
 using passepartout::bundled::string_list;
+using passepartout::shell::Launch;
+using passepartout::shell::Sandbox;
 
 using Clock = std::chrono::steady_clock;
 
@@ -53,8 +57,10 @@ constexpr std::chrono::milliseconds kDrainAfterExit{100};
 
 // What a command's environment holds of the daemon's without being asked for
 // (config pass_env adds names).
-constexpr const char* kPassedEnvironment[] = {"PATH",   "HOME", "USER",  "LOGNAME", "SHELL", "LANG",
-                                              "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "TMPDIR"};
+constexpr const char* kPassedEnvironment[] = {"PATH",     "SHELL",       "LANG", "LC_ALL",
+                                              "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ"};
+// What the skill sets itself, whatever the daemon's environment or pass_env say.
+constexpr const char* kSetEnvironment[] = {"HOME", "USER", "LOGNAME", "TMPDIR"};
 
 // Seconds as the seed printed them: an integer without a fraction, else the shortest form.
 std::string seconds_text(double seconds) {
@@ -175,22 +181,6 @@ struct Outcome {
   Capture err;
 };
 
-// posix_spawn's attribute and file-action objects, destroyed on every path.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions{};
-  posix_spawnattr_t attributes{};
-  SpawnSetup() {
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawnattr_init(&attributes);
-  }
-  ~SpawnSetup() {
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attributes);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-};
-
 // Reads what is available on `fd` into `capture`; false at end of file or on error.
 bool drain(int fd, Capture& capture) {
   char buffer[16384];
@@ -248,11 +238,11 @@ class ChildGuard {
   pid_t pid_;
 };
 
-// Runs `<shell> -c <command>` in `workdir` with stdin from /dev/null, reading
-// stdout and stderr (at most `limit` bytes of each) until it exits or
+// Runs `<shell> -c <command>` in the sandbox with stdin from /dev/null,
+// reading stdout and stderr (at most `limit` bytes of each) until it exits or
 // `timeout` passes; on timeout its whole process group is killed. The child is
 // always reaped before this returns, and no descriptor of it is left open.
-Outcome run(const std::string& shell, const std::string& workdir, const std::string& command, char* const* envp,
+Outcome run(const Sandbox& sandbox, const std::string& shell, const std::string& command, char* const* envp,
             std::chrono::nanoseconds timeout, std::size_t limit) {
   int out_pipe[2];
   int err_pipe[2];
@@ -266,37 +256,16 @@ Outcome run(const std::string& shell, const std::string& workdir, const std::str
   }
   Fd err_read(err_pipe[0]);
   Fd err_write(err_pipe[1]);
-
-  SpawnSetup setup;
-  // The child's descriptors: stdin /dev/null, stdout and stderr the pipes
-  // (blocking on its side), nothing else of the host's.
-  ::posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_adddup2(&setup.actions, out_write.get(), 1);
-  ::posix_spawn_file_actions_adddup2(&setup.actions, err_write.get(), 2);
-  ::posix_spawn_file_actions_addchdir_np(&setup.actions, workdir.c_str());
-  ::posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
-  // Its own process group (so a timeout kills everything it started), no
-  // blocked signals, and default dispositions (the host may ignore SIGPIPE).
-  sigset_t none;
-  sigset_t all;
-  ::sigemptyset(&none);
-  ::sigfillset(&all);
-  ::sigdelset(&all, SIGKILL);
-  ::sigdelset(&all, SIGSTOP);
-  ::posix_spawnattr_setflags(&setup.attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  ::posix_spawnattr_setpgroup(&setup.attributes, 0);
-  ::posix_spawnattr_setsigmask(&setup.attributes, &none);
-  ::posix_spawnattr_setsigdefault(&setup.attributes, &all);
+  // The child's ends block (a command writing faster than it is read must
+  // wait, not fail with EAGAIN); each end of a pipe has its own flags.
+  ::fcntl(out_write.get(), F_SETFL, 0);
+  ::fcntl(err_write.get(), F_SETFL, 0);
 
   std::string shell_arg = shell;
   std::string dash_c = "-c";
   std::string command_arg = command;
   char* argv[] = {shell_arg.data(), dash_c.data(), command_arg.data(), nullptr};
-  pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, shell.c_str(), &setup.actions, &setup.attributes, argv, envp);
-  if (spawned != 0) {
-    throw std::runtime_error("shell: cannot run " + shell + " in " + workdir + ": " + error_text(spawned));
-  }
+  const pid_t pid = sandbox.spawn(Launch{shell.c_str(), argv, envp, out_write.get(), err_write.get()});
   ChildGuard child(pid);
   out_write.reset();
   err_write.reset();
@@ -388,16 +357,6 @@ class Shell final : public passepartout::Skill {
     } else {
       shell_ = std::string(shell.text());
     }
-    // The command's environment: a few variables a shell needs, and those
-    // the operator names, read once at load; never the daemon's whole
-    // environment, which holds the providers' API keys.
-    std::vector<std::string> names(std::begin(kPassedEnvironment), std::end(kPassedEnvironment));
-    for (std::string& name : string_list(config, "PASS_ENV", "pass_env", {})) names.push_back(std::move(name));
-    for (const std::string& name : names) {
-      if (const char* value = std::getenv(name.c_str())) environment_.push_back(name + "=" + value);
-    }
-    for (std::string& entry : environment_) envp_.push_back(entry.data());
-    envp_.push_back(nullptr);
     if (timeout_ > timeout_limit_) {
       throw std::invalid_argument("config timeout: " + seconds_text(timeout_) + " s is above timeout_limit (" +
                                   seconds_text(timeout_limit_) + " s)");
@@ -406,6 +365,33 @@ class Shell final : public passepartout::Skill {
       throw std::invalid_argument("config max_output: " + decimal(max_output_) + " is above max_output_limit (" +
                                   decimal(max_output_limit_) + ")");
     }
+    std::vector<std::string> names(std::begin(kPassedEnvironment), std::end(kPassedEnvironment));
+    for (std::string& name : string_list(config, "PASS_ENV", "pass_env", {})) names.push_back(std::move(name));
+
+    sandbox_.emplace(config, workdir_);
+    for (const Sandbox::Notice& notice : sandbox_->notices()) {
+      if (notice.is_warning) {
+        log_warn(notice.text);
+      } else {
+        log_info(notice.text);
+      }
+    }
+    log_info(sandbox_->description());
+
+    // The command's environment: a few variables a shell needs, and those
+    // the operator names, read once at load; never the daemon's whole
+    // environment, which holds the providers' API keys. HOME is the
+    // workdir: a command's dotfiles land in its workspace, not the daemon's home.
+    environment_ = {"HOME=" + workdir_, "USER=" + sandbox_->user_name(), "LOGNAME=" + sandbox_->user_name(),
+                    std::string("TMPDIR=") + Sandbox::kTemporaryFolder};
+    for (const std::string& name : names) {
+      const bool is_set =
+          std::find(std::begin(kSetEnvironment), std::end(kSetEnvironment), name) != std::end(kSetEnvironment);
+      if (is_set) continue;
+      if (const char* value = std::getenv(name.c_str())) environment_.push_back(name + "=" + value);
+    }
+    for (std::string& entry : environment_) envp_.push_back(entry.data());
+    envp_.push_back(nullptr);
   }
 
   // The seed's contract (I3), in its order: timeout, then truncation, then the exit code.
@@ -422,7 +408,7 @@ class Shell final : public passepartout::Skill {
     // "exactly the cap" from "longer": memory stays bounded whatever the command prints.
     const std::size_t keep = (cap + 1) * 4;
     const Outcome outcome =
-        run(shell_, workdir_, command, envp_.data(),
+        run(*sandbox_, shell_, command, envp_.data(),
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)), keep);
 
     const passepartout::Context ctx = action.context();
@@ -437,7 +423,7 @@ class Shell final : public passepartout::Skill {
   }
 
   void self_test() override {
-    const Outcome outcome = run(shell_, workdir_, "echo ok", envp_.data(), std::chrono::seconds(10), 64);
+    const Outcome outcome = run(*sandbox_, shell_, "echo ok", envp_.data(), std::chrono::seconds(10), 64);
     if (outcome.timed_out || outcome.exit_code != 0 || outcome.out.bytes != "ok\n") {
       throw std::runtime_error("self-test: '" + shell_ + " -c \"echo ok\"' in " + workdir_ +
                                " did not print ok (exit " + decimal(outcome.exit_code) + ")");
@@ -469,6 +455,7 @@ class Shell final : public passepartout::Skill {
   std::int64_t max_output_limit_;
   std::string workdir_;
   std::string shell_;
+  std::optional<Sandbox> sandbox_;        // set by the constructor; neither copied nor moved
   std::vector<std::string> environment_;  // "NAME=value"
   std::vector<char*> envp_;               // into environment_, then NULL
 };

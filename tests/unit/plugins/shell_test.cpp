@@ -173,7 +173,8 @@ TEST_CASE("shell gives a command a few variables of the daemon's environment, an
   ConfiguredSkills plain({"shell"}, "shell", config(dir.path()));
   CHECK(run(plain, "printenv PP_SHELL_TEST_SECRET") == "ERROR [1]: ");
   CHECK_FALSE(run(plain, "printenv PATH").empty());
-  CHECK(run(plain, "printenv HOME") == std::string(std::getenv("HOME")) + "\n");
+  CHECK(run(plain, "printenv HOME") == dir.path().string() + "\n");  // the workspace, not the daemon's home
+  CHECK(run(plain, "printenv TMPDIR") == "/tmp\n");
   ConfiguredSkills passing({"shell"}, "shell", config(dir.path(), "pass_env: [PP_SHELL_TEST_SECRET]"));
   CHECK(run(passing, "printenv PP_SHELL_TEST_SECRET") == "s3cret-value\n");
   ::unsetenv("PP_SHELL_TEST_SECRET");
