@@ -210,10 +210,10 @@ struct ChildPlan {
   ::_exit(127);
 }
 
-// The child between fork and execve. Order matters: identity before the
-// death signal (a credential change clears it) and before chdir (the
-// workdir must be reachable as the command's user), no_new_privs before
-// Landlock and seccomp (both require it when unprivileged).
+// The child between fork and execve. Order matters: chdir before the
+// identity changes (the workdir's parents may be closed to the command's
+// user), identity before the death signal (a credential change clears it),
+// no_new_privs before Landlock and seccomp (both require it when unprivileged).
 [[noreturn]] void run_child(const ChildPlan& plan) {
   // The error pipe above 2, so that setting up stdio cannot overwrite it.
   const int error_fd = ::fcntl(plan.error_fd, F_DUPFD_CLOEXEC, 3);
@@ -249,6 +249,11 @@ struct ChildPlan {
     }
   }
 
+  // Into the workdir while still the daemon's user: the folders above it may
+  // be closed to the command's (a state folder is 0700), and a process that
+  // starts inside needs no search permission on them.
+  if (::chdir(plan.workdir) != 0) fail(error_fd, kStepChdir);
+
   // Raw system calls: glibc's wrappers would signal every thread of the
   // process to change their credentials too, from a child that has one.
   if (plan.switches_user) {
@@ -262,7 +267,6 @@ struct ChildPlan {
   if (::syscall(SYS_prctl, long{PR_SET_PDEATHSIG}, long{SIGKILL}, 0L, 0L, 0L) != 0) fail(error_fd, kStepDeathSignal);
   if (::getppid() != plan.parent) ::_exit(127);
 
-  if (::chdir(plan.workdir) != 0) fail(error_fd, kStepChdir);
   if (::syscall(SYS_prctl, long{PR_SET_NO_NEW_PRIVS}, 1L, 0L, 0L, 0L) != 0) fail(error_fd, kStepNoNewPrivs);
   if (plan.ruleset_fd >= 0 && ::syscall(SYS_landlock_restrict_self, long{plan.ruleset_fd}, 0L) != 0) {
     fail(error_fd, kStepLandlock);

@@ -234,12 +234,13 @@ TEST_CASE("shell hands an empty workspace over to the command's user, and refuse
     ConfiguredSkills skills({"shell"}, "shell", config(dir.path()));
     CHECK_THAT(skills.load_errors(), Catch::Contains("' belongs to uid 54321, not to nobody (uid 65534)"));
   }
-  SECTION("a workdir the user cannot reach fails the self-test, naming the step") {
+  SECTION("a workdir under a folder closed to the user (a 0700 state folder) still works from inside") {
     const fs::path inner = dir.path() / "workspace";  // dir stays root's, mode 0700
     fs::create_directory(inner);
     ConfiguredSkills skills({"shell"}, "shell", config(inner));
-    CHECK_THAT(skills.load_errors(),
-               Catch::Contains("shell: cannot start the command: chdir(" + inner.string() + "): Permission denied"));
+    REQUIRE(skills.load_errors().empty());
+    CHECK(run(skills, "echo kept > note && cat note && id -u") == "kept\n65534\n");
+    CHECK_THAT(run(skills, "ls .."), Catch::StartsWith("ERROR ["));  // the folder above stays closed
   }
 }
 
