@@ -52,12 +52,21 @@ int fail_usage(const std::string& message, bool as_json) {
 json slot_json(const Slot& slot) {
   json deps = json::array();
   for (const auto& dep : slot.manifest().depends_on) deps.push_back(dep.text);
+  json guards = json::array();
+  for (const auto& guard : slot.manifest().guarded_by) guards.push_back(guard.text);
+  json actuators = json::array();
+  for (const auto& actuator : slot.actuators()) actuators.push_back(":" + actuator);
+  json tools = json::array();
+  for (const auto& tool : slot.tools()) tools.push_back(tool.name);
   return json{{"name", slot.name()},
               {"version", slot.version_text()},
               {"priority", slot.priority()},
               {"library", slot.library_path().string()},
               {"sha256", slot.library_sha256()},
               {"depends_on", deps},
+              {"guarded_by", guards},
+              {"actuators", actuators},
+              {"tools", tools},
               {"gate", slot.has_gate()},
               {"prompt", slot.has_prompt()}};
 }
@@ -74,6 +83,13 @@ std::string describe_slot(const Slot& slot) {
   line += ")";
   if (slot.has_gate()) line += " gate";
   if (slot.has_prompt()) line += " prompt";
+  if (slot.acts()) {
+    line += "; offers " + slot.offers_text() + ", guarded by ";
+    for (std::size_t i = 0; i < slot.manifest().guarded_by.size(); ++i) {
+      if (i > 0) line += ", ";
+      line += slot.manifest().guarded_by[i].text;
+    }
+  }
   return line;
 }
 

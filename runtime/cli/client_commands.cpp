@@ -234,6 +234,42 @@ std::string yes_no(const Value& value) {
   return value.is_nil() ? "no" : "yes";
 }
 
+// "a, b, c" of the texts of a list's items (keywords with their ':').
+std::string joined_texts(const Value& list) {
+  std::string text;
+  if (!list.is_list()) return display_text(list);
+  for (const Value& item : list.items()) {  // a list of names: (:SHELL) is one keyword, not a plist
+    if (!text.empty()) text += ", ";
+    text += (item.is_keyword() ? ":" : "") + display_text(item);
+  }
+  return text;
+}
+
+// What each skill offers that acts on the world, and the gates that guard it:
+//   Actuators and tools (each acts only while its guards are loaded):
+//     shell       actuator :SHELL                   guarded by shell-guard
+//     file-tools  tools read-file, write-file       guarded by tool-permissions  UNGUARDED: ...
+std::string offers_text(const Value& skills) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& skill : entries_of(skills)) {
+    if (skill.get("GUARDED-BY") == nullptr) continue;
+    std::string offers;
+    if (!skill.at("ACTUATORS").is_nil()) {
+      offers += (skill.at("ACTUATORS").size() == 1 ? "actuator " : "actuators ") +
+                joined_texts(skill.at("ACTUATORS"));
+    }
+    if (!skill.at("TOOLS").is_nil()) {
+      if (!offers.empty()) offers += "; ";
+      offers += (skill.at("TOOLS").size() == 1 ? "tool " : "tools ") + joined_texts(skill.at("TOOLS"));
+    }
+    const Value& unguarded = skill.at("UNGUARDED");
+    rows.push_back({display_text(skill.at("NAME")), offers, "guarded by " + joined_texts(skill.at("GUARDED-BY")),
+                    unguarded.is_nil() ? std::string() : "REFUSES TO ACT: " + display_text(unguarded)});
+  }
+  if (rows.empty()) return {};
+  return "\nActuators and tools (each acts only while its guards are loaded):\n" + render_table(rows, {}, "  ");
+}
+
 std::string skills_table(const Value& skills, bool with_details) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
@@ -269,6 +305,7 @@ std::string skills_table(const Value& skills, bool with_details) {
     out += "\nWhy disabled:\n";
     for (const auto& note : notes) out += note + '\n';
   }
+  out += offers_text(skills);
   return out;
 }
 

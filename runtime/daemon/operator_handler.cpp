@@ -181,15 +181,29 @@ Value OperatorHandler::skills_value() const {
   auto snapshot = services_.skills.snapshot();
   for (const auto& slot : snapshot->slots()) {
     const GateCounts counts = slot->counters().read();
-    items.push_back(Value::plist({{"NAME", str(slot->name())},
-                                  {"VERSION", str(slot->version_text())},
-                                  {"PRIORITY", num(slot->priority())},
-                                  {"STATE", Value::keyword("LOADED")},
-                                  {"SHA256", str(slot->library_sha256())},
-                                  {"GATE", Value::boolean(slot->has_gate())},
-                                  {"VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
-                                  {"BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
-                                  {"FAILED", num(static_cast<std::int64_t>(counts.failures))}}));
+    Value item = Value::plist({{"NAME", str(slot->name())},
+                               {"VERSION", str(slot->version_text())},
+                               {"PRIORITY", num(slot->priority())},
+                               {"STATE", Value::keyword("LOADED")},
+                               {"SHA256", str(slot->library_sha256())},
+                               {"GATE", Value::boolean(slot->has_gate())},
+                               {"VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
+                               {"BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
+                               {"FAILED", num(static_cast<std::int64_t>(counts.failures))}});
+    if (slot->acts()) {  // what it offers, and the gates it must have to act
+      std::vector<Value> actuators, tools, guards;
+      for (const std::string& a : slot->actuators()) actuators.push_back(Value::keyword(a));
+      for (const SkillTool& t : slot->tools()) tools.push_back(str(t.name));
+      for (const Dependency& g : slot->manifest().guarded_by) guards.push_back(str(g.text));
+      item = std::move(item)
+                 .with("ACTUATORS", Value::list(actuators))
+                 .with("TOOLS", Value::list(tools))
+                 .with("GUARDED-BY", Value::list(guards));
+      if (const std::string missing = snapshot->missing_guard(*slot); !missing.empty()) {
+        item = std::move(item).with("UNGUARDED", str("it " + missing + "; its actuators and tools refuse to act"));
+      }
+    }
+    items.push_back(std::move(item));
   }
   for (const auto& [name, entry] : services_.problems.disabled()) {
     if (snapshot->find(name) != nullptr) continue;

@@ -56,7 +56,10 @@ namespace passepartout {
 //     :SKILLS                      :SKILLS (<skill> ...) in load order, where <skill> is
 //                                  (:NAME "n" :VERSION "v" :PRIORITY n :STATE :LOADED|:DISABLED
 //                                   :REASON "why disabled" :SHA256 "hex" :GATE T|NIL
-//                                   :VERIFIED n :BLOCKED n :FAILED n)
+//                                   :VERIFIED n :BLOCKED n :FAILED n
+//                                   [:ACTUATORS (:SHELL ...) :TOOLS ("read-file" ...)
+//                                    :GUARDED-BY ("shell-guard" ...) [:UNGUARDED "why it may not act"]])
+//                                  the bracketed keys for a skill that offers actuators or tools
 //     :LOAD :MANIFEST "path"       :CHANGES (<change> ...)
 //     :RELOAD :NAME "n"            :CHANGES (<change> ...)
 //     :UNLOAD :NAME "n" [:CASCADE T | :FORCE T]  :CHANGES (<change> ...); a skill others depend

@@ -95,6 +95,10 @@ class Snapshot {
   // no gate. nullptr when it may act, or when nothing serves the target (that
   // is dispatch's error). Costs one test while every guard is loaded.
   const std::string* unguarded(const Value& action) const noexcept;
+  // "is guarded by x, which is not loaded" (or "..., which has no gate")
+  // when a guard `slot` names is missing from this snapshot; "" when every
+  // one is here, or the skill offers nothing that acts.
+  std::string missing_guard(const Slot& slot) const;
   // Whether any actuator or tool of this snapshot lacks a guard.
   bool has_unguarded() const noexcept { return !unguarded_reasons_.empty(); }
 
@@ -116,10 +120,6 @@ class Snapshot {
   std::vector<const Slot*> observers_;
   std::vector<const Slot*> error_policies_;
   std::deque<std::string> unguarded_reasons_;  // what the entries' `unguarded` point to
-
-  // "is guarded by x, which is not loaded" when a guard `slot` names is
-  // missing here; "" when every one is present.
-  std::string missing_guard(const Slot& slot) const;
 };
 
 // Holds the current snapshot. snapshot() from any thread; publish() from the

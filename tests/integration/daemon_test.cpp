@@ -422,6 +422,66 @@ TEST_CASE("RESCAN and SIGHUP apply what changed in the manifest folder", "[integ
       daemon, [](const Value& skills) { return has_skill(skills, "protocol-validator"); }, ":SKILLS"));
 }
 
+// An operator who unloads the shell's guard on a running daemon: refused,
+// then forced; the shell then acts on nothing (its command is harmless
+// anyway) until the guard is loaded again. The CLI shows it throughout.
+TEST_CASE("a running daemon never lets the shell act without its guard", "[integration][guards]") {
+  DaemonProcess::Options opts = options();
+  opts.copy_manifests = true;
+  DaemonProcess daemon(std::move(opts));
+  const auto env = testing::hermetic_env(daemon.dir());
+  const std::string socket = daemon.socket_path().string();
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+
+  // Asks the model for a harmless shell command: what the user is told.
+  auto ask = [&](std::string_view id) {
+    WireClient user = WireClient::local(daemon.socket_path());
+    user.expect_handshake();
+    user.send(chat("greet the operator", id));
+    std::string seen;
+    for (;;) {
+      const Value frame = user.expect_frame();
+      seen += to_sexp(frame) + "\n";
+      if (frame.at("REQUEST-ID").text() == id) return seen;
+    }
+  };
+
+  const Value refused = operator_request(client, ":UNLOAD :NAME \"shell-guard\"");
+  INFO(to_sexp(refused));
+  CHECK(error_response_code(refused) == "REFUSED");
+  CHECK(to_sexp(refused).find("guards the actuator :SHELL of 'shell'") != std::string::npos);
+  CHECK(ask("before").find("APPROVAL-REQUIRED") != std::string::npos);
+
+  auto unload = testing::run_passepartout({"skills", "unload", "shell-guard", "--socket", socket}, env);
+  CHECK(unload.exit_status != 0);
+  CHECK(unload.err.find("--force") != std::string::npos);
+
+  auto forced = testing::run_passepartout({"skills", "unload", "shell-guard", "--force", "--socket", socket}, env);
+  INFO(forced.out << forced.err);
+  CHECK(forced.exit_status == 0);
+  CHECK(forced.out.find("force-remove") != std::string::npos);
+  CHECK(daemon.wait_for_log("was removed with --force: the actuator :SHELL of 'shell' cannot act"));
+
+  auto listed = testing::run_passepartout({"skills", "list", "--socket", socket}, env);
+  INFO(listed.out);
+  CHECK(listed.out.find("actuator :SHELL") != std::string::npos);
+  CHECK(listed.out.find("REFUSES TO ACT: it is guarded by shell-guard, which is not loaded") != std::string::npos);
+
+  const std::string after = ask("after");
+  INFO(after);
+  CHECK(after.find(":SHELL is guarded by shell-guard, which is not loaded") != std::string::npos);
+  CHECK(after.find(":GATE \"guard-rule\" :VERSION \"host\" :RESULT :FAILED") != std::string::npos);
+  CHECK(after.find("APPROVAL-REQUIRED") == std::string::npos);
+  CHECK(daemon.log().find("ACT START") == std::string::npos);
+
+  const Value loaded = operator_request(
+      client, ":LOAD :MANIFEST \"" + (daemon.manifest_dir() / "shell-guard.yaml").string() + "\"");
+  INFO(to_sexp(loaded));
+  CHECK(is_ok_response(loaded));
+  CHECK(ask("again").find("APPROVAL-REQUIRED") != std::string::npos);
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";
