@@ -191,6 +191,9 @@ class FileTools final : public passepartout::Skill {
     if (shown.find('\0') != std::string::npos) {
       throw std::invalid_argument(std::string(tool) + ": the path contains a NUL byte");
     }
+    // "notes.txt/" names a folder (the kernel would refuse a file there):
+    // not read as the file, nor written over it.
+    if (shown.back() == '/') throw std::invalid_argument(quoted(shown) + " ends with '/', so it names a folder, not a file");
     std::vector<std::string> parts;
     const bool absolute = shown.front() == '/';
     if (!normalise(shown, absolute, parts)) {

@@ -335,8 +335,16 @@ const ErrorHints kApprovalHints{"see the pending approvals with `passepartout ap
 
 // --- finding the daemon ------------------------------------------------------------
 
+// The socket of the daemon scripts/passepartout.service runs (RuntimeDirectory=passepartout).
+constexpr const char* kSystemSocket = "/run/passepartout/passepartout.sock";
+
+// The user's own daemon's socket, else, when that does not exist and the
+// system service's does, the service's: an operator finds either without flags.
 fs::path default_socket_path() {
-  return passepartout::default_socket_path(process_env("XDG_RUNTIME_DIR"), default_state_dir());
+  fs::path own = passepartout::default_socket_path(process_env("XDG_RUNTIME_DIR"), default_state_dir());
+  std::error_code ec;
+  if (!fs::exists(own, ec) && fs::exists(kSystemSocket, ec)) return kSystemSocket;
+  return own;
 }
 
 Result<Target> resolve_target(const ConnectionOptions& options, std::chrono::milliseconds default_reply_timeout) {
@@ -619,7 +627,9 @@ void add_connection_options(CLI::App& command, ParsedClient& parsed, int default
   auto* socket = command
                      .add_option("--socket", parsed.socket_path,
                                  "The daemon's Unix socket (default: $PASSEPARTOUT_SOCKET, else "
-                                 "$XDG_RUNTIME_DIR/passepartout.sock, else <state dir>/passepartout.sock)")
+                                 "$XDG_RUNTIME_DIR/passepartout.sock, else <state dir>/passepartout.sock;\n"
+                                 "when that does not exist, the system service's "
+                                 "/run/passepartout/passepartout.sock)")
                      ->type_name("PATH")
                      ->group(kConnectionGroup);
   command

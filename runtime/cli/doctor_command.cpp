@@ -1,5 +1,6 @@
 // `passepartout doctor`: whether Passepartout can run here (tools, the state
 // folder, the bundled skills, the daemon and its health; a model, for information).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-enum class Verdict { ok, fail, info };
+enum class Verdict { ok, warn, fail, info };
 
 const char* to_label(Verdict verdict) {
   switch (verdict) {
@@ -31,6 +32,8 @@ const char* to_label(Verdict verdict) {
       return "FAIL";
     case Verdict::info:
       return "INFO";
+    case Verdict::warn:
+      return "WARN";
   }
   return "FAIL";
 }
@@ -224,6 +227,29 @@ Check check_provider() {
   return check;
 }
 
+// Which user the daemon runs as: the owner of its Unix socket, else (over
+// TCP, or with no daemon) the user running this command, who would start it.
+Check check_user(const Target& target) {
+  Check check{"daemon user", Verdict::ok, "", ""};
+  uid_t uid = ::geteuid();
+  std::string whose = "this user (uid " + std::to_string(uid) + ")";
+  struct stat st {};
+  if (!target.endpoint.is_tcp() && ::stat(target.endpoint.socket_path.c_str(), &st) == 0) {
+    uid = st.st_uid;
+    whose = "the daemon (uid " + std::to_string(uid) + ", the owner of its socket)";
+  }
+  check.detail = whose;
+  if (uid == 0) {
+    check.verdict = Verdict::warn;
+    check.detail += " runs as root: every skill runs with root's privileges";
+    check.hint =
+        "run the daemon as an unprivileged user: scripts/passepartout.service does (User=passepartout, "
+        "scripts/passepartout.sysusers creates it); as root the shell skill runs commands as `nobody` "
+        "unless its manifest says allow_root: true";
+  }
+  return check;
+}
+
 }  // namespace
 
 int run_doctor(const Target& target, const DoctorOptions& options, const Output& output) {
@@ -232,6 +258,7 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
   checks.push_back(check_state_dir(options.state_dir));
   checks.push_back(check_skills(options.manifest_dir, options.plugin_dir));
   checks.push_back(check_daemon(target));
+  checks.push_back(check_user(target));
   if (options.check_provider) checks.push_back(check_provider());
 
   std::size_t failed = 0;

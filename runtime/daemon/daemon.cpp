@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 // GCC 12 reports a "potential null pointer dereference" inside Asio's
 // scheduler once it is inlined here (a false positive, as in server.cpp);
@@ -334,6 +335,12 @@ Result<void> Daemon::Impl::boot() {
   ::chmod(c.state_dir.c_str(), 0700);
   log_message(LogLevel::info, kComponent,
               "passepartout " + version_text() + " starting; state in " + c.state_dir.string());
+  if (::geteuid() == 0) {
+    log_message(LogLevel::warn, kComponent,
+                "running as root: every skill runs with root's privileges (the shell runs its commands as an "
+                "unprivileged user unless its manifest says allow_root: true); run the daemon as its own user, as "
+                "scripts/passepartout.service does");
+  }
 
   // H6 (2): memory.
   memory.set_history_limit(c.memory_history_limit);

@@ -468,6 +468,24 @@ TEST_CASE("doctor checks tools, the state folder, the bundled skills and the dae
     CHECK(contains(document["checks"][2]["hint"].get<std::string>(), "mkdir -p"));
     CHECK(document["checks"][3]["status"] == "fail");
     CHECK(contains(document["checks"][4]["hint"].get<std::string>(), "passepartout daemon"));
-    CHECK(document["checks"][5]["status"] == "info");
+    CHECK(document["checks"][5]["name"] == "daemon user");
+    CHECK(document["checks"][6]["status"] == "info");
+  }
+  SECTION("a daemon that runs as root is a warning with what to do, not a failure") {
+    FakeDaemonServer server([] { return HealthReport{"HEALTHY", true}; });
+    Captured captured;
+    CHECK(cli::run_doctor(server.unix_target(), options, captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    INFO(document.dump(2));
+    CHECK(document["checks"][4]["name"] == "daemon user");
+    const std::string detail = document["checks"][4]["detail"];
+    CHECK(contains(detail, "the owner of its socket"));  // the fake daemon's socket is this process's
+    if (::geteuid() == 0) {
+      CHECK(document["checks"][4]["status"] == "warn");
+      CHECK(contains(detail, "runs as root"));
+      CHECK(contains(document["checks"][4]["hint"].get<std::string>(), "scripts/passepartout.service"));
+    } else {
+      CHECK(document["checks"][4]["status"] == "ok");
+    }
   }
 }

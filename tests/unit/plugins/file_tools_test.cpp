@@ -261,3 +261,36 @@ TEST_CASE("file-tools refuses to load without a usable workspace or with bad lim
   ConfiguredSkills skills({"file-tools"}, "file-tools", bad.first);
   CHECK_THAT(skills.load_errors(), Catch::Contains("skill 'file-tools'") && Catch::Contains(bad.second));
 }
+
+// Spellings that might slip past a check on the text of a path: a trailing
+// slash, '..' through a link, a link to the workspace's parent, the
+// workspace's own path with a slash. None reads or writes outside.
+TEST_CASE("file-tools keeps trailing slashes, '..' and links to its workspace", "[plugins]") {
+  Folders folders;
+  write(folders.workspace / "notes.txt", "inside");
+  write(folders.outside / "secret.txt", "outside");
+  fs::create_symlink(folders.outside, folders.workspace / "escape");
+  fs::create_symlink("..", folders.workspace / "up");
+  fs::create_directories(folders.workspace / "sub");
+  ConfiguredSkills skills({"file-tools"}, "file-tools", config(folders.workspace));
+  const std::string secret = (folders.outside / "secret.txt").string();
+
+  for (const std::string& path : {std::string("escape/"), std::string("escape/secret.txt/"), std::string("up/outside/secret.txt"),
+                                 std::string("up/outside/secret.txt/"), std::string("sub/../../outside/secret.txt"),
+                                 secret + "/", std::string("notes.txt/")}) {
+    INFO(path);
+    const Result<Value> read = read_file(skills, path);
+    CHECK_FALSE((read.has_value() && read->at("STATUS").is_keyword("SUCCESS")));
+    const Result<Value> written = write_file(skills, path, "overwritten");
+    CHECK_FALSE((written.has_value() && written->at("STATUS").is_keyword("SUCCESS")));
+  }
+  CHECK(slurp(folders.outside / "secret.txt") == "outside");
+  CHECK(slurp(folders.workspace / "notes.txt") == "inside");
+  CHECK(std::distance(fs::directory_iterator(folders.outside), fs::directory_iterator()) == 1);
+  CHECK(error_of(read_file(skills, "notes.txt/")) == "'notes.txt/' ends with '/', so it names a folder, not a file");
+  SECTION("'..' is resolved on the path's text first, so it cannot climb out through a link") {
+    CHECK(content_of(read_file(skills, "escape/../notes.txt")) == "inside");  // escape/.. is the workspace
+    CHECK(content_of(read_file(skills, "sub/../notes.txt")) == "inside");
+    CHECK(content_of(read_file(skills, fs::canonical(folders.workspace).string() + "/notes.txt")) == "inside");
+  }
+}
