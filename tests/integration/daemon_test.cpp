@@ -30,14 +30,16 @@ using testing::WireClient;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Each rule's trigger word appears in one test's input only.
+// Each rule's trigger word appears in one test's input only. The blocked
+// command would delete only a folder of the test's own workspace (HOME of
+// commands) if a gate ever let it through.
 constexpr std::string_view kScript = R"(rules:
   - match: '(?i)\bhello\b'
     reply: "Hello! How can I help?"
   - match: 'naïve'
     reply: "Déjà vu: a naïve café ☕"
   - match: 'disk'
-    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
+    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf ~/scratch" :EXPLANATION "Freeing space on the disk."))'
   - match: 'greet the operator'
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo approved-run" :EXPLANATION "Printing a greeting."))'
   - match: 'slowly'
