@@ -121,6 +121,7 @@ class Exchange {
     chunks_ = OrderedJson::array();
     replies_ = OrderedJson::array();
     approvals_ = OrderedJson::array();
+    acted_ = OrderedJson::array();
     streamed_.clear();
     blocked_ = false;
 
@@ -193,6 +194,12 @@ class Exchange {
     const std::string text = reply_text(frame);
     OrderedJson reply{{"type", json_key(message_type(frame))}, {"text", text}, {"gate_trace", trace_json(trace)}};
     if (blocked) reply["blocked"] = true;
+    // What an actuator or tool ran, as the daemon tells it (ActionRecord).
+    if (const Value& acted = frame.path({"PAYLOAD", "ACTED"}); acted.is_list()) {
+      OrderedJson record = value_json(acted);
+      acted_.push_back(record);
+      reply["acted"] = std::move(record);
+    }
     reply["frame"] = value_json(frame);
     replies_.push_back(std::move(reply));
     if (output_.json) return;
@@ -311,6 +318,7 @@ class Exchange {
     document_["chunks"] = chunks_;
     document_["replies"] = replies_;
     document_["approvals"] = approvals_;
+    document_["acted"] = acted_;  // what actuators and tools ran, in order
     document_["blocked"] = blocked_;
     print_json(output_.out, document_);
   }
@@ -321,7 +329,7 @@ class Exchange {
   std::uint64_t sequence_ = 0;
   std::string request_id_;
   OrderedJson document_;
-  OrderedJson chunks_, replies_, approvals_;
+  OrderedJson chunks_, replies_, approvals_, acted_;
   std::string streamed_;  // chunks since the last reply frame
   bool stream_line_closed_ = false;
   bool blocked_ = false;

@@ -72,6 +72,14 @@ TEST_CASE("chat works over TCP, with or without the token", "[cli]") {
   }
 }
 
+TEST_CASE("chat shows what an actuator ran and its output before the model's answer", "[cli]") {
+  FakeDaemonServer server;
+  Captured captured;
+  REQUIRE(chat(server.unix_target(), "date", captured) == cli::kExitOk);
+  CHECK(captured.out.str().find("Ran date -u on :SHELL:\nThu Nov 26\n") != std::string::npos);
+  CHECK(captured.out.str().find("Ran date -u") < captured.out.str().find("It is Thursday."));
+}
+
 TEST_CASE("chat exits 3 when a gate blocked the reply and shows why", "[cli]") {
   FakeDaemonServer server;
   Captured captured;
@@ -112,6 +120,20 @@ TEST_CASE("chat --json prints one document with the chunks, replies, trace and o
     CHECK(document["replies"][0]["gate_trace"][1]["verdict"] == "REWRITTEN");
     CHECK(document["replies"][0]["gate_trace"][1]["reason"] == "quoted the argument");
     CHECK(document["replies"][0]["frame"]["payload"]["action"] == "message");
+  }
+  SECTION("what an actuator ran") {
+    Captured captured;
+    REQUIRE(chat(server.unix_target(), "date", captured, true) == cli::kExitOk);
+    const auto document = nlohmann::json::parse(captured.out.str());
+    REQUIRE(document["replies"].size() == 2);
+    CHECK(document["replies"][0]["text"] == "Ran date -u on :SHELL:\nThu Nov 26\n");
+    CHECK(document["replies"][0]["acted"]["target"] == "shell");
+    CHECK(document["replies"][0]["acted"]["what"] == "date -u");
+    CHECK(document["replies"][0]["acted"]["status"] == "ok");
+    CHECK(document["replies"][0]["acted"]["ms"] == 3.5);
+    CHECK(document["replies"][1].count("acted") == 0);
+    REQUIRE(document["acted"].size() == 1);
+    CHECK(document["acted"][0]["what"] == "date -u");
   }
   SECTION("an approval") {
     Captured captured;

@@ -173,6 +173,13 @@ class FakeDaemon final : public RequestHandler {
                " (:GATE \"shell-guard\" :VERSION \"1.2.0\" :RESULT :REWRITTEN :REWRITTEN T :REASON \"quoted the "
                "argument\")))"));
       end("DONE");
+    } else if (input == "date") {
+      // What a daemon tells the user once an actuator ran, then the model's answer.
+      reply.send(
+          sexp("(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:ACTION :MESSAGE :TEXT \"Ran date -u on :SHELL:\nThu Nov 26\n\""
+               " :ACTED (:TARGET :SHELL :WHAT \"date -u\" :STATUS :OK :MS 3.5)))"));
+      reply.send(sexp("(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:ACTION :MESSAGE :TEXT \"It is Thursday.\"))"));
+      end("DONE");
     } else if (input == "rm") {
       reply.send(
           sexp("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"Action blocked: rm -rf is destructive\")"
