@@ -264,7 +264,7 @@ std::string offers_text(const Value& skills) {
     }
     const Value& unguarded = skill.at("UNGUARDED");
     rows.push_back({display_text(skill.at("NAME")), offers, "guarded by " + joined_texts(skill.at("GUARDED-BY")),
-                    unguarded.is_nil() ? std::string() : "REFUSES TO ACT: " + display_text(unguarded)});
+                    unguarded.is_nil() ? std::string() : "REFUSES TO ACT: it " + display_text(unguarded)});
   }
   if (rows.empty()) return {};
   return "\nActuators and tools (each acts only while its guards are loaded):\n" + render_table(rows, {}, "  ");

@@ -200,7 +200,7 @@ Value OperatorHandler::skills_value() const {
                  .with("TOOLS", Value::list(tools))
                  .with("GUARDED-BY", Value::list(guards));
       if (const std::string missing = snapshot->missing_guard(*slot); !missing.empty()) {
-        item = std::move(item).with("UNGUARDED", str("it " + missing + "; its actuators and tools refuse to act"));
+        item = std::move(item).with("UNGUARDED", str(missing));  // "is guarded by x, which is not loaded"
       }
     }
     items.push_back(std::move(item));

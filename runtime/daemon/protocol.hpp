@@ -58,7 +58,8 @@ namespace passepartout {
 //                                   :REASON "why disabled" :SHA256 "hex" :GATE T|NIL
 //                                   :VERIFIED n :BLOCKED n :FAILED n
 //                                   [:ACTUATORS (:SHELL ...) :TOOLS ("read-file" ...)
-//                                    :GUARDED-BY ("shell-guard" ...) [:UNGUARDED "why it may not act"]])
+//                                    :GUARDED-BY ("shell-guard" ...)
+//                                    [:UNGUARDED "is guarded by shell-guard, which is not loaded"]])
 //                                  the bracketed keys for a skill that offers actuators or tools
 //     :LOAD :MANIFEST "path"       :CHANGES (<change> ...)
 //     :RELOAD :NAME "n"            :CHANGES (<change> ...)
