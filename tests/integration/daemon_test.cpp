@@ -484,6 +484,17 @@ TEST_CASE("a running daemon never lets the shell act without its guard", "[integ
   CHECK(ask("again").find("APPROVAL-REQUIRED") != std::string::npos);
 }
 
+TEST_CASE("a daemon started as root says so in its log, and its shell runs commands as nobody", "[integration]") {
+  DaemonProcess daemon(options());
+  if (::geteuid() != 0) {
+    CHECK(daemon.log().find("running as root") == std::string::npos);
+    return;
+  }
+  CHECK(daemon.wait_for_log("running as root: every skill runs with root's privileges"));
+  CHECK(daemon.wait_for_log("sandbox: commands run as nobody (uid 65534) in " +
+                            (daemon.state_dir() / "workspace").string()));
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";
