@@ -5,17 +5,13 @@
 #include "log.hpp"
 #include "pipeline/action_record.hpp"
 #include "value/sexp_printer.hpp"
-#include "value/sexp_reader.hpp"
+#include "support/sexp.hpp"
 
 using namespace passepartout;
 
 namespace {
 
-Value action(std::string_view sexp) {
-  auto parsed = read_sexp(sexp);
-  REQUIRE(parsed.has_value());
-  return *parsed;
-}
+using passepartout::testing::sexp;
 
 // The line of `capture` that starts with `prefix` (after the component), or "".
 std::string line_starting(const LogCapture& capture, std::string_view prefix) {
@@ -30,7 +26,7 @@ std::string line_starting(const LogCapture& capture, std::string_view prefix) {
 TEST_CASE("a shell command is logged when it starts and ends, and shown with its output", "[pipeline]") {
   LogCapture logs;
   const ActionRecord record(
-      "SHELL", action("(:TYPE :REQUEST :TARGET :SHELL :META (:SESSION-ID \"s1\") :PAYLOAD (:CMD \"ls -la\"))"));
+      "SHELL", sexp("(:TYPE :REQUEST :TARGET :SHELL :META (:SESSION-ID \"s1\") :PAYLOAD (:CMD \"ls -la\"))"));
   CHECK(record.what() == "ls -la");
   CHECK(logs.contains("act: ACT START [:SHELL] (session s1): ls -la"));
   const Value shown = record.finish(Value::string("a\nb\n"));
@@ -47,7 +43,7 @@ TEST_CASE("a shell command is logged when it starts and ends, and shown with its
 
 TEST_CASE("a command without output, or failing, says so", "[pipeline]") {
   LogCapture logs;
-  const Value shell = action("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"true\"))");
+  const Value shell = sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"true\"))");
   CHECK(ActionRecord("SHELL", shell).finish(Value::string("")).at("TEXT").text() == "Ran true on :SHELL:\n(no output)");
   CHECK(logs.contains("ACT END [:SHELL] (session internal): ok in "));
   CHECK(line_starting(logs, "ACT END").find(", no output") != std::string::npos);
@@ -64,11 +60,11 @@ TEST_CASE("a command without output, or failing, says so", "[pipeline]") {
 TEST_CASE("a tool call is shown with its arguments; credentials are masked in the log only", "[pipeline]") {
   LogCapture logs;
   const ActionRecord record(
-      "TOOL", action("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"Read-File\" :ARGS (:FILEPATH \"notes.txt\")))"));
+      "TOOL", sexp("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"Read-File\" :ARGS (:FILEPATH \"notes.txt\")))"));
   CHECK(record.what() == "read-file (:FILEPATH \"notes.txt\")");
   CHECK(logs.contains("ACT START [tool read-file] (session internal): read-file (:FILEPATH \"notes.txt\")"));
 
-  const ActionRecord secret("SHELL", action("(:TYPE :REQUEST :PAYLOAD (:CMD \"curl -H 'Authorization: Bearer abcdefghijklmnop' x\"))"));
+  const ActionRecord secret("SHELL", sexp("(:TYPE :REQUEST :PAYLOAD (:CMD \"curl -H 'Authorization: Bearer abcdefghijklmnop' x\"))"));
   CHECK(logs.contains("ACT START [:SHELL] (session internal): curl -H 'Authorization: [MASKED]' x"));
   const Value shown = secret.finish(Value::string("token=supersecretvalue"));
   CHECK(line_starting(logs, "ACT END").find("[MASKED]") != std::string::npos);
@@ -78,7 +74,7 @@ TEST_CASE("a tool call is shown with its arguments; credentials are masked in th
 
 TEST_CASE("long output is cut in the log and, far later, in the message", "[pipeline]") {
   LogCapture logs;
-  const ActionRecord record("SHELL", action("(:TYPE :REQUEST :PAYLOAD (:CMD \"yes\"))"));
+  const ActionRecord record("SHELL", sexp("(:TYPE :REQUEST :PAYLOAD (:CMD \"yes\"))"));
   const Value shown = record.finish(Value::string(std::string(100000, 'y')));
   const std::string end = line_starting(logs, "ACT END");
   CHECK(end.find("... (99700 more bytes)") != std::string::npos);

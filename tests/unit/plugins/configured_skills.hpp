@@ -25,6 +25,15 @@
 
 namespace passepartout::testing {
 
+// A YAML flow map naming `folder` under `key`, with `more` entries after it:
+// ("workdir", "/tmp/x", "timeout: 5") -> "{workdir: '/tmp/x', timeout: 5}".
+inline std::string folder_config(std::string_view key, const std::filesystem::path& folder,
+                                 std::string_view more = "") {
+  std::string yaml = "{" + std::string(key) + ": '" + folder.string() + "'";
+  if (!more.empty()) yaml += ", " + std::string(more);
+  return yaml + "}";
+}
+
 // The bundled skills `names` (manifests from manifests/, libraries from the
 // build's plugin dir) and the skills they need (SkillFixtures::add_bundled_requirements), with the `config` of `configured` replaced by
 // `config_yaml` (a YAML flow map such as "{approve_all_shell: false}").

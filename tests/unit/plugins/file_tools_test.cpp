@@ -36,9 +36,7 @@ struct Folders {
 };
 
 std::string config(const fs::path& workspace, std::string_view more = "") {
-  std::string yaml = "{workspace: '" + workspace.string() + "'";
-  if (!more.empty()) yaml += ", " + std::string(more);
-  return yaml + "}";
+  return passepartout::testing::folder_config("workspace", workspace, more);
 }
 
 void write(const fs::path& path, std::string_view bytes) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "configured_skills.hpp"
+#include "shell_support.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/value.hpp"
 
@@ -31,29 +32,7 @@ using passepartout::testing::ConfiguredSkills;
 using passepartout::testing::TempDir;
 namespace fs = std::filesystem;
 
-// The bundled shell skill with `workdir` and more config (YAML flow-map entries).
-std::string config(const fs::path& workdir, std::string_view more = "") {
-  std::string yaml = "{workdir: '" + workdir.string() + "'";
-  if (!more.empty()) yaml += ", " + std::string(more);
-  return yaml + "}";
-}
-
-// What the shell answered for `cmd`, run with :TIMEOUT `seconds`; REQUIREs that it answered.
-std::string run(ConfiguredSkills& skills, const std::string& cmd, double seconds = 20) {
-  CAPTURE(cmd);
-  const auto snapshot = skills.snapshot();
-  const auto* actuator = snapshot->find_actuator("shell");
-  REQUIRE(actuator != nullptr);
-  const Value action =
-      Value::plist({{"TYPE", Value::keyword("REQUEST")},
-                    {"TARGET", Value::keyword("SHELL")},
-                    {"PAYLOAD", Value::plist({{"CMD", Value::string(cmd)}, {"TIMEOUT", Value::real(seconds)}})}});
-  auto result = actuator->act(action, Value::plist({{"TYPE", Value::keyword("EVENT")}}));
-  INFO((result ? std::string() : result.error().message));
-  REQUIRE(result.has_value());
-  REQUIRE(result->is_string());
-  return std::string(result->text());
-}
+using namespace passepartout::testing::shell;
 
 // The line the load logged that contains `needle`; else every line logged,
 // so that a failed check shows what was logged instead.
@@ -256,7 +235,7 @@ TEST_CASE("shell applies its resource limits to every command", "[plugins][sandb
   SECTION("a busy loop ends at the CPU limit, long before its timeout") {
     ConfiguredSkills skills({"shell"}, "shell", config(dir.path(), "limits: {cpu_seconds: 1}"));
     const auto started = std::chrono::steady_clock::now();
-    CHECK(run(skills, "while :; do :; done", 20) == "ERROR [152]: ");  // 128 + SIGXCPU
+    CHECK(run(skills, "while :; do :; done", ":TIMEOUT 20") == "ERROR [152]: ");  // 128 + SIGXCPU
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
   }
   SECTION("a command fails at the memory limit") {

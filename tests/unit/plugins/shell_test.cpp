@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "configured_skills.hpp"
+#include "shell_support.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -27,46 +28,7 @@ using passepartout::Value;
 using passepartout::testing::ConfiguredSkills;
 using passepartout::testing::TempDir;
 namespace fs = std::filesystem;
-
-// The bundled shell skill with `workdir` and more config (YAML flow-map entries).
-std::string config(const fs::path& workdir, std::string_view more = "") {
-  std::string yaml = "{workdir: '" + workdir.string() + "'";
-  if (!more.empty()) yaml += ", " + std::string(more);
-  return yaml + "}";
-}
-
-// A :TARGET :SHELL action running `cmd`, with extra payload entries (s-expression text).
-Value shell_action(std::string_view cmd, std::string_view more = "") {
-  Value payload = Value::plist({{"CMD", Value::string(cmd)}});
-  if (!more.empty()) {
-    auto extra = passepartout::read_sexp("(" + std::string(more) + ")");
-    REQUIRE(extra.has_value());
-    for (std::size_t i = 0; i + 1 < extra->size(); i += 2) {
-      payload = payload.with(extra->items()[i].text(), extra->items()[i + 1]);
-    }
-  }
-  return Value::plist({{"TYPE", Value::keyword("REQUEST")}, {"TARGET", Value::keyword("SHELL")}, {"PAYLOAD", payload}});
-}
-
-const Value kSignal = Value::plist({{"TYPE", Value::keyword("EVENT")}});
-
-// Runs `action` through the actuator the snapshot has for :SHELL.
-Result<Value> act(ConfiguredSkills& skills, const Value& action) {
-  const auto snapshot = skills.snapshot();
-  const auto* actuator = snapshot->find_actuator("shell");
-  REQUIRE(actuator != nullptr);
-  return actuator->act(action, kSignal);
-}
-
-// What the shell answered for `cmd`; REQUIREs that it answered (errors are for bad actions only).
-std::string run(ConfiguredSkills& skills, std::string_view cmd, std::string_view more = "") {
-  CAPTURE(cmd, more);
-  auto result = act(skills, shell_action(cmd, more));
-  INFO((result ? std::string() : result.error().message));
-  REQUIRE(result.has_value());
-  REQUIRE(result->is_string());
-  return std::string(result->text());
-}
+using namespace passepartout::testing::shell;
 
 // Whether process `pid` is gone (or a zombie waiting for its new parent).
 bool process_gone(pid_t pid) {
