@@ -37,7 +37,10 @@
 //
 // Tools and actuators (ABI 1.1): a skill that offers the model tools lists
 // them in `kTools` and overrides call_tool; one that carries out actions for a
-// target lists the targets in `kActuators` and overrides act:
+// target lists the targets in `kActuators` and overrides act. Its manifest
+// must then name the gate skills that guard them (`guarded_by:
+// [tool-permissions]`): the host refuses it otherwise, and it acts on nothing
+// while any of them is not loaded.
 //
 //   class FileTools final : public passepartout::Skill {
 //    public:
