@@ -70,10 +70,19 @@ class WireSink final : public ReplySink {
   explicit WireSink(WireReply reply) : reply_(std::move(reply)) {}
   void send(const Value& message) override { reply_.send(message); }
   bool is_open() const override { return reply_.is_open(); }
+  bool may_request_approval() const override { return reply_.connection().authenticated; }
 
  private:
   WireReply reply_;
 };
+
+// What an unauthenticated TCP client may send under --tcp-auth user-input:
+// an event of the user's own words, aimed nowhere.
+bool is_plain_user_input(const Value& message) {
+  if (!message.is_list() || message_type(message) != "EVENT" || message.get("TARGET"_key) != nullptr) return false;
+  const Value& sensor = message.path("PAYLOAD"_key, "SENSOR"_key);
+  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key);
+}
 
 Value with_request_id(Value response, const Value& request_id) {
   return request_id.is_nil() ? response : response.with("REQUEST-ID", request_id);
@@ -84,8 +93,8 @@ Value with_request_id(Value response, const Value& request_id) {
 // pipeline with this connection's reply. Called on io threads; never blocks.
 class DaemonHandler final : public RequestHandler {
  public:
-  DaemonHandler(Pipeline& pipeline, OperatorHandler& operators, bool require_auth)
-      : pipeline_(pipeline), operators_(operators), require_auth_(require_auth) {}
+  DaemonHandler(Pipeline& pipeline, OperatorHandler& operators, DaemonConfig::TcpAuth tcp_auth)
+      : pipeline_(pipeline), operators_(operators), tcp_auth_(tcp_auth) {}
 
   void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
     const Value request_id = message.at("REQUEST-ID"_key);
@@ -94,7 +103,10 @@ class DaemonHandler final : public RequestHandler {
     // shutdown, so it needs what an operator's :SHUTDOWN needs.
     const bool is_interrupt = message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
     const bool privileged = is_operator || is_interrupt;
-    if ((privileged || (require_auth_ && connection.transport == Transport::tcp)) && !connection.authenticated) {
+    const bool tokenless_ok = connection.transport == Transport::tcp &&
+                              tcp_auth_ == DaemonConfig::TcpAuth::user_input && !privileged &&
+                              is_plain_user_input(message);
+    if ((privileged || (connection.transport == Transport::tcp && !tokenless_ok)) && !connection.authenticated) {
       log_message(LogLevel::warn, kComponent,
                   "refused an unauthenticated " +
                       std::string(is_operator ? "operator request" : is_interrupt ? "interrupt" : "request") +
@@ -102,7 +114,7 @@ class DaemonHandler final : public RequestHandler {
       reply.finish(with_request_id(
           make_error_response(wire_error::kUnauthorized,
                               "this request needs :AUTH \"<token>\" over TCP (the token is in the daemon's state "
-                              "folder, file 'token'); the Unix socket needs none"),
+                              "folder, file 'token'; `passepartout chat` sends it); the Unix socket needs none"),
           request_id));
       return;
     }
@@ -144,7 +156,7 @@ class DaemonHandler final : public RequestHandler {
 
   Pipeline& pipeline_;
   OperatorHandler& operators_;
-  bool require_auth_;
+  DaemonConfig::TcpAuth tcp_auth_;
 };
 
 std::string endpoint_text(const std::string& address, std::uint16_t port) {
@@ -322,10 +334,15 @@ struct Daemon::Impl {
 
 Result<void> Daemon::Impl::boot() {
   const DaemonConfig& c = config;
-  if (c.listen_tcp && !is_loopback_address(c.listen_address) && !c.require_auth) {
+  if (c.listen_tcp && !is_loopback_address(c.listen_address) && c.tcp_auth != DaemonConfig::TcpAuth::all) {
     return fail(ErrorCode::invalid_input, "refusing to listen on " + c.listen_address +
-                                              ", which is not a loopback address, without authentication: add "
-                                              "--require-auth (every TCP request then needs the token)");
+                                              ", which is not a loopback address, with --tcp-auth user-input: "
+                                              "beyond loopback every TCP request needs the token (--tcp-auth all)");
+  }
+  if (c.listen_tcp && c.tcp_auth == DaemonConfig::TcpAuth::user_input) {
+    log_message(LogLevel::warn, kComponent,
+                "--tcp-auth user-input: any local user may send user input over TCP without the token (raw "
+                "actions, approvals and operator requests still need it)");
   }
   std::error_code ec;
   fs::create_directories(c.state_dir, ec);
@@ -484,7 +501,7 @@ Result<void> Daemon::Impl::listen() {
   options.max_connections = c.max_connections;
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
-  auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.require_auth);
+  auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.tcp_auth);
   // The connections share the pipeline's event loops: a request is read,
   // reasoned and answered on one thread, with no hand-over between threads.
   auto started_server =

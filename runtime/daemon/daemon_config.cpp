@@ -37,14 +37,18 @@ constexpr std::array kSettings{
                   "The Unix socket, created mode 0600 (default $XDG_RUNTIME_DIR/passepartout.sock, else\n"
                   "<state dir>/passepartout.sock)"},
     DaemonSetting{"listen", "PASSEPARTOUT_LISTEN", "ADDR",
-                  "The TCP address (default 127.0.0.1); anything but loopback also needs --require-auth"},
+                  "The TCP address (default 127.0.0.1); anything but loopback needs --tcp-auth all (the default)"},
     DaemonSetting{"port", "PASSEPARTOUT_PORT", "N",
                   "The TCP port (default 9105); 0 picks a free one. The daemon prints\n"
                   "`listening on <addr>:<port>` on standard output once it serves"},
     DaemonSetting{"no-tcp", "PASSEPARTOUT_NO_TCP", "", "Serve on the Unix socket only"},
+    DaemonSetting{"tcp-auth", "PASSEPARTOUT_TCP_AUTH", "MODE",
+                  "Which TCP requests must carry :AUTH \"<token>\" (the contents of <state dir>/token); the Unix\n"
+                  "socket is authenticated by its mode. all (default): every request. user-input: on loopback\n"
+                  "only, plain user input may come without it (clients of the tokenless Lisp protocol); raw\n"
+                  "actions, anything that would create an approval and operator requests still need it"},
     DaemonSetting{"require-auth", "PASSEPARTOUT_REQUIRE_AUTH", "",
-                  "Every TCP request must carry :AUTH \"<token>\" (the contents of <state dir>/token), not only\n"
-                  "operator requests; the Unix socket is authenticated by its mode"},
+                  "The same as --tcp-auth all, the default (kept for existing configurations)"},
     DaemonSetting{"manifests", "PASSEPARTOUT_MANIFEST_DIR", "DIR",
                   "Folder of skill manifests (default: the bundled ones)"},
     DaemonSetting{"plugins", "PASSEPARTOUT_PLUGIN_DIR", "DIR",
@@ -320,7 +324,20 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   bool no_tcp = false;
   if (auto r = flag("no-tcp", no_tcp); !r) return fail(r.error().code, r.error().message);
   config.listen_tcp = !no_tcp;
-  if (auto r = flag("require-auth", config.require_auth); !r) return fail(r.error().code, r.error().message);
+  bool require_auth = false;
+  if (auto r = flag("require-auth", require_auth); !r) return fail(r.error().code, r.error().message);
+  if (const Raw* r = raw("tcp-auth")) {
+    if (r->text == "all") {
+      config.tcp_auth = DaemonConfig::TcpAuth::all;
+    } else if (r->text == "user-input") {
+      config.tcp_auth = DaemonConfig::TcpAuth::user_input;
+    } else {
+      return bad(*r, "is not a TCP authentication mode: all or user-input");
+    }
+    if (require_auth && config.tcp_auth != DaemonConfig::TcpAuth::all) {
+      return bad(*r, "contradicts --require-auth (which means --tcp-auth all); give one");
+    }
+  }
   if (auto r = flag("watch", config.watch); !r) return fail(r.error().code, r.error().message);
   bool log_json = false;
   if (auto r = flag("log-json", log_json); !r) return fail(r.error().code, r.error().message);

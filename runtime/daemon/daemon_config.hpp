@@ -57,7 +57,14 @@ struct DaemonConfig {
   std::string listen_address = "127.0.0.1";
   std::uint16_t port = 9105;  // 0: any free port
   bool listen_tcp = true;
-  bool require_auth = false;  // every TCP request needs the token, not only operator requests
+  // Which TCP requests must carry the token (the Unix socket's mode is its check):
+  //   all         every request (the default)
+  //   user_input  on loopback only, plain user input may come without it, for
+  //               clients of the seeds' tokenless protocol (Lisp peers); raw
+  //               actions, anything that would create an approval, and operator
+  //               requests still need it
+  enum class TcpAuth { all, user_input };
+  TcpAuth tcp_auth = TcpAuth::all;
   std::filesystem::path manifest_dir;
   std::filesystem::path plugin_dir;
   bool watch = false;                  // rescan when the manifest or plugin folder changes

@@ -87,8 +87,12 @@ namespace passepartout {
 //   skill in :SKILLS has :STATE :DISABLED and :REASON, and :VERSION ""
 //   when its manifest could not be read.
 //   The token is the first line of <state dir>/token (daemon/token_file.hpp).
-//   A daemon started with --require-auth answers :UNAUTHORIZED to every TCP
-//   request without the token, user input included.
+//   Over TCP every request needs the token (--tcp-auth all, the default):
+//   one without it gets :UNAUTHORIZED. With --tcp-auth user-input (loopback
+//   only), plain user input — (:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT
+//   ...)) with no :TARGET — may come without it, as the seeds' Lisp peers
+//   send it; an action it leads to that needs approval is then blocked
+//   instead (only an authenticated client may ask a human).
 
 // Codes carried by error responses (keyword names, without the ':').
 namespace wire_error {

@@ -655,6 +655,20 @@ struct Run : std::enable_shared_from_this<Run> {
       finish("done");
       return;
     }
+    if (reply != nullptr && !reply->may_request_approval()) {
+      log_message(LogLevel::warn, kComponent,
+                  "ACT: an action needs approval but its client is not authenticated; blocked (no approval created)");
+      deliver(Value::plist(
+          {{"TYPE", Value::keyword("LOG"_key)},
+           {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
+           {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
+                                     {"TEXT", Value::string("Action blocked: it needs a human's approval, and only "
+                                                            "an authenticated client may ask for one (send the "
+                                                            "daemon's token, as `passepartout chat` does).")}})}}));
+      signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
+      finish("done");
+      return;
+    }
     auto approval = store->create(action, signal.at("META"_key), std::move(gates),
                                   reason.is_string() ? std::string(reason.text()) : std::string());
     if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);

@@ -41,6 +41,10 @@ class ReplySink {
   virtual void send(const Value& message) = 0;
   // False once the other end has gone.
   virtual bool is_open() const = 0;
+  // Whether the client may ask a human to approve an action (an
+  // unauthenticated TCP client may not: it cannot flood the operator's
+  // queue). When false, an action that needs approval is blocked instead.
+  virtual bool may_request_approval() const { return true; }
 };
 
 struct PipelineOptions {

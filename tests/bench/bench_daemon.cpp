@@ -253,10 +253,13 @@ void send_all(int fd, std::string_view bytes) {
   }
 }
 
-// The chat request every client sends, framed, with `id` as its :REQUEST-ID.
-void frame_request(long id, std::string& frame) {
+// The chat request every client sends, framed, with `id` as its :REQUEST-ID
+// and the daemon's `token` (every TCP request carries it, as the CLI's do).
+void frame_request(long id, const std::string& token, std::string& frame) {
   std::string text = "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"ping\") :REQUEST-ID \"";
   text += std::to_string(id);
+  text += "\" :AUTH \"";
+  text += token;
   text += "\")";
   auto message = read_sexp(text);
   if (!message) die("the request does not read: " + message.error().message);
@@ -268,7 +271,7 @@ void frame_request(long id, std::string& frame) {
 // up to the :RESPONSE that ends each exchange.
 class Client {
  public:
-  explicit Client(std::uint16_t port) : fd_(connect_client(port)) {
+  Client(std::uint16_t port, std::string token) : fd_(connect_client(port)), token_(std::move(token)) {
     const Value hello = read_frame();
     if (!hello.path({"PAYLOAD", "ACTION"}).is_keyword("HANDSHAKE")) die("no handshake: " + to_sexp(hello));
   }
@@ -278,7 +281,7 @@ class Client {
 
   // One chat exchange: "ping" in, frames until the :RESPONSE with its id.
   void chat(long id) {
-    frame_request(id, frame_);
+    frame_request(id, token_, frame_);
     send_all(fd_, frame_);
     received_ = 0;
     const std::string request_id = std::to_string(id);
@@ -312,6 +315,7 @@ class Client {
   }
 
   int fd_;
+  std::string token_;
   FrameDecoder decoder_;
   std::string frame_;
   std::size_t received_ = 0;
@@ -321,14 +325,14 @@ class Client {
 // `reply_bytes` bytes and nothing else.
 class FloorClient {
  public:
-  FloorClient(std::uint16_t port, std::size_t reply_bytes)
-      : fd_(connect_client(port)), buffer_(reply_bytes, '\0') {}
+  FloorClient(std::uint16_t port, std::size_t reply_bytes, std::string token)
+      : fd_(connect_client(port)), buffer_(reply_bytes, '\0'), token_(std::move(token)) {}
   ~FloorClient() { ::close(fd_); }
   FloorClient(const FloorClient&) = delete;
   FloorClient& operator=(const FloorClient&) = delete;
 
   void chat(long id) {
-    frame_request(id, frame_);
+    frame_request(id, token_, frame_);
     send_all(fd_, frame_);
     std::size_t got_total = 0;
     while (got_total < buffer_.size()) {
@@ -341,6 +345,7 @@ class FloorClient {
  private:
   int fd_;
   std::string buffer_;
+  std::string token_;
   std::string frame_;
 };
 
@@ -428,6 +433,7 @@ void BM_Daemon(benchmark::State& state) {
     }
 
     std::size_t reply_bytes = 0;
+    std::string token;  // the daemon's: the floor clients send the same bytes
     std::vector<double> rtt;
     Throughput rps;
     double idle_rss = 0;
@@ -436,13 +442,15 @@ void BM_Daemon(benchmark::State& state) {
       ServerProcess daemon(scratch.root, daemon_args(scratch.root));
       std::this_thread::sleep_for(500ms);
       idle_rss = daemon.rss_mb();
+      token = slurp(scratch.root / "token");
+      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
       rtt = round_trips([&] {
-        auto client = std::make_unique<Client>(daemon.port());
+        auto client = std::make_unique<Client>(daemon.port(), token);
         client->chat(0);
         reply_bytes = client->received();
         return client;
       });
-      rps = throughput(daemon, [&] { return std::make_unique<Client>(daemon.port()); });
+      rps = throughput(daemon, [&] { return std::make_unique<Client>(daemon.port(), token); });
       if (!daemon.stop()) die("the daemon did not stop cleanly on SIGTERM:\n" + daemon.log());
     }
 
@@ -453,8 +461,9 @@ void BM_Daemon(benchmark::State& state) {
     {
       Scratch scratch;
       ServerProcess floor(scratch.root, {PP_FLOOR_SERVER_EXE, std::to_string(reply_bytes)});
-      floor_rtt = round_trips([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
-      floor_rps = throughput(floor, [&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes); });
+      floor_rtt = round_trips([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes, token); });
+      floor_rps =
+          throughput(floor, [&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes, token); });
     }
 
     state.counters["rtt_p50_us"] = percentile(rtt, 0.50);

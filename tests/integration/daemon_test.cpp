@@ -54,10 +54,12 @@ DaemonProcess::Options options(std::vector<std::string> extra_args = {}) {
   return DaemonProcess::Options{std::string(kScript), std::move(extra_args), {}, false, {}};
 }
 
-std::string chat(std::string_view text, std::string_view request_id = "") {
+// User input; over TCP it carries the daemon's token (`token`), as every TCP request must.
+std::string chat(std::string_view text, std::string_view request_id = "", std::string_view token = "") {
   std::string message =
       "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
   if (!request_id.empty()) message.insert(message.size() - 1, " :REQUEST-ID \"" + std::string(request_id) + "\"");
+  if (!token.empty()) message.insert(message.size() - 1, " :AUTH \"" + std::string(token) + "\"");
   return message;
 }
 
@@ -130,7 +132,7 @@ TEST_CASE("a chat goes through the scripted model and comes back with its gate t
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("hello there", "r-1"));
+  client.send(chat("hello there", "r-1", daemon.token()));
 
   const Value reply = client.expect_frame();
   INFO(to_sexp(reply) << "\n" << daemon.log());
@@ -155,7 +157,7 @@ TEST_CASE("a chat goes through the scripted model and comes back with its gate t
     CHECK(is_health_response(local.request("(:TYPE :HEALTH-CHECK)")));
   }
   SECTION("streamed replies arrive as chunks before the final frame") {
-    client.send(chat("a streamed answer please", "r-2"));
+    client.send(chat("a streamed answer please", "r-2", daemon.token()));
     std::string streamed;
     Value frame = client.expect_frame();
     while (is_stream_chunk(frame)) {
@@ -173,7 +175,7 @@ TEST_CASE("a destructive shell command from the model is blocked and the user se
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("my disk is full", "r-3"));
+  client.send(chat("my disk is full", "r-3", daemon.token()));
 
   const Value rejection = client.expect_frame();
   const std::string printed = to_sexp(rejection);
@@ -229,7 +231,7 @@ TEST_CASE("non-ASCII text is counted in code points both ways", "[integration]")
   client.send_raw("000020" + payload);
   CHECK(is_health_response(client.expect_frame()));
 
-  client.send(chat("a naïve question", "r-4"));
+  client.send(chat("a naïve question", "r-4", daemon.token()));
   const Value reply = client.expect_frame();
   INFO(to_sexp(reply));
   CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Déjà vu: a naïve café ☕");
@@ -295,7 +297,7 @@ TEST_CASE("SIGTERM lets the request in flight finish, then the daemon exits 0", 
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("answer slowly", "r-5"));
+  client.send(chat("answer slowly", "r-5", daemon.token()));
   REQUIRE(poll_status(daemon, [](const Value& status) {
     return status.path({"PAYLOAD", "IN-FLIGHT"}).as_integer() >= 1;
   }));
@@ -495,6 +497,77 @@ TEST_CASE("a daemon started as root says so in its log, and its shell runs comma
                             (daemon.state_dir() / "workspace").string()));
 }
 
+// Frames a request got, up to the response with `id`, printed one a line.
+std::string exchange(WireClient& client, const std::string& message, std::string_view id) {
+  client.send(message);
+  std::string seen;
+  for (;;) {
+    const Value frame = client.expect_frame();
+    seen += to_sexp(frame) + "\n";
+    if (frame.at("REQUEST-ID").text() == id) return seen;
+  }
+}
+
+// A local user without the token asks for a file of the daemon's workspace
+// with a raw tool action: refused over TCP; with the token, served.
+TEST_CASE("over TCP, a raw action without the token is refused and with it is served", "[integration][auth]") {
+  DaemonProcess daemon(options());
+  std::ofstream(daemon.state_dir() / "workspace" / "notes.txt") << "the daemon user's notes";
+  const std::string read =
+      "(:TYPE :REQUEST :TARGET :TOOL :REQUEST-ID \"f\" :META (:SOURCE :TUI) :PAYLOAD (:TOOL \"read-file\" "
+      ":ARGS (:FILEPATH \"notes.txt\") :EXPLANATION \"Reading the notes the user asked for.\")";
+  WireClient stranger = WireClient::tcp(daemon.port());
+  stranger.expect_handshake();
+  const std::string refused = exchange(stranger, read + ")", "f");
+  INFO(refused);
+  CHECK(refused.find(":UNAUTHORIZED") != std::string::npos);
+  CHECK(refused.find("the daemon user's notes") == std::string::npos);
+
+  WireClient owner = WireClient::tcp(daemon.port());
+  owner.expect_handshake();
+  const std::string served = exchange(owner, read + " :AUTH \"" + daemon.token() + "\")", "f");
+  INFO(served << daemon.log());
+  CHECK(served.find("the daemon user's notes") != std::string::npos);
+  expect_healthy_service(daemon);
+}
+
+// The seeds' Lisp peers send user input over TCP without a token.
+TEST_CASE("a tokenless Lisp-style client is served with --tcp-auth user-input and refused without it",
+          "[integration][auth]") {
+  SECTION("by default every TCP request needs the token") {
+    DaemonProcess daemon(options());
+    WireClient lisp = WireClient::tcp(daemon.port());
+    lisp.expect_handshake();
+    lisp.send(chat("hello", ""));
+    const Value refused = lisp.expect_frame();
+    INFO(to_sexp(refused));
+    CHECK(error_response_code(refused) == "UNAUTHORIZED");
+  }
+  SECTION("with --tcp-auth user-input, user input is answered; raw actions and approvals still need it") {
+    DaemonProcess daemon(options({"--tcp-auth", "user-input"}));
+    CHECK(daemon.wait_for_log("--tcp-auth user-input: any local user may send user input over TCP"));
+    WireClient lisp = WireClient::tcp(daemon.port());
+    lisp.expect_handshake();
+    lisp.send(chat("hello", ""));  // exactly what a Lisp peer sends: no :REQUEST-ID, no :AUTH
+    const Value reply = lisp.expect_frame();
+    INFO(to_sexp(reply));
+    CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
+
+    const std::string approval = exchange(lisp, chat("greet the operator", "g"), "g");
+    INFO(approval);
+    CHECK(approval.find("only an authenticated client may ask for one") != std::string::npos);
+    CHECK(approval.find("APPROVAL-REQUIRED") == std::string::npos);
+    const Value raw = operator_request(lisp, ":APPROVALS");
+    CHECK(error_response_code(raw) == "UNAUTHORIZED");
+    lisp.send("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo raw\"))");
+    CHECK(error_response_code(lisp.expect_frame()) == "UNAUTHORIZED");
+    WireClient local = WireClient::local(daemon.socket_path());
+    local.expect_handshake();
+    const Value pending = operator_request(local, ":APPROVALS");
+    CHECK(pending.path({"PAYLOAD", "APPROVALS"}).is_nil());  // none was created
+  }
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";
@@ -556,10 +629,16 @@ TEST_CASE("bad settings stop the daemon before it starts, with exit status 2 and
     CHECK(run.exit_status == 2);
     CHECK(run.err.find(config.string() + ":2:1: unknown key 'prot'; did you mean 'port'?") != std::string::npos);
   }
-  SECTION("a listener beyond loopback without authentication") {
-    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--listen", "0.0.0.0", "--port", "0"}, env);
+  SECTION("a listener beyond loopback that would take tokenless input (refused before anything listens)") {
+    auto run = testing::run_passepartout(
+        {"daemon", "--state-dir", state, "--listen", "0.0.0.0", "--port", "0", "--tcp-auth", "user-input"}, env);
     CHECK(run.exit_status == 2);
-    CHECK(run.err.find("--require-auth") != std::string::npos);
+    CHECK(run.err.find("--tcp-auth all") != std::string::npos);
+  }
+  SECTION("an unknown TCP authentication mode") {
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--tcp-auth", "none"}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("--tcp-auth: 'none' is not a TCP authentication mode: all or user-input") != std::string::npos);
   }
   INFO(std::string("state dir ") + state);
 }
@@ -569,7 +648,7 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
   auto run = testing::run_passepartout({"daemon", "--help"}, testing::hermetic_env(dir.path()));
   CHECK(run.exit_status == 0);
   for (std::string_view needle :
-       {"--port", "--socket", "--no-tcp", "--listen", "--require-auth", "--config", "--script", "--max-frame",
+       {"--port", "--socket", "--no-tcp", "--listen", "--tcp-auth", "--require-auth", "--config", "--script", "--max-frame",
         "--log-json", "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS",
         "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
     INFO(needle);
