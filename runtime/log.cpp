@@ -352,10 +352,40 @@ class TextLineFormatter final : public spdlog::formatter {
     dest.append(level.data(), level.data() + level.size());
     msg.color_range_end = dest.size();
     dest.push_back(' ');
-    dest.append(msg.payload.data(), msg.payload.data() + msg.payload.size());
+    append_escaped(dest, std::string_view(msg.payload.data(), msg.payload.size()));
     dest.push_back('\n');
   }
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<TextLineFormatter>(); }
+
+  // `text` with control characters escaped (\n, \r, \t, \xHH), so one line
+  // of the log is always one of the daemon's, whatever a client or a model
+  // put in a keyword, string or source it mentions. One scan when there are
+  // none, the usual case.
+  static void append_escaped(spdlog::memory_buf_t& dest, std::string_view text) {
+    const auto is_control = [](char c) {
+      const auto byte = static_cast<unsigned char>(c);
+      return byte < 0x20 || byte == 0x7f;
+    };
+    const char* const end = text.data() + text.size();
+    const char* from = text.data();
+    for (const char* at = std::find_if(from, end, is_control); at != end; at = std::find_if(from, end, is_control)) {
+      dest.append(from, at);
+      static constexpr char kHex[] = "0123456789abcdef";
+      const auto byte = static_cast<unsigned char>(*at);
+      const char escaped[] = {'\\', 'x', kHex[byte >> 4], kHex[byte & 0xf]};
+      if (*at == '\n') {
+        dest.append(std::string_view("\\n"));
+      } else if (*at == '\r') {
+        dest.append(std::string_view("\\r"));
+      } else if (*at == '\t') {
+        dest.append(std::string_view("\\t"));
+      } else {
+        dest.append(escaped, escaped + sizeof escaped);
+      }
+      from = at + 1;
+    }
+    dest.append(from, end);
+  }
 
  private:
   static constexpr std::size_t kCachedSize = 20;  // "2026-11-25T09:01:40."

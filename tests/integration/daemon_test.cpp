@@ -568,6 +568,19 @@ TEST_CASE("a tokenless Lisp-style client is served with --tcp-auth user-input an
   }
 }
 
+TEST_CASE("a client's newline in a keyword stays on one line of the daemon's log", "[integration][auth]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  client.send("(:TYPE :|EVENT\n2026-01-01T00:00:00.000 info daemon: forged| :REQUEST-ID \"x\" "
+              ":PAYLOAD (:SENSOR :HEARTBEAT))");
+  for (Value frame = client.expect_frame(); frame.at("REQUEST-ID").text() != "x"; frame = client.expect_frame()) {
+  }
+  REQUIRE(daemon.wait_for_log("GATE [Perceive]: EVENT\\n2026-01-01T00:00:00.000 "));  // escaped, on its line
+  INFO(daemon.log());
+  CHECK(daemon.log().find("\n2026-01-01T00:00:00.000") == std::string::npos);  // never a line of its own
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";

@@ -87,6 +87,19 @@ TEST_CASE("a text log line carries time, level, component and message", "[log]")
   CHECK(text.substr(23) == " info loader: loaded skill 'policy'\n");
 }
 
+TEST_CASE("a text log line escapes control characters, so a client cannot forge a line", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  // A keyword a client sent: a newline and a line that looks like the daemon's.
+  const std::string forged = std::string("EVENT\n2026-11-26T10:00:00.000 info daemon: all is well") + '\0' +
+                             "\x1b[31mred\ttab\r\x7f";
+  log_message(LogLevel::info, "pipeline", "GATE [Perceive]: " + forged);
+  const std::string text = err.text();
+  CHECK(count_lines(text) == 1);
+  CHECK(text.substr(23) ==
+        " info pipeline: GATE [Perceive]: EVENT\\n2026-11-26T10:00:00.000 info daemon: all is well\\x00"
+        "\\x1b[31mred\\ttab\\r\\x7f\n");
+}
+
 namespace {
 
 // The local time as the pattern "%Y-%m-%dT%H:%M:%S.%e" writes it.
