@@ -4,6 +4,7 @@
 #include "daemon/daemon.hpp"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,6 +163,51 @@ class DaemonHandler final : public RequestHandler {
 std::string endpoint_text(const std::string& address, std::uint16_t port) {
   return address.find(':') != std::string::npos ? "[" + address + "]:" + std::to_string(port)
                                                 : address + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+namespace {
+
+// Descriptors kept for everything but connections: skills' libraries,
+// SQLite, the log, commands' pipes, the listeners.
+constexpr std::size_t kReservedDescriptors = 128;
+
+// The TCP connection limit the descriptor limit allows: the soft limit is
+// raised to the hard one first; an explicit --max-connections it cannot
+// serve is an error that says what to raise.
+Result<std::size_t> connection_limit(const DaemonConfig& c) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return c.max_connections != 0 ? c.max_connections : 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const auto descriptors = static_cast<std::size_t>(std::min<rlim_t>(limit.rlim_cur, 1u << 20));
+  const std::size_t needed_besides = kReservedDescriptors + c.max_unix_connections;
+  const std::size_t room = descriptors > needed_besides ? descriptors - needed_besides : 0;
+  if (c.max_connections != 0) {
+    if (c.max_connections > room) {
+      return fail(ErrorCode::invalid_input,
+                  "--max-connections " + std::to_string(c.max_connections) + " needs about " +
+                      std::to_string(c.max_connections + needed_besides) + " descriptors, but the limit is " +
+                      std::to_string(descriptors) + ": raise it (LimitNOFILE= in the systemd unit, ulimit -n) or "
+                      "lower --max-connections");
+    }
+    return c.max_connections;
+  }
+  if (room < 16) {
+    return fail(ErrorCode::invalid_input, "the descriptor limit is " + std::to_string(descriptors) +
+                                              ", too few to serve connections: raise it (LimitNOFILE=, ulimit -n)");
+  }
+  const std::size_t chosen = std::min<std::size_t>(1024, room);
+  log_message(LogLevel::info, kComponent,
+              "connections: up to " + std::to_string(chosen) + " over TCP (" +
+                  std::to_string(c.max_connections_per_peer) + " per address) and " +
+                  std::to_string(c.max_unix_connections) + " on the Unix socket; descriptor limit " +
+                  std::to_string(descriptors));
+  return chosen;
 }
 
 }  // namespace
@@ -498,7 +544,13 @@ Result<void> Daemon::Impl::listen() {
   options.frame_limits.max_payload_code_points = c.max_frame;
   options.idle_timeout = c.idle_timeout;
   options.read_timeout = c.read_timeout;
-  options.max_connections = c.max_connections;
+  auto connections = connection_limit(c);
+  if (!connections) return fail(connections.error().code, connections.error().message);
+  options.max_connections = *connections;
+  options.max_unix_connections = c.max_unix_connections;
+  options.max_connections_per_peer = c.max_connections_per_peer;
+  options.handshake_timeout = c.handshake_timeout;
+  options.max_total_queued_write_bytes = c.max_queued_reply_bytes;
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
   auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.tcp_auth);

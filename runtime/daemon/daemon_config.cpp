@@ -87,7 +87,19 @@ constexpr std::array kSettings{
     DaemonSetting{"max-frame", "PASSEPARTOUT_MAX_FRAME", "N",
                   "Largest frame, in code points, either direction (default 1048576; at most 16777215)"},
     DaemonSetting{"max-connections", "PASSEPARTOUT_MAX_CONNECTIONS", "N",
-                  "Open connections; one more gets a BUSY error (default 128)"},
+                  "Open TCP connections; one more gets a BUSY error and is closed at once (default: what the\n"
+                  "descriptor limit leaves room for, at most 1024; a value the limit cannot serve stops the start)"},
+    DaemonSetting{"max-unix-connections", "PASSEPARTOUT_MAX_UNIX_CONNECTIONS", "N",
+                  "Open connections on the Unix socket, counted apart from TCP's so that no number of TCP\n"
+                  "clients locks the operator out (default 64)"},
+    DaemonSetting{"max-connections-per-peer", "PASSEPARTOUT_MAX_CONNECTIONS_PER_PEER", "N",
+                  "Open TCP connections from one address (default 64)"},
+    DaemonSetting{"handshake-timeout", "PASSEPARTOUT_HANDSHAKE_TIMEOUT", "SECONDS",
+                  "Close a connection that has not sent a complete request this long after it opened\n"
+                  "(default 10; 0: never); once it has, --idle-timeout applies"},
+    DaemonSetting{"max-queued-replies", "PASSEPARTOUT_MAX_QUEUED_REPLIES", "MIB",
+                  "Reply bytes waiting for slow readers, all connections together (default 256): past it the\n"
+                  "connection holding the most is closed, with a logged reason, and the others are served"},
     DaemonSetting{"idle-timeout", "PASSEPARTOUT_IDLE_TIMEOUT", "SECONDS",
                   "Close a connection idle this long (default 1800; 0: never)"},
     DaemonSetting{"read-timeout", "PASSEPARTOUT_READ_TIMEOUT", "SECONDS",
@@ -397,6 +409,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
                             Duration{"approval-retention", &config.approval_retention, true},
                             Duration{"idle-timeout", &config.idle_timeout, true},
                             Duration{"read-timeout", &config.read_timeout, false},
+                            Duration{"handshake-timeout", &config.handshake_timeout, true},
                             Duration{"shutdown-grace", &config.shutdown_grace, true}}) {
     const Raw* r = raw(d.key);
     if (r == nullptr) continue;
@@ -441,6 +454,21 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     auto v = parse_count(*r, 1, 100000, "a number of connections");
     if (!v) return fail(v.error().code, v.error().message);
     config.max_connections = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-unix-connections")) {
+    auto v = parse_count(*r, 1, 10000, "a number of connections");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_unix_connections = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-connections-per-peer")) {
+    auto v = parse_count(*r, 1, 100000, "a number of connections");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_connections_per_peer = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-queued-replies")) {
+    auto v = parse_count(*r, 1, 1024 * 1024, "a number of MiB");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_queued_reply_bytes = static_cast<std::size_t>(*v) * 1024 * 1024;
   }
   if (const Raw* r = raw("idle-poll")) {
     auto v = parse_count(*r, 0, 100000, "a number of microseconds");

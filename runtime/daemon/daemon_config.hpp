@@ -84,7 +84,14 @@ struct DaemonConfig {
   std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;  // zero: for ever
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
-  std::size_t max_connections = 128;
+  // TCP connections; 0: as many as the descriptor limit leaves room for, at
+  // most 1024 (the daemon raises its soft limit to the hard one at start, and
+  // refuses a value the limit cannot serve).
+  std::size_t max_connections = 0;
+  std::size_t max_unix_connections = 64;      // the Unix socket's own, apart from TCP's
+  std::size_t max_connections_per_peer = 64;  // TCP connections from one address
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};  // to the first complete request
+  std::size_t max_queued_reply_bytes = std::size_t{256} * 1024 * 1024;   // all connections together
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};  // zero: never
   std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};

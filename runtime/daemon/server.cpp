@@ -132,10 +132,29 @@ struct ServerState {
   void unregister(std::uint64_t id) {
     {
       std::lock_guard lock(connections_mutex);
-      connections.erase(id);
+      auto found = connections.find(id);
+      if (found == connections.end()) return;
+      if (found->second.transport == Transport::unix_socket) {
+        --open_unix;
+      } else {
+        --open_tcp;
+        auto peer = per_peer.find(found->second.peer_address);
+        if (peer != per_peer.end() && --peer->second == 0) per_peer.erase(peer);
+      }
+      connections.erase(found);
     }
     connections_changed.notify_all();
   }
+
+  // Counts `bytes` of replies queued (positive) or written or dropped
+  // (negative); true when all connections together now hold more than the budget.
+  bool add_queued(std::int64_t bytes) noexcept {
+    const std::int64_t total = queued_write_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    return bytes > 0 && total > static_cast<std::int64_t>(options.max_total_queued_write_bytes);
+  }
+  // Closes the connection holding the most unread replies (see
+  // ServerOptions::max_total_queued_write_bytes). Any thread.
+  void shed_largest();
 
   const ServerOptions options;
   const FrameCodec codec;
@@ -150,12 +169,29 @@ struct ServerState {
   std::atomic<std::uint64_t> frames_out{0};
   std::atomic<std::uint64_t> errors{0};
   std::atomic<std::uint64_t> next_connection_id{1};
+  std::atomic<std::uint64_t> closed_for_replies{0};
+  std::atomic<std::int64_t> queued_write_bytes{0};  // all connections' unwritten reply bytes
 
-  mutable std::mutex connections_mutex;  // guards connections and draining
+  // A connection as the registry counts it.
+  struct Registered {
+    std::weak_ptr<Connection> connection;
+    Transport transport;
+    std::string peer_address;  // TCP: the client's address without its port
+  };
+  mutable std::mutex connections_mutex;  // guards connections, the counts and draining
   mutable std::condition_variable connections_changed;
-  std::unordered_map<std::uint64_t, std::weak_ptr<Connection>> connections;
+  std::unordered_map<std::uint64_t, Registered> connections;
+  std::size_t open_tcp = 0;
+  std::size_t open_unix = 0;
+  std::unordered_map<std::string, std::size_t> per_peer;  // open TCP connections by address
   bool draining = false;
 };
+
+// "127.0.0.1:5000" -> "127.0.0.1"; "::1:5000" -> "::1".
+std::string address_of(const std::string& peer) {
+  const std::size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
 
 }  // namespace
 
@@ -202,20 +238,16 @@ namespace {
 // may be called from any thread.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<ServerState> server, GenericSocket socket, ConnectionInfo info, bool registered)
+  Connection(std::shared_ptr<ServerState> server, GenericSocket socket, ConnectionInfo info)
       : server_(std::move(server)),
         strand_(socket.get_executor()),
         socket_(std::move(socket)),
         timer_(strand_),
         info_(std::move(info)),
-        decoder_(server_->options.frame_limits),
-        registered_(registered) {}
+        decoder_(server_->options.frame_limits) {}
 
-  // `rejection`: send only this error response, then close.
-  void start(std::optional<Value> rejection) {
-    asio::post(strand_, [self = shared_from_this(), rejection = std::move(rejection)]() mutable {
-      self->on_start(std::move(rejection));
-    });
+  void start() {
+    asio::post(strand_, [self = shared_from_this()] { self->on_start(); });
   }
   void drain() {
     asio::post(strand_, [self = shared_from_this()] { self->on_drain(); });
@@ -238,6 +270,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (first) asio::defer(strand_, [self = shared_from_this()] { self->take_inbox(); });
   }
   bool is_closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+  // Reply bytes queued and not yet written, as of the strand's last change. Any thread.
+  std::size_t queued_bytes() const noexcept { return queued_shared_.load(std::memory_order_relaxed); }
+  // Closes the connection for holding `bytes` of unread replies, the most of
+  // any, while all together are over the budget. From any thread.
+  void close_for_replies(std::size_t bytes) {
+    asio::post(strand_, [self = shared_from_this(), bytes] {
+      if (self->closed_) return;
+      self->server_->closed_for_replies.fetch_add(1, std::memory_order_relaxed);
+      self->server_->errors.fetch_add(1, std::memory_order_relaxed);
+      log_message(LogLevel::warn, kComponent,
+                  self->describe() + ": closed: its " + std::to_string(bytes) +
+                      " bytes of unread replies were the most while all connections together held more than " +
+                      std::to_string(self->server_->options.max_total_queued_write_bytes) + " bytes");
+      self->close_now();
+    });
+  }
 
  private:
   struct Delivery {
@@ -252,19 +300,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   enum class Phase { none, idle, reading, busy };
 
-  void on_start(std::optional<Value> rejection) {
+  void on_start() {
+    if (server_->options.handshake_timeout.count() > 0) {
+      handshake_deadline_ = Clock::now() + server_->options.handshake_timeout;
+    }
     timer_.expires_at(Clock::time_point::max());
     wait_deadline();
     // Reads after a wait for readiness must not block: see start_read.
     error_code not_set;
     socket_.non_blocking(true, not_set);
     non_blocking_ = !not_set;
-    if (rejection) {
-      input_closed_ = true;
-      queue_message(*rejection);
-      begin_close();
-      return;
-    }
     log_message(LogLevel::debug, kComponent,
                 "connection " + std::to_string(info_.connection_id) + " from " + info_.peer + " (" +
                     to_string(info_.transport) + ") opened");
@@ -464,6 +509,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void queue_frame(std::string frame) {
     if (closed_) return;
     queued_write_bytes_ += frame.size();
+    queued_shared_.store(queued_write_bytes_, std::memory_order_relaxed);
+    const bool over_total = server_->add_queued(static_cast<std::int64_t>(frame.size()));
     if (queued_write_bytes_ > server_->options.max_queued_write_bytes) {
       server_->errors.fetch_add(1, std::memory_order_relaxed);
       log_message(LogLevel::warn, kComponent, describe() + ": the client is not reading (" +
@@ -474,6 +521,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     writes_.push_back(std::move(frame));
     schedule_flush();
+    if (over_total) server_->shed_largest();
   }
 
   // For the connection's own frames (the handshake, health answers, errors):
@@ -530,10 +578,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     const std::size_t written = batch_frames_;
+    std::size_t written_bytes = 0;
     for (std::size_t i = 0; i < written; ++i) {
-      queued_write_bytes_ -= writes_.front().size();
+      written_bytes += writes_.front().size();
       writes_.pop_front();
     }
+    queued_write_bytes_ -= written_bytes;
+    queued_shared_.store(queued_write_bytes_, std::memory_order_relaxed);
+    server_->add_queued(-static_cast<std::int64_t>(written_bytes));
     write_batch_.clear();
     server_->frames_out.fetch_add(written, std::memory_order_relaxed);
     if (!writes_.empty()) {
@@ -576,12 +628,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     closed_flag_.store(true, std::memory_order_release);
+    server_->add_queued(-static_cast<std::int64_t>(queued_write_bytes_));  // dropped with the connection
+    queued_write_bytes_ = 0;
+    queued_shared_.store(0, std::memory_order_relaxed);
     error_code ignored;
     socket_.close(ignored);
     timer_.cancel();
     pending_.clear();
     log_message(LogLevel::debug, kComponent, describe() + " closed");
-    if (registered_) server_->unregister(info_.connection_id);
+    server_->unregister(info_.connection_id);
   }
 
   // --- deadlines -------------------------------------------------------------
@@ -620,7 +675,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       close_now();
       return;
     }
-    if (phase_ == Phase::reading) {
+    if (frames_decoded_ == 0 && Clock::now() >= handshake_deadline_) {
+      server_->errors.fetch_add(1, std::memory_order_relaxed);
+      const std::string what =
+          "no complete request within " + milliseconds_text(server_->options.handshake_timeout) + " of connecting";
+      log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+      expire(what);
+    } else if (phase_ == Phase::reading) {
       server_->errors.fetch_add(1, std::memory_order_relaxed);
       const std::string what = "a frame was not complete within " + milliseconds_text(server_->options.read_timeout);
       log_message(LogLevel::warn, kComponent, describe() + ": " + what);
@@ -654,13 +715,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = phase;
     deadline_frame_ = frames_decoded_;
     const ServerOptions& options = server_->options;
+    Clock::time_point deadline = Clock::time_point::max();
     if (phase == Phase::reading && options.read_timeout.count() > 0) {
-      set_deadline(Clock::now() + options.read_timeout);
+      deadline = Clock::now() + options.read_timeout;
     } else if (phase == Phase::idle && options.idle_timeout.count() > 0) {
-      set_deadline(Clock::now() + options.idle_timeout);
-    } else {
-      set_deadline(Clock::time_point::max());
+      deadline = Clock::now() + options.idle_timeout;
     }
+    // Until its first complete request, a connection has the handshake's bound too.
+    if (frames_decoded_ == 0) deadline = std::min(deadline, handshake_deadline_);
+    set_deadline(deadline);
   }
 
   std::string describe() const {
@@ -672,9 +735,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   GenericSocket socket_;
   Timer timer_;
   Clock::time_point deadline_ = Clock::time_point::max();  // see set_deadline
+  Clock::time_point handshake_deadline_ = Clock::time_point::max();  // for the first complete request
   const ConnectionInfo info_;
   FrameDecoder decoder_;
-  const bool registered_;
   std::array<char, kReadBufferSize> read_buffer_{};
 
   std::deque<Item> pending_;
@@ -682,6 +745,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<asio::const_buffer> write_batch_;  // what the write in progress has yet to write
   std::size_t batch_frames_ = 0;                 // the frames it writes, at the front of writes_
   std::size_t queued_write_bytes_ = 0;
+  std::atomic<std::size_t> queued_shared_{0};  // queued_write_bytes_, for shed_largest() on other threads
   std::uint64_t last_request_id_ = 0;
   std::uint64_t request_id_ = 0;
   std::uint64_t frames_decoded_ = 0;
@@ -712,9 +776,27 @@ std::vector<std::shared_ptr<Connection>> ServerState::open_connections() const {
   std::vector<std::shared_ptr<Connection>> open;
   open.reserve(connections.size());
   for (const auto& entry : connections) {
-    if (auto connection = entry.second.lock()) open.push_back(std::move(connection));
+    if (auto connection = entry.second.connection.lock()) open.push_back(std::move(connection));
   }
   return open;
+}
+
+void ServerState::shed_largest() {
+  std::shared_ptr<Connection> largest;
+  std::size_t most = 0;
+  {
+    std::lock_guard lock(connections_mutex);
+    for (const auto& entry : connections) {
+      auto connection = entry.second.connection.lock();
+      if (!connection) continue;
+      const std::size_t queued = connection->queued_bytes();
+      if (queued > most) {
+        most = queued;
+        largest = std::move(connection);
+      }
+    }
+  }
+  if (largest) largest->close_for_replies(most);
 }
 
 bool detail::ReplyState::post(std::optional<std::string> frame, bool final) {
@@ -770,39 +852,67 @@ const ConnectionInfo& WireReply::connection() const noexcept {
 
 namespace {
 
-// Registers `socket` as a connection, or sends it away when the server is
-// full or stopping, and starts it.
+// Sends a refused connection away for almost nothing: the error response in
+// one non-blocking write, then closed at once (no connection, no read
+// buffer, no linger). A client that sent bytes first may see a reset instead.
+void refuse(const std::shared_ptr<ServerState>& server, GenericSocket& socket, const Value& rejection) {
+  auto frame = server->codec.encode(rejection);
+  error_code ignored;
+  socket.non_blocking(true, ignored);
+  if (frame) socket.write_some(asio::buffer(*frame), ignored);  // the error instead of the handshake
+  socket.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+// Registers `socket` as a connection and starts it, or sends it away when its
+// transport or its peer is at its limit, or the server is stopping.
 void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info) {
   info.connection_id = server->next_connection_id.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t id = info.connection_id;
+  const bool tcp = info.transport == Transport::tcp;
+  std::string address = tcp ? address_of(info.peer) : std::string();
   std::optional<Value> rejection;
-  std::shared_ptr<Connection> connection;
   {
     std::lock_guard lock(server->connections_mutex);
+    const ServerOptions& options = server->options;
     if (server->draining) {
       rejection = make_error_response(wire_error::kShuttingDown, "the daemon is stopping");
-    } else if (server->connections.size() >= server->options.max_connections) {
-      rejection = make_error_response(wire_error::kBusy, "too many connections (the limit is " +
-                                                             std::to_string(server->options.max_connections) + ")");
+    } else if (!tcp && server->open_unix >= options.max_unix_connections) {
+      rejection = make_error_response(wire_error::kBusy, "too many connections on the Unix socket (the limit is " +
+                                                             std::to_string(options.max_unix_connections) + ")");
+    } else if (tcp && server->open_tcp >= options.max_connections) {
+      rejection = make_error_response(wire_error::kBusy, "too many TCP connections (the limit is " +
+                                                             std::to_string(options.max_connections) + ")");
+    } else if (tcp && server->per_peer[address] >= options.max_connections_per_peer) {
+      rejection = make_error_response(wire_error::kBusy, "too many connections from " + address + " (the limit is " +
+                                                             std::to_string(options.max_connections_per_peer) + ")");
     }
-    // Not make_shared: reply sinks may keep weak references long after the
-    // connection is gone, and they should not keep its buffers allocated.
-    // NOLINTNEXTLINE(modernize-make-shared)
-    connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info), !rejection));
-    if (rejection) {
-      server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      server->connections.emplace(id, connection);
-      server->connections_total.fetch_add(1, std::memory_order_relaxed);
+    if (!rejection) {
+      (tcp ? server->open_tcp : server->open_unix) += 1;
+      if (tcp) ++server->per_peer[address];
+    } else if (tcp && server->per_peer[address] == 0) {
+      server->per_peer.erase(address);  // operator[] above made it
     }
   }
   if (rejection) {
-    log_message(LogLevel::warn, kComponent, "connection " + std::to_string(id) + " refused: " +
+    server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    log_message(LogLevel::warn, kComponent, "connection " + std::to_string(id) + " from " + info.peer + " refused: " +
                                                 std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
-  } else {
-    server->connections_changed.notify_all();
+    refuse(server, socket, *rejection);
+    return;
   }
-  connection->start(std::move(rejection));
+  // Not make_shared: reply sinks may keep weak references long after the
+  // connection is gone, and they should not keep its buffers allocated.
+  // NOLINTNEXTLINE(modernize-make-shared)
+  auto connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info)));
+  {
+    std::lock_guard lock(server->connections_mutex);
+    server->connections.emplace(id, ServerState::Registered{connection, tcp ? Transport::tcp : Transport::unix_socket,
+                                                            std::move(address)});
+    server->connections_total.fetch_add(1, std::memory_order_relaxed);
+  }
+  server->connections_changed.notify_all();
+  connection->start();
 }
 
 // Accepts connections on one endpoint, on its own strand (on the first
@@ -1177,6 +1287,9 @@ ServerCounters Server::counters() const {
   counters.frames_in = state.frames_in.load(std::memory_order_relaxed);
   counters.frames_out = state.frames_out.load(std::memory_order_relaxed);
   counters.errors = state.errors.load(std::memory_order_relaxed);
+  counters.closed_for_replies = state.closed_for_replies.load(std::memory_order_relaxed);
+  counters.queued_write_bytes =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, state.queued_write_bytes.load(std::memory_order_relaxed)));
   return counters;
 }
 

@@ -106,12 +106,26 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout = std::chrono::minutes(30);
   // A frame whose first prefix character arrived must be complete within this.
   std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
-  // Open connections; one more is accepted, gets a BUSY error response and is closed.
-  std::size_t max_connections = 128;
+  // Open TCP connections; one more is accepted, gets a BUSY error response and
+  // is closed at once, without a connection's buffers or a linger.
+  std::size_t max_connections = 1024;
+  // Open connections on the Unix socket, counted apart from TCP's: no number of
+  // TCP clients can lock the operator out.
+  std::size_t max_unix_connections = 64;
+  // Open TCP connections from one address.
+  std::size_t max_connections_per_peer = 64;
+  // A connection that has not sent a complete request this long after it
+  // opened gets a TIMEOUT error response and is closed (zero: no such bound);
+  // once it has spoken, idle_timeout applies.
+  std::chrono::milliseconds handshake_timeout = std::chrono::seconds(10);
   // Decoded requests waiting behind the one being handled; reading pauses beyond.
   std::size_t max_queued_requests = 64;
   // Reply bytes not yet written to a slow client; beyond it the connection is closed.
   std::size_t max_queued_write_bytes = std::size_t{64} * 1024 * 1024;
+  // Reply bytes not yet written, all connections together; beyond it the
+  // connection holding the most is closed (with a logged reason) until the
+  // total is within it again, and the others keep being served.
+  std::size_t max_total_queued_write_bytes = std::size_t{256} * 1024 * 1024;
   // How long a closing connection waits for the client to close its side
   // after the last frame (so that frame is not lost to a reset).
   std::chrono::milliseconds linger = std::chrono::seconds(2);
@@ -123,7 +137,9 @@ struct ServerOptions {
 struct ServerCounters {
   std::uint64_t connections_open = 0;
   std::uint64_t connections_total = 0;     // admitted since start (rejected ones not included)
-  std::uint64_t connections_rejected = 0;  // over max_connections or while stopping
+  std::uint64_t connections_rejected = 0;  // over a connection limit or while stopping
+  std::uint64_t closed_for_replies = 0;    // closed for holding the most unread replies over the total budget
+  std::uint64_t queued_write_bytes = 0;    // reply bytes not yet written, all connections
   std::uint64_t frames_in = 0;             // messages decoded
   std::uint64_t frames_out = 0;            // frames written
   std::uint64_t errors = 0;                // malformed frames, timeouts, handler failures, stuck writers

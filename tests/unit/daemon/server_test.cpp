@@ -621,7 +621,7 @@ TEST_CASE("one connection over the maximum gets BUSY and is closed", "[daemon][c
   WireClient third = WireClient::tcp(server->tcp_port());
   const Value busy = third.expect_frame();
   CHECK(error_response_code(busy) == "BUSY");
-  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections (the limit is 2)"));
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many TCP connections (the limit is 2)"));
   CHECK(third.closed_by_server());
   CHECK(server->counters().connections_rejected == 1);
 
@@ -817,3 +817,104 @@ TEST_CASE("a stopped server no longer accepts on its port, even with no connecti
 }
 
 }  // namespace passepartout
+
+TEST_CASE("the Unix socket has connections of its own: TCP clients at their limit cannot lock it out",
+          "[daemon][concurrency]") {
+  testing::TempDir dir;
+  ServerOptions options = tcp_options();
+  options.unix_socket_path = dir.path() / "s.sock";
+  options.max_connections = 2;
+  options.max_unix_connections = 1;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  WireClient first = WireClient::tcp(server->tcp_port());
+  first.expect_handshake();
+  WireClient second = WireClient::tcp(server->tcp_port());
+  second.expect_handshake();
+  WireClient third = WireClient::tcp(server->tcp_port());
+  CHECK(error_response_code(third.expect_frame()) == "BUSY");
+
+  WireClient operator_client = WireClient::local(options.unix_socket_path);
+  operator_client.expect_handshake();
+  operator_client.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(operator_client.expect_frame()));
+  WireClient another = WireClient::local(options.unix_socket_path);
+  const Value busy = another.expect_frame();
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections on the Unix socket (the limit is 1)"));
+  CHECK(server->counters().connections_rejected == 2);
+}
+
+TEST_CASE("one address cannot take every TCP connection", "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.max_connections_per_peer = 2;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  auto first = std::make_unique<WireClient>(WireClient::tcp(server->tcp_port()));
+  first->expect_handshake();
+  WireClient second = WireClient::tcp(server->tcp_port());
+  second.expect_handshake();
+  WireClient third = WireClient::tcp(server->tcp_port());
+  const Value busy = third.expect_frame();
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections from 127.0.0.1 (the limit is 2)"));
+  CHECK(third.closed_by_server());
+  first.reset();  // its slot comes back
+  REQUIRE(server->wait_connections_open_for_test(1, kWait));
+  WireClient fourth = WireClient::tcp(server->tcp_port());
+  fourth.expect_handshake();
+}
+
+TEST_CASE("a connection that sends no complete request soon after it opens is closed; one that spoke stays",
+          "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.handshake_timeout = 200ms;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  WireClient silent = WireClient::tcp(server->tcp_port());
+  silent.expect_handshake();
+  WireClient talker = WireClient::tcp(server->tcp_port());
+  talker.expect_handshake();
+  talker.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(talker.expect_frame()));
+
+  const Value timeout = silent.expect_frame();
+  CHECK(error_response_code(timeout) == "TIMEOUT");
+  CHECK(timeout.path({"PAYLOAD", "MESSAGE"}) == Value::string("no complete request within 200 ms of connecting"));
+  CHECK(silent.closed_by_server());
+  SECTION("half a frame does not count as speaking") {
+    WireClient slow = WireClient::tcp(server->tcp_port());
+    slow.expect_handshake();
+    slow.send_raw("0000");
+    CHECK(error_response_code(slow.expect_frame()) == "TIMEOUT");
+  }
+  talker.send("(:TYPE :REQUEST)");  // long past the handshake's bound: idle connections keep the idle timeout
+  CHECK(is_ok_response(talker.expect_frame()));
+}
+
+TEST_CASE("past the total reply budget the connection holding the most unread replies is closed, the others served",
+          "[daemon][concurrency]") {
+  constexpr std::size_t kChunk = 900 * 1024;
+  auto handler = std::make_shared<TestHandler>([](Value message, const ConnectionInfo& connection, WireReply reply) {
+    if (message.get("BIG") == nullptr) {
+      reply.finish(TestHandler::echo(message, connection));
+      return;
+    }
+    for (int i = 0; i < 24; ++i) reply.send(make_stream_chunk(std::string(kChunk, 'x')));  // ~21 MB
+    reply.finish(make_ok_response("done"));
+  });
+  ServerOptions options = tcp_options();
+  options.max_total_queued_write_bytes = std::size_t{2} * 1024 * 1024;
+  auto server = start_server(options, handler);
+  WireClient hog = WireClient::tcp(server->tcp_port());
+  hog.expect_handshake();
+  WireClient polite = WireClient::tcp(server->tcp_port());
+  polite.expect_handshake();
+  hog.send("(:TYPE :REQUEST :BIG T)");  // and never reads
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (server->counters().closed_for_replies == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);  // polling a counter, bounded by the deadline
+  }
+  CHECK(server->counters().closed_for_replies == 1);
+  bool closed = false;  // what the socket held before the close comes first
+  for (int frames = 0; frames <= 25 && !closed; ++frames) closed = hog.closed_by_server();
+  CHECK(closed);
+  polite.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(polite.expect_frame()));
+  CHECK(server->counters().queued_write_bytes < options.max_total_queued_write_bytes);
+}
