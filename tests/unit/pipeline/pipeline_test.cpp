@@ -444,7 +444,7 @@ TEST_CASE("the user is shown what an actuator ran and what came of it, and the l
   auto sink = std::make_shared<RecordingSink>();
   rig.run(user_input_signal("note it", "s-ran"), sink);
   REQUIRE(sink->messages().size() == 2);
-  const Value& ran = sink->messages()[0];
+  const Value ran = sink->messages()[0];  // a copy: messages() returns a new vector
   CHECK(ran.at("TYPE").is_keyword("REQUEST"));
   CHECK(ran.path({"PAYLOAD", "ACTION"}).is_keyword("MESSAGE"));
   const std::string_view text = ran.path({"PAYLOAD", "TEXT"}).text();
