@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -20,7 +21,9 @@
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
+#include "value/sexp_reader.hpp"
 
 namespace passepartout {
 namespace {
@@ -579,6 +582,119 @@ TEST_CASE("a client's newline in a keyword stays on one line of the daemon's log
   REQUIRE(daemon.wait_for_log("GATE [Perceive]: EVENT\\n2026-01-01T00:00:00.000 "));  // escaped, on its line
   INFO(daemon.log());
   CHECK(daemon.log().find("\n2026-01-01T00:00:00.000") == std::string::npos);  // never a line of its own
+}
+
+// What /proc says of a process: resident memory in KiB, open descriptors.
+std::size_t rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  }
+  return 0;
+}
+std::size_t open_descriptors(pid_t pid) {
+  const auto folder = "/proc/" + std::to_string(pid) + "/fd";
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(folder),
+                                                std::filesystem::directory_iterator()));
+}
+
+// A loopback connection to `port` that only writes: nothing is ever read.
+int raw_connect(std::uint16_t port) {
+  const int fd = testing::connect_loopback(port);
+  REQUIRE(fd >= 0);
+  return fd;
+}
+
+TEST_CASE("200 idle TCP connections neither lock the operator out nor outlive the handshake timeout",
+          "[integration][limits]") {
+  DaemonProcess daemon(options({"--max-connections", "150", "--max-connections-per-peer", "1000",
+                                "--handshake-timeout", "2"}));
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) idle.push_back(raw_connect(daemon.port()));
+  const auto env = testing::hermetic_env(daemon.dir());
+  auto status = testing::run_passepartout({"status", "--socket", daemon.socket_path().string()}, env);
+  INFO(status.out << status.err);
+  CHECK(status.exit_status == 0);
+  CHECK(status.out.find("HEALTHY") != std::string::npos);
+  CHECK(daemon.wait_for_log("too many TCP connections (the limit is 150)"));
+  // The ones admitted say nothing: each is closed once the handshake's 2 s are up.
+  CHECK(daemon.wait_for_log("no complete request within 2000 ms of connecting"));
+  CHECK(poll_status(daemon, [](const Value& s) { return s.path({"PAYLOAD", "CONNECTIONS"}).as_integer() <= 1; }));
+  for (int fd : idle) ::close(fd);
+  expect_healthy_service(daemon);
+}
+
+TEST_CASE("10,000 quick connections leave the daemon's memory and descriptors where they were",
+          "[integration][limits]") {
+  DaemonProcess daemon(options({"--max-connections", "64"}));
+  expect_healthy_service(daemon);
+  const std::size_t rss_before = rss_kib(daemon.pid());
+  const std::size_t fds_before = open_descriptors(daemon.pid());
+  // Connections opened faster than they are closed, most of them refused.
+  std::vector<int> open;
+  for (int i = 0; i < 10000; ++i) {
+    open.push_back(raw_connect(daemon.port()));
+    if (open.size() == 100) {
+      for (int fd : open) ::close(fd);
+      open.clear();
+    }
+  }
+  for (int fd : open) ::close(fd);
+  expect_healthy_service(daemon);
+  CHECK(poll_status(daemon, [](const Value& s) { return s.path({"PAYLOAD", "CONNECTIONS"}).as_integer() <= 1; }));
+  const std::size_t rss_after = rss_kib(daemon.pid());
+  const std::size_t fds_after = open_descriptors(daemon.pid());
+  INFO("RSS " << rss_before << " -> " << rss_after << " KiB; descriptors " << fds_before << " -> " << fds_after);
+  CHECK(rss_after < rss_before + 16 * 1024);  // the bound: 16 MiB, whatever was refused
+  CHECK(fds_after <= fds_before + 4);
+}
+
+TEST_CASE("32 clients that send large events and never read stay within the reply budget; others are served",
+          "[integration][limits]") {
+  DaemonProcess daemon(options({"--max-queued-replies", "32", "--max-connections-per-peer", "100"}));
+  expect_healthy_service(daemon);
+  const std::size_t rss_before = rss_kib(daemon.pid());
+  // An event with no action goes back to its source (E2): each one is echoed.
+  const std::string event = "(:TYPE :EVENT :META (:SOURCE :TUI) :AUTH \"" + daemon.token() +
+                            "\" :PAYLOAD (:SENSOR :NOTE :TEXT \"" + std::string(512 * 1024, 'x') + "\"))";
+  const auto message = read_sexp(event);
+  REQUIRE(message.has_value());
+  const auto encoded = FrameCodec(FrameLimits{kMaxFrameCodePoints, 128, 4096}).encode(*message);
+  REQUIRE(encoded.has_value());
+  const std::string& frame = *encoded;
+  std::vector<int> hogs;
+  for (int i = 0; i < 32; ++i) {
+    const int fd = raw_connect(daemon.port());
+    int small = 4096;  // what the kernel holds for a client that never reads: little
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    timeval timeout{2, 0};  // a send that waits this long: the daemon stopped reading this one
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    hogs.push_back(fd);
+  }
+  // Whole frames only: a frame cut short would end that connection as malformed instead.
+  std::vector<bool> stopped(hogs.size(), false);
+  for (int round = 0; round < 40; ++round) {
+    for (std::size_t i = 0; i < hogs.size(); ++i) {
+      std::string_view rest = frame;
+      while (!stopped[i] && !rest.empty()) {
+        const ssize_t sent = ::send(hogs[i], rest.data(), rest.size(), MSG_NOSIGNAL);
+        if (sent <= 0) {
+          stopped[i] = true;
+        } else {
+          rest.remove_prefix(static_cast<std::size_t>(sent));
+        }
+      }
+    }
+  }
+  CHECK(daemon.wait_for_log("bytes of unread replies were the most while all connections together held more than"));
+  WireClient polite = WireClient::tcp(daemon.port());
+  polite.expect_handshake();
+  polite.send(chat("hello", "p", daemon.token()));
+  CHECK(polite.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
+  const std::size_t rss_after = rss_kib(daemon.pid());
+  INFO("RSS " << rss_before << " -> " << rss_after << " KiB");
+  CHECK(rss_after < rss_before + (32 + 96) * 1024);  // the budget (32 MiB) plus a stated margin (96 MiB)
+  for (int fd : hogs) ::close(fd);
 }
 
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
