@@ -241,6 +241,7 @@ struct Daemon::Impl {
   std::unique_ptr<SkillHost> skills;
   bool audit_ok = true;
   SkillProblems problems;
+  std::size_t tcp_connection_limit = 0;  // from the settings and the descriptor limit (boot)
 
   // Before the pipeline (it holds references to them); stopped explicitly.
   EventLoops pool{kPipelineThreads, config.idle_poll};
@@ -385,6 +386,10 @@ Result<void> Daemon::Impl::boot() {
                                               ", which is not a loopback address, with --tcp-auth user-input: "
                                               "beyond loopback every TCP request needs the token (--tcp-auth all)");
   }
+  // Before anything is loaded: a limit the descriptors cannot serve stops the start at once.
+  auto connections = connection_limit(c);
+  if (!connections) return fail(connections.error().code, connections.error().message);
+  tcp_connection_limit = *connections;
   if (c.listen_tcp && c.tcp_auth == DaemonConfig::TcpAuth::user_input) {
     log_message(LogLevel::warn, kComponent,
                 "--tcp-auth user-input: any local user may send user input over TCP without the token (raw "
@@ -544,9 +549,7 @@ Result<void> Daemon::Impl::listen() {
   options.frame_limits.max_payload_code_points = c.max_frame;
   options.idle_timeout = c.idle_timeout;
   options.read_timeout = c.read_timeout;
-  auto connections = connection_limit(c);
-  if (!connections) return fail(connections.error().code, connections.error().message);
-  options.max_connections = *connections;
+  options.max_connections = tcp_connection_limit;
   options.max_unix_connections = c.max_unix_connections;
   options.max_connections_per_peer = c.max_connections_per_peer;
   options.handshake_timeout = c.handshake_timeout;

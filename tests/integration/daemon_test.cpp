@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -763,6 +764,19 @@ TEST_CASE("bad settings stop the daemon before it starts, with exit status 2 and
         {"daemon", "--state-dir", state, "--listen", "0.0.0.0", "--port", "0", "--tcp-auth", "user-input"}, env);
     CHECK(run.exit_status == 2);
     CHECK(run.err.find("--tcp-auth all") != std::string::npos);
+  }
+  SECTION("more connections than the descriptor limit can serve") {
+    rlimit limit{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+    if (limit.rlim_max >= 100000) {
+      WARN("the hard descriptor limit (" << limit.rlim_max << ") serves every --max-connections allowed");
+      return;
+    }
+    const std::string too_many = std::to_string(limit.rlim_max + 1);
+    auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--max-connections", too_many}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("--max-connections " + too_many + " needs about ") != std::string::npos);
+    CHECK(run.err.find("descriptors, but the limit is ") != std::string::npos);
   }
   SECTION("an unknown TCP authentication mode") {
     auto run = testing::run_passepartout({"daemon", "--state-dir", state, "--tcp-auth", "none"}, env);
