@@ -698,6 +698,32 @@ TEST_CASE("32 clients that send large events and never read stay within the repl
   for (int fd : hogs) ::close(fd);
 }
 
+TEST_CASE("skills check shows what each skill offers and its guards, and reports a guard missing from the folder",
+          "[integration][guards]") {
+  testing::TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  const auto folder = dir.path() / "manifests";
+  std::filesystem::create_directories(folder);
+  for (const char* name : {"policy", "shell-guard", "shell", "tool-permissions", "file-tools"}) {
+    std::filesystem::copy_file(std::filesystem::path(PP_MANIFEST_DIR) / (std::string(name) + ".yaml"),
+                               folder / (std::string(name) + ".yaml"));
+  }
+  auto whole = testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR}, env);
+  INFO(whole.out << whole.err);
+  CHECK(whole.exit_status == 0);
+  CHECK(whole.out.find("shell 1.0.0 (priority 50); offers the actuator :SHELL, guarded by shell-guard") !=
+        std::string::npos);
+  CHECK(whole.out.find("offers the tools read-file and write-file, guarded by tool-permissions") != std::string::npos);
+
+  std::filesystem::remove(folder / "shell-guard.yaml");
+  auto missing =
+      testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR, "--json"}, env);
+  INFO(missing.out << missing.err);
+  CHECK(missing.exit_status == 1);
+  CHECK(missing.out.find("is guarded by 'shell-guard', which is not installed") != std::string::npos);
+  CHECK(missing.out.find("\"guarded_by\": [\n") != std::string::npos);  // each loaded skill's guards, in JSON
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";
