@@ -392,10 +392,29 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     config.workspace = config.state_dir / "workspace";
   }
 
-  if (const Raw* r = raw("memory-history-limit")) {
-    auto v = parse_count(*r, 0, 1'000'000'000, "a number of versions");
+  // The counts: key, where it goes, the range allowed, what it counts, and the unit's size.
+  struct Count {
+    std::string_view key;
+    std::size_t* out;
+    std::uint64_t min;
+    std::uint64_t max;
+    const char* what;
+    std::size_t unit = 1;
+  };
+  for (const Count& n : {Count{"memory-history-limit", &config.memory_history_limit, 0, 1'000'000'000, "a number of versions"},
+                         Count{"context-log-limit", &config.context_log_limit, 0, 100, "a number of log lines"},
+                         Count{"max-frame", &config.max_frame, 64, kMaxFrameCodePoints, "a frame size in code points"},
+                         Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
+                         Count{"max-unix-connections", &config.max_unix_connections, 1, 10000, "a number of connections"},
+                         Count{"max-connections-per-peer", &config.max_connections_per_peer, 1, 100000,
+                               "a number of connections"},
+                         Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, 1024 * 1024, "a number of MiB",
+                               std::size_t{1024} * 1024}}) {
+    const Raw* r = raw(n.key);
+    if (r == nullptr) continue;
+    auto v = parse_count(*r, n.min, n.max, n.what);
     if (!v) return fail(v.error().code, v.error().message);
-    config.memory_history_limit = static_cast<std::size_t>(*v);
+    *n.out = static_cast<std::size_t>(*v) * n.unit;
   }
   // The durations, in seconds; some cannot be zero.
   struct Duration {
@@ -435,40 +454,10 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (r->text.empty()) return bad(*r, "is not a name");
     config.assistant_name = r->text;
   }
-  if (const Raw* r = raw("context-log-limit")) {
-    auto v = parse_count(*r, 0, 100, "a number of log lines");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.context_log_limit = static_cast<std::size_t>(*v);
-  }
   if (const Raw* r = raw("privacy-tags")) {
     config.privacy_tags.clear();
     for (std::string_view tag : split_list(r->text)) config.privacy_tags.emplace_back(tag);
     if (config.privacy_tags.empty()) return bad(*r, "names no tag");
-  }
-  if (const Raw* r = raw("max-frame")) {
-    auto v = parse_count(*r, 64, kMaxFrameCodePoints, "a frame size in code points");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.max_frame = static_cast<std::size_t>(*v);
-  }
-  if (const Raw* r = raw("max-connections")) {
-    auto v = parse_count(*r, 1, 100000, "a number of connections");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.max_connections = static_cast<std::size_t>(*v);
-  }
-  if (const Raw* r = raw("max-unix-connections")) {
-    auto v = parse_count(*r, 1, 10000, "a number of connections");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.max_unix_connections = static_cast<std::size_t>(*v);
-  }
-  if (const Raw* r = raw("max-connections-per-peer")) {
-    auto v = parse_count(*r, 1, 100000, "a number of connections");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.max_connections_per_peer = static_cast<std::size_t>(*v);
-  }
-  if (const Raw* r = raw("max-queued-replies")) {
-    auto v = parse_count(*r, 1, 1024 * 1024, "a number of MiB");
-    if (!v) return fail(v.error().code, v.error().message);
-    config.max_queued_reply_bytes = static_cast<std::size_t>(*v) * 1024 * 1024;
   }
   if (const Raw* r = raw("idle-poll")) {
     auto v = parse_count(*r, 0, 100000, "a number of microseconds");
