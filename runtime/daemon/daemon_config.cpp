@@ -77,6 +77,12 @@ constexpr std::array kSettings{
     DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",
                   "How long approvals.sqlite3 keeps an approval once it is decided or has expired; older ones\n"
                   "are deleted (default 2592000: 30 days; 0: kept for ever)"},
+    DaemonSetting{"max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS", "N",
+                  "Approvals that may wait at once, all sessions together; past it a new request is refused\n"
+                  "(the action does not run; the user is told why; `status` counts it) (default 1000)"},
+    DaemonSetting{"max-pending-approvals-per-session", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION", "N",
+                  "Approvals that may wait at once in one session (:META :SESSION-ID); past it the session's\n"
+                  "new requests are refused the same way (default 20)"},
     DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
                   "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
                   "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},
@@ -414,6 +420,16 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     config.privacy_tags.clear();
     for (std::string_view tag : split_list(r->text)) config.privacy_tags.emplace_back(tag);
     if (config.privacy_tags.empty()) return bad(*r, "names no tag");
+  }
+  if (const Raw* r = raw("max-pending-approvals")) {
+    auto v = parse_count(*r, 1, 1'000'000, "a number of approvals");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_pending_approvals = static_cast<std::size_t>(*v);
+  }
+  if (const Raw* r = raw("max-pending-approvals-per-session")) {
+    auto v = parse_count(*r, 1, 1'000'000, "a number of approvals");
+    if (!v) return fail(v.error().code, v.error().message);
+    config.max_pending_approvals_per_session = static_cast<std::size_t>(*v);
   }
   if (const Raw* r = raw("max-frame")) {
     auto v = parse_count(*r, 64, kMaxFrameCodePoints, "a frame size in code points");
