@@ -739,8 +739,8 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
   CHECK(run.exit_status == 0);
   for (std::string_view needle :
        {"--port", "--socket", "--no-tcp", "--listen", "--require-auth", "--config", "--script", "--max-frame",
-        "--log-json", "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS",
-        "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
+        "--log-json", "--max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION",
+        "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS", "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
     INFO(needle);
     CHECK(run.out.find(needle) != std::string::npos);
   }
