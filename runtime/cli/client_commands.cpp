@@ -589,8 +589,8 @@ int run_approvals_list(const Target& target, const ApprovalsPage& page, const Ou
   int status = kExitOk;
   const Value limit = page.limit ? Value::integer(*page.limit) : Value();
   const Value offset = page.offset ? Value::integer(*page.offset) : Value();
-  auto response = operator_request(target, "APPROVALS", {{"LIMIT", limit}, {"OFFSET", offset}}, kApprovalHints,
-                                   output, status);
+  auto response =
+      operator_request(target, "APPROVALS", {{"LIMIT", limit}, {"OFFSET", offset}}, kApprovalHints, output, status);
   if (!response) return status;
   const auto approvals = entries_of(response->path({"PAYLOAD", "APPROVALS"}));
   if (output.json) {
@@ -658,10 +658,10 @@ int run_approvals_deny_session(const Target& target, const std::string& session,
     return kExitOk;
   }
   const Value& denied = response->path({"PAYLOAD", "DENIED"});
-  const std::string fallback =
-      denied.is_integer() && denied.as_integer() > 0
-          ? "denied " + std::to_string(denied.as_integer()) + " pending approvals of session '" + printable(session) + "'"
-          : "no pending approvals of session '" + printable(session) + "'";
+  const std::string fallback = denied.is_integer() && denied.as_integer() > 0
+                                   ? "denied " + std::to_string(denied.as_integer()) +
+                                         " pending approvals of session '" + printable(session) + "'"
+                                   : "no pending approvals of session '" + printable(session) + "'";
   output.out << response_message(*response, fallback) << '\n';
   return kExitOk;
 }
@@ -711,7 +711,7 @@ struct ParsedClient {
   bool force = false;
   std::string token;
   std::string all_from;
-  std::int64_t limit = 0;   // 0: not given
+  std::int64_t limit = 0;    // 0: not given
   std::int64_t offset = -1;  // -1: not given
   DoctorOptions doctor;
 };
@@ -892,8 +892,7 @@ void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen) {
 
   // approvals list|show|approve|deny
   auto* approvals = app.add_subcommand(
-      "approvals",
-      "Actions the gates held for a human's decision, in the running daemon: list, show, approve, deny.");
+      "approvals", "Actions the gates held for a human's decision, in the running daemon: list, show, approve, deny.");
   approvals->require_subcommand(1);
   auto* pending = approvals->add_subcommand(
       "list",

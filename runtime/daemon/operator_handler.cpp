@@ -90,14 +90,14 @@ Value approval_value(const Approval& approval) {
 }
 
 // An optional whole-number argument in [min, max]; false with `error` set when it is something else.
-bool count_argument(const Value& request, std::string_view key, std::int64_t min, std::int64_t max,
-                    std::int64_t& out, Value& error) {
+bool count_argument(const Value& request, std::string_view key, std::int64_t min, std::int64_t max, std::int64_t& out,
+                    Value& error) {
   const Value* value = request.get(key);
   if (value == nullptr) return true;
   if (!value->is_integer() || value->as_integer() < min || value->as_integer() > max) {
     error = bad_request(":" + std::string(key) + " must be a whole number from " + std::to_string(min) + " to " +
-                        std::to_string(max) + (value->is_integer() ? "; got " + std::to_string(value->as_integer())
-                                                                   : std::string()));
+                        std::to_string(max) +
+                        (value->is_integer() ? "; got " + std::to_string(value->as_integer()) : std::string()));
     return false;
   }
   out = value->as_integer();
@@ -388,16 +388,15 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     std::vector<Value> items;
     std::size_t total = 0;
     if (services_.approvals != nullptr) {
-      auto page =
-          services_.approvals->pending_page(static_cast<std::size_t>(limit), static_cast<std::size_t>(offset));
+      auto page = services_.approvals->pending_page(static_cast<std::size_t>(limit), static_cast<std::size_t>(offset));
       if (!page) return answer(make_error_response(wire_error::kInternal, page.error().message));
       for (const auto& approval : page->approvals) items.push_back(approval_value(approval));
       total = page->total;
     }
-    const std::string message =
-        items.empty() ? std::to_string(total) + " pending"
-                      : std::to_string(offset + 1) + "-" + std::to_string(offset + static_cast<std::int64_t>(items.size())) +
-                            " of " + std::to_string(total) + " pending (newest first)";
+    const std::string message = items.empty() ? std::to_string(total) + " pending"
+                                              : std::to_string(offset + 1) + "-" +
+                                                    std::to_string(offset + static_cast<std::int64_t>(items.size())) +
+                                                    " of " + std::to_string(total) + " pending (newest first)";
     answer(make_ok_response(message, Value::plist({{"APPROVALS", Value::list(items)},
                                                    {"TOTAL", num(static_cast<std::int64_t>(total))},
                                                    {"OFFSET", num(offset)},
@@ -442,8 +441,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
                                              : "denied " + std::to_string(*denied) + " pending approval" +
                                                    (*denied == 1 ? "" : "s") + " of session '" + session_id + "'";
     if (*denied > 0) log_message(LogLevel::info, kComponent, message + " (" + requester + ")");
-    answer(make_ok_response(message, Value::plist({{"DENIED", num(static_cast<std::int64_t>(*denied))},
-                                                   {"SESSION", str(session_id)}})));
+    answer(make_ok_response(
+        message, Value::plist({{"DENIED", num(static_cast<std::int64_t>(*denied))}, {"SESSION", str(session_id)}})));
     return;
   }
   if (name == "DENY") {

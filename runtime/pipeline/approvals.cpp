@@ -65,9 +65,7 @@ constexpr const char* kColumns =
     "decided_unix_ms, decided_by, session_id, run_state, run_error, run_unix_ms FROM approvals ";
 
 // What a run that was going on when the process stopped is recorded with.
-constexpr std::string_view kInterrupted =
-    "the daemon stopped while the action ran; whether it completed is not known";
-
+constexpr std::string_view kInterrupted = "the daemon stopped while the action ran; whether it completed is not known";
 
 std::string join_lines(const std::vector<std::string>& lines) {
   std::string text;
@@ -338,9 +336,8 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file,
        "'pending' AND expires_unix_ms > ?3"},
       {&state->expire, "UPDATE approvals SET state = 'expired' WHERE state = 'pending' AND expires_unix_ms <= ?1"},
       // Pending and unexpired, whether or not expire_due() has marked them yet.
-      {&state->page, std::string(kColumns) +
-                         "WHERE state = 'pending' AND expires_unix_ms > ?1 "
-                         "ORDER BY created_unix_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3"},
+      {&state->page, std::string(kColumns) + "WHERE state = 'pending' AND expires_unix_ms > ?1 "
+                                             "ORDER BY created_unix_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3"},
       {&state->count_live, "SELECT count(*) FROM approvals WHERE state = 'pending' AND expires_unix_ms > ?1"},
       {&state->count_session,
        "SELECT count(*) FROM approvals WHERE session_id = ?1 AND state = 'pending' AND expires_unix_ms > ?2"},
@@ -368,7 +365,8 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file,
     std::string tokens;
     for (const std::string& token : *interrupted) tokens += (tokens.empty() ? "" : ", ") + token;
     log_message(LogLevel::warn, "approvals",
-                std::to_string(interrupted->size()) + " approved action" + (interrupted->size() == 1 ? " was" : "s were") +
+                std::to_string(interrupted->size()) + " approved action" +
+                    (interrupted->size() == 1 ? " was" : "s were") +
                     " still running when the daemon stopped; recorded as interrupted (whether " +
                     (interrupted->size() == 1 ? "it" : "they") + " completed is not known): " + tokens);
   }
@@ -521,8 +519,8 @@ Result<std::size_t> ApprovalStore::deny_session(std::string_view session_id, std
   sqlite3_stmt* update = state_->deny_session.get();
   StatementReset reset(update);
   // One statement: every row changes in one transaction, or none does.
-  const bool bound = bind_text(update, 1, session_id) && sqlite3_bind_int64(update, 2, now) == SQLITE_OK &&
-                     bind_text(update, 3, who);
+  const bool bound =
+      bind_text(update, 1, session_id) && sqlite3_bind_int64(update, 2, now) == SQLITE_OK && bind_text(update, 3, who);
   if (!bound || sqlite3_step(update) != SQLITE_DONE) return state_->db.error("cannot record the denials");
   state_->forget_count();
   return static_cast<std::size_t>(sqlite3_changes(state_->db.handle()));

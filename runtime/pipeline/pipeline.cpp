@@ -653,7 +653,8 @@ struct Run : std::enable_shared_from_this<Run> {
       finish("done");
     };
     if (store == nullptr) {
-      log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
+      log_message(LogLevel::warn, kComponent,
+                  "ACT: an action needs approval but no approval store is configured; blocked");
       refuse("Action blocked: it needs a human's approval and approvals are not enabled.");
       return;
     }
@@ -1201,7 +1202,8 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     // during the run finds it so when it starts again (then: interrupted).
     // Without that record it does not run.
     if (auto started = store->record_run(token, Approval::Run::running); !started) {
-      log_message(LogLevel::error, kComponent, "ACT: approved action " + token + " not run: " + started.error().message);
+      log_message(LogLevel::error, kComponent,
+                  "ACT: approved action " + token + " not run: " + started.error().message);
       done(fail(started.error().code, "the action did not run: " + started.error().message));
       return;
     }

@@ -483,8 +483,7 @@ TEST_CASE("a flood of approval requests is bounded, listed page by page, and den
       }
     }
   }
-  INFO("flood took " << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()
-                     << " ms");
+  INFO("flood took " << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count() << " ms");
   CHECK(many.held == 980);
   CHECK(many.refused_per_session + many.refused_in_all == 4950 - 980);
   CHECK(many.refused_in_all > 0);
@@ -549,9 +548,12 @@ TEST_CASE("an approved run the daemon died during reads as interrupted once it i
   REQUIRE(token.size() == 32);
   client.send("(:TYPE :OPERATOR :COMMAND :APPROVE :TOKEN \"" + token + "\")");  // its answer never comes
   // Killed once the run is recorded as started: the command sleeps for 5 s.
-  REQUIRE(poll_status(first, [](const Value& shown) {
-    return shown.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("RUNNING");
-  }, ":APPROVAL :TOKEN \"" + token + "\""));
+  REQUIRE(poll_status(
+      first,
+      [](const Value& shown) {
+        return shown.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("RUNNING");
+      },
+      ":APPROVAL :TOKEN \"" + token + "\""));
   first.signal(SIGKILL);
   CHECK_FALSE(first.wait_exit().has_value());
 
@@ -560,8 +562,8 @@ TEST_CASE("an approved run the daemon died during reads as interrupted once it i
   DaemonProcess second(std::move(restart));
   CHECK(second.log().find("1 approved action was still running when the daemon stopped; recorded as interrupted") !=
         std::string::npos);
-  const auto shown = testing::run_passepartout(
-      {"approvals", "show", token, "--socket", second.socket_path().string()}, testing::hermetic_env(second.dir()));
+  const auto shown = testing::run_passepartout({"approvals", "show", token, "--socket", second.socket_path().string()},
+                                               testing::hermetic_env(second.dir()));
   INFO(shown.out << shown.err);
   CHECK(shown.exit_status == 0);
   CHECK(shown.out.rfind("Approval " + token + ": approved\n", 0) == 0);
@@ -740,7 +742,8 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
   for (std::string_view needle :
        {"--port", "--socket", "--no-tcp", "--listen", "--require-auth", "--config", "--script", "--max-frame",
         "--log-json", "--max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION",
-        "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS", "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
+        "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS", "MEMEX_ASSISTANT",
+        "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
     INFO(needle);
     CHECK(run.out.find(needle) != std::string::npos);
   }

@@ -99,7 +99,8 @@ class FakeDaemon final : public RequestHandler {
   // Approval `i` of kFakePending, newest first; the newest is the one whose token APPROVE and DENY know.
   static Value fake_approval(std::int64_t i) {
     const std::string token = i == 0 ? std::string("ab12cd34") : "token-" + std::to_string(i);
-    return sexp("(:TOKEN \"" + token + "\" :STATE :PENDING :SESSION-ID \"s1\""
+    return sexp("(:TOKEN \"" + token +
+                "\" :STATE :PENDING :SESSION-ID \"s1\""
                 " :ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))"
                 " :REASON \"deletes files\" :GATES (\"shell-guard@1.2.0\") :CREATED-UNIX-MS 1700000000000"
                 " :EXPIRES-UNIX-MS 1700003600000)");
@@ -171,12 +172,13 @@ class FakeDaemon final : public RequestHandler {
       }
       return make_ok_response(
           "approved",
-          Value::plist({{"APPROVAL",
-                         fake_approval(0).with("STATE", Value::keyword("APPROVED"))
-                             .with("DECIDED-BY", Value::string("wire"))
-                             .with("DECIDED-UNIX-MS", Value::integer(1700000100000))
-                             .with("RUN", Value::keyword("INTERRUPTED"))
-                             .with("RUN-ERROR", Value::string("the daemon stopped while the action ran"))}}));
+          Value::plist(
+              {{"APPROVAL", fake_approval(0)
+                                .with("STATE", Value::keyword("APPROVED"))
+                                .with("DECIDED-BY", Value::string("wire"))
+                                .with("DECIDED-UNIX-MS", Value::integer(1700000100000))
+                                .with("RUN", Value::keyword("INTERRUPTED"))
+                                .with("RUN-ERROR", Value::string("the daemon stopped while the action ran"))}}));
     }
     if (command.is_keyword("DENY") && request.get("SESSION") != nullptr) {
       const Value& session = request.at("SESSION");

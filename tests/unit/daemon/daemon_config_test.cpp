@@ -175,7 +175,8 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
           "--max-pending-approvals-per-session: '0' is not a number of approvals (1 to 1000000)");
     s.sources.command_line.erase("max-pending-approvals-per-session");
     s.env["PASSEPARTOUT_MAX_PENDING_APPROVALS"] = "lots";
-    CHECK(error_of(s.resolve()) == "PASSEPARTOUT_MAX_PENDING_APPROVALS: 'lots' is not a number of approvals (1 to 1000000)");
+    CHECK(error_of(s.resolve()) ==
+          "PASSEPARTOUT_MAX_PENDING_APPROVALS: 'lots' is not a number of approvals (1 to 1000000)");
   }
   SECTION("a log level") {
     s.env["PASSEPARTOUT_LOG_LEVEL"] = "loud";

@@ -205,8 +205,7 @@ TEST_CASE("APPROVALS answers a page, newest first, with the total; bad :LIMIT an
 
   std::vector<std::string> seen;
   for (int offset = 0; offset < 6; offset += 2) {
-    const Value page =
-        rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS :LIMIT 2 :OFFSET " + std::to_string(offset) + ")");
+    const Value page = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS :LIMIT 2 :OFFSET " + std::to_string(offset) + ")");
     REQUIRE(is_ok_response(page));
     for (const Value& approval : page.path({"PAYLOAD", "APPROVALS"}).items()) {
       seen.emplace_back(approval.at("TOKEN").text());
@@ -252,8 +251,8 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   const Value again = rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\")");
   CHECK(again.path({"PAYLOAD", "MESSAGE"}).text() == "no pending approvals of session 's1'");
   CHECK(again.path({"PAYLOAD", "DENIED"}).as_integer() == 0);
-  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\" :TOKEN \"" + other +
-                                    "\")")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\" :TOKEN \"" + other + "\")")) ==
+        "BAD-REQUEST");
   CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION 7)")) == "BAD-REQUEST");
 
   const Value shown = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"" + flood[0] + "\")");
@@ -270,8 +269,8 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   const Value failed = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"" + other + "\")");
   CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("FAILED"));
   CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN-ERROR"}).text() == "exit status 1");
-  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) ==
-        "NOT-FOUND");
+  CHECK(error_response_code(rig.ask(
+            "(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) == "NOT-FOUND");
   CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL)")) == "BAD-REQUEST");
 }
 

@@ -1,7 +1,7 @@
 // The approval store's bounds, pages, session denials and run records, and
 // its migration from files the previous version wrote; an injected clock.
-#include <catch2/catch.hpp>
 #include <sqlite3.h>
+#include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <set>
@@ -281,13 +281,14 @@ PRAGMA application_id = 1347436880;
 PRAGMA user_version = 1;
 )sql");
   const std::string values = "', '" + printed + "', '" + sha + "', 'dispatcher@1.0.0', 'r', ";
-  raw_exec(rig.file,
-           "INSERT INTO approvals VALUES ('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + values +
-               "'(:SOURCE :TUI :SESSION-ID \"old\")', 1000000, 9000000, 'pending', 0, '');"
-               "INSERT INTO approvals VALUES ('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" + values +
-               "'(:SOURCE :TUI)', 1000000, 9000000, 'pending', 0, '');"
-               "INSERT INTO approvals VALUES ('cccccccccccccccccccccccccccccccc" + values +
-               "'(:SOURCE :TUI :SESSION-ID \"old\")', 1000000, 9000000, 'approved', 1000500, 'cli');");
+  raw_exec(rig.file, "INSERT INTO approvals VALUES ('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + values +
+                         "'(:SOURCE :TUI :SESSION-ID \"old\")', 1000000, 9000000, 'pending', 0, '');"
+                         "INSERT INTO approvals VALUES ('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" +
+                         values +
+                         "'(:SOURCE :TUI)', 1000000, 9000000, 'pending', 0, '');"
+                         "INSERT INTO approvals VALUES ('cccccccccccccccccccccccccccccccc" +
+                         values +
+                         "'(:SOURCE :TUI :SESSION-ID \"old\")', 1000000, 9000000, 'approved', 1000500, 'cli');");
   REQUIRE(user_version(rig.file) == 1);
 
   auto store = rig.open();

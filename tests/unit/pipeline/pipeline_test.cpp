@@ -499,8 +499,7 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
 
 TEST_CASE("past its session's bound an approval request is refused: the user is told why and nothing runs",
           "[pipeline][loop][approvals]") {
-  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}},
-          {R"(rules:
+  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}}, {R"(rules:
   - match: "record"
     reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this" :EXPLANATION "The user asked to record it."))'
 )"});
