@@ -113,7 +113,9 @@ StatementReset::~StatementReset() {
 
 bool bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
   if (text.size() > static_cast<std::size_t>(INT_MAX)) return false;
-  return sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()), nullptr) == SQLITE_OK;
+  // An empty view may have no data, which SQLite would bind as NULL.
+  const char* data = text.data() != nullptr ? text.data() : "";
+  return sqlite3_bind_text(statement, index, data, static_cast<int>(text.size()), nullptr) == SQLITE_OK;
 }
 
 std::string column_text(sqlite3_stmt* statement, int column) {

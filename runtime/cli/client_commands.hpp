@@ -80,8 +80,18 @@ int run_skills_load(const Target& target, const std::filesystem::path& manifest,
 int run_skills_reload(const Target& target, const std::string& name, const Output& output);
 int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force, const Output& output);
 int run_skills_rescan(const Target& target, const Output& output);
-int run_approvals_list(const Target& target, const Output& output);
+// Which page of the pending approvals to list (unset: the daemon's defaults,
+// the newest 100).
+struct ApprovalsPage {
+  std::optional<std::int64_t> limit;   // --limit N, 1 to 1000
+  std::optional<std::int64_t> offset;  // --offset N, 0 or more
+};
+int run_approvals_list(const Target& target, const ApprovalsPage& page, const Output& output);
+// One approval in whatever state: its decision, and what came of its run.
+int run_approvals_show(const Target& target, const std::string& token, const Output& output);
 int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output);
+// Denies every pending approval of `session` (--all-from); none pending is not a failure.
+int run_approvals_deny_session(const Target& target, const std::string& session, const Output& output);
 int run_stop(const Target& target, const Output& output);
 
 struct DoctorOptions {

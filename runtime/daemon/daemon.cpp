@@ -425,7 +425,9 @@ Result<void> Daemon::Impl::boot() {
                 : "no memory saved yet at " + c.memory_file.string());
   }
 
-  if (auto store = ApprovalStore::open(approvals_file(c.state_dir), {c.approval_lifetime, c.approval_retention, {}});
+  if (auto store = ApprovalStore::open(approvals_file(c.state_dir),
+                                       {c.approval_lifetime, c.approval_retention, {}, c.max_pending_approvals,
+                                        c.max_pending_approvals_per_session});
       store) {
     approvals = std::move(*store);
   } else {

@@ -81,6 +81,12 @@ constexpr std::array kSettings{
     DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",
                   "How long approvals.sqlite3 keeps an approval once it is decided or has expired; older ones\n"
                   "are deleted (default 2592000: 30 days; 0: kept for ever)"},
+    DaemonSetting{"max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS", "N",
+                  "Approvals that may wait at once, all sessions together; past it a new request is refused\n"
+                  "(the action does not run; the user is told why; `status` counts it) (default 1000)"},
+    DaemonSetting{"max-pending-approvals-per-session", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION", "N",
+                  "Approvals that may wait at once in one session (:META :SESSION-ID); past it the session's\n"
+                  "new requests are refused the same way (default 20)"},
     DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
                   "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
                   "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},
@@ -409,7 +415,11 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
                          Count{"max-connections-per-peer", &config.max_connections_per_peer, 1, 100000,
                                "a number of connections"},
                          Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, 1024 * 1024, "a number of MiB",
-                               std::size_t{1024} * 1024}}) {
+                               std::size_t{1024} * 1024},
+                         Count{"max-pending-approvals", &config.max_pending_approvals, 1, 1'000'000,
+                               "a number of approvals"},
+                         Count{"max-pending-approvals-per-session", &config.max_pending_approvals_per_session, 1,
+                               1'000'000, "a number of approvals"}}) {
     const Raw* r = raw(n.key);
     if (r == nullptr) continue;
     auto v = parse_count(*r, n.min, n.max, n.what);

@@ -82,6 +82,8 @@ struct DaemonConfig {
   std::vector<std::string> privacy_tags = {"@personal"};  // G7: kept out of the prompt's CONTEXT
   std::chrono::milliseconds approval_lifetime = ApprovalOptions::kDefaultLifetime;    // more than zero
   std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;  // zero: for ever
+  std::size_t max_pending_approvals = ApprovalOptions::kDefaultMaxPending;            // more than zero
+  std::size_t max_pending_approvals_per_session = ApprovalOptions::kDefaultMaxPendingPerSession;  // more than zero
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
   // TCP connections; 0: as many as the descriptor limit leaves room for, at

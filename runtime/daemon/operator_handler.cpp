@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 
 #include "log.hpp"
 #include "pipeline/approvals.hpp"
@@ -63,15 +64,44 @@ Value changes_response(const std::vector<const SkillChange*>& changes, std::stri
   return make_ok_response(ok_message, Value::plist({{"CHANGES", list}}));
 }
 
+// An approval as :APPROVALS and :APPROVAL list it; the decision and the run
+// only once there is one.
 Value approval_value(const Approval& approval) {
   std::vector<Value> gates;
   for (const auto& gate : approval.gates) gates.push_back(str(gate));
-  return Value::plist({{"TOKEN", str(approval.token)},
-                       {"ACTION", approval.action},
-                       {"REASON", str(approval.reason)},
-                       {"GATES", Value::list(gates)},
-                       {"CREATED-UNIX-MS", num(approval.created_unix_ms)},
-                       {"EXPIRES-UNIX-MS", num(approval.expires_unix_ms)}});
+  Value value = Value::plist({{"TOKEN", str(approval.token)},
+                              {"STATE", Value::keyword(ascii_upper(to_string(approval.state)))},
+                              {"SESSION-ID", str(approval.session_id)},
+                              {"ACTION", approval.action},
+                              {"REASON", str(approval.reason)},
+                              {"GATES", Value::list(gates)},
+                              {"CREATED-UNIX-MS", num(approval.created_unix_ms)},
+                              {"EXPIRES-UNIX-MS", num(approval.expires_unix_ms)}});
+  if (approval.decided_unix_ms != 0) {
+    value = std::move(value)
+                .with("DECIDED-BY", str(approval.decided_by))
+                .with("DECIDED-UNIX-MS", num(approval.decided_unix_ms));
+  }
+  if (approval.run != Approval::Run::none) {
+    value = std::move(value).with("RUN", Value::keyword(ascii_upper(to_string(approval.run))));
+    if (!approval.run_error.empty()) value = std::move(value).with("RUN-ERROR", str(approval.run_error));
+  }
+  return value;
+}
+
+// An optional whole-number argument in [min, max]; false with `error` set when it is something else.
+bool count_argument(const Value& request, std::string_view key, std::int64_t min, std::int64_t max, std::int64_t& out,
+                    Value& error) {
+  const Value* value = request.get(key);
+  if (value == nullptr) return true;
+  if (!value->is_integer() || value->as_integer() < min || value->as_integer() > max) {
+    error = bad_request(":" + std::string(key) + " must be a whole number from " + std::to_string(min) + " to " +
+                        std::to_string(max) +
+                        (value->is_integer() ? "; got " + std::to_string(value->as_integer()) : std::string()));
+    return false;
+  }
+  out = value->as_integer();
+  return true;
 }
 
 std::string_view code_for(ErrorCode code) {
@@ -221,7 +251,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   if (!command.is_keyword() && !command.is_string()) {
     answer(
         bad_request(":COMMAND is required: one of :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY "
-                    ":APPROVALS :APPROVE :DENY :SHUTDOWN"));
+                    ":APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
     return;
   }
   const std::string name = ascii_upper(command.text());
@@ -233,6 +263,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     const auto uptime =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
     const std::size_t pending = services_.approvals != nullptr ? services_.approvals->pending_count() : 0;
+    const std::uint64_t refused = services_.approvals != nullptr ? services_.approvals->refused_count() : 0;
     answer(make_ok_response(
         "running",
         Value::plist(
@@ -243,6 +274,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"SIGNALS-PROCESSED", num(static_cast<std::int64_t>(services_.pipeline.signals_processed()))},
              {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
+             {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
              {"SKILLS", skills_value()}})));
     return;
   }
@@ -346,14 +378,40 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     return;
   }
   if (name == "APPROVALS") {
-    std::vector<Value> items;
-    if (services_.approvals != nullptr) {
-      auto pending = services_.approvals->pending();
-      if (!pending) return answer(make_error_response(wire_error::kInternal, pending.error().message));
-      for (const auto& approval : *pending) items.push_back(approval_value(approval));
+    // A page at a time, so that however many are pending the answer fits in a frame.
+    std::int64_t limit = 100;
+    std::int64_t offset = 0;
+    if (!count_argument(request, "LIMIT", 1, 1000, limit, error)) return answer(error);
+    if (!count_argument(request, "OFFSET", 0, std::numeric_limits<std::int64_t>::max(), offset, error)) {
+      return answer(error);
     }
-    answer(
-        make_ok_response(std::to_string(items.size()) + " pending", Value::plist({{"APPROVALS", Value::list(items)}})));
+    std::vector<Value> items;
+    std::size_t total = 0;
+    if (services_.approvals != nullptr) {
+      auto page = services_.approvals->pending_page(static_cast<std::size_t>(limit), static_cast<std::size_t>(offset));
+      if (!page) return answer(make_error_response(wire_error::kInternal, page.error().message));
+      for (const auto& approval : page->approvals) items.push_back(approval_value(approval));
+      total = page->total;
+    }
+    const std::string message = items.empty() ? std::to_string(total) + " pending"
+                                              : std::to_string(offset + 1) + "-" +
+                                                    std::to_string(offset + static_cast<std::int64_t>(items.size())) +
+                                                    " of " + std::to_string(total) + " pending (newest first)";
+    answer(make_ok_response(message, Value::plist({{"APPROVALS", Value::list(items)},
+                                                   {"TOTAL", num(static_cast<std::int64_t>(total))},
+                                                   {"OFFSET", num(offset)},
+                                                   {"LIMIT", num(limit)}})));
+    return;
+  }
+  if (name == "APPROVAL") {
+    const Value* token = string_argument(request, "TOKEN", error);
+    if (token == nullptr) return answer(error);
+    if (services_.approvals == nullptr) {
+      return answer(make_error_response(wire_error::kRefused, "approvals are not enabled on this daemon"));
+    }
+    auto found = services_.approvals->find(token->text());
+    if (!found) return answer(make_error_response(code_for(found.error().code), found.error().message));
+    answer(make_ok_response(to_string(found->state), Value::plist({{"APPROVAL", approval_value(*found)}})));
     return;
   }
   if (name == "APPROVE") {
@@ -367,6 +425,24 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
       }
       answer(make_ok_response("approved", Value::plist({{"RESULT", *result}})));
     });
+    return;
+  }
+  if (name == "DENY" && request.get("SESSION") != nullptr) {
+    if (request.get("TOKEN") != nullptr) return answer(bad_request(":DENY takes :TOKEN or :SESSION, not both"));
+    const Value* session = string_argument(request, "SESSION", error);
+    if (session == nullptr) return answer(error);
+    if (services_.approvals == nullptr) {
+      return answer(make_error_response(wire_error::kRefused, "approvals are not enabled on this daemon"));
+    }
+    const std::string session_id(session->text());
+    auto denied = services_.approvals->deny_session(session_id, "wire");
+    if (!denied) return answer(make_error_response(code_for(denied.error().code), denied.error().message));
+    const std::string message = *denied == 0 ? "no pending approvals of session '" + session_id + "'"
+                                             : "denied " + std::to_string(*denied) + " pending approval" +
+                                                   (*denied == 1 ? "" : "s") + " of session '" + session_id + "'";
+    if (*denied > 0) log_message(LogLevel::info, kComponent, message + " (" + requester + ")");
+    answer(make_ok_response(
+        message, Value::plist({{"DENIED", num(static_cast<std::int64_t>(*denied))}, {"SESSION", str(session_id)}})));
     return;
   }
   if (name == "DENY") {
@@ -388,7 +464,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   }
   answer(bad_request(
       "unknown command :" + name +
-      "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :APPROVALS :APPROVE :DENY :SHUTDOWN"));
+      "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
 }
 
 }  // namespace passepartout

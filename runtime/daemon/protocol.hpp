@@ -37,6 +37,11 @@ namespace passepartout {
 //   (the approved action with its :GATE-TRACE, seed A16), approval notices
 //   and :STREAM-CHUNK frames go back on the same connection as they happen.
 //   Without :SESSION-ID the session is the connection ("conn-<id>").
+//   An action that needs approval while its session or the daemon already
+//   has as many pending as --max-pending-approvals-per-session or
+//   --max-pending-approvals allow does not run and is not held; the source
+//   gets (:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT "Action not run: approval
+//   refused: ...")) saying which bound and what to do.
 //   A client that needs to know when the exchange is over adds a top-level
 //   :REQUEST-ID "<id>"; the daemon then ends it with
 //     (:TYPE :RESPONSE :STATUS :OK :REQUEST-ID "<id>"
@@ -52,6 +57,8 @@ namespace passepartout {
 //   arguments, and the keys of the :OK payload after :MESSAGE:
 //     :STATUS                      :VERSION "v" :UPTIME-S n :HEALTH :<H> :CONNECTIONS n
 //                                  :SIGNALS-PROCESSED n :IN-FLIGHT n :PENDING-APPROVALS n
+//                                  :APPROVALS-REFUSED n (requests refused since start because
+//                                  --max-pending-approvals[-per-session] were reached)
 //                                  :SKILLS (<skill> ...)
 //     :SKILLS                      :SKILLS (<skill> ...) in load order, where <skill> is
 //                                  (:NAME "n" :VERSION "v" :PRIORITY n :STATE :LOADED|:DISABLED
@@ -71,10 +78,22 @@ namespace passepartout {
 //                                  (:KIND "swap" :SKILL "n" :FROM-VERSION "v" :FROM-SHA256 "hex"
 //                                   :TO-VERSION "v" :TO-SHA256 "hex" :OUTCOME "ok"|"refused"|"failed"
 //                                   :STEP "step" :ERROR "text" :REQUESTER "who" :DURATION-US n :AT-UNIX-MS n)
-//     :APPROVALS                   :APPROVALS ((:TOKEN "hex" :ACTION <action> :REASON "r"
-//                                   :GATES ("name@version" ...) :CREATED-UNIX-MS n :EXPIRES-UNIX-MS n) ...)
+//     :APPROVALS [:LIMIT n] [:OFFSET n]  :APPROVALS (<approval> ...) :TOTAL n :OFFSET n :LIMIT n:
+//                                  one page of the pending approvals, newest first (:LIMIT 1 to
+//                                  1000, default 100; :OFFSET 0 or more, default 0); :TOTAL counts
+//                                  every pending one. <approval> is
+//                                  (:TOKEN "hex" :STATE :PENDING|:APPROVED|:DENIED|:EXPIRED
+//                                   :SESSION-ID "s" :ACTION <action> :REASON "r"
+//                                   :GATES ("name@version" ...) :CREATED-UNIX-MS n :EXPIRES-UNIX-MS n
+//                                   [:DECIDED-BY "who" :DECIDED-UNIX-MS n]
+//                                   [:RUN :RUNNING|:DONE|:FAILED|:INTERRUPTED [:RUN-ERROR "why"]])
+//                                  the decision once decided; the run once an approved action has
+//                                  started (:INTERRUPTED: the daemon stopped while it ran)
+//     :APPROVAL :TOKEN "hex"       :APPROVAL <approval>, in whatever state (until its retention ends)
 //     :APPROVE :TOKEN "hex"        :RESULT <what the actuator answered>
 //     :DENY :TOKEN "hex"           (nothing more)
+//     :DENY :SESSION "s"           :DENIED n :SESSION "s": every pending approval of the session
+//                                  (its :META :SESSION-ID), in one transaction; 0 when none was
 //     :SHUTDOWN                    (nothing more; the daemon then stops as on SIGTERM)
 //   When a change is refused or fails, the answer is :ERROR with code
 //   :REFUSED and a message naming the skill, the step and the error (the old

@@ -644,15 +644,18 @@ struct Run : std::enable_shared_from_this<Run> {
     const Value& action = approval_event.path("PAYLOAD"_key, "ACTION"_key);
     const Value& reason = approval_event.path("PAYLOAD"_key, "REASON"_key);
     ApprovalStore* store = services().approvals;
-    if (store == nullptr) {
-      log_message(LogLevel::warn, kComponent, "ACT: an action needs approval but no approval store is configured; blocked");
+    // The action does not run and the signal is not suspended; the source is told why.
+    auto refuse = [this](std::string_view text) {
       deliver(Value::plist(
           {{"TYPE", Value::keyword("LOG"_key)},
-           {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
-                                     {"TEXT", Value::string("Action blocked: it needs a human's "
-                                                            "approval and approvals are not enabled.")}})}}));
+           {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)}, {"TEXT", Value::string(text)}})}}));
       signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
       finish("done");
+    };
+    if (store == nullptr) {
+      log_message(LogLevel::warn, kComponent,
+                  "ACT: an action needs approval but no approval store is configured; blocked");
+      refuse("Action blocked: it needs a human's approval and approvals are not enabled.");
       return;
     }
     if (reply != nullptr && !reply->may_request_approval()) {
@@ -671,6 +674,11 @@ struct Run : std::enable_shared_from_this<Run> {
     }
     auto approval = store->create(action, signal.at("META"_key), std::move(gates),
                                   reason.is_string() ? std::string(reason.text()) : std::string());
+    if (!approval && approval.error().code == ErrorCode::limit_exceeded) {  // too many pending: a flood, or a backlog
+      log_message(LogLevel::warn, kComponent, "ACT: " + approval.error().message);
+      refuse("Action not run: " + approval.error().message);
+      return;
+    }
     if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
     log_message(LogLevel::info, kComponent,
                 "ACT: Action requires approval — creating Flight Plan + HITL (" + approval->token + ")");
@@ -1195,17 +1203,33 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
     auto planned = plan_approved_run(*snapshot, *approval);
     if (!planned) {
+      static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
       done(fail(planned.error().code, planned.error().message));
       return;
     }
     run = std::move(*planned);
   }
   log_message(LogLevel::info, kComponent, "ACT: running approved action " + token + " (approved by " + who + ")");
-  impl_->services.blocking.post([snapshot, run = std::move(*run), done = std::move(done)] {
+  impl_->services.blocking.post([store, token = std::move(token), snapshot, run = std::move(*run),
+                                 done = std::move(done)] {
+    // Recorded as running, durably, before it runs: a daemon that dies
+    // during the run finds it so when it starts again (then: interrupted).
+    // Without that record it does not run.
+    if (auto started = store->record_run(token, Approval::Run::running); !started) {
+      log_message(LogLevel::error, kComponent,
+                  "ACT: approved action " + token + " not run: " + started.error().message);
+      done(fail(started.error().code, "the action did not run: " + started.error().message));
+      return;
+    }
     const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
     Result<Value> result =
         run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
     static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
+    auto ended = result ? store->record_run(token, Approval::Run::done)
+                        : store->record_run(token, Approval::Run::failed, result.error().message);
+    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
+      log_message(LogLevel::error, kComponent, "ACT: approved action " + token + ": " + ended.error().message);
+    }
     done(std::move(result));
   });
 }

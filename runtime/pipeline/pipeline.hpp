@@ -102,7 +102,8 @@ class Pipeline {
 
   // Approves a pending action by token, runs it once through the last-mile
   // gates and its actuator, and reports the outcome (the actuator's result, or
-  // why it did not run). `who` is recorded ("cli", "wire").
+  // why it did not run). `who` is recorded ("cli", "wire"), and so is the run:
+  // running before the actuator is called, done or failed after.
   void approve(std::string token, std::string who, std::function<void(Result<Value>)> done);
   // Denies a pending action by token.
   Result<Approval> deny(const std::string& token, const std::string& who);

@@ -11,10 +11,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +50,8 @@ constexpr std::string_view kScript = R"(rules:
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf ~/scratch" :EXPLANATION "Freeing space on the disk."))'
   - match: 'greet the operator'
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo approved-run" :EXPLANATION "Printing a greeting."))'
+  - match: 'take your time'
+    reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "sleep 5; echo slow-run" :EXPLANATION "A slow greeting."))'
   - match: 'slowly'
     reply: "Finally, the slow answer."
     delay_ms: 3000
@@ -403,6 +409,171 @@ TEST_CASE("an action held for approval runs once when an operator approves it, a
   const Value again = operator_request(client, ":APPROVE :TOKEN \"" + token + "\"");
   CHECK(error_response_code(again) == "REFUSED");
   CHECK(to_sexp(again).find("already approved") != std::string::npos);
+}
+
+namespace {
+
+// What the daemon answered chats that each ask for a shell command (held for approval).
+struct ApprovalFlood {
+  int held = 0;                 // approval notices
+  int refused_per_session = 0;  // refused: the session's bound
+  int refused_in_all = 0;       // refused: the daemon's bound
+};
+
+// Sends `count` chats in `session` on `client`, each with a :REQUEST-ID.
+void send_chats(WireClient& client, const std::string& session, int first, int count) {
+  for (int i = first; i < first + count; ++i) {
+    client.send("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"" + session +
+                "\") :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"greet the operator\") :REQUEST-ID \"" + session + "-" +
+                std::to_string(i) + "\")");
+  }
+}
+
+// Reads the answers to `count` chats, counting what they say.
+void read_answers(WireClient& client, int count, ApprovalFlood& seen) {
+  for (int ended = 0; ended < count;) {
+    const Value frame = client.expect_frame();
+    if (message_type(frame) == "RESPONSE") {
+      ++ended;
+    } else if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
+      ++seen.held;
+    } else if (const Value& text = frame.path({"PAYLOAD", "TEXT"}); text.is_string()) {
+      if (text.text().find("(--max-pending-approvals-per-session)") != std::string_view::npos) {
+        ++seen.refused_per_session;
+      } else if (text.text().find("(--max-pending-approvals)") != std::string_view::npos) {
+        ++seen.refused_in_all;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a flood of approval requests is bounded, listed page by page, and denied by session", "[integration]") {
+  // The issue's figure: 5,000 requests against the default bounds (1,000 in
+  // all, 20 per session). Four connections send them in windows.
+  DaemonProcess daemon(options());
+  const auto env = testing::hermetic_env(daemon.dir());
+  const std::string socket = daemon.socket_path().string();
+  const auto started = Clock::now();
+
+  // One session alone first: exactly its bound is held, the rest refused for it.
+  ApprovalFlood flood;
+  {
+    WireClient client = WireClient::local(daemon.socket_path());
+    client.expect_handshake();
+    send_chats(client, "flood", 0, 50);
+    read_answers(client, 50, flood);
+  }
+  CHECK(flood.held == 20);
+  CHECK(flood.refused_per_session == 30);
+
+  // Then 99 sessions of 50 requests each, on four connections the daemon
+  // serves at once (one thread of the test feeds them all, in windows: Catch2
+  // asserts on one thread only), until the daemon's bound is reached.
+  constexpr int kConnections = 4;
+  constexpr int kWindow = 25;
+  std::vector<WireClient> clients;
+  for (int c = 0; c < kConnections; ++c) {
+    clients.push_back(WireClient::local(daemon.socket_path()));
+    clients.back().expect_handshake();
+  }
+  ApprovalFlood many;
+  for (int session = 0; session < 99; session += kConnections) {
+    for (int first = 0; first < 50; first += kWindow) {
+      for (int c = 0; c < kConnections && session + c < 99; ++c) {
+        send_chats(clients[static_cast<std::size_t>(c)], "s" + std::to_string(session + c), first, kWindow);
+      }
+      for (int c = 0; c < kConnections && session + c < 99; ++c) {
+        read_answers(clients[static_cast<std::size_t>(c)], kWindow, many);
+      }
+    }
+  }
+  INFO("flood took " << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count() << " ms");
+  CHECK(many.held == 980);
+  CHECK(many.refused_per_session + many.refused_in_all == 4950 - 980);
+  CHECK(many.refused_in_all > 0);
+
+  auto status = testing::run_passepartout({"status", "--json", "--socket", socket}, env);
+  REQUIRE(status.exit_status == 0);
+  auto document = nlohmann::json::parse(status.out);
+  CHECK(document["pending_approvals"] == 1000);
+  CHECK(document["approvals_refused"] == 4000);
+
+  // The default page answers whatever is pending, and says how to go on.
+  auto listed = testing::run_passepartout({"approvals", "list", "--socket", socket}, env);
+  REQUIRE(listed.exit_status == 0);
+  CHECK(listed.out.rfind("showing 1-100 of 1000 pending (newest first); next: --offset 100\n", 0) == 0);
+
+  // Every page together: each pending approval once, none past its session's bound.
+  std::set<std::string> tokens;
+  std::map<std::string, int> per_session;
+  std::size_t listed_count = 0;
+  for (int offset = 0;; offset += 300) {
+    auto page = testing::run_passepartout(
+        {"approvals", "list", "--json", "--limit", "300", "--offset", std::to_string(offset), "--socket", socket}, env);
+    REQUIRE(page.exit_status == 0);
+    const auto json = nlohmann::json::parse(page.out);
+    CHECK(json["total"] == 1000);
+    if (json["approvals"].empty()) break;
+    for (const auto& approval : json["approvals"]) {
+      tokens.insert(approval["token"].get<std::string>());
+      ++per_session[approval["session_id"].get<std::string>()];
+      ++listed_count;
+    }
+  }
+  CHECK(listed_count == 1000);
+  CHECK(tokens.size() == 1000);
+  CHECK(per_session["flood"] == 20);
+  CHECK(std::all_of(per_session.begin(), per_session.end(), [](const auto& entry) { return entry.second <= 20; }));
+
+  auto denied = testing::run_passepartout({"approvals", "deny", "--all-from", "flood", "--socket", socket}, env);
+  CHECK(denied.exit_status == 0);
+  CHECK(denied.out == "denied 20 pending approvals of session 'flood'\n");
+  auto again = testing::run_passepartout({"approvals", "deny", "--all-from", "flood", "--socket", socket}, env);
+  CHECK(again.exit_status == 0);
+  CHECK(again.out == "no pending approvals of session 'flood'\n");
+  status = testing::run_passepartout({"status", "--json", "--socket", socket}, env);
+  CHECK(nlohmann::json::parse(status.out)["pending_approvals"] == 980);
+  CHECK(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count() < 30);
+}
+
+TEST_CASE("an approved run the daemon died during reads as interrupted once it is back", "[integration]") {
+  std::string token;
+  DaemonProcess first(options());
+  WireClient client = WireClient::local(first.socket_path());
+  client.expect_handshake();
+  client.send(chat("take your time", "t1"));
+  for (;;) {
+    const Value frame = client.expect_frame();
+    if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
+      token = std::string(frame.path({"PAYLOAD", "TOKEN"}).text());
+    }
+    if (frame.at("REQUEST-ID").text() == "t1") break;
+  }
+  REQUIRE(token.size() == 32);
+  client.send("(:TYPE :OPERATOR :COMMAND :APPROVE :TOKEN \"" + token + "\")");  // its answer never comes
+  // Killed once the run is recorded as started: the command sleeps for 5 s.
+  REQUIRE(poll_status(
+      first,
+      [](const Value& shown) {
+        return shown.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("RUNNING");
+      },
+      ":APPROVAL :TOKEN \"" + token + "\""));
+  first.signal(SIGKILL);
+  CHECK_FALSE(first.wait_exit().has_value());
+
+  DaemonProcess::Options restart = options();
+  restart.state_from = first.state_dir();
+  DaemonProcess second(std::move(restart));
+  CHECK(second.log().find("1 approved action was still running when the daemon stopped; recorded as interrupted") !=
+        std::string::npos);
+  const auto shown = testing::run_passepartout({"approvals", "show", token, "--socket", second.socket_path().string()},
+                                               testing::hermetic_env(second.dir()));
+  INFO(shown.out << shown.err);
+  CHECK(shown.exit_status == 0);
+  CHECK(shown.out.rfind("Approval " + token + ": approved\n", 0) == 0);
+  CHECK(shown.out.find("    run:      interrupted: the daemon stopped while the action ran") != std::string::npos);
 }
 
 TEST_CASE("RESCAN and SIGHUP apply what changed in the manifest folder", "[integration]") {
@@ -817,9 +988,11 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
   auto run = testing::run_passepartout({"daemon", "--help"}, testing::hermetic_env(dir.path()));
   CHECK(run.exit_status == 0);
   for (std::string_view needle :
-       {"--port", "--socket", "--no-tcp", "--listen", "--tcp-auth", "--require-auth", "--config", "--script", "--max-frame",
-        "--log-json", "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS",
-        "MEMEX_ASSISTANT", "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
+       {"--port", "--socket", "--no-tcp", "--listen", "--tcp-auth", "--require-auth", "--config", "--script",
+        "--max-frame", "--max-connections-per-peer", "--handshake-timeout", "--max-queued-replies", "--workspace",
+        "--log-json", "--max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION",
+        "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS", "MEMEX_ASSISTANT",
+        "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
     INFO(needle);
     CHECK(run.out.find(needle) != std::string::npos);
   }

@@ -83,6 +83,7 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
     CHECK(contains(out, "  connections        2\n"));
     CHECK(contains(out, "  signals processed  42 (1 in flight)\n"));
     CHECK(contains(out, "  pending approvals  1 (see `passepartout approvals list`)\n"));
+    CHECK(contains(out, "  approvals refused  7 (past --max-pending-approvals[-per-session])\n"));
     CHECK(contains(out, "Skills (2, in load order):"));
     CHECK(contains(out, "  shell-guard  1.2.0    loaded          10        2       1\n"));
     CHECK(contains(out, "  weather: depends on 'geo', which failed to load\n"));
@@ -97,6 +98,7 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
     CHECK(document["health"] == "healthy");
     CHECK(document["signals_processed"] == 42);
     CHECK(document["pending_approvals"] == 1);
+    CHECK(document["approvals_refused"] == 7);
     REQUIRE(document["skills"].size() == 2);
     CHECK(document["skills"][0]["name"] == "shell-guard");
     CHECK(document["skills"][0]["gate"] == true);
@@ -224,21 +226,31 @@ TEST_CASE("approvals list, approve and deny", "[cli]") {
   FakeDaemonServer server;
   SECTION("list, text") {
     Captured captured;
-    REQUIRE(cli::run_approvals_list(server.unix_target(), captured.output()) == cli::kExitOk);
+    REQUIRE(cli::run_approvals_list(server.unix_target(), {}, captured.output()) == cli::kExitOk);
     const std::string out = captured.out.str();
     INFO(out);
-    CHECK(contains(out, "1 approval pending:\n\n  ab12cd34\n"));
+    CHECK(out.rfind("showing 1-100 of 250 pending (newest first); next: --offset 100\n\n  ab12cd34\n", 0) == 0);
+    CHECK(contains(out, "    session:  s1\n"));
     CHECK(contains(out, "    reason:   deletes files\n"));
     CHECK(contains(out, "    gates:    shell-guard@1.2.0\n"));
     CHECK(contains(out, "    action:   (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))\n"));
     CHECK(contains(out, "    expires:  "));
+    CHECK_FALSE(contains(out, "    state:"));  // pending goes without saying
     CHECK(contains(out, "passepartout approvals approve TOKEN"));
+    CHECK(contains(out, "passepartout approvals deny --all-from SESSION"));
+    const Value request = server.daemon().last_request();
+    CHECK(request.get("LIMIT") == nullptr);  // the daemon's defaults
+    CHECK(request.get("OFFSET") == nullptr);
   }
   SECTION("list, json") {
     Captured captured;
-    REQUIRE(cli::run_approvals_list(server.unix_target(), captured.output(true)) == cli::kExitOk);
+    REQUIRE(cli::run_approvals_list(server.unix_target(), {}, captured.output(true)) == cli::kExitOk);
     const auto document = json::parse(captured.out.str());
+    CHECK(document["total"] == 250);
+    CHECK(document["offset"] == 0);
+    CHECK(document["approvals"].size() == 100);
     CHECK(document["approvals"][0]["token"] == "ab12cd34");
+    CHECK(document["approvals"][0]["session_id"] == "s1");
     CHECK(document["approvals"][0]["gates"] == json::array({"shell-guard@1.2.0"}));
     CHECK(document["approvals"][0]["action"]["payload"]["cmd"] == "rm -rf build");
     CHECK(document["approvals"][0]["action_sexp"] ==
@@ -262,6 +274,79 @@ TEST_CASE("approvals list, approve and deny", "[cli]") {
     Captured captured;
     CHECK(cli::run_approvals_decide(server.unix_target(), "ffff", true, captured.output()) == cli::kExitProblem);
     CHECK(contains(captured.err.str(), "(NOT-FOUND); see the pending approvals with `passepartout approvals list`"));
+  }
+}
+
+TEST_CASE("approvals list pages with --limit and --offset and says where the next page starts", "[cli][approvals]") {
+  FakeDaemonServer server;
+  SECTION("a middle page") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_list(server.unix_target(), {10, 100}, captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str().rfind("showing 101-110 of 250 pending (newest first); next: --offset 110\n", 0) == 0);
+    const Value request = server.daemon().last_request();
+    CHECK(request.at("LIMIT").as_integer() == 10);
+    CHECK(request.at("OFFSET").as_integer() == 100);
+  }
+  SECTION("the last page has no next") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_list(server.unix_target(), {100, 200}, captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str().rfind("showing 201-250 of 250 pending (newest first)\n", 0) == 0);
+  }
+  SECTION("past the end") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_list(server.unix_target(), {std::nullopt, 300}, captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str() == "no pending approvals at offset 300 (250 pending; newest first: --offset 0)\n");
+  }
+  SECTION("a limit the daemon refuses is a usage error with its message") {
+    Captured captured;
+    CHECK(cli::run_approvals_list(server.unix_target(), {5000, std::nullopt}, captured.output()) == cli::kExitUsage);
+    INFO(captured.err.str());
+    CHECK(contains(captured.err.str(), ":LIMIT must be a whole number from 1 to 1000 (BAD-REQUEST)"));
+  }
+}
+
+TEST_CASE("approvals deny --all-from denies a session's pending approvals; show prints a decided one's run",
+          "[cli][approvals]") {
+  FakeDaemonServer server;
+  SECTION("a flood") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_deny_session(server.unix_target(), "s1", captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str() == "denied 4998 pending approvals of session 's1'\n");
+    const Value request = server.daemon().last_request();
+    CHECK(request.at("COMMAND").is_keyword("DENY"));
+    CHECK(request.at("SESSION").text() == "s1");
+    CHECK(request.get("TOKEN") == nullptr);
+  }
+  SECTION("none pending is not a failure") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_deny_session(server.unix_target(), "quiet", captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str() == "no pending approvals of session 'quiet'\n");
+  }
+  SECTION("json") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_deny_session(server.unix_target(), "s1", captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["denied"] == 4998);
+    CHECK(document["session"] == "s1");
+  }
+  SECTION("no session") {
+    Captured captured;
+    CHECK(cli::run_approvals_deny_session(server.unix_target(), "", captured.output()) == cli::kExitUsage);
+  }
+  SECTION("show") {
+    Captured captured;
+    REQUIRE(cli::run_approvals_show(server.unix_target(), "ab12cd34", captured.output()) == cli::kExitOk);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(out.rfind("Approval ab12cd34: approved\n\n  ab12cd34\n    state:    approved by wire, ", 0) == 0);
+    CHECK(contains(out, "    run:      interrupted: the daemon stopped while the action ran\n"));
+    CHECK(contains(out, "    session:  s1\n"));
+    Captured json_captured;
+    REQUIRE(cli::run_approvals_show(server.unix_target(), "ab12cd34", json_captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(json_captured.out.str());
+    CHECK(document["approval"]["run"] == "interrupted");
+    CHECK(document["approval"]["state"] == "approved");
+    CHECK(document["approval"]["action_sexp"] == "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))");
   }
 }
 
@@ -335,7 +420,7 @@ TEST_CASE("operator commands cope with a daemon that answers oddly or not at all
   SECTION("junk where the approvals and changes should be, json") {
     RawPeer peer(RawPeer::frame("(:TYPE :RESPONSE :STATUS :OK :PAYLOAD (:APPROVALS \"none\" :MESSAGE 5))"));
     Captured captured;
-    CHECK(cli::run_approvals_list(peer.target(), captured.output(true)) == cli::kExitOk);
+    CHECK(cli::run_approvals_list(peer.target(), {}, captured.output(true)) == cli::kExitOk);
     CHECK_NOTHROW(json::parse(captured.out.str()));
   }
   SECTION("a response that is neither :OK nor :ERROR") {

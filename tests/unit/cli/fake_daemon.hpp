@@ -30,6 +30,7 @@ namespace passepartout::testing {
 
 inline constexpr std::chrono::seconds kClientWait{20};
 inline constexpr const char* kToken = "s3cret-token";
+inline constexpr std::int64_t kFakePending = 250;  // approvals the fake daemon has pending
 
 // The skills every fake status and skills answer lists.
 inline Value fake_skills() {
@@ -95,6 +96,39 @@ class FakeDaemon final : public RequestHandler {
                          {"AT-UNIX-MS", Value::integer(1700000000000)}});
   }
 
+  // Approval `i` of kFakePending, newest first; the newest is the one whose token APPROVE and DENY know.
+  static Value fake_approval(std::int64_t i) {
+    const std::string token = i == 0 ? std::string("ab12cd34") : "token-" + std::to_string(i);
+    return sexp("(:TOKEN \"" + token +
+                "\" :STATE :PENDING :SESSION-ID \"s1\""
+                " :ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))"
+                " :REASON \"deletes files\" :GATES (\"shell-guard@1.2.0\") :CREATED-UNIX-MS 1700000000000"
+                " :EXPIRES-UNIX-MS 1700003600000)");
+  }
+
+  // :APPROVALS as the daemon pages it, over kFakePending approvals.
+  static Value approvals_page(const Value& request) {
+    std::int64_t limit = 100, offset = 0;
+    if (const Value* n = request.get("LIMIT")) {
+      if (!n->is_integer() || n->as_integer() < 1 || n->as_integer() > 1000) {
+        return make_error_response(wire_error::kBadRequest, ":LIMIT must be a whole number from 1 to 1000");
+      }
+      limit = n->as_integer();
+    }
+    if (const Value* n = request.get("OFFSET")) {
+      if (!n->is_integer() || n->as_integer() < 0) {
+        return make_error_response(wire_error::kBadRequest, ":OFFSET must be a whole number, 0 or more");
+      }
+      offset = n->as_integer();
+    }
+    std::vector<Value> page;
+    for (std::int64_t i = offset; i < offset + limit && i < kFakePending; ++i) page.push_back(fake_approval(i));
+    return make_ok_response("paged", Value::plist({{"APPROVALS", Value::list(std::span<const Value>(page))},
+                                                   {"TOTAL", Value::integer(kFakePending)},
+                                                   {"OFFSET", Value::integer(offset)},
+                                                   {"LIMIT", Value::integer(limit)}}));
+  }
+
   static Value operator_answer(const Value& request) {
     const Value& command = request.at("COMMAND");
     if (command.is_keyword("STATUS")) {
@@ -105,6 +139,7 @@ class FakeDaemon final : public RequestHandler {
                                                        {"SIGNALS-PROCESSED", Value::integer(42)},
                                                        {"IN-FLIGHT", Value::integer(1)},
                                                        {"PENDING-APPROVALS", Value::integer(1)},
+                                                       {"APPROVALS-REFUSED", Value::integer(7)},
                                                        {"SKILLS", fake_skills()}}));
     }
     if (command.is_keyword("SKILLS")) return make_ok_response("2 skills", Value::plist({{"SKILLS", fake_skills()}}));
@@ -130,14 +165,29 @@ class FakeDaemon final : public RequestHandler {
                               Value::plist({{"CHANGES", Value::list(std::span<const Value>(changes))}}));
     }
     if (command.is_keyword("RESCAN")) return make_ok_response("nothing changed", Value::plist({{"CHANGES", Value()}}));
-    if (command.is_keyword("APPROVALS")) {
+    if (command.is_keyword("APPROVALS")) return approvals_page(request);
+    if (command.is_keyword("APPROVAL")) {
+      if (!request.at("TOKEN").is_string() || request.at("TOKEN").text() != "ab12cd34") {
+        return make_error_response(wire_error::kNotFound, "no approval with that token");
+      }
       return make_ok_response(
-          "1 pending",
+          "approved",
           Value::plist(
-              {{"APPROVALS",
-                sexp("((:TOKEN \"ab12cd34\" :ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"rm -rf build\"))"
-                     " :REASON \"deletes files\" :GATES (\"shell-guard@1.2.0\") :CREATED-UNIX-MS 1700000000000"
-                     " :EXPIRES-UNIX-MS 1700003600000))")}}));
+              {{"APPROVAL", fake_approval(0)
+                                .with("STATE", Value::keyword("APPROVED"))
+                                .with("DECIDED-BY", Value::string("wire"))
+                                .with("DECIDED-UNIX-MS", Value::integer(1700000100000))
+                                .with("RUN", Value::keyword("INTERRUPTED"))
+                                .with("RUN-ERROR", Value::string("the daemon stopped while the action ran"))}}));
+    }
+    if (command.is_keyword("DENY") && request.get("SESSION") != nullptr) {
+      const Value& session = request.at("SESSION");
+      if (!session.is_string()) return make_error_response(wire_error::kBadRequest, ":SESSION must be a string");
+      const std::int64_t denied = session.text() == "s1" ? 4998 : 0;
+      const std::string name(session.text());
+      return make_ok_response(denied > 0 ? "denied 4998 pending approvals of session '" + name + "'"
+                                         : "no pending approvals of session '" + name + "'",
+                              Value::plist({{"DENIED", Value::integer(denied)}, {"SESSION", session}}));
     }
     if (command.is_keyword("APPROVE") || command.is_keyword("DENY")) {
       const Value& token = request.at("TOKEN");

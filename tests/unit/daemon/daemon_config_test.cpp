@@ -70,6 +70,8 @@ TEST_CASE("daemon settings default to the seed's values", "[daemon][config]") {
   CHECK(config->privacy_tags == std::vector<std::string>{"@personal"});
   CHECK(config->approval_lifetime == 24h);
   CHECK(config->approval_retention == 24h * 30);
+  CHECK(config->max_pending_approvals == 1000);
+  CHECK(config->max_pending_approvals_per_session == 20);
   CHECK(config->max_frame == 1024 * 1024);
   CHECK(config->idle_poll == 200us);
   CHECK(config->log_level == LogLevel::info);
@@ -160,6 +162,21 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
     s.env.erase("PASSEPARTOUT_MEMORY_HISTORY_LIMIT");
     s.sources.command_line["approval-lifetime"] = "0";
     CHECK(error_of(s.resolve()) == "--approval-lifetime: '0' is not a number of seconds above 0");
+  }
+  SECTION("bounds on pending approvals, from flags and the environment") {
+    s.env["PASSEPARTOUT_MAX_PENDING_APPROVALS"] = "50";
+    s.sources.command_line["max-pending-approvals-per-session"] = "5";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->max_pending_approvals == 50);
+    CHECK(config->max_pending_approvals_per_session == 5);
+    s.sources.command_line["max-pending-approvals-per-session"] = "0";
+    CHECK(error_of(s.resolve()) ==
+          "--max-pending-approvals-per-session: '0' is not a number of approvals (1 to 1000000)");
+    s.sources.command_line.erase("max-pending-approvals-per-session");
+    s.env["PASSEPARTOUT_MAX_PENDING_APPROVALS"] = "lots";
+    CHECK(error_of(s.resolve()) ==
+          "PASSEPARTOUT_MAX_PENDING_APPROVALS: 'lots' is not a number of approvals (1 to 1000000)");
   }
   SECTION("a log level") {
     s.env["PASSEPARTOUT_LOG_LEVEL"] = "loud";

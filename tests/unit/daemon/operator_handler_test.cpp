@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "daemon/operator_handler.hpp"
 #include "pipeline/approvals.hpp"
@@ -102,6 +104,7 @@ TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skill
   CHECK(payload.at("CONNECTIONS").as_integer() == 4);
   CHECK(payload.at("IN-FLIGHT").as_integer() == 0);
   CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
+  CHECK(payload.at("APPROVALS-REFUSED").as_integer() == 0);
 
   const Value skills = rig.ask("(:TYPE :OPERATOR :COMMAND :SKILLS)").path({"PAYLOAD", "SKILLS"});
   REQUIRE(skills.size() == 3);
@@ -175,6 +178,100 @@ TEST_CASE("bad operator requests are BAD-REQUEST and SHUTDOWN answers before it 
   CHECK(bye.at("REQUEST-ID").text() == "x");
   CHECK(rig.shutdown.wait().has_value());
   CHECK(rig.shutdown.times_set() == 1);
+}
+
+TEST_CASE("APPROVALS answers a page, newest first, with the total; bad :LIMIT and :OFFSET are BAD-REQUEST",
+          "[daemon][operator][approvals]") {
+  OperatorRig rig;
+  std::vector<std::string> created;  // oldest first
+  for (int i = 0; i < 5; ++i) {
+    auto approval = rig.approvals->create(*read_sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo hi\"))"),
+                                          *read_sexp("(:SESSION-ID \"s" + std::to_string(i % 2) + "\")"), {}, "");
+    REQUIRE(approval.has_value());
+    created.push_back(approval->token);
+  }
+  const Value first = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS :LIMIT 2)");
+  INFO(to_sexp(first));
+  REQUIRE(is_ok_response(first));
+  CHECK(first.path({"PAYLOAD", "MESSAGE"}).text() == "1-2 of 5 pending (newest first)");
+  CHECK(first.path({"PAYLOAD", "TOTAL"}).as_integer() == 5);
+  CHECK(first.path({"PAYLOAD", "OFFSET"}).as_integer() == 0);
+  CHECK(first.path({"PAYLOAD", "LIMIT"}).as_integer() == 2);
+  const Value& newest = first.path({"PAYLOAD", "APPROVALS"}).items()[0];
+  CHECK(newest.at("TOKEN").text() == created[4]);
+  CHECK(newest.at("STATE").is_keyword("PENDING"));
+  CHECK(newest.at("SESSION-ID").text() == "s0");
+  CHECK(newest.get("RUN") == nullptr);
+
+  std::vector<std::string> seen;
+  for (int offset = 0; offset < 6; offset += 2) {
+    const Value page = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS :LIMIT 2 :OFFSET " + std::to_string(offset) + ")");
+    REQUIRE(is_ok_response(page));
+    for (const Value& approval : page.path({"PAYLOAD", "APPROVALS"}).items()) {
+      seen.emplace_back(approval.at("TOKEN").text());
+    }
+  }
+  CHECK(seen == std::vector<std::string>(created.rbegin(), created.rend()));
+  const Value past = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS :OFFSET 9)");
+  CHECK(past.path({"PAYLOAD", "APPROVALS"}).is_nil());
+  CHECK(past.path({"PAYLOAD", "TOTAL"}).as_integer() == 5);
+  CHECK(past.path({"PAYLOAD", "LIMIT"}).as_integer() == 100);
+
+  for (const auto& [request, message] : std::vector<std::pair<std::string, std::string>>{
+           {":LIMIT 0", ":LIMIT must be a whole number from 1 to 1000; got 0"},
+           {":LIMIT 1001", ":LIMIT must be a whole number from 1 to 1000; got 1001"},
+           {":LIMIT \"ten\"", ":LIMIT must be a whole number from 1 to 1000"},
+           {":OFFSET -1", ":OFFSET must be a whole number from 0 to 9223372036854775807; got -1"}}) {
+    const Value bad = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVALS " + request + ")");
+    INFO(request << " -> " << to_sexp(bad));
+    CHECK(error_response_code(bad) == "BAD-REQUEST");
+    CHECK(bad.path({"PAYLOAD", "MESSAGE"}).text() == message);
+  }
+}
+
+TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows one decided, STATUS counts refusals",
+          "[daemon][operator][approvals]") {
+  OperatorRig rig;
+  const Value action = *read_sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo hi\"))");
+  std::vector<std::string> flood;
+  for (std::size_t i = 0; i <= ApprovalOptions::kDefaultMaxPendingPerSession; ++i) {  // one more than the bound
+    auto approval = rig.approvals->create(action, *read_sexp("(:SESSION-ID \"s1\")"), {}, "");
+    if (approval) flood.push_back(approval->token);
+  }
+  CHECK(flood.size() == ApprovalOptions::kDefaultMaxPendingPerSession);
+  const std::string other = rig.approvals->create(action, *read_sexp("(:SESSION-ID \"s2\")"), {}, "")->token;
+  CHECK(rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS)").path({"PAYLOAD", "APPROVALS-REFUSED"}).as_integer() == 1);
+
+  const Value denied = rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\")");
+  INFO(to_sexp(denied));
+  REQUIRE(is_ok_response(denied));
+  CHECK(denied.path({"PAYLOAD", "MESSAGE"}).text() == "denied 20 pending approvals of session 's1'");
+  CHECK(denied.path({"PAYLOAD", "DENIED"}).as_integer() == 20);
+  CHECK(rig.approvals->pending_count() == 1);
+  const Value again = rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\")");
+  CHECK(again.path({"PAYLOAD", "MESSAGE"}).text() == "no pending approvals of session 's1'");
+  CHECK(again.path({"PAYLOAD", "DENIED"}).as_integer() == 0);
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION \"s1\" :TOKEN \"" + other + "\")")) ==
+        "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :DENY :SESSION 7)")) == "BAD-REQUEST");
+
+  const Value shown = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"" + flood[0] + "\")");
+  INFO(to_sexp(shown));
+  REQUIRE(is_ok_response(shown));
+  const Value& approval = shown.path({"PAYLOAD", "APPROVAL"});
+  CHECK(approval.at("STATE").is_keyword("DENIED"));
+  CHECK(approval.at("DECIDED-BY").text() == "wire");
+  CHECK(approval.at("DECIDED-UNIX-MS").as_integer() > 0);
+
+  REQUIRE(rig.approvals->approve(other, "cli").has_value());
+  REQUIRE(rig.approvals->record_run(other, Approval::Run::running).has_value());
+  REQUIRE(rig.approvals->record_run(other, Approval::Run::failed, "exit status 1").has_value());
+  const Value failed = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"" + other + "\")");
+  CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("FAILED"));
+  CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN-ERROR"}).text() == "exit status 1");
+  CHECK(error_response_code(rig.ask(
+            "(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) == "NOT-FOUND");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL)")) == "BAD-REQUEST");
 }
 
 }  // namespace passepartout

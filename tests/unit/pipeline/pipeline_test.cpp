@@ -481,6 +481,7 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
   Result<Value> first = rig.approve(token);
   REQUIRE(first.has_value());
   CHECK(first->at("RECORDED").path({"PAYLOAD", "NOTE"}).text() == "keep this");
+  CHECK(rig.approvals->find(token)->run == Approval::Run::done);  // recorded running before it ran, done after
   Result<Value> replay = rig.approve(token);
   REQUIRE_FALSE(replay.has_value());
   CHECK(replay.error().message.find("already approved") != std::string::npos);
@@ -494,6 +495,38 @@ TEST_CASE("an approval is asked for, runs exactly once when approved, and can be
   Result<Value> late = rig.approve(second);
   REQUIRE_FALSE(late.has_value());
   CHECK(late.error().message.find("already denied") != std::string::npos);
+}
+
+TEST_CASE("past its session's bound an approval request is refused: the user is told why and nothing runs",
+          "[pipeline][loop][approvals]") {
+  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}}, {R"(rules:
+  - match: "record"
+    reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this" :EXPLANATION "The user asked to record it."))'
+)"});
+  const auto per_session = ApprovalOptions::kDefaultMaxPendingPerSession;
+  for (std::size_t i = 0; i < per_session; ++i) {
+    REQUIRE(rig.approvals->create(sexp("(:TYPE :REQUEST)"), sexp("(:SESSION-ID \"s1\")"), {}, "").has_value());
+  }
+  auto sink = std::make_shared<RecordingSink>();
+  LoopReport report = rig.run(user_input_signal("record something", "s1"), sink);
+  CHECK(report.last_signal.at("STATUS").is_keyword("ACTED"));  // not suspended
+  CHECK(report.cycles == 1);
+  REQUIRE(sink->messages().size() == 1);
+  const Value reply = sink->messages()[0];
+  INFO(to_sexp(reply));
+  CHECK(reply.at("TYPE").is_keyword("LOG"));
+  CHECK(reply.path({"PAYLOAD", "LEVEL"}).is_keyword("ERROR"));
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() ==
+        "Action not run: approval refused: session 's1' already has 20 pending approvals "
+        "(--max-pending-approvals-per-session); decide or deny them first: passepartout approvals deny --all-from s1");
+  CHECK(rig.approvals->pending_count() == per_session);
+  CHECK(rig.approvals->refused_count() == 1);
+  CHECK(rig.logged("ACT: approval refused: session 's1' already has 20 pending approvals"));
+  CHECK_FALSE(rig.logged("RECORDED"));
+
+  // Another session still gets its approval.
+  rig.run(user_input_signal("record something", "s2"), sink);
+  CHECK(sink->messages().back().at("LEVEL").is_keyword("APPROVAL-REQUIRED"));
 }
 
 TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][approvals]") {
