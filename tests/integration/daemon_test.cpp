@@ -817,11 +817,17 @@ TEST_CASE("10,000 quick connections leave the daemon's memory and descriptors wh
   const std::size_t rss_after = rss_kib(daemon.pid());
   const std::size_t fds_after = open_descriptors(daemon.pid());
   INFO("RSS " << rss_before << " -> " << rss_after << " KiB; descriptors " << fds_before << " -> " << fds_after);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in quarantine (256 MiB by default):
+  // there the resident size says nothing about what the daemon holds.
+  static_cast<void>(rss_after);
+#else
   CHECK(rss_after < rss_before + 16 * 1024);  // the bound: 16 MiB, whatever was refused
+#endif
   CHECK(fds_after <= fds_before + 4);
 }
 
-TEST_CASE("32 clients that send large events and never read stay within the reply budget; others are served",
+TEST_CASE("32 clients that send large events and never read stay within the reply budget, others are served",
           "[integration][limits]") {
   DaemonProcess daemon(options({"--max-queued-replies", "32", "--max-connections-per-peer", "100"}));
   expect_healthy_service(daemon);
@@ -865,7 +871,9 @@ TEST_CASE("32 clients that send large events and never read stay within the repl
   CHECK(polite.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
   const std::size_t rss_after = rss_kib(daemon.pid());
   INFO("RSS " << rss_before << " -> " << rss_after << " KiB");
+#if !defined(__SANITIZE_ADDRESS__)  // its quarantine keeps freed memory resident
   CHECK(rss_after < rss_before + (32 + 96) * 1024);  // the budget (32 MiB) plus a stated margin (96 MiB)
+#endif
   for (int fd : hogs) ::close(fd);
 }
 

@@ -750,7 +750,7 @@ TEST_CASE("call_tool runs the named tool, and an exception fails it with its wha
   }
 }
 
-TEST_CASE("act carries out the action for the named target; anything thrown fails it", "[sdk]") {
+TEST_CASE("act carries out the action for the named target, anything thrown fails it", "[sdk]") {
   pp_call arena;
   Instance instance(&kHands, nullptr);
   pp_call call;

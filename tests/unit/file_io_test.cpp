@@ -12,7 +12,7 @@
 
 namespace passepartout {
 
-TEST_CASE("a file up to the limit is read whole; one byte more is refused", "[file-io]") {
+TEST_CASE("a file up to the limit is read whole, one byte more is refused", "[file-io]") {
   testing::TempDir dir;
   const auto file = dir.path() / "f";
   std::ofstream(file, std::ios::binary) << std::string(100, 'x');
@@ -45,7 +45,7 @@ TEST_CASE("what is not a regular file is refused without being waited on", "[fil
   CHECK(missing.error().code == ErrorCode::not_found);
 }
 
-TEST_CASE("a file and a folder are synced; a missing one gives its errno", "[file-io]") {
+TEST_CASE("a file and a folder are synced, a missing one gives its errno", "[file-io]") {
   testing::TempDir dir;
   std::ofstream(dir.path() / "f") << "x";
   CHECK(sync_path(dir.path() / "f") == 0);

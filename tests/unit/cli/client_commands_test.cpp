@@ -109,7 +109,7 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
   CHECK(server.daemon().last_request().at("REQUEST-ID").is_string());
 }
 
-TEST_CASE("operator commands over TCP carry the token; without it the daemon says UNAUTHORIZED", "[cli]") {
+TEST_CASE("operator commands over TCP carry the token, without it the daemon says UNAUTHORIZED", "[cli]") {
   FakeDaemonServer server;
   SECTION("with the token") {
     Captured captured;
@@ -305,7 +305,7 @@ TEST_CASE("approvals list pages with --limit and --offset and says where the nex
   }
 }
 
-TEST_CASE("approvals deny --all-from denies a session's pending approvals; show prints a decided one's run",
+TEST_CASE("approvals deny --all-from denies a session's pending approvals, show prints a decided one's run",
           "[cli][approvals]") {
   FakeDaemonServer server;
   SECTION("a flood") {

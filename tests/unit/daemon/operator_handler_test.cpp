@@ -180,7 +180,7 @@ TEST_CASE("bad operator requests are BAD-REQUEST and SHUTDOWN answers before it 
   CHECK(rig.shutdown.times_set() == 1);
 }
 
-TEST_CASE("APPROVALS answers a page, newest first, with the total; bad :LIMIT and :OFFSET are BAD-REQUEST",
+TEST_CASE("APPROVALS answers a page, newest first, with the total, bad :LIMIT and :OFFSET are BAD-REQUEST",
           "[daemon][operator][approvals]") {
   OperatorRig rig;
   std::vector<std::string> created;  // oldest first

@@ -861,7 +861,7 @@ TEST_CASE("one address cannot take every TCP connection", "[daemon][concurrency]
   fourth.expect_handshake();
 }
 
-TEST_CASE("a connection that sends no complete request soon after it opens is closed; one that spoke stays",
+TEST_CASE("a connection that sends no complete request soon after it opens is closed, one that spoke stays",
           "[daemon][concurrency]") {
   ServerOptions options = tcp_options();
   options.handshake_timeout = 200ms;

@@ -57,7 +57,7 @@ TEST_CASE("a command without output, or failing, says so", "[pipeline]") {
   CHECK(logs.contains("(session internal): failed in "));
 }
 
-TEST_CASE("a tool call is shown with its arguments; credentials are masked in the log only", "[pipeline]") {
+TEST_CASE("a tool call is shown with its arguments, credentials are masked in the log only", "[pipeline]") {
   LogCapture logs;
   const ActionRecord record(
       "TOOL", sexp("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"Read-File\" :ARGS (:FILEPATH \"notes.txt\")))"));

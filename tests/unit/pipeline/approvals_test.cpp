@@ -202,7 +202,7 @@ TEST_CASE("denying a session denies all its pending approvals at once and no oth
   CHECK(*store->deny_session("nobody", "wire") == 0);
 }
 
-TEST_CASE("an approved run is recorded as running, then done or failed; one the process left running is interrupted",
+TEST_CASE("an approved run is recorded as running, then done or failed, one the process left running is interrupted",
           "[approvals]") {
   StoreRig rig;
   std::string crashed, finished, broken, waiting;

@@ -1254,7 +1254,7 @@ TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus
   CHECK(recorder->prompt(2).find("Docs notes.") == std::string::npos);
 }
 
-TEST_CASE("each retry's prompt carries the rejection; standing mandates are added, a failing one left out (D8)",
+TEST_CASE("each retry's prompt carries the rejection, standing mandates are added, a failing one left out (D8)",
           "[pipeline][loop]") {
   Rig rig({{"block-gate", 90}}, {}, 2, [](PipelineOptions& options) {
     options.mandates.emplace_back([](const Value&) { return std::string("MANDATE: answer in French."); });

@@ -295,7 +295,7 @@ TEST_CASE("the system prompt defaults to the Probabilistic engine's", "[provider
   CHECK(provider->last_request().prompt == "x");
 }
 
-TEST_CASE("a tool-calls reply is an answer; one without calls is a failure", "[providers][cascade]") {
+TEST_CASE("a tool-calls reply is an answer, one without calls is a failure", "[providers][cascade]") {
   const Value calls = Value::list({Value::plist({{"NAME", Value::string("shell")}, {"ARGUMENTS", Value()}})});
   auto caller = std::make_shared<FakeProvider>(
       "caller", [calls](ProviderRequest, ProviderCompletion done) { done(ProviderReply::calls(calls)); });

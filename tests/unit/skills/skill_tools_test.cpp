@@ -105,7 +105,7 @@ TEST_CASE("loader reads an ABI 1.1 skill's tools, with parameters as a Value and
   CHECK_FALSE(slot->has_gate());
 }
 
-TEST_CASE("a tool's result is copied out of the call; a throwing tool fails with its what()", "[skills][loader]") {
+TEST_CASE("a tool's result is copied out of the call, a throwing tool fails with its what()", "[skills][loader]") {
   SkillFixtures fx;
   auto slot = load(fx, "toolbox-a");
 
@@ -234,7 +234,7 @@ TEST_CASE("loader refuses ABI 1.1 tables with bad tools or actuators, naming the
   }
 }
 
-TEST_CASE("a snapshot finds tools and actuators ignoring case; the higher priority keeps a duplicate name",
+TEST_CASE("a snapshot finds tools and actuators ignoring case, the higher priority keeps a duplicate name",
           "[skills][registry]") {
   SkillFixtures fx;
   LogCapture capture;
