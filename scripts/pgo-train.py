@@ -33,7 +33,7 @@ def frame(text):
     return b"%06X" % len(text) + text.encode()  # the texts are ASCII: code points are bytes
 
 
-def converse(port, count, offset, errors):
+def converse(port, token, count, offset, errors):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as conn:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -56,9 +56,13 @@ def converse(port, count, offset, errors):
             for i in range(count):
                 text = TEXTS[(i + offset) % len(TEXTS)]
                 conn.sendall(frame('(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT "%s") '
-                                   ':REQUEST-ID "%d")' % (text, i)))
-                while b":TYPE :RESPONSE" not in next_frame():
-                    pass
+                                   ':REQUEST-ID "%d" :AUTH "%s")' % (text, i, token)))
+                while True:
+                    reply = next_frame()
+                    if b":TYPE :RESPONSE" in reply:
+                        break
+                if b":STATUS :OK" not in reply:  # a refusal would train the wrong path
+                    raise ValueError("the daemon refused a request: " + reply.decode(errors="replace"))
     except (OSError, ValueError) as error:
         errors.append(str(error))
 
@@ -100,8 +104,11 @@ def main():
         if port is None:
             daemon.wait(timeout=TIMEOUT_S)
             fail("the daemon did not start:\n" + daemon_log())
+        # Every TCP request carries the daemon's token, as the clients' do.
+        with open(os.path.join(state, "token")) as token_file:
+            token = token_file.readline().strip()
         errors = []
-        threads = [threading.Thread(target=converse, args=(port, requests // CONNECTIONS, k, errors))
+        threads = [threading.Thread(target=converse, args=(port, token, requests // CONNECTIONS, k, errors))
                    for k in range(CONNECTIONS)]
         for thread in threads:
             thread.start()
