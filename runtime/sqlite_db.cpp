@@ -159,6 +159,8 @@ Result<SqliteDb::Statement> SqliteDb::prepare(std::string_view sql) const {
   return Statement(raw);
 }
 
+void SqliteDb::rollback() const noexcept { sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr); }
+
 Result<void> SqliteDb::exec(const char* sql, std::string_view doing) const {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return error(doing);
   return {};
@@ -213,25 +215,16 @@ Result<void> check_header(const SqliteDb& db, const SqliteSchema& schema, bool r
 // Brings the schema up to date. The version is read again inside the write
 // transaction: another process may have migrated since the header was read.
 Result<void> migrate(const SqliteDb& db, const SqliteSchema& schema) {
-  if (auto begun = db.exec("BEGIN IMMEDIATE", "cannot start the schema migration"); !begun) return begun;
-  auto version = query_int(db, "PRAGMA user_version", "cannot read the schema version");
-  Result<void> migrated;
-  if (!version) {
-    migrated = fail(version.error().code, version.error().message);
-  } else if (*version > static_cast<std::int64_t>(schema.migrations.size())) {
-    migrated = newer_schema(db.file(), schema, *version);
-  } else {
-    for (auto v = static_cast<std::size_t>(*version); v < schema.migrations.size() && migrated; ++v) {
-      migrated = db.exec(schema.migrations[v], "cannot migrate the schema to version " + std::to_string(v + 1));
+  return db.in_transaction("cannot migrate the schema", [&]() -> Result<void> {
+    auto version = query_int(db, "PRAGMA user_version", "cannot read the schema version");
+    if (!version) return fail(version.error().code, version.error().message);
+    if (*version > static_cast<std::int64_t>(schema.migrations.size())) return newer_schema(db.file(), schema, *version);
+    for (auto v = static_cast<std::size_t>(*version); v < schema.migrations.size(); ++v) {
+      auto migrated = db.exec(schema.migrations[v], "cannot migrate the schema to version " + std::to_string(v + 1));
+      if (!migrated) return migrated;
     }
-  }
-  if (!migrated) {
-    // Best effort: the failure being reported matters more, and closing the
-    // connection rolls back anyway.
-    sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
-    return migrated;
-  }
-  return db.exec("COMMIT", "cannot commit the schema migration");
+    return {};
+  });
 }
 
 }  // namespace

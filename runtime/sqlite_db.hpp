@@ -56,6 +56,20 @@ class SqliteDb {
   Result<void> exec(const char* sql, std::string_view doing) const;
   // "<file>: <doing>: <sqlite's message>", with the right ErrorCode.
   Unexpected<Error> error(std::string_view doing) const;
+  // Runs `body` (returning Result<void>) in one write transaction (BEGIN
+  // IMMEDIATE ... COMMIT); rolled back when it or the commit fails, and its
+  // failure returned. `doing` names the work in messages.
+  template <class Body>
+  Result<void> in_transaction(std::string_view doing, Body body) const {
+    if (auto begun = exec("BEGIN IMMEDIATE", doing); !begun) return begun;
+    Result<void> done = body();
+    if (done) done = exec("COMMIT", doing);
+    if (!done) rollback();
+    return done;
+  }
+  // Rolls back the transaction in progress; best effort (the failure being
+  // reported matters more, and closing the connection rolls back anyway).
+  void rollback() const noexcept;
 
  private:
   SqliteDb(std::filesystem::path file, sqlite3* db, std::string_view what);

@@ -232,18 +232,6 @@ struct ApprovalStore::State {
     return sqlite3_column_int64(query, 0);
   }
 
-  // Runs `body` in one write transaction; rolled back when it fails.
-  template <class Body>
-  Result<void> in_transaction(std::string_view doing, Body body) {
-    if (auto begun = db.exec("BEGIN IMMEDIATE", doing); !begun) return begun;
-    Result<void> done = body();
-    if (!done) {
-      sqlite3_exec(db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);  // best effort: the failure is reported
-      return done;
-    }
-    return db.exec("COMMIT", doing);
-  }
-
   // Rows written by version 1 of the schema get their session from their :META.
   Result<void> fill_in_sessions() {
     auto select = db.prepare("SELECT token, meta FROM approvals WHERE session_id IS NULL");
@@ -258,7 +246,7 @@ struct ApprovalStore::State {
     if (sessions.empty()) return {};
     auto update = db.prepare("UPDATE approvals SET session_id = ?2 WHERE token = ?1");
     if (!update) return fail(update.error().code, update.error().message);
-    return in_transaction("cannot record the sessions of older approvals", [&]() -> Result<void> {
+    return db.in_transaction("cannot record the sessions of older approvals", [&]() -> Result<void> {
       for (const auto& [token, session] : sessions) {
         StatementReset reset(update->get());
         if (!bind_text(update->get(), 1, token) || !bind_text(update->get(), 2, session) ||

@@ -187,22 +187,16 @@ Result<std::vector<std::int64_t>> AuditLog::record_all(std::span<const SkillChan
   std::vector<std::int64_t> ids;
   ids.reserve(changes.size());
   std::lock_guard lock(state_->connection_mutex);
-  if (auto begun = state_->db.exec("BEGIN IMMEDIATE", "cannot start recording changes"); !begun) {
-    return fail(begun.error().code, begun.error().message);
-  }
-  for (const SkillChange& change : changes) {
-    auto id = insert_locked(change);
-    if (!id) {
-      static_cast<void>(state_->db.exec("ROLLBACK", "cannot roll back the changes"));
-      return fail(id.error().code, id.error().message);
-    }
-    ids.push_back(*id);
-  }
   // One commit, one sync, for all of them.
-  if (auto committed = state_->db.exec("COMMIT", "cannot commit the changes"); !committed) {
-    static_cast<void>(state_->db.exec("ROLLBACK", "cannot roll back the changes"));
-    return fail(committed.error().code, committed.error().message);
-  }
+  auto recorded = state_->db.in_transaction("cannot record the changes", [&]() -> Result<void> {
+    for (const SkillChange& change : changes) {
+      auto id = insert_locked(change);
+      if (!id) return fail(id.error().code, id.error().message);
+      ids.push_back(*id);
+    }
+    return {};
+  });
+  if (!recorded) return fail(recorded.error().code, recorded.error().message);
   return ids;
 }
 

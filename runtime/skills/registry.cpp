@@ -140,8 +140,7 @@ const std::string* Snapshot::unguarded(const Value& action) const noexcept {
   if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return nullptr;
   std::string_view name = target.text();
   if (!name.empty() && name.front() == ':') name.remove_prefix(1);
-  if (name.size() == 4 && ascii_upper(name[0]) == 'T' && ascii_upper(name[1]) == 'O' && ascii_upper(name[2]) == 'O' &&
-      ascii_upper(name[3]) == 'L') {
+  if (compare_folded<ascii_upper>("TOOL", name) == 0) {
     const Value& tool = action.at("PAYLOAD").at("TOOL");
     if (!tool.is_keyword() && !tool.is_string() && !tool.is_symbol()) return nullptr;
     const ToolEntry* entry = find_tool(tool.text());
