@@ -514,10 +514,10 @@ int run_skills_unload(const Target& target, const std::string& name, bool cascad
                                             "--force, and what it guards refuses to act until it is back); " +
                                                 kSkillHints.refused};
   const Value skill = Value::string(name);
-  std::optional<Value> response =
-      cascade ? operator_request(target, "UNLOAD", {{"NAME", skill}, {"CASCADE", Value::t()}}, hints, output, status)
-      : force ? operator_request(target, "UNLOAD", {{"NAME", skill}, {"FORCE", Value::t()}}, hints, output, status)
-              : operator_request(target, "UNLOAD", {{"NAME", skill}}, hints, output, status);
+  std::optional<Value> response = operator_request(
+      target, "UNLOAD",
+      {{"NAME", skill}, {"CASCADE", cascade ? Value::t() : Value()}, {"FORCE", force ? Value::t() : Value()}}, hints,
+      output, status);
   if (!response) return status;
   return print_changes(target, *response, "Unloaded '" + printable(name) + "'.", output);
 }
