@@ -4,7 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 int main(int argc, char* argv[]) {
   passepartout::configure_logging(passepartout::LogLevel::warn);

@@ -13,7 +13,7 @@
 #include "cli/terminal_text.hpp"
 #include "daemon/protocol.hpp"
 #include "value/sexp_printer.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout::cli {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "daemon/frame_codec.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::cli {

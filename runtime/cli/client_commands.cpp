@@ -23,12 +23,12 @@
 #include "daemon/daemon_config.hpp"
 #include "daemon/protocol.hpp"
 #include "daemon/token_file.hpp"
-#include "log.hpp"
+#include "base/log.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
-#include "state_paths.hpp"
+#include "base/state_paths.hpp"
 #include "value/sexp_printer.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;

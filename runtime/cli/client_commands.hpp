@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli/client.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::cli {

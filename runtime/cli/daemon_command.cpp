@@ -18,7 +18,7 @@
 #include "cli/exit_status.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/daemon_config.hpp"
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace passepartout::cli {
 namespace {

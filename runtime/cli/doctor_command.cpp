@@ -15,7 +15,7 @@
 #include "daemon/protocol.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
-#include "state_paths.hpp"
+#include "base/state_paths.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;

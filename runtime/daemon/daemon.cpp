@@ -31,10 +31,10 @@
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -43,7 +43,7 @@
 #include "skills/audit_log.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_watcher.hpp"
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 
 namespace passepartout {
 

@@ -11,7 +11,7 @@
 
 #include "daemon/daemon_config.hpp"
 #include "daemon/protocol.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 
 namespace passepartout {
 

@@ -17,9 +17,9 @@
 #include "daemon/frame_codec.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
-#include "state_paths.hpp"
-#include "value/ascii.hpp"
-#include "yaml_diagnostics.hpp"
+#include "base/state_paths.hpp"
+#include "base/ascii.hpp"
+#include "base/yaml_diagnostics.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;

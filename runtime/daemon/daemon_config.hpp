@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 
 namespace passepartout {
 

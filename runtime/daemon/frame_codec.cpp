@@ -8,7 +8,7 @@
 
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

@@ -6,13 +6,13 @@
 #include <exception>
 #include <limits>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/approvals.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_manifest.hpp"
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 
 namespace passepartout {
 namespace {

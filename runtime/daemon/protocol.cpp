@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 

@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace passepartout {
 

@@ -13,7 +13,7 @@
 
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace boost::asio {

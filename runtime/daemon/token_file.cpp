@@ -12,7 +12,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "digest.hpp"
+#include "base/digest.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 #include "memory/merkle_hash.hpp"
-#include "state_paths.hpp"
+#include "base/state_paths.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 

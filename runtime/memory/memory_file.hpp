@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "memory/memory_table.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 
 namespace passepartout {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {

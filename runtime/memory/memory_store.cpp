@@ -6,7 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_file.hpp"
 #include "memory/merkle_hash.hpp"
 #include "value/sexp_printer.hpp"

@@ -16,7 +16,7 @@
 
 #include "memory/memory_query.hpp"
 #include "memory/memory_table.hpp"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

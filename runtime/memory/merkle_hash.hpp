@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "memory/memory_object.hpp"
-#include "digest.hpp"  // sha256_hex
+#include "base/digest.hpp"  // sha256_hex
 #include "value/value.hpp"
 
 namespace passepartout {

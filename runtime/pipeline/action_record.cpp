@@ -3,11 +3,11 @@
 
 #include <cstdio>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/gate_log.hpp"
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 #include "value/sexp_printer.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

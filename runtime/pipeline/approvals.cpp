@@ -12,9 +12,9 @@
 #include <mutex>
 #include <utility>
 
-#include "digest.hpp"
-#include "log.hpp"
-#include "sqlite_db.hpp"
+#include "base/digest.hpp"
+#include "base/log.hpp"
+#include "base/sqlite_db.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

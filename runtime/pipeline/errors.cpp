@@ -1,7 +1,7 @@
 // The typed errors as a skill's error policy sees them.
 #include "pipeline/errors.hpp"
 
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 

@@ -3,8 +3,8 @@
 
 #include <re2/re2.h>
 
-#include "digest.hpp"
-#include "log.hpp"
+#include "base/digest.hpp"
+#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
 #include "value/sexp_printer.hpp"

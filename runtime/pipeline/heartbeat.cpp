@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "log.hpp"
-#include "pipeline/executor.hpp"
+#include "base/log.hpp"
+#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace passepartout {

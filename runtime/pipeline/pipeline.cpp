@@ -12,14 +12,14 @@
 #include <unordered_map>
 #include <utility>
 
-#include "interval_clock.hpp"
-#include "log.hpp"
+#include "base/interval_clock.hpp"
+#include "base/log.hpp"
 #include "memory/global_awareness.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/action_record.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/errors.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/gate_log.hpp"
 #include "pipeline/prompt_builder.hpp"
 #include "pipeline/prompt_selector.hpp"
@@ -28,8 +28,8 @@
 #include "providers/cascade.hpp"
 #include "skills/host_api.hpp"
 #include "skills/registry.hpp"
-#include "thread_shards.hpp"
-#include "value/ascii.hpp"
+#include "base/thread_shards.hpp"
+#include "base/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {

@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "inline_function.hpp"
-#include "result.hpp"
+#include "base/inline_function.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

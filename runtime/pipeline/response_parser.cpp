@@ -8,7 +8,7 @@
 
 #include "value/json_bridge.hpp"
 #include "value/sexp_reader.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/gate_watchdog.hpp"
 #include "skills/host_api.hpp"
 

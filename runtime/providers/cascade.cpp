@@ -7,8 +7,8 @@
 #include <optional>
 #include <utility>
 
-#include "log.hpp"
-#include "value/utf8.hpp"
+#include "base/log.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "providers/provider.hpp"
-#include "thread_shards.hpp"
+#include "base/thread_shards.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "inline_function.hpp"
+#include "base/inline_function.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

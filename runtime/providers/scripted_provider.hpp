@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "providers/provider.hpp"
-#include "result.hpp"
-#include "thread_shards.hpp"
+#include "base/result.hpp"
+#include "base/thread_shards.hpp"
 #include "value/value.hpp"
 
 namespace re2 {

@@ -2,7 +2,7 @@
 // bound parameters, WAL journal, schema migrations keyed on PRAGMA user_version.
 #include "skills/audit_log.hpp"
 
-#include "sqlite_db.hpp"
+#include "base/sqlite_db.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

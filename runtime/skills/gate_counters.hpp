@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "thread_shards.hpp"
+#include "base/thread_shards.hpp"
 
 namespace passepartout {
 

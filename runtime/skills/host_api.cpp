@@ -4,9 +4,9 @@
 
 #include <string_view>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "value/sexp_printer.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 const pp_value* pp_call::keep(passepartout::Value value) {
   built.push_front(std::move(value));

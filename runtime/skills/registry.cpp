@@ -6,8 +6,8 @@
 #include <map>
 #include <utility>
 
-#include "log.hpp"
-#include "value/ascii.hpp"
+#include "base/log.hpp"
+#include "base/ascii.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {

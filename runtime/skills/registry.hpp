@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "skills/slot.hpp"
-#include "thread_shards.hpp"
+#include "base/thread_shards.hpp"
 
 namespace passepartout {
 

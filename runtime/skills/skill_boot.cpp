@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace passepartout {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/dependency_graph.hpp"
 #include "skills/skill_loader.hpp"
 #include "skills/skill_manifest.hpp"

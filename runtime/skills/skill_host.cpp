@@ -7,7 +7,7 @@
 #include <chrono>
 #include <set>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "skills/dependency_graph.hpp"
 #include "skills/elf_inspector.hpp"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/control_thread.hpp"
 #include "skills/registry.hpp"

@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "digest.hpp"
-#include "file_io.hpp"
-#include "log.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/log.hpp"
 #include "skills/config_placeholders.hpp"
 #include "skills/elf_inspector.hpp"
 #include "skills/skill_table.hpp"

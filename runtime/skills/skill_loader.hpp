@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/control_thread.hpp"
 #include "skills/skill_manifest.hpp"
 #include "skills/slot.hpp"

@@ -17,10 +17,10 @@
 #include <system_error>
 #include <utility>
 
-#include "file_io.hpp"
-#include "value/ascii.hpp"
-#include "value/utf8.hpp"
-#include "yaml_diagnostics.hpp"
+#include "base/file_io.hpp"
+#include "base/ascii.hpp"
+#include "base/utf8.hpp"
+#include "base/yaml_diagnostics.hpp"
 
 namespace passepartout {
 namespace {

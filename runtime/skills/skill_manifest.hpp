@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/version.hpp"
 #include "value/value.hpp"
 

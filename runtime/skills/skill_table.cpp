@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "value/json_bridge.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {

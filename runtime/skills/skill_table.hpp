@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "passepartout/abi.h"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/skill_manifest.hpp"
 #include "value/value.hpp"
 

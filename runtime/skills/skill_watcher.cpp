@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace passepartout {
 namespace {

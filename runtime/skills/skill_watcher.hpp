@@ -9,7 +9,7 @@
 #include <memory>
 #include <thread>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/skill_host.hpp"
 
 namespace passepartout {

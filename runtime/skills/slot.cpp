@@ -7,7 +7,7 @@
 #include <vector>
 #include <utility>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {

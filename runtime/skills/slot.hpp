@@ -10,7 +10,7 @@
 #include <string>
 
 #include "passepartout/abi.h"
-#include "result.hpp"
+#include "base/result.hpp"
 #include "skills/gate_counters.hpp"
 #include "skills/host_api.hpp"
 #include "skills/skill_manifest.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 #include "value/json_bridge_detail.hpp"
 #include "value/value_access.hpp"
 

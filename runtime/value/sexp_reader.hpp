@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "result.hpp"
+#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 #include "value/sexp_syntax.hpp"
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 #include "value/value_access.hpp"
 
 namespace passepartout {

@@ -16,7 +16,7 @@
 
 #include "bench_gates.hpp"
 #include "daemon/frame_codec.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"

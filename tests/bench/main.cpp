@@ -2,7 +2,7 @@
 // so the table stays readable.
 #include <benchmark/benchmark.h>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 int main(int argc, char** argv) {
   passepartout::configure_logging(passepartout::LogLevel::warn);

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "skills/registry.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/value.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 #include "support/skill_fixtures.hpp"
 
 namespace passepartout {

@@ -1,6 +1,6 @@
 // InlineFunction: small callables kept inside, large ones on the heap, and the
 // std::function behaviour the executor and the providers rely on.
-#include "inline_function.hpp"
+#include "base/inline_function.hpp"
 
 #include <catch2/catch.hpp>
 

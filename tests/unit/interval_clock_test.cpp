@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "interval_clock.hpp"
+#include "base/interval_clock.hpp"
 
 using passepartout::IntervalClock;
 using SteadyClock = std::chrono::steady_clock;

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "log.hpp"
-#include "pipeline/executor.hpp"
+#include "base/log.hpp"
+#include "base/executor.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;

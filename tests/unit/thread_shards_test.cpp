@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "thread_shards.hpp"
+#include "base/thread_shards.hpp"
 
 namespace passepartout {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "daemon/operator_handler.hpp"
 #include "pipeline/approvals.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "skills/skill_host.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_file.hpp"
 #include "memory/memory_store.hpp"
 #include "memory/merkle_hash.hpp"

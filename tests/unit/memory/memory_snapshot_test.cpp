@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "value/sexp_reader.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "digest.hpp"
+#include "base/digest.hpp"
 #include "memory/memory_store.hpp"
 #include "memory/merkle_hash.hpp"
 #include "support/sexp.hpp"

@@ -2,7 +2,7 @@
 // ends, with credentials masked, and told to the user with its output.
 #include <catch2/catch.hpp>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/action_record.hpp"
 #include "value/sexp_printer.hpp"
 #include "support/sexp.hpp"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "digest.hpp"
-#include "log.hpp"
+#include "base/digest.hpp"
+#include "base/log.hpp"
 #include "pipeline/approvals.hpp"
 #include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"

@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "log.hpp"
-#include "pipeline/executor.hpp"
+#include "base/log.hpp"
+#include "base/executor.hpp"
 #include "support/async_wait.hpp"
 
 using namespace passepartout;

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"

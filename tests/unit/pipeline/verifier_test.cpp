@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/gate_watchdog.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "log.hpp"
-#include "pipeline/executor.hpp"
+#include "base/log.hpp"
+#include "base/executor.hpp"
 #include "providers/cascade.hpp"
 #include "support/async_wait.hpp"
 #include "value/sexp_printer.hpp"

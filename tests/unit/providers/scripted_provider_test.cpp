@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
 #include "support/async_wait.hpp"

@@ -17,7 +17,7 @@
 
 #include "cli/history_format.hpp"
 #include "skills/audit_log.hpp"
-#include "state_paths.hpp"
+#include "base/state_paths.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;

@@ -2,7 +2,7 @@
 // name and version, its gate stamps, and the broken 2.0.0 builds are refused.
 #include <catch2/catch.hpp>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_loader.hpp"

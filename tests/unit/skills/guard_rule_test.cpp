@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/skill_host.hpp"
 #include "support/skill_fixtures.hpp"

@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_watcher.hpp"

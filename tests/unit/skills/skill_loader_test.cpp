@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "skills/skill_loader.hpp"
 #include "support/skill_fixtures.hpp"
 

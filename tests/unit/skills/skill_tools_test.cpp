@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_loader.hpp"
 #include "support/sexp.hpp"

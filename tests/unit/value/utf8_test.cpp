@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 using passepartout::byte_length_of_code_points;
 using passepartout::find_invalid_utf8;

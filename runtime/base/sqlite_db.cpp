@@ -1,5 +1,5 @@
 // SqliteDb over the SQLite C API.
-#include "sqlite_db.hpp"
+#include "base/sqlite_db.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;

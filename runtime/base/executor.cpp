@@ -1,6 +1,6 @@
 // ThreadPool over a shared Boost.Asio io_context, EventLoops over one io_context
 // per thread.
-#include "pipeline/executor.hpp"
+#include "base/executor.hpp"
 
 #include <boost/asio/defer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace passepartout {
 

@@ -1,4 +1,4 @@
-#include "interval_clock.hpp"
+#include "base/interval_clock.hpp"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Logging through spdlog, plus the capture observers tests attach.
-#include "log.hpp"
+#include "base/log.hpp"
 
 #include <spdlog/details/os.h>
 #include <spdlog/pattern_formatter.h>
@@ -20,7 +20,7 @@
 #include <optional>
 #include <utility>
 
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {

@@ -1,5 +1,5 @@
 // read_bounded_file and sync_path over open/fstat/read/fsync.
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

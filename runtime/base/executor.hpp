@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "inline_function.hpp"
+#include "base/inline_function.hpp"
 
 namespace boost::asio {
 class io_context;

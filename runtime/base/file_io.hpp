@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "result.hpp"
+#include "base/result.hpp"
 
 namespace passepartout {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "result.hpp"
+#include "base/result.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;

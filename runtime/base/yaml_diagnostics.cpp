@@ -1,11 +1,11 @@
 // The shared pieces of the YAML readers' diagnostics.
-#include "yaml_diagnostics.hpp"
+#include "base/yaml_diagnostics.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <vector>
 
-#include "value/ascii.hpp"
+#include "base/ascii.hpp"
 
 namespace passepartout {
 

@@ -1,6 +1,6 @@
 // UTF-8 validation and code-point counting: sixteen bytes at a time over ASCII runs,
 // byte-wise (Unicode Table 3-7) elsewhere.
-#include "value/utf8.hpp"
+#include "base/utf8.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Shard leases: each thread that asks holds a shard of its own while it lives.
-#include "thread_shards.hpp"
+#include "base/thread_shards.hpp"
 
 #include <bitset>
 #include <thread>

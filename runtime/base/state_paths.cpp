@@ -1,6 +1,6 @@
 // default_state_dir: the XDG base-directory rules, with a fallback to the
 // password database when $HOME is unset (as under some service managers).
-#include "state_paths.hpp"
+#include "base/state_paths.hpp"
 
 #include <pwd.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // sha256_hex over Nettle; random_hex from getrandom(2).
-#include "digest.hpp"
+#include "base/digest.hpp"
 
 #include <nettle/sha2.h>
 #include <sys/random.h>
