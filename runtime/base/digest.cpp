@@ -1,5 +1,6 @@
 // sha256_hex over Nettle; random_hex from getrandom(2).
 #include "base/digest.hpp"
+#include "base/errno_text.hpp"
 
 #include <nettle/sha2.h>
 #include <sys/random.h>
@@ -42,7 +43,7 @@ std::string random_hex(std::size_t bytes) {
     const ssize_t got = ::getrandom(buffer.data() + filled, buffer.size() - filled, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(std::string("the secure random source failed: ") + std::strerror(errno));
+      throw std::runtime_error(std::string("the secure random source failed: ") + errno_text(errno));
     }
     filled += static_cast<std::size_t>(got);
   }

@@ -1,13 +1,15 @@
 // SqliteDb over the SQLite C API.
 #include "base/sqlite_db.hpp"
+#include "base/errno_text.hpp"
 
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <stdio.h>  // renameat2
+#include <cstdio>  // renameat2 (glibc declares it in stdio.h)
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ranges>
 #include <climits>
 #include <string>
 #include <system_error>
@@ -58,8 +60,6 @@ Unexpected<Error> sqlite_error(sqlite3* db, const fs::path& file, std::string_vi
   return fail(code_for(code), file.string() + ": " + std::string(doing) + ": " + message);
 }
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
-
 // Creates the missing folders of `dir` (mode 0700), leaving existing ones alone.
 Result<void> create_private_dirs(const fs::path& dir) {
   if (dir.empty()) return {};
@@ -74,14 +74,14 @@ Result<void> create_private_dirs(const fs::path& dir) {
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    if (::mkdir(it->c_str(), 0700) != 0) {
+  for (const fs::path& folder : std::ranges::reverse_view(missing)) {
+    if (::mkdir(folder.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;  // another process got there first; its folder, its mode
-      return fail(ErrorCode::io_error, "cannot create the folder " + it->string() + ": " + errno_text(errno));
+      return fail(ErrorCode::io_error, "cannot create the folder " + folder.string() + ": " + errno_text(errno));
     }
     // mkdir's mode is filtered by the umask; state is private whatever it is.
-    if (::chmod(it->c_str(), 0700) != 0) {
-      return fail(ErrorCode::io_error, "cannot set the mode of " + it->string() + ": " + errno_text(errno));
+    if (::chmod(folder.c_str(), 0700) != 0) {
+      return fail(ErrorCode::io_error, "cannot set the mode of " + folder.string() + ": " + errno_text(errno));
     }
   }
   return {};
@@ -122,7 +122,7 @@ std::string column_text(sqlite3_stmt* statement, int column) {
   const unsigned char* text = sqlite3_column_text(statement, column);
   if (text == nullptr) return {};
   const int bytes = sqlite3_column_bytes(statement, column);
-  return std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(bytes));
+  return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(bytes)};
 }
 
 SqliteDb::SqliteDb(fs::path file, sqlite3* db, std::string_view what)

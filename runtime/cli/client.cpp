@@ -1,6 +1,7 @@
 // Client: the blocking connection `passepartout` commands use to talk to the
 // daemon; every wait is a poll() bounded by the caller's deadline.
 #include "cli/client.hpp"
+#include "base/errno_text.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -24,10 +25,6 @@ namespace passepartout::cli {
 namespace {
 
 using Clock = Client::Clock;
-
-std::string errno_text(int error) {
-  return std::strerror(error);
-}
 
 // Milliseconds left until `deadline` for poll(): 0 once it has passed.
 int remaining_ms(Clock::time_point deadline) {

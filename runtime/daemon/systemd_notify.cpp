@@ -29,11 +29,13 @@ SystemdNotifier SystemdNotifier::from_environment() {
       watchdog = std::chrono::microseconds(static_cast<std::int64_t>(n));
     }
   }
-  ::unsetenv("NOTIFY_SOCKET");
-  ::unsetenv("WATCHDOG_USEC");
-  ::unsetenv("WATCHDOG_PID");
+  // Read once at start-up, before any other thread exists, and unset so that
+  // children (skills' commands) do not notify in the daemon's name.
+  ::unsetenv("NOTIFY_SOCKET");  // NOLINT(concurrency-mt-unsafe): no other thread yet
+  ::unsetenv("WATCHDOG_USEC");  // NOLINT(concurrency-mt-unsafe)
+  ::unsetenv("WATCHDOG_PID");   // NOLINT(concurrency-mt-unsafe)
   if (socket.size() < 2 || (socket.front() != '/' && socket.front() != '@')) socket.clear();
-  return SystemdNotifier(std::move(socket), watchdog);
+  return {std::move(socket), watchdog};
 }
 
 bool SystemdNotifier::notify(std::string_view state) const {

@@ -1,5 +1,6 @@
 // Creating, checking and reading the operator token file.
 #include "daemon/token_file.hpp"
+#include "base/errno_text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,9 +21,6 @@ namespace {
 
 constexpr std::size_t kTokenBytes = 32;
 
-std::string errno_text() {
-  return std::generic_category().message(errno);
-}
 
 bool is_token(std::string_view text) {
   return text.size() >= 32 && text.size() <= 256 &&
@@ -46,12 +44,12 @@ Result<std::string> create(const fs::path& file) {
   const std::string token = random_hex(kTokenBytes);
   const fs::path temporary = file.string() + ".tmp-" + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return fail(ErrorCode::io_error, "cannot create " + temporary.string() + ": " + errno_text());
+  if (fd < 0) return fail(ErrorCode::io_error, "cannot create " + temporary.string() + ": " + errno_text(errno));
   const std::string line = token + "\n";
   const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!written || ::rename(temporary.c_str(), file.c_str()) != 0) {
-    const std::string why = errno_text();
+    const std::string why = errno_text(errno);
     ::unlink(temporary.c_str());
     return fail(ErrorCode::io_error, "cannot write the token file " + file.string() + ": " + why);
   }
@@ -68,7 +66,7 @@ Result<std::string> load_or_create_token(const fs::path& file) {
   struct stat info {};
   if (::lstat(file.c_str(), &info) != 0) {
     if (errno != ENOENT)
-      return fail(ErrorCode::io_error, "cannot inspect the token file " + file.string() + ": " + errno_text());
+      return fail(ErrorCode::io_error, "cannot inspect the token file " + file.string() + ": " + errno_text(errno));
     return create(file);
   }
   if (!S_ISREG(info.st_mode)) {
@@ -96,7 +94,7 @@ Result<std::string> read_token(const fs::path& file) {
   if (!in) {
     if (errno == ENOENT)
       return fail(ErrorCode::not_found, "no token file " + file.string() + " (is the daemon running?)");
-    return fail(ErrorCode::io_error, "cannot read the token file " + file.string() + ": " + errno_text());
+    return fail(ErrorCode::io_error, "cannot read the token file " + file.string() + ": " + errno_text(errno));
   }
   std::string text(512, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -1,6 +1,7 @@
 // inspect_elf: a bounds-checked reader of ELF64 headers, section and program
 // header tables and the dynamic symbol table; it never trusts an offset.
 #include "skills/elf_inspector.hpp"
+#include "base/errno_text.hpp"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -271,7 +272,6 @@ class ElfReader {
   ElfReport report_;
 };
 
-std::string errno_text(int error) { return std::strerror(error); }
 
 }  // namespace
 

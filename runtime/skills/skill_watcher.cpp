@@ -1,5 +1,6 @@
 // SkillWatcher: the inotify loop, its debounce, and retries of deferred libraries.
 #include "skills/skill_watcher.hpp"
+#include "base/errno_text.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -35,17 +36,17 @@ bool is_relevant(std::string_view name) {
 
 Result<std::unique_ptr<SkillWatcher>> SkillWatcher::start(SkillHost& host, std::chrono::milliseconds debounce) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) return fail(ErrorCode::io_error, std::string("watcher: inotify_init1 failed: ") + std::strerror(errno));
+  if (fd < 0) return fail(ErrorCode::io_error, "watcher: inotify_init1 failed: " + errno_text(errno));
   for (const auto& dir : {host.options().manifest_dir, host.options().plugin_dir}) {
     if (::inotify_add_watch(fd, dir.c_str(), kEvents) < 0) {
-      std::string reason = std::strerror(errno);
+      std::string reason = errno_text(errno);
       ::close(fd);
       return fail(ErrorCode::io_error, "watcher: cannot watch " + dir.string() + ": " + reason);
     }
   }
   int stop = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop < 0) {
-    std::string reason = std::strerror(errno);
+    std::string reason = errno_text(errno);
     ::close(fd);
     return fail(ErrorCode::io_error, "watcher: eventfd failed: " + reason);
   }
@@ -69,7 +70,7 @@ void SkillWatcher::run() {
   bool pending = false;        // a quiet period is running
   Clock::time_point due{};     // when it ends
   unsigned deferred_retries = 0;
-  alignas(inotify_event) std::array<char, 16 * 1024> buffer{};
+  alignas(inotify_event) std::array<char, std::size_t{16} * 1024> buffer{};
 
   for (;;) {
     int timeout_ms = -1;
@@ -80,7 +81,7 @@ void SkillWatcher::run() {
     std::array<pollfd, 2> fds{pollfd{inotify_fd_, POLLIN, 0}, pollfd{stop_fd_, POLLIN, 0}};
     int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
-      log_message(LogLevel::error, "watcher", std::string("poll failed: ") + std::strerror(errno));
+      log_message(LogLevel::error, "watcher", "poll failed: " + errno_text(errno));
       return;
     }
     if ((fds[1].revents & POLLIN) != 0) return;

@@ -94,7 +94,7 @@ std::optional<std::string> parse_version(std::string_view text, SemVer& out, int
 // Compares the first `given` numbers only; with all three, the full precedence.
 std::strong_ordering compare_prefix(const SemVer& v, const SemVer& bound, int given) {
   if (given >= 3) return v <=> bound;
-  if (auto c = v.major <=> bound.major; c != 0 || given == 1) return c;
+  if (auto c = v.major <=> bound.major; std::is_neq(c) || given == 1) return c;
   return v.minor <=> bound.minor;
 }
 
@@ -136,9 +136,9 @@ std::string SemVer::to_string() const {
 }
 
 std::strong_ordering operator<=>(const SemVer& a, const SemVer& b) {
-  if (auto c = a.major <=> b.major; c != 0) return c;
-  if (auto c = a.minor <=> b.minor; c != 0) return c;
-  if (auto c = a.patch <=> b.patch; c != 0) return c;
+  if (auto c = a.major <=> b.major; std::is_neq(c)) return c;
+  if (auto c = a.minor <=> b.minor; std::is_neq(c)) return c;
+  if (auto c = a.patch <=> b.patch; std::is_neq(c)) return c;
   if (a.prerelease.empty() || b.prerelease.empty()) {
     // A release ranks above any of its pre-releases.
     return a.prerelease.empty() <=> b.prerelease.empty();
@@ -148,7 +148,7 @@ std::strong_ordering operator<=>(const SemVer& a, const SemVer& b) {
   while (true) {
     std::size_t dx = x.find('.');
     std::size_t dy = y.find('.');
-    if (auto c = compare_identifier(x.substr(0, dx), y.substr(0, dy)); c != 0) return c;
+    if (auto c = compare_identifier(x.substr(0, dx), y.substr(0, dy)); std::is_neq(c)) return c;
     if (dx == std::string_view::npos || dy == std::string_view::npos) {
       // Equal so far: the one with more identifiers ranks higher.
       return (dx != std::string_view::npos) <=> (dy != std::string_view::npos);
@@ -217,15 +217,15 @@ bool VersionConstraint::holds(const Comparator& c, const SemVer& v) {
     case Op::any:
       return true;
     case Op::eq:
-      return compare_prefix(v, c.version, c.given) == 0;
+      return std::is_eq(compare_prefix(v, c.version, c.given));
     case Op::gt:
-      return compare_prefix(v, c.version, c.given) > 0;
+      return std::is_gt(compare_prefix(v, c.version, c.given));
     case Op::ge:
-      return compare_prefix(v, c.version, c.given) >= 0;
+      return std::is_gteq(compare_prefix(v, c.version, c.given));
     case Op::lt:
-      return compare_prefix(v, c.version, c.given) < 0;
+      return std::is_lt(compare_prefix(v, c.version, c.given));
     case Op::le:
-      return compare_prefix(v, c.version, c.given) <= 0;
+      return std::is_lteq(compare_prefix(v, c.version, c.given));
     case Op::caret: {
       // The numbers up to and including the first non-zero one written stay fixed.
       int fixed = c.given;
