@@ -69,7 +69,10 @@ namespace passepartout {
 /// What triggered the pipeline: a plist such as
 /// `(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT "...") :DEPTH 0)`.
 using Signal = ValueRef;
-/// What the model proposes to do: a plist such as `(:TOOL "shell" :ARGS ("ls"))`.
+/// What the model proposes to do, as the pipeline dispatches it: a plist such as
+/// `(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls -la" :EXPLANATION "..."))`, or for a
+/// tool call `(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL "read-file" :ARGS (:FILEPATH "notes.txt")
+/// :EXPLANATION "..."))`. An action bound for an actuator carries it as its `:TARGET` keyword.
 using Action = ValueRef;
 
 /// Severity of a log line, or of a block as the user sees it.
