@@ -243,8 +243,9 @@ typedef struct pp_skill_api {
   /** Destroys an instance `create` returned. Control thread. Must not fail. */
   void (*destroy)(void* instance);
 
-  /** Whether this skill wants to shape the prompt for `signal`. Consulted only
-   *  when the manifest's declarative `trigger` already matched. Any thread.
+  /** Whether this skill wants to shape the prompt for `signal`. Consulted when
+   *  the manifest's declarative `trigger` matched, or when the manifest
+   *  declares none (the hook alone decides then). Any thread.
    *  Writes 1 or 0 to `*triggered`; an error counts as not triggered. */
   pp_status (*trigger)(void* instance, pp_call* call, const pp_value* signal, int32_t* triggered);
   /** The prompt text for `signal`: stores a string value in `*prompt` (or NULL
@@ -261,7 +262,8 @@ typedef struct pp_skill_api {
    *  `*state`. Control thread. */
   pp_status (*export_state)(void* instance, pp_call* call, const pp_value** state);
   /** Receives the state the previous version exported (borrowed for the call).
-   *  Control thread. PP_ERROR refuses the swap. */
+   *  Not called when the previous version has no `export_state`. Control
+   *  thread. PP_ERROR refuses the swap. */
   pp_status (*import_state)(void* instance, pp_call* call, const pp_value* state);
 
   /* --- ABI 1.1: read only when abi_minor >= 1 and struct_size covers them ---- */
@@ -298,8 +300,10 @@ typedef struct pp_skill_api {
    *  `host->set_error`. Required when `actuator_count` > 0. */
   pp_status (*act)(void* instance, pp_call* call, size_t actuator, const pp_value* action,
                    const pp_value* signal, const pp_value** result);
-  /** Receives a signal the manifest's `trigger` matched that is not reasoned
-   *  (a heartbeat, say), so a skill can do background work on it. Any
+  /** Receives every signal the manifest's `trigger` matches, as it is
+   *  perceived and before it is reasoned about: user input as well as
+   *  heartbeats, so a skill can do background work on it. Called only when the
+   *  manifest declares a trigger. Any
    *  pipeline thread, concurrently; keep it short (it may not block on I/O for
    *  long). `signal` is borrowed for the call. PP_ERROR is logged; nothing
    *  else happens. Optional. */

@@ -230,8 +230,8 @@ class Skill {
   Skill(Skill&&) = delete;
   Skill& operator=(Skill&&) = delete;
 
-  /// Whether this skill wants to shape the prompt for `signal`. Asked only
-  /// after the manifest's declarative `trigger` matched. Any thread,
+  /// Whether this skill wants to shape the prompt for `signal`. Asked when the
+  /// manifest's declarative `trigger` matched, or when it declares none. Any thread,
   /// concurrently. `signal` is valid until the hook returns. Throwing counts as
   /// not triggered. Not overriding it leaves the decision to the manifest.
   virtual bool trigger(const Signal& signal) {
@@ -270,8 +270,9 @@ class Skill {
   /// Throwing fails the hook, with what() as the reason.
   virtual ValueRef export_state(Context& ctx) { return ctx.nil(); }
 
-  /// Receives what the previous version's export_state returned (NIL when it
-  /// had none). `state` is valid until the hook returns: copy what you keep.
+  /// Receives what the previous version's export_state returned (NIL unless
+  /// it overrode export_state; not called at all when the previous version is
+  /// a C skill without the hook). `state` is valid until the hook returns: copy what you keep.
   /// Control thread. Throwing refuses the swap and the old version keeps serving.
   virtual void import_state(const ValueRef& state) { static_cast<void>(state); }
 
@@ -307,8 +308,9 @@ class Skill {
     throw std::logic_error("passepartout: this skill serves no actuator");
   }
 
-  /// Receives a signal the manifest's `trigger` matched that is not reasoned
-  /// (a heartbeat, say): background work on a schedule. Any pipeline thread,
+  /// Receives every signal the manifest's `trigger` matches, as it is
+  /// perceived (user input and heartbeats alike), before it is reasoned about:
+  /// background work. Only for a manifest that declares a trigger. Any pipeline thread,
   /// concurrently; keep it short. `signal` is valid until the hook returns.
   /// Throwing is logged and changes nothing else.
   virtual void observe(const Signal& signal) { static_cast<void>(signal); }
