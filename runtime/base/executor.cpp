@@ -36,9 +36,9 @@ void run_logged(const Executor::Task& task, std::string_view what) {
   try {
     task();
   } catch (const std::exception& e) {
-    log_message(LogLevel::error, "executor", std::string(what) + " threw: " + e.what());
+    log_message(LogLevel::error, "executor", "{} threw: {}", what, e.what());
   } catch (...) {
-    log_message(LogLevel::error, "executor", std::string(what) + " threw an exception that is not a std::exception");
+    log_message(LogLevel::error, "executor", "{} threw an exception that is not a std::exception", what);
   }
 }
 
@@ -177,7 +177,7 @@ void run_until_done(Body&& body) {
       body();
       return;
     } catch (const std::exception& e) {
-      log_message(LogLevel::error, "executor", std::string("a pool thread caught: ") + e.what());
+      log_message(LogLevel::error, "executor", "a pool thread caught: {}", e.what());
     } catch (...) {
       log_message(LogLevel::error, "executor", "a pool thread caught an exception that is not a std::exception");
     }

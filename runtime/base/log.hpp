@@ -2,6 +2,8 @@
 // Lines go to spdlog; the prompt's LOGS section and observers (tests) see them too.
 #pragma once
 
+#include <fmt/core.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,6 +29,22 @@ void configure_logging(LogLevel min_level, LogFormat format = LogFormat::text);
 
 // Logs `message` from `component` (e.g. "loader", or a skill's name). Any thread.
 void log_message(LogLevel level, std::string_view component, std::string_view message);
+
+// Whether a line at `level` goes anywhere: to standard error, to a
+// LogCapture, or (info and above) to the recent lines. Any thread.
+bool is_logged(LogLevel level) noexcept;
+
+// Formats `format` with `args`, then logs as log_message does: what the
+// overload below calls.
+void log_formatted(LogLevel level, std::string_view component, fmt::string_view format, fmt::format_args args);
+
+// Logs the message `format` makes of `args` (fmt's syntax, checked when
+// compiled: log_message(LogLevel::info, "loader", "loaded '{}'", name)),
+// formatting it only when is_logged(level). Any thread.
+template <typename... Args>
+void log_message(LogLevel level, std::string_view component, fmt::format_string<Args...> format, Args&&... args) {
+  if (is_logged(level)) log_formatted(level, component, format, fmt::make_format_args(args...));
+}
 
 // The calling thread's scratch string, cleared, for building a message that
 // goes straight to log_message without allocating each time. Valid until the

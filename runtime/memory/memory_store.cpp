@@ -210,9 +210,8 @@ std::size_t MemoryStore::trim_history() {
 
 void MemoryStore::report_trim(std::size_t dropped) const {
   if (dropped == 0) return;
-  log_message(LogLevel::info, kComponent,
-              "MEMORY - History trimmed: " + std::to_string(dropped) + " old versions dropped, " +
-                  std::to_string(history_size()) + " kept.");
+  log_message(LogLevel::info, kComponent, "MEMORY - History trimmed: {} old versions dropped, {} kept.", dropped,
+              history_size());
 }
 
 MemoryObjectPtr MemoryStore::find(std::string_view id) const {
@@ -294,12 +293,11 @@ Result<void> MemoryStore::rollback(std::size_t index) {
       ++generation_;
     }
   }
-  const std::string number = std::to_string(index);
   if (!found) {
-    log_message(LogLevel::error, kComponent, "MEMORY ERROR - Snapshot " + number + " not found.");
-    return fail(ErrorCode::not_found, "memory: snapshot " + number + " not found");
+    log_message(LogLevel::error, kComponent, "MEMORY ERROR - Snapshot {} not found.", index);
+    return fail(ErrorCode::not_found, "memory: snapshot " + std::to_string(index) + " not found");
   }
-  log_message(LogLevel::info, kComponent, "MEMORY - Memory rolled back to snapshot " + number);
+  log_message(LogLevel::info, kComponent, "MEMORY - Memory rolled back to snapshot {}", index);
   return {};
 }
 
@@ -321,7 +319,7 @@ Result<void> MemoryStore::save(const std::filesystem::path& file) {
   }();
   auto written = write_memory_file(file, view, clock_());
   if (!written) {
-    log_message(LogLevel::warn, kComponent, "MEMORY WARNING - Failed to save memory: " + written.error().message);
+    log_message(LogLevel::warn, kComponent, "MEMORY WARNING - Failed to save memory: {}", written.error().message);
     return written;
   }
   std::lock_guard lock(state_mutex_);
@@ -339,7 +337,7 @@ Result<bool> MemoryStore::save_if_dirty(const std::filesystem::path& file) {
 Result<bool> MemoryStore::load(const std::filesystem::path& file) {
   auto image = read_memory_file(file);
   if (!image) {
-    log_message(LogLevel::warn, kComponent, "MEMORY WARNING - Failed to load snapshot: " + image.error().message);
+    log_message(LogLevel::warn, kComponent, "MEMORY WARNING - Failed to load snapshot: {}", image.error().message);
     return Unexpected<Error>(std::move(image).error());
   }
   if (!image->has_value()) return false;

@@ -105,12 +105,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
       const std::size_t index = next_++;
       Provider& provider = *providers[index];
       const std::string_view name = provider.name();
-      {
-        using namespace std::string_view_literals;
-        std::string& line = log_line_buffer();
-        line.append("Attempting backend "sv).append(name).append("..."sv);
-        log_message(LogLevel::info, kComponent, line);
-      }
+      log_message(LogLevel::info, kComponent, "Attempting backend {}...", name);
 
       // Every provider gets the same request, which this Run keeps (or the
       // caller lends it) until the call ends (a provider's answer comes
@@ -124,7 +119,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
           continue;
         }
         if (choice.is_skip) {
-          log_message(LogLevel::info, kComponent, "Skipping " + std::string(name) + " (filtered)");
+          log_message(LogLevel::info, kComponent, "Skipping {} (filtered)", name);
           record(name, "skipped by the model selector");
           continue;
         }
@@ -153,9 +148,8 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   // The completion of provider `index`; any thread, possibly inside complete().
   void on_reply(Attempt& attempt, std::size_t index, ProviderReply&& reply) {
     if (attempt.completed.exchange(true)) {
-      log_message(LogLevel::warn, kComponent,
-                  "Backend " + std::string(snapshot_->providers[index]->name()) +
-                      " answered more than once; the extra answer is ignored");
+      log_message(LogLevel::warn, kComponent, "Backend {} answered more than once; the extra answer is ignored",
+                  snapshot_->providers[index]->name());
       return;
     }
     attempt.reply = std::move(reply);
@@ -185,12 +179,12 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   }
 
   void record(std::string_view name, std::string message) {
-    log_message(LogLevel::info, kComponent, "Backend " + std::string(name) + " failed: " + message);
+    log_message(LogLevel::info, kComponent, "Backend {} failed: {}", name, message);
     failures_.push_back(ProviderFailure{std::string(name), std::move(message)});
   }
 
   void exhausted() {
-    log_message(LogLevel::warn, kComponent, std::string(kExhausted));
+    log_message(LogLevel::warn, kComponent, kExhausted);
     CascadeOutcome outcome;
     outcome.reply = ProviderReply::failed(std::string(kExhausted));
     outcome.failures = std::move(failures_);
@@ -202,8 +196,8 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     try {
       completion(std::move(outcome));
     } catch (...) {
-      log_message(LogLevel::error, kComponent,
-                  "the cascade's completion threw: " + exception_text(std::current_exception()));
+      log_message(LogLevel::error, kComponent, "the cascade's completion threw: {}",
+                  exception_text(std::current_exception()));
     }
   }
 

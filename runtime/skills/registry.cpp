@@ -56,9 +56,8 @@ std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names 
       if (!inserted) {
         const Slot& owner = *it->second.slot;
         log_message(LogLevel::warn, "registry",
-                    std::string(what) + " '" + name + "' of skill '" + slot->name() + "' (priority " +
-                        std::to_string(slot->priority()) + ") is hidden by skill '" + owner.name() + "' (priority " +
-                        std::to_string(owner.priority()) + "), which offers the same name");
+                    "{} '{}' of skill '{}' (priority {}) is hidden by skill '{}' (priority {}), which offers the same name",
+                    what, name, slot->name(), slot->priority(), owner.name(), owner.priority());
       }
     }
   }
@@ -117,7 +116,7 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
     entry.unguarded = &unguarded_reasons_.emplace_back(":" + entry.name() + " " + missing);
   }
   for (const std::string& reason : unguarded_reasons_) {
-    log_message(LogLevel::warn, "registry", reason + "; it fails closed until the guard is loaded");
+    log_message(LogLevel::warn, "registry", "{}; it fails closed until the guard is loaded", reason);
   }
 }
 

@@ -35,9 +35,8 @@ BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader
       log_message(LogLevel::error, "loader", slot.error().message);
       continue;
     }
-    log_message(LogLevel::info, "loader",
-                "loaded skill '" + manifest->name + "' " + manifest->version.to_string() + " (priority " +
-                    std::to_string(manifest->priority) + ", sha256 " + (*slot)->library_sha256().substr(0, 12) + ")");
+    log_message(LogLevel::info, "loader", "loaded skill '{}' {} (priority {}, sha256 {})", manifest->name,
+                manifest->version.to_string(), manifest->priority, (*slot)->library_sha256().substr(0, 12));
     result.slots.push_back(std::move(*slot));
   }
   std::sort(result.disabled.begin(), result.disabled.end(),

@@ -195,7 +195,7 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
     if (ids) {
       for (std::size_t i = 0; i < changes.size(); ++i) changes[i].id = (*ids)[i];
     } else {
-      log_message(LogLevel::error, "skills", "could not record a skill change: " + ids.error().message);
+      log_message(LogLevel::error, "skills", "could not record a skill change: {}", ids.error().message);
     }
   } else {
     for (SkillChange& change : changes) {
@@ -455,9 +455,8 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMod
     for (const auto& slot : registry_.snapshot()->slots()) {
       for (const Dependency& guard : slot->manifest().guarded_by) {
         if (guard.name != name) continue;
-        log_message(LogLevel::warn, "skills",
-                    "skill '" + std::string(name) + "' was removed with --force: " + slot->offers_text() + " of '" +
-                        slot->name() + "' cannot act until '" + std::string(name) + "' is loaded again");
+        log_message(LogLevel::warn, "skills", "skill '{0}' was removed with --force: {1} of '{2}' cannot act until '{0}' is loaded again",
+                    name, slot->offers_text(), slot->name());
       }
     }
   }

@@ -130,8 +130,9 @@ class BoostSkillLibrary final : public SkillLibrary {
       ::dlclose(still);
       leaked_libraries.fetch_add(1, std::memory_order_relaxed);
       log_message(LogLevel::warn, "loader",
-                  "library " + source_.string() + " stayed mapped after unload (counted as leaked); "
-                  "a skill must not start threads or keep thread_local objects with destructors");
+                  "library {} stayed mapped after unload (counted as leaked); "
+                  "a skill must not start threads or keep thread_local objects with destructors",
+                  source_.string());
     }
   }
 
@@ -203,7 +204,7 @@ void pin_new_dependencies(const std::set<std::string>& before, const fs::path& s
     if (before.count(name) != 0 || name == skill_copy.string()) continue;
     if (void* handle = ::dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE); handle != nullptr) {
       ::dlclose(handle);  // drops the probe's reference; RTLD_NODELETE stays
-      log_message(LogLevel::debug, "loader", "keeping " + name + " loaded for the process's life");
+      log_message(LogLevel::debug, "loader", "keeping {} loaded for the process's life", name);
     }
   }
 }
@@ -353,7 +354,7 @@ Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const st
         return fail(ErrorCode::io_error, who + ": cannot create the workspace " + workspace.string() + ": " + ec.message());
       }
       ::chmod(workspace.c_str(), 0700);
-      log_message(LogLevel::info, "loader", "created the workspace " + workspace.string() + " (mode 0700)");
+      log_message(LogLevel::info, "loader", "created the workspace {} (mode 0700)", workspace.string());
     }
   }
   return std::move(expanded->config);
@@ -388,10 +389,9 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   // GNU unique symbols make glibc ignore dlclose: every swap would leave a copy mapped.
   if (ElfReport elf = inspect_elf_bytes(*bytes); !elf.gnu_unique_symbols.empty()) {
     log_message(LogLevel::warn, "loader",
-                who + ": " + source.string() + " exports STB_GNU_UNIQUE symbols (" + elf.gnu_unique_symbols.front() +
-                    (elf.gnu_unique_symbols.size() > 1 ? ", ..." : "") +
-                    "); glibc will never unload it, so each hot swap leaves a copy mapped; build it with "
-                    "-fno-gnu-unique (passepartout_add_skill does)");
+                "{}: {} exports STB_GNU_UNIQUE symbols ({}{}); glibc will never unload it, so each hot swap leaves "
+                "a copy mapped; build it with -fno-gnu-unique (passepartout_add_skill does)",
+                who, source.string(), elf.gnu_unique_symbols.front(), elf.gnu_unique_symbols.size() > 1 ? ", ..." : "");
   }
 
   // A unique path per load: dlopen caches by path and would hand back the old code.

@@ -81,7 +81,7 @@ void SkillWatcher::run() {
     std::array<pollfd, 2> fds{pollfd{inotify_fd_, POLLIN, 0}, pollfd{stop_fd_, POLLIN, 0}};
     int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
-      log_message(LogLevel::error, "watcher", "poll failed: " + errno_text(errno));
+      log_message(LogLevel::error, "watcher", "poll failed: {}", errno_text(errno));
       return;
     }
     if ((fds[1].revents & POLLIN) != 0) return;
@@ -117,7 +117,7 @@ void SkillWatcher::run() {
         auto wait = deferred_retries <= 10 ? debounce_ : std::chrono::milliseconds(5000);
         pending = true;
         due = Clock::now() + wait;
-        for (const auto& d : result.deferred) log_message(LogLevel::info, "watcher", "deferred " + d);
+        for (const auto& d : result.deferred) log_message(LogLevel::info, "watcher", "deferred {}", d);
       }
     }
   }

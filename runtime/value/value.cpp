@@ -1,21 +1,19 @@
-// Value: heap nodes for long text and lists, reference counting, construction,
-// plist access and structural equality.
+// Value's own operations: reference counting, construction, plist access and
+// structural equality (its nodes' memory is node_memory.cpp's).
 #include "value/value.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cassert>
 #include <cstring>
-#include <limits>
-#include <memory>
 #include <new>
-#include <stdexcept>
 #include <utility>
-#include <vector>
 
 #include "base/ascii.hpp"
-#include "value/sexp_syntax.hpp"
 #include "base/utf8.hpp"
+#include "value/node_memory.hpp"
+#include "value/sexp_syntax.hpp"
 #include "value/value_access.hpp"
 
 namespace passepartout {
@@ -24,146 +22,9 @@ constinit const Value kNilValue;
 
 namespace {
 
+using detail::allocate_list;
+using detail::allocate_list_copying;
 using detail::ListNode;
-using detail::TextNode;
-
-std::uint32_t checked_size(std::size_t size, const char* what) {
-  if (size > std::numeric_limits<std::uint32_t>::max()) throw std::length_error(what);
-  return static_cast<std::uint32_t>(size);
-}
-
-std::uint32_t checked_list_size(std::size_t size) {
-  if (size > ListNode::kMaxSize) throw std::length_error("Value list longer than 2^31 - 1 elements");
-  return static_cast<std::uint32_t>(size);
-}
-
-// Sanitizer builds allocate every node from the heap so that each use after
-// free is still caught; others recycle small nodes through NodeCache.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kCacheNodes = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kCacheNodes = false;
-#else
-constexpr bool kCacheNodes = true;
-#endif
-#else
-constexpr bool kCacheNodes = true;
-#endif
-
-// Freed nodes of up to 256 bytes, kept per thread for reuse: reading a message
-// allocates a handful and dropping it frees them, and a trip through malloc for
-// each costs about a sixth of a read. At most kPerClass blocks per 16-byte size
-// class (128 KiB per thread). A node freed on another thread than the one that
-// allocated it simply joins the freeing thread's cache. Trivially destructible,
-// so it stays usable while other thread-local objects are destroyed; NodeCacheDrain
-// gives its blocks back when the thread ends.
-struct NodeCache {
-  static constexpr std::size_t kGranule = 16;
-  static constexpr std::size_t kClasses = 16;
-  static constexpr std::uint16_t kPerClass = 32;
-  struct Block {
-    Block* next;
-  };
-  Block* free[kClasses];
-  std::uint16_t count[kClasses];
-  bool drain_registered;
-  bool drained;  // the thread is ending: no more caching
-};
-
-constinit thread_local NodeCache t_node_cache{};
-
-struct NodeCacheDrain {
-  NodeCacheDrain() = default;
-  NodeCacheDrain(const NodeCacheDrain&) = delete;
-  NodeCacheDrain& operator=(const NodeCacheDrain&) = delete;
-  ~NodeCacheDrain() {
-    NodeCache& cache = t_node_cache;
-    cache.drained = true;
-    for (std::size_t c = 0; c < NodeCache::kClasses; ++c) {
-      while (NodeCache::Block* block = cache.free[c]) {
-        cache.free[c] = block->next;
-        ::operator delete(static_cast<void*>(block));
-      }
-      cache.count[c] = 0;
-    }
-  }
-};
-
-thread_local NodeCacheDrain t_node_cache_drain;
-
-void* allocate_node(std::size_t bytes) {
-  if constexpr (kCacheNodes) {
-    const std::size_t size_class = (bytes - 1) / NodeCache::kGranule;
-    if (size_class < NodeCache::kClasses) {
-      NodeCache& cache = t_node_cache;
-      if (NodeCache::Block* block = cache.free[size_class]) {
-        cache.free[size_class] = block->next;
-        --cache.count[size_class];
-        return block;
-      }
-      // Whole-class blocks, so that any node of the class can reuse one.
-      return ::operator new((size_class + 1) * NodeCache::kGranule);
-    }
-  }
-  return ::operator new(bytes);
-}
-
-// `bytes` is what was asked of allocate_node for this block.
-void free_node(void* memory, std::size_t bytes) noexcept {
-  if constexpr (kCacheNodes) {
-    const std::size_t size_class = (bytes - 1) / NodeCache::kGranule;
-    NodeCache& cache = t_node_cache;
-    if (size_class < NodeCache::kClasses && cache.count[size_class] < NodeCache::kPerClass && !cache.drained) {
-      if (!cache.drain_registered) {
-        cache.drain_registered = true;
-        static_cast<void>(&t_node_cache_drain);  // constructs it, so it drains at thread exit
-      }
-      auto* block = static_cast<NodeCache::Block*>(memory);
-      block->next = cache.free[size_class];
-      cache.free[size_class] = block;
-      ++cache.count[size_class];
-      return;
-    }
-  }
-  ::operator delete(memory);
-}
-
-std::size_t text_node_bytes(std::size_t size) noexcept { return sizeof(TextNode) + size; }
-std::size_t list_node_bytes(std::size_t size) noexcept { return sizeof(ListNode) + size * sizeof(Value); }
-std::size_t preprinted_list_node_bytes(std::size_t size) noexcept {
-  return list_node_bytes(size) + sizeof(detail::PrintedForm);
-}
-
-TextNode* allocate_text(std::size_t size) {
-  const std::uint32_t checked = checked_size(size, "Value text longer than 4 GiB");
-  void* memory = allocate_node(text_node_bytes(size));
-  return new (memory) TextNode{{1}, checked};
-}
-
-// A node of `size` NIL elements, so the node is always safe to release even
-// if filling it throws half-way.
-ListNode* allocate_list(std::size_t size) {
-  const std::uint32_t checked = checked_list_size(size);
-  void* memory = allocate_node(list_node_bytes(size));
-  auto* node = new (memory) ListNode{{1}, checked, checked};
-  for (std::size_t i = 0; i < size; ++i) new (reinterpret_cast<Value*>(node + 1) + i) Value();
-  return node;
-}
-
-// A node of `size` elements, with room for `capacity` (at least `size`):
-// copies of `from`, then NIL. Copying a Value cannot throw, so each element is
-// constructed once, in place.
-ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size, std::size_t capacity) {
-  const std::uint32_t checked = checked_list_size(size);
-  const std::uint32_t room = checked_list_size(capacity);
-  void* memory = allocate_node(list_node_bytes(room));
-  auto* node = new (memory) ListNode{{1}, checked, room};
-  auto* items = reinterpret_cast<Value*>(node + 1);
-  for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
-  for (std::size_t i = from.size(); i < size; ++i) new (items + i) Value();
-  return node;
-}
 
 // Decrements a reference count; true when the caller held the last reference.
 // A count of 1 means no other thread holds a reference to increment it, so the
@@ -171,54 +32,6 @@ ListNode* allocate_list_copying(std::span<const Value> from, std::size_t size, s
 bool drop_reference(std::atomic<std::uint32_t>& refs) noexcept {
   if (refs.load(std::memory_order_acquire) == 1) return true;
   return refs.fetch_sub(1, std::memory_order_acq_rel) == 1;
-}
-
-void free_text(TextNode* node) noexcept {
-  const std::size_t bytes = text_node_bytes(node->size);
-  node->~TextNode();
-  free_node(node, bytes);
-}
-
-void destroy_list_node(ListNode* node) noexcept {
-  Value* items = node->items();
-  const std::uint32_t size = node->size();
-  std::size_t bytes = list_node_bytes(node->capacity);
-  if (node->preprinted()) {
-    delete[] node->printed_form()->text;
-    bytes = preprinted_list_node_bytes(size);
-  }
-  for (std::uint32_t i = 0; i < size; ++i) items[i].~Value();
-  node->~ListNode();
-  free_node(node, bytes);
-}
-
-// Freeing a list frees its elements, which may free nested lists: recursion is
-// bounded by kMaxFreeRecursion, deeper nodes wait in a worklist owned by the
-// outermost free on this thread, so arbitrarily deep lists never exhaust the stack.
-constexpr unsigned kMaxFreeRecursion = 64;
-thread_local unsigned t_free_depth = 0;
-thread_local std::vector<ListNode*>* t_deferred_frees = nullptr;
-
-void free_list(ListNode* node) noexcept {
-  if (t_free_depth == 0) {
-    std::vector<ListNode*> deferred;
-    t_deferred_frees = &deferred;
-    t_free_depth = 1;
-    destroy_list_node(node);
-    while (!deferred.empty()) {
-      ListNode* next = deferred.back();
-      deferred.pop_back();
-      destroy_list_node(next);
-    }
-    t_free_depth = 0;
-    t_deferred_frees = nullptr;
-  } else if (t_free_depth < kMaxFreeRecursion) {
-    ++t_free_depth;
-    destroy_list_node(node);
-    --t_free_depth;
-  } else {
-    t_deferred_frees->push_back(node);
-  }
 }
 
 std::string_view strip_colon(std::string_view name) noexcept {
@@ -254,62 +67,6 @@ const char* to_string(Kind kind) noexcept {
   return "unknown";
 }
 
-// --- ValueAccess ------------------------------------------------------------
-
-char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
-  assert(kind == Kind::String || kind == Kind::Keyword || kind == Kind::Symbol);
-  slot.u_.text = allocate_text(size);
-  slot.small_len_ = Value::kHeapText;
-  slot.kind_ = kind;
-  return slot.u_.text->data();
-}
-
-void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t count) {
-  if (count == 0) return;
-  const std::uint32_t size = checked_list_size(count);
-  void* memory = allocate_node(list_node_bytes(count));
-  auto* node = new (memory) ListNode{{1}, size, size};
-  // A Value is trivially relocatable: moving its bytes moves ownership.
-  std::memcpy(static_cast<void*>(reinterpret_cast<Value*>(node + 1)), static_cast<const void*>(items),
-              count * sizeof(Value));
-  slot.u_.list = node;
-  slot.kind_ = Kind::List;
-}
-
-void ValueAccess::mark_if_plain(Value& value) noexcept {
-  if (value.kind_ != Kind::Keyword || value.small_len_ == Value::kHeapText || value.small_len_ == 0) return;
-  const std::string_view name = text_of(value);
-  for (const char c : name) {
-    if (!detail::is_plain_name_byte(c)) return;
-  }
-  value.small_len_ |= Value::kPlainName;
-}
-
-Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, std::uint64_t keyword_marks) {
-  const std::span<const Value> from = items_of(list);
-  const std::uint32_t size = checked_list_size(from.size());
-  auto text = std::make_unique<char[]>(printed.size());
-  if (!printed.empty()) std::memcpy(text.get(), printed.data(), printed.size());
-  void* memory = allocate_node(preprinted_list_node_bytes(size));
-  auto* node = new (memory) ListNode{{1}, size | ListNode::kPreprinted, size};
-  auto* items = reinterpret_cast<Value*>(node + 1);
-  for (std::size_t i = 0; i < from.size(); ++i) new (items + i) Value(from[i]);
-  const bool ascii = std::all_of(printed.begin(), printed.end(), [](char c) { return (c & 0x80) == 0; });
-  new (node->printed_form()) detail::PrintedForm{text.release(), printed.size(), keyword_marks, ascii};
-  Value v;
-  v.u_.list = node;
-  v.kind_ = Kind::List;
-  return v;
-}
-
-Value ValueAccess::list_from_moved(std::span<Value> items) {
-  Value v;
-  if (items.empty()) return v;  // an empty span may have a null data()
-  init_list_relocated(v, items.data(), items.size());
-  std::memset(static_cast<void*>(items.data()), 0, items.size() * sizeof(Value));
-  return v;
-}
-
 // --- Value ------------------------------------------------------------------
 
 void Value::retain_node() const noexcept {
@@ -322,9 +79,9 @@ void Value::retain_node() const noexcept {
 
 void Value::release_node() noexcept {
   if (kind_ == Kind::List) {
-    if (drop_reference(u_.list->refs)) free_list(u_.list);
+    if (drop_reference(u_.list->refs)) detail::free_list(u_.list);
   } else {
-    if (drop_reference(u_.text->refs)) free_text(u_.text);
+    if (drop_reference(u_.text->refs)) detail::free_text(u_.text);
   }
 }
 

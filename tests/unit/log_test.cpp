@@ -71,7 +71,21 @@ std::size_t count_lines(const std::string& text) {
   return lines;
 }
 
+// An argument that counts how often it is formatted.
+struct CountedArgument {};
+int formatted_arguments = 0;
+
 }  // namespace
+
+template <>
+struct fmt::formatter<CountedArgument> {
+  constexpr auto parse(fmt::format_parse_context& context) { return context.begin(); }
+  template <typename Context>
+  auto format(const CountedArgument&, Context& context) const {
+    ++formatted_arguments;
+    return fmt::format_to(context.out(), "counted");
+  }
+};
 
 TEST_CASE("a text log line carries time, level, component and message", "[log]") {
   StderrToFile err(LogLevel::info, LogFormat::text);
@@ -85,6 +99,37 @@ TEST_CASE("a text log line carries time, level, component and message", "[log]")
   CHECK(text[10] == 'T');
   CHECK(text[19] == '.');
   CHECK(text.substr(23) == " info loader: loaded skill 'policy'\n");
+}
+
+TEST_CASE("a log line made of a format and arguments reads as the string it formats", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  LogCapture capture;
+  const std::string skill = "policy";
+  log_message(LogLevel::info, "loader", "loaded skill '{}' (priority {})", skill, 3);
+  log_message(LogLevel::info, "loader", "{not a format: a plain message is not formatted}");
+  const std::string text = err.text();
+  CHECK(count_lines(text) == 2);
+  CHECK(text.find(" info loader: loaded skill 'policy' (priority 3)\n") != std::string::npos);
+  CHECK(text.find(" info loader: {not a format: a plain message is not formatted}\n") != std::string::npos);
+  CHECK(capture.contains("loader: loaded skill 'policy' (priority 3)"));
+  CHECK(recent_log_lines(2).front() == "loader: loaded skill 'policy' (priority 3)");
+}
+
+TEST_CASE("a debug line made of a format is formatted only when something takes it", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  formatted_arguments = 0;
+  CHECK_FALSE(is_logged(LogLevel::debug));
+  CHECK(is_logged(LogLevel::info));
+  log_message(LogLevel::debug, "loader", "keeping {} loaded", CountedArgument{});
+  CHECK(formatted_arguments == 0);
+  {
+    LogCapture capture;
+    CHECK(is_logged(LogLevel::debug));
+    log_message(LogLevel::debug, "loader", "keeping {} loaded", CountedArgument{});
+    CHECK(formatted_arguments == 1);
+    CHECK(capture.contains("loader: keeping counted loaded"));
+  }
+  CHECK(err.text().empty());
 }
 
 TEST_CASE("a text log line escapes control characters, so a client cannot forge a line", "[log]") {
