@@ -1,0 +1,513 @@
+// Connection: the handshake, reading and decoding, the request queue, the
+// write queue with its batching, the deadlines and the graceful close.
+#include "daemon/connection.hpp"
+
+// See server_state.hpp.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/defer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <utility>
+
+#include "base/log.hpp"
+#include "daemon/reply.hpp"
+
+namespace passepartout::detail {
+
+namespace {
+
+// Frames gathered into one write at most.
+constexpr std::size_t kMaxWriteBatch = 64;
+
+// Equal length and content, in time independent of where they differ.
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    difference = static_cast<unsigned char>(difference | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
+  }
+  return difference == 0;
+}
+
+}  // namespace
+
+Connection::Connection(std::shared_ptr<ServerState> server, GenericSocket socket, ConnectionInfo info)
+    : server_(std::move(server)),
+      strand_(socket.get_executor()),
+      socket_(std::move(socket)),
+      timer_(strand_),
+      info_(std::move(info)),
+      decoder_(server_->options.frame_limits) {}
+
+void Connection::start() {
+  asio::post(strand_, [self = shared_from_this()] { self->on_start(); });
+}
+
+void Connection::drain() {
+  asio::post(strand_, [self = shared_from_this()] { self->on_drain(); });
+}
+
+void Connection::force_close() {
+  asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
+}
+
+// defer: from a thread of the same io_context (the pipeline's), the strand's
+// turn comes once the current task returns, without waking another thread.
+void Connection::deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
+  bool first = false;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    first = inbox_.empty();
+    inbox_.push_back(Delivery{request_id, std::move(frame), final});
+  }
+  if (first) asio::defer(strand_, [self = shared_from_this()] { self->take_inbox(); });
+}
+
+void Connection::close_for_replies(std::size_t bytes) {
+  asio::post(strand_, [self = shared_from_this(), bytes] {
+    if (self->state_ == State::closed) return;
+    self->server_->closed_for_replies.fetch_add(1, std::memory_order_relaxed);
+    self->server_->errors.fetch_add(1, std::memory_order_relaxed);
+    log_message(LogLevel::warn, kComponent,
+                self->describe() + ": closed: its " + std::to_string(bytes) +
+                    " bytes of unread replies were the most while all connections together held more than " +
+                    std::to_string(self->server_->options.max_total_queued_write_bytes) + " bytes");
+    self->close_now();
+  });
+}
+
+void Connection::on_start() {
+  if (server_->options.handshake_timeout.count() > 0) {
+    handshake_deadline_ = Clock::now() + server_->options.handshake_timeout;
+  }
+  timer_.expires_at(Clock::time_point::max());
+  wait_deadline();
+  // Reads after a wait for readiness must not block: see start_read.
+  error_code not_set;
+  socket_.non_blocking(true, not_set);
+  non_blocking_ = !not_set;
+  log_message(LogLevel::debug, kComponent,
+              "connection " + std::to_string(info_.connection_id) + " from " + info_.peer + " (" +
+                  to_string(info_.transport) + ") opened");
+  queue_frame(server_->handshake_frame);
+  update_deadline();
+  start_read();
+}
+
+void Connection::on_drain() {
+  if (state_ >= State::draining) return;
+  state_ = State::draining;
+  process_next();
+}
+
+void Connection::take_inbox() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    taken_.swap(inbox_);  // both keep their capacity
+  }
+  {
+    // The frames leave together below; taking_inbox_ is reset even if a
+    // delivery throws (the handler's exception then reaches the loop).
+    taking_inbox_ = true;
+    struct Reset {
+      Connection& self;
+      ~Reset() {
+        self.taking_inbox_ = false;
+        self.taken_.clear();
+      }
+    } reset{*this};
+    for (Delivery& delivery : taken_) on_deliver(delivery.request_id, std::move(delivery.frame), delivery.final);
+  }
+  if (state_ != State::closed && !writing_ && !writes_.empty()) write_next();
+}
+
+void Connection::on_deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
+  if (state_ == State::closed || request_id != handling_) return;
+  if (frame) queue_frame(std::move(*frame));
+  if (final) {
+    handling_ = 0;
+    process_next();
+  }
+}
+
+// --- reading ---------------------------------------------------------------
+
+void Connection::start_read() {
+  if (reading_ || state_ == State::closed || eof_) return;
+  // Too many requests waiting: stop reading until the handler catches up.
+  if (state_ == State::open && pending_.size() >= server_->options.max_queued_requests) return;
+  reading_ = true;
+  // A read that did not fill the buffer emptied the socket, so the next
+  // bytes cannot be there yet: wait until they are, then read. Asio's read
+  // would first try one that fails (a recv returning EAGAIN in every
+  // request). Only in the handler of that read: the reactor has not polled
+  // since, so it cannot have taken the edge-triggered readiness of newer
+  // bytes while no operation waited for it.
+  if (std::exchange(drained_, false) && non_blocking_) {
+    socket_.async_wait(asio::socket_base::wait_read,
+                       [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
+    return;
+  }
+  socket_.async_read_some(asio::buffer(read_buffer_),
+                          [self = shared_from_this()](const error_code& error, std::size_t size) {
+                            self->on_read(error, size);
+                          });
+}
+
+void Connection::on_readable(const error_code& error) {
+  if (error || state_ == State::closed) {
+    on_read(error, 0);
+    return;
+  }
+  error_code read_error;
+  const std::size_t size = socket_.read_some(asio::buffer(read_buffer_), read_error);
+  if (read_error == asio::error::would_block || read_error == asio::error::try_again) {
+    reading_ = false;  // readiness without bytes: still empty, wait again
+    drained_ = true;
+    start_read();
+    return;
+  }
+  on_read(read_error, size);
+}
+
+void Connection::on_read(const error_code& error, std::size_t size) {
+  reading_ = false;
+  if (state_ == State::closed) return;
+  if (error) {
+    if (state_ == State::lingering || error != asio::error::eof) {
+      if (state_ != State::lingering && error != asio::error::connection_reset) {
+        log_message(LogLevel::debug, kComponent, describe() + ": read failed: " + error.message());
+      }
+      close_now();
+      return;
+    }
+    // The client has finished sending; what it sent is still answered.
+    eof_ = true;
+    if (state_ == State::open) {
+      state_ = State::input_closed;
+      if (!decoder_.finish()) report_frame_error();
+    }
+    process_next();
+    return;
+  }
+  drained_ = size < read_buffer_.size();  // for the next start_read, in this handler
+  // Once input is closed (error, drain, closing) bytes are read only to be dropped.
+  if (state_ == State::open) {
+    decoder_.feed(std::string_view(read_buffer_.data(), size));
+    while (auto message = decoder_.next()) {
+      server_->frames_in.fetch_add(1, std::memory_order_relaxed);
+      ++frames_decoded_;
+      pending_.push_back(Item{std::move(*message), std::nullopt});
+    }
+    if (decoder_.failed()) report_frame_error();
+    process_next();
+  }
+  start_read();
+}
+
+void Connection::report_frame_error() {
+  const FrameError& error = *decoder_.error();
+  server_->errors.fetch_add(1, std::memory_order_relaxed);
+  log_message(LogLevel::warn, kComponent, describe() + ": malformed frame (" + to_string(error.kind) + "): " +
+                                              error.message);
+  advance(State::input_closed);
+  pending_.push_back(Item{Value(), make_frame_error_response(error)});
+}
+
+// --- requests --------------------------------------------------------------
+
+void Connection::process_next() {
+  while (state_ < State::closing && handling_ == 0 && !pending_.empty()) {
+    Item item = std::move(pending_.front());
+    pending_.pop_front();
+    if (item.final_error) {
+      pending_.clear();
+      advance(State::input_closed);
+      queue_message(*item.final_error);
+      break;
+    }
+    if (is_health_check(item.message)) {
+      queue_message(make_health_response(server_->health_report()));
+      continue;
+    }
+    if (state_ == State::draining) {
+      queue_message(make_error_response(wire_error::kShuttingDown, "the daemon is stopping; request not handled"));
+      continue;
+    }
+    dispatch(std::move(item.message));
+  }
+  if ((state_ == State::input_closed || state_ == State::draining) && handling_ == 0 && pending_.empty()) {
+    begin_close();
+  }
+  update_deadline();
+  start_read();
+}
+
+void Connection::dispatch(Value message) {
+  ConnectionInfo info = info_;
+  const auto token = auth_token(message);
+  const std::string& expected = server_->options.auth_token;
+  info.authenticated = info_.transport == Transport::unix_socket ||
+                       (token.has_value() && !expected.empty() && constant_time_equal(*token, expected));
+  if (message.get("AUTH") != nullptr) message = message.without("AUTH");
+
+  handling_ = ++last_request_id_;
+  WireReply sink(std::make_shared<ReplyState>(weak_from_this(), server_->hub, handling_, info));
+  // `keep` lets a failed handler's reply be finished here; when the handler
+  // dropped its copy unfinished, releasing `keep` ends the request.
+  WireReply keep = sink;
+  try {
+    server_->handler->handle(std::move(message), info, std::move(sink));
+  } catch (const std::exception& error) {
+    fail_request(keep, error.what());
+  } catch (...) {
+    fail_request(keep, "unknown exception");
+  }
+}
+
+void Connection::fail_request(WireReply& reply, std::string_view what) {
+  server_->errors.fetch_add(1, std::memory_order_relaxed);
+  log_message(LogLevel::error, kComponent, describe() + ": request handler failed: " + std::string(what));
+  reply.finish(make_error_response(wire_error::kInternal, "request failed: " + std::string(what)));
+}
+
+// --- writing ---------------------------------------------------------------
+
+void Connection::queue_message(const Value& message) {
+  auto frame = server_->codec.encode(message);
+  if (!frame) {
+    log_message(LogLevel::error, kComponent, describe() + ": cannot encode a reply: " + frame.error().message);
+    return;
+  }
+  queue_frame(std::move(*frame));
+}
+
+void Connection::queue_frame(std::string frame) {
+  if (state_ == State::closed) return;
+  queued_write_bytes_ += frame.size();
+  queued_shared_.store(queued_write_bytes_, std::memory_order_relaxed);
+  const bool over_total = server_->add_queued(static_cast<std::int64_t>(frame.size()));
+  if (queued_write_bytes_ > server_->options.max_queued_write_bytes) {
+    server_->errors.fetch_add(1, std::memory_order_relaxed);
+    log_message(LogLevel::warn, kComponent, describe() + ": the client is not reading (" +
+                                                std::to_string(queued_write_bytes_) +
+                                                " bytes of replies queued); closing");
+    close_now();
+    return;
+  }
+  writes_.push_back(std::move(frame));
+  schedule_flush();
+  if (over_total) server_->shed_largest();
+}
+
+// For the connection's own frames (the handshake, health answers, errors):
+// the write starts after the handlers already queued on the strand, so
+// frames queued together leave in one write. Delivered frames are written
+// by take_inbox() at the end of its turn instead.
+void Connection::schedule_flush() {
+  if (writing_ || flush_scheduled_ || taking_inbox_) return;
+  flush_scheduled_ = true;
+  asio::defer(strand_, [self = shared_from_this()] {
+    self->flush_scheduled_ = false;
+    if (self->state_ != State::closed && !self->writing_ && !self->writes_.empty()) self->write_next();
+  });
+}
+
+// Writes every queued frame (up to kMaxWriteBatch) with one gathering write:
+// at once when the socket takes it all (the usual case), otherwise what is
+// left asynchronously.
+void Connection::write_next() {
+  writing_ = true;
+  write_batch_.clear();
+  batch_frames_ = std::min(writes_.size(), kMaxWriteBatch);
+  for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+  if (non_blocking_) {
+    error_code error;
+    std::size_t written = socket_.write_some(write_batch_, error);
+    if (error != asio::error::would_block && error != asio::error::try_again) {
+      if (error || written == asio::buffer_size(write_batch_)) {
+        on_write(error);  // done (or failed) without a turn of the reactor
+        return;
+      }
+    } else {
+      written = 0;
+    }
+    // Only what the socket did not take is left to write.
+    auto first = write_batch_.begin();
+    while (written >= first->size()) {
+      written -= first->size();
+      ++first;
+    }
+    *first += written;
+    write_batch_.erase(write_batch_.begin(), first);
+  }
+  asio::async_write(socket_, write_batch_,
+                    [self = shared_from_this()](const error_code& error, std::size_t) { self->on_write(error); });
+}
+
+void Connection::on_write(const error_code& error) {
+  writing_ = false;
+  if (state_ == State::closed) return;
+  if (error) {
+    log_message(LogLevel::debug, kComponent, describe() + ": write failed: " + error.message());
+    close_now();
+    return;
+  }
+  const std::size_t written = batch_frames_;
+  std::size_t written_bytes = 0;
+  for (std::size_t i = 0; i < written; ++i) {
+    written_bytes += writes_.front().size();
+    writes_.pop_front();
+  }
+  queued_write_bytes_ -= written_bytes;
+  queued_shared_.store(queued_write_bytes_, std::memory_order_relaxed);
+  server_->add_queued(-static_cast<std::int64_t>(written_bytes));
+  write_batch_.clear();
+  server_->frames_out.fetch_add(written, std::memory_order_relaxed);
+  if (!writes_.empty()) {
+    write_next();
+  } else if (state_ >= State::closing) {
+    shutdown_output();
+  }
+}
+
+// --- closing ---------------------------------------------------------------
+
+// Closes once the queued frames are written; a client that does not read
+// them within `linger` is cut off.
+void Connection::begin_close() {
+  if (state_ >= State::closing) return;
+  state_ = State::closing;
+  if (!writing_ && writes_.empty()) {
+    shutdown_output();
+  } else {
+    set_deadline(Clock::now() + server_->options.linger);
+  }
+}
+
+// Everything is written: send FIN and drain what the client still sends
+// until it closes (bounded by `linger`), so closing with unread input does
+// not reset the connection and destroy the last frame in flight.
+void Connection::shutdown_output() {
+  error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+  state_ = State::lingering;
+  if (eof_) {
+    close_now();
+    return;
+  }
+  set_deadline(Clock::now() + server_->options.linger);
+  start_read();
+}
+
+void Connection::close_now() {
+  if (state_ == State::closed) return;
+  state_ = State::closed;
+  closed_flag_.store(true, std::memory_order_release);
+  server_->add_queued(-static_cast<std::int64_t>(queued_write_bytes_));  // dropped with the connection
+  queued_write_bytes_ = 0;
+  queued_shared_.store(0, std::memory_order_relaxed);
+  error_code ignored;
+  socket_.close(ignored);
+  timer_.cancel();
+  pending_.clear();
+  log_message(LogLevel::debug, kComponent, describe() + " closed");
+  server_->unregister(info_.connection_id);
+}
+
+// --- deadlines -------------------------------------------------------------
+
+// One wait is always outstanding while the connection is open; moving the
+// expiry cancels it, and the handler simply waits again for the new one.
+void Connection::wait_deadline() {
+  timer_.async_wait([self = shared_from_this()](const error_code&) { self->check_deadline(); });
+}
+
+// The deadline of the current phase. The timer fires at or before it, and
+// is moved only when the deadline comes earlier: a request that pushes the
+// idle deadline later leaves the timer alone (moving it costs the reactor a
+// wake-up), and the timer, when it fires early, waits again for the rest.
+void Connection::set_deadline(Clock::time_point deadline) {
+  deadline_ = deadline;
+  if (deadline < timer_.expiry()) timer_.expires_at(deadline);  // the pending wait ends; check_deadline waits anew
+}
+
+void Connection::check_deadline() {
+  if (state_ == State::closed) return;
+  const Clock::time_point now = Clock::now();
+  if (deadline_ <= now) {
+    deadline_ = Clock::time_point::max();
+    timer_.expires_at(Clock::time_point::max());
+    on_deadline();
+    if (state_ == State::closed) return;
+  } else if (timer_.expiry() <= now) {
+    timer_.expires_at(deadline_);
+  }
+  wait_deadline();
+}
+
+void Connection::on_deadline() {
+  if (state_ >= State::closing) {
+    close_now();
+    return;
+  }
+  if (frames_decoded_ == 0 && Clock::now() >= handshake_deadline_) {
+    server_->errors.fetch_add(1, std::memory_order_relaxed);
+    const std::string what =
+        "no complete request within " + milliseconds_text(server_->options.handshake_timeout) + " of connecting";
+    log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+    expire(what);
+  } else if (phase_ == Phase::reading) {
+    server_->errors.fetch_add(1, std::memory_order_relaxed);
+    const std::string what = "a frame was not complete within " + milliseconds_text(server_->options.read_timeout);
+    log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+    expire(what);
+  } else if (phase_ == Phase::idle) {
+    const std::string what = "the connection was idle for " + milliseconds_text(server_->options.idle_timeout);
+    log_message(LogLevel::debug, kComponent, describe() + ": " + what);
+    expire(what);
+  }
+}
+
+void Connection::expire(const std::string& what) {
+  advance(State::input_closed);
+  pending_.push_back(Item{Value(), make_error_response(wire_error::kTimeout, what)});
+  process_next();
+}
+
+void Connection::update_deadline() {
+  if (state_ >= State::closing) return;
+  // While reading is paused for a slow handler, a half-received frame is
+  // the server's delay, not the client's: no read deadline then.
+  const bool paused = pending_.size() >= server_->options.max_queued_requests;
+  Phase phase = Phase::busy;
+  if (state_ == State::open && decoder_.in_frame() && !paused) {
+    phase = Phase::reading;
+  } else if (state_ == State::open && handling_ == 0 && pending_.empty()) {
+    phase = Phase::idle;
+  }
+  // A new frame begun in the same read as the previous one ended gets its own deadline.
+  if (phase == phase_ && (phase != Phase::reading || deadline_frame_ == frames_decoded_)) return;
+  phase_ = phase;
+  deadline_frame_ = frames_decoded_;
+  const ServerOptions& options = server_->options;
+  Clock::time_point deadline = Clock::time_point::max();
+  if (phase == Phase::reading && options.read_timeout.count() > 0) {
+    deadline = Clock::now() + options.read_timeout;
+  } else if (phase == Phase::idle && options.idle_timeout.count() > 0) {
+    deadline = Clock::now() + options.idle_timeout;
+  }
+  // Until its first complete request, a connection has the handshake's bound too.
+  if (frames_decoded_ == 0) deadline = std::min(deadline, handshake_deadline_);
+  set_deadline(deadline);
+}
+
+std::string Connection::describe() const {
+  return "connection " + std::to_string(info_.connection_id) + " (" + info_.peer + ")";
+}
+
+}  // namespace passepartout::detail
