@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/errno_text.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
@@ -68,7 +69,7 @@ Result<std::string> read_file(const fs::path& file, const std::string& who) {
 Result<void> check_not_writable_by_others(const fs::path& path, const std::string& who, bool is_dir) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return fail(ErrorCode::not_found, who + ": cannot stat " + path.string() + ": " + std::strerror(errno));
+    return fail(ErrorCode::not_found, who + ": cannot stat " + path.string() + ": " + errno_text(errno));
   }
   if (!is_dir && !S_ISREG(st.st_mode)) {
     return fail(ErrorCode::refused, who + ": " + path.string() + " is not a regular file");
@@ -245,19 +246,19 @@ Result<fs::path> make_private_dir() {
   const fs::path parent = fs::temp_directory_path();
   if (auto dir = make_private_dir_in(parent)) return *dir;
   return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
-                                       parent.string() + ": " + std::strerror(errno));
+                                       parent.string() + ": " + errno_text(errno));
 }
 
 // Writes `bytes` to a new file nobody else can have opened, readable and executable by us only.
 Result<void> write_private_copy(const fs::path& copy, const std::string& bytes, const std::string& who) {
   int fd = ::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-  if (fd < 0) return fail(ErrorCode::io_error, who + ": cannot create " + copy.string() + ": " + std::strerror(errno));
+  if (fd < 0) return fail(ErrorCode::io_error, who + ": cannot create " + copy.string() + ": " + errno_text(errno));
   std::size_t written = 0;
   while (written < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      std::string reason = std::strerror(errno);
+      std::string reason = errno_text(errno);
       ::close(fd);
       ::unlink(copy.c_str());
       return fail(ErrorCode::io_error, who + ": cannot write " + copy.string() + ": " + reason);
