@@ -92,6 +92,17 @@ class Slot {
   bool has_observe() const noexcept { return table_.hooks.observe != nullptr; }
   bool has_error_policy() const noexcept { return table_.hooks.error_policy != nullptr; }
 
+  // --- ABI 1.0: trigger and prompt -------------------------------------------
+  // Any thread, concurrently.
+
+  // Whether the skill's trigger hook takes `signal`; false when it has none,
+  // or when the hook fails (a failing hook counts as not triggered).
+  bool trigger(const Value& signal) const;
+  // What the skill's prompt generator makes of `signal` (the raw prompt; the
+  // caller reads a string), copied out of the call; NIL when it has none.
+  // failed with the skill's error text, or "no reason given".
+  Result<Value> prompt(const Value& signal) const;
+
   // --- ABI 1.1: tools, actuators, observe, error policy ----------------------
   // Any thread, concurrently. call_tool and act may block for as long as the
   // skill's tool or actuator takes: call them from blocking-work threads,
