@@ -37,6 +37,7 @@
 #include "base/executor.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/signal.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
@@ -128,19 +129,10 @@ class DaemonHandler final : public RequestHandler {
 
  private:
   void inject(Value message, const ConnectionInfo& connection, WireReply reply, const Value& request_id) {
-    Value signal =
-        message.is_list()
-            ? message.without("REQUEST-ID")
-            : Value::plist({{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"TEXT", message}})}});
+    Value signal = message.is_list() ? message.without("REQUEST-ID") : as_signal(std::move(message));
     // Without a session of its own, the connection is the session: signals
     // of one connection stay in order, connections run in parallel.
-    Value meta = signal.at("META"_key);
-    if (!meta.is_list()) meta = Value::plist({{"SOURCE", Value::keyword("SYSTEM")}});
-    const Value& session = meta.at("SESSION-ID"_key);
-    if (!((session.is_string() || session.is_keyword()) && !session.text().empty())) {
-      meta = std::move(meta).with("SESSION-ID"_key, Value::string("conn-" + std::to_string(connection.connection_id)));
-    }
-    signal = std::move(signal).with("META"_key, std::move(meta));  // this request's own list: changed in place
+    signal = with_session(std::move(signal), "conn-" + std::to_string(connection.connection_id));
     pipeline_.inject(
         std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
           if (request_id.is_nil()) {

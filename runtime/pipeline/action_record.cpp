@@ -1,5 +1,6 @@
 // ActionRecord: the two log lines and the user's message of one action.
 #include "pipeline/action_record.hpp"
+#include "pipeline/signal.hpp"
 
 #include <cstdio>
 
@@ -57,8 +58,7 @@ ActionRecord::ActionRecord(std::string_view target, const Value& action)
     const Value& command = payload.at("CMD"_key);
     what_ = command.is_string() ? std::string(command.text()) : to_sexp(payload);
   }
-  const Value& session = action.path("META"_key, "SESSION-ID"_key);
-  session_ = session.is_string() || session.is_keyword() ? std::string(session.text()) : "internal";
+  session_ = session_id_of(action);
   log_message(LogLevel::info, "act", "ACT START [" + label_ + "] (session " + loggable(session_) + "): " + loggable(what_));
 }
 

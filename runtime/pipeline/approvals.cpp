@@ -2,6 +2,7 @@
 // conditional UPDATE, so two approvers racing for a token cannot both win;
 // the bounds are counted and the row inserted under one lock.
 #include "pipeline/approvals.hpp"
+#include "pipeline/signal.hpp"
 
 #include <sqlite3.h>
 
@@ -143,7 +144,7 @@ const char* to_string(Approval::Run run) noexcept {
 std::string approval_session(const Value& meta) {
   const Value& session = meta.at("SESSION-ID");
   if ((session.is_string() || session.is_keyword()) && !session.text().empty()) return std::string(session.text());
-  return "internal";
+  return std::string(kInternalSession);
 }
 
 const char* to_string(Approval::State state) noexcept {

@@ -4,6 +4,7 @@
 #include <re2/re2.h>
 
 #include "base/digest.hpp"
+#include "base/interval_clock.hpp"
 #include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
@@ -11,6 +12,14 @@
 #include "value/value.hpp"
 
 namespace passepartout {
+
+void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
+                       Verification& out) {
+  const IntervalClock::Ticks start = IntervalClock::now();
+  Verifier::verify(snapshot, action, signal, out);
+  if (out.trace.all_plain_passes()) return;
+  log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
+}
 
 namespace {
 

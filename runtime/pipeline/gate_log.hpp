@@ -13,7 +13,14 @@
 namespace passepartout {
 
 class Value;
+class Snapshot;
 struct Verification;
+
+// Runs the gates of `snapshot` on `action` (Verifier::verify) and logs their
+// decisions when any gate did not simply pass; the usual verification, all
+// plain passes, reads the clock once. Any thread.
+void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
+                       Verification& out);
 
 // `stage` names where the verification ran: "reason", "last-mile", "approval".
 // Logs nothing when every gate passed. Any thread.

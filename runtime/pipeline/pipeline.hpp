@@ -9,6 +9,35 @@
 // completion, and the loop continues from there. Actuators and tools, which
 // may block for their bounded time (a shell command), run on a separate
 // executor so they never hold a reasoning thread.
+//
+// The steps of a signal's loop (members of Run, pipeline/run.hpp), what comes
+// after each, and where it runs: "event loop" is Services::executor (the
+// daemon's event loops), "blocking pool" Services::blocking, "control thread"
+// the daemon's one thread for operator requests.
+//
+//   step                  next                                          thread
+//   inject                cycle, posted (or queued behind its session)  the caller's (a connection, the heartbeat)
+//   cycle                 perceive, then think, or act (not reasoned),  event loop
+//                         or finish (past max_depth, interrupted)
+//   perceive              (returns to cycle)                            event loop
+//   think                 the cascade's call; reasoned, posted          event loop; no thread waits on the call
+//   (cascade completion)  reasoned, posted                              any: where the provider answered
+//   reasoned              act, think (a block, attempts left),          event loop
+//                         or the error tiers
+//   act                   suspend, or dispatch (after the last-mile     event loop
+//                         gates), or acted (a heartbeat, a block)
+//   suspend               finish                                        event loop
+//   dispatch              acted (:TUI, :SYSTEM, nothing serves it),     event loop
+//                         or the tool or actuator call
+//   tool / actuator call  acted, posted                                 blocking pool
+//   acted                 next_cycle                                    event loop
+//   next_cycle            cycle, posted, or finish (no feedback)        event loop
+//   policy_decides, crash finish or next_cycle                          event loop
+//   finish                done; the session's next signal, posted       event loop
+//
+//   approve               the run, posted (after the gates, the lookup  control thread
+//                         of its actuator and the approval's record)
+//   (approved run)        done                                          blocking pool
 #pragma once
 
 #include <atomic>
@@ -21,6 +50,7 @@
 
 #include "base/inline_function.hpp"
 #include "base/result.hpp"
+#include "pipeline/signal.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -128,12 +158,6 @@ class Pipeline {
  private:
   std::shared_ptr<Impl> impl_;
 };
-
-// The seed's envelope helpers, shared with the daemon and tests.
-// (:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID "s") :PAYLOAD (:SENSOR :USER-INPUT :TEXT "..."))
-Value user_input_signal(std::string_view text, std::string_view session = "internal", std::string_view source = "TUI");
-// (:TYPE :EVENT :PAYLOAD (:SENSOR :HEARTBEAT :UNIX-TIME <universal time>))
-Value heartbeat_signal();
 
 // E7: how a tool's result reads: (:STATUS :SUCCESS :CONTENT c) -> c;
 // (:STATUS :ERROR :MESSAGE m) -> "ERROR [<tool>]: m"; other lists ->

@@ -1,7 +1,7 @@
 // select_prompt_skill: declarative sensors first (cheap), then the skill's own hook.
 #include "pipeline/prompt_selector.hpp"
 
-#include "skills/host_api.hpp"
+#include "skills/slot.hpp"
 
 namespace passepartout {
 
@@ -13,11 +13,7 @@ const Slot* select_prompt_skill(const Snapshot& snapshot, const Value& signal) {
       if (spec.declared()) return slot;
       continue;  // no trigger at all: never selected (B4)
     }
-    pp_call call;
-    std::int32_t triggered = 0;
-    if (slot->api().trigger(slot->instance(), &call, to_handle(signal), &triggered) == PP_OK && triggered != 0) {
-      return slot;
-    }
+    if (slot->trigger(signal)) return slot;
   }
   return nullptr;
 }

@@ -146,25 +146,25 @@ namespace {
     failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
   } else if (status != PP_OK) {
     failure = call.error.empty() ? std::string("reported an error without a reason") : call.error;
-  } else if (verdict.kind == PP_VERDICT_REWRITE) {
+  } else if (verdict_kind(verdict) == VerdictKind::rewrite) {
     failure = "answered a rewrite without an action";
-  } else if (verdict.kind == PP_VERDICT_APPROVAL) {
+  } else if (verdict_kind(verdict) == VerdictKind::approval) {
     counters.add(shard, GateCounters::approvals);
-    Value reason = from_handle(verdict.reason);
+    Value reason = verdict_reason(verdict);
     if (!reason.is_string()) reason = Value::string(gate_label(*gate.slot) + " asks for approval");
     out.trace.push_back(gate.slot, GateResult::approval, reason);
-    const Value& asked = from_handle(verdict.action);
-    approval_action = asked.is_list() ? asked : current;
+    const Value* asked = verdict_action(verdict);
+    approval_action = asked != nullptr ? *asked : current;
     out.reason = std::move(reason);
     approval = true;
     return false;
-  } else if (verdict.kind == PP_VERDICT_BLOCK) {
+  } else if (verdict_kind(verdict) == VerdictKind::block) {
     counters.add(shard, GateCounters::blocks);
-    Value reason = from_handle(verdict.reason);
+    Value reason = verdict_reason(verdict);
     if (!reason.is_string()) reason = Value::string("Action blocked by " + gate_label(*gate.slot) + ".");
     out.trace.push_back(gate.slot, GateResult::blocked, reason);
     out.outcome = VerifyOutcome::blocked;
-    out.action = rejection(verdict.level == PP_LOG_WARN ? "WARN" : "ERROR", std::string(reason.text()));
+    out.action = rejection(verdict_warns(verdict) ? "WARN" : "ERROR", std::string(reason.text()));
     log_message(LogLevel::info, "verifier", gate_label(*gate.slot) + " blocked: " + std::string(reason.text()));
     out.reason = std::move(reason);
     return true;
@@ -232,15 +232,16 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
 
     // The hot path: a timely pass, or a rewrite with an action.
     if (status == PP_OK && !late) [[likely]] {
-      if (verdict.kind == PP_VERDICT_PASS) [[likely]] {
+      if (verdict_kind(verdict) == VerdictKind::pass) [[likely]] {
         counters.add(shard, GateCounters::passes);
         out.trace.push_back(gate.slot, GateResult::passed);
         continue;
       }
-      if (verdict.kind == PP_VERDICT_REWRITE && verdict.action != nullptr && from_handle(verdict.action).is_list()) {
+      const Value* rewritten = verdict_kind(verdict) == VerdictKind::rewrite ? verdict_action(verdict) : nullptr;
+      if (rewritten != nullptr) {
         counters.add(shard, GateCounters::rewrites);
         out.trace.push_back(gate.slot, GateResult::rewritten);
-        current = &from_handle(verdict.action);  // owned by `call` until this verification ends
+        current = rewritten;  // owned by `call` until this verification ends
         continue;
       }
     }

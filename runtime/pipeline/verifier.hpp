@@ -1,5 +1,12 @@
 // Verifier: cognitive-verify — every gate of a snapshot, in priority order,
 // judges a proposed action; the outcome and a gate trace come back.
+//
+// Part of the C ABI boundary: the gate loop calls each gate's hook itself,
+// through Snapshot::Gate's function pointer, with one pp_call for the whole
+// verification (a rewritten action lives in it until the next gate has read
+// it). It is the hot path: going through a Slot member would cost a call and
+// a pp_call per gate. What a gate answered is read with Slot's inline
+// verdict readers (skills/slot.hpp), so decoding a pp_verdict stays there.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Slot: instance creation and self-test, and the calls into a skill's ABI 1.1
-// hooks (tools, actuators, observe, error policy) with their results copied out.
+// Slot: instance creation and self-test, and the calls into a skill's hooks
+// (trigger, prompt; tools, actuators, observe, error policy) with their results copied out.
 #include "skills/slot.hpp"
 
 #include <atomic>
@@ -78,6 +78,23 @@ std::string failure_text(const pp_call& call, const std::string& label) {
 }
 
 }  // namespace
+
+bool Slot::trigger(const Value& signal) const {
+  if (table_.hooks.trigger == nullptr) return false;
+  pp_call call;
+  std::int32_t triggered = 0;
+  return table_.hooks.trigger(instance_.ptr, &call, to_handle(signal), &triggered) == PP_OK && triggered != 0;
+}
+
+Result<Value> Slot::prompt(const Value& signal) const {
+  if (table_.hooks.prompt == nullptr) return Value();
+  pp_call call;
+  const pp_value* generated = nullptr;
+  if (table_.hooks.prompt(instance_.ptr, &call, to_handle(signal), &generated) != PP_OK) {
+    return fail(ErrorCode::failed, call.error.empty() ? std::string("no reason given") : call.error);
+  }
+  return from_handle(generated);  // a copy: it outlives `call`, which owns what the skill built
+}
 
 Result<Value> Slot::call_tool(std::size_t index, const Value& args, const Value& signal) const {
   if (index >= table_.tools.size() || table_.hooks.call_tool == nullptr) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -44,6 +45,31 @@ struct ErrorChoice {
 };
 
 const char* to_string(ErrorChoice::Kind kind) noexcept;
+
+// A gate's pp_verdict as the host reads it (seed D15). Inline: the verifier
+// reads one per gate on its hot path, where a pass is a single compare.
+enum class VerdictKind : std::uint8_t { pass, rewrite, block, approval, unknown };
+
+inline VerdictKind verdict_kind(const pp_verdict& verdict) noexcept {
+  switch (verdict.kind) {
+    case PP_VERDICT_PASS: return VerdictKind::pass;
+    case PP_VERDICT_REWRITE: return VerdictKind::rewrite;
+    case PP_VERDICT_BLOCK: return VerdictKind::block;
+    case PP_VERDICT_APPROVAL: return VerdictKind::approval;
+    default: return VerdictKind::unknown;  // a kind this host does not know: the caller fails closed
+  }
+}
+// REWRITE: the new action; APPROVAL: the action to approve. nullptr when the
+// gate gave none or gave one that is no list. Owned by the gate call's pp_call.
+inline const Value* verdict_action(const pp_verdict& verdict) noexcept {
+  if (verdict.action == nullptr) return nullptr;
+  const Value& action = from_handle(verdict.action);
+  return action.is_list() ? &action : nullptr;
+}
+// BLOCK and APPROVAL: why (a string when the gate said; NIL when it gave none).
+inline const Value& verdict_reason(const pp_verdict& verdict) noexcept { return from_handle(verdict.reason); }
+// BLOCK: whether the rejection the user sees is a warning (else an error).
+inline bool verdict_warns(const pp_verdict& verdict) noexcept { return verdict.level == PP_LOG_WARN; }
 
 // Created by SkillLoader on the control thread; read from any thread through a
 // Snapshot; destroyed (instance first, then the library) wherever the last
@@ -91,6 +117,17 @@ class Slot {
   bool has_trigger_hook() const noexcept { return table_.hooks.trigger != nullptr; }
   bool has_observe() const noexcept { return table_.hooks.observe != nullptr; }
   bool has_error_policy() const noexcept { return table_.hooks.error_policy != nullptr; }
+
+  // --- ABI 1.0: trigger and prompt -------------------------------------------
+  // Any thread, concurrently.
+
+  // Whether the skill's trigger hook takes `signal`; false when it has none,
+  // or when the hook fails (a failing hook counts as not triggered).
+  bool trigger(const Value& signal) const;
+  // What the skill's prompt generator makes of `signal` (the raw prompt; the
+  // caller reads a string), copied out of the call; NIL when it has none.
+  // failed with the skill's error text, or "no reason given".
+  Result<Value> prompt(const Value& signal) const;
 
   // --- ABI 1.1: tools, actuators, observe, error policy ----------------------
   // Any thread, concurrently. call_tool and act may block for as long as the

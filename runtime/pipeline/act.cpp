@@ -1,0 +1,314 @@
+// Act (seed E1–E7): an approved action is checked by the last-mile gates,
+// aimed at its actuator and dispatched; built-ins run on the executor,
+// skills' actuators and tools on the blocking executor; what they answer is
+// fed back as the next signal.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/ascii.hpp"
+#include "pipeline/action_record.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/gate_log.hpp"
+#include "pipeline/run.hpp"
+#include "pipeline/signal.hpp"
+
+namespace passepartout {
+
+using namespace key_literals;
+
+std::string Run::deciding_gate(const Verification& verification) {
+  for (std::size_t i = verification.trace.size(); i-- > 0;) {
+    const GateTraceView entry = verification.trace[i];
+    if (entry.result == GateResult::blocked || entry.result == GateResult::failed) return std::string(entry.name());
+  }
+  return {};
+}
+
+std::vector<std::string> Run::approving_gates(const Verification& verification) {
+  std::vector<std::string> gates;
+  for (std::size_t i = 0; i < verification.trace.size(); ++i) {
+    const GateTraceView entry = verification.trace[i];
+    if (entry.result == GateResult::approval) gates.push_back(entry.slot->name() + "@" + entry.slot->version_text());
+  }
+  return gates;
+}
+
+void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
+  const Value& action = approval_event.path("PAYLOAD"_key, "ACTION"_key);
+  const Value& reason = approval_event.path("PAYLOAD"_key, "REASON"_key);
+  ApprovalStore* store = services().approvals;
+  // The action does not run and the signal is not suspended; the source is told why.
+  auto refuse = [this](std::string_view text) {
+    deliver(Value::plist(
+        {{"TYPE", Value::keyword("LOG"_key)},
+         {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)}, {"TEXT", Value::string(text)}})}}));
+    signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
+    finish("done");
+  };
+  if (store == nullptr) {
+    log_message(LogLevel::warn, kPipelineComponent,
+                "ACT: an action needs approval but no approval store is configured; blocked");
+    refuse("Action blocked: it needs a human's approval and approvals are not enabled.");
+    return;
+  }
+  if (reply != nullptr && !reply->may_request_approval()) {
+    log_message(LogLevel::warn, kPipelineComponent,
+                "ACT: an action needs approval but its client is not authenticated; blocked (no approval created)");
+    deliver(Value::plist(
+        {{"TYPE", Value::keyword("LOG"_key)},
+         {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
+         {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
+                                   {"TEXT", Value::string("Action blocked: it needs a human's approval, and only "
+                                                          "an authenticated client may ask for one (send the "
+                                                          "daemon's token, as `passepartout chat` does).")}})}}));
+    signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
+    finish("done");
+    return;
+  }
+  auto approval = store->create(action, signal.at("META"_key), std::move(gates),
+                                reason.is_string() ? std::string(reason.text()) : std::string());
+  if (!approval && approval.error().code == ErrorCode::limit_exceeded) {  // too many pending: a flood, or a backlog
+    log_message(LogLevel::warn, kPipelineComponent, "ACT: " + approval.error().message);
+    refuse("Action not run: " + approval.error().message);
+    return;
+  }
+  if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
+  log_message(LogLevel::info, kPipelineComponent,
+              "ACT: Action requires approval — creating Flight Plan + HITL (" + approval->token + ")");
+  const std::string text = "Approval required" + (approval->reason.empty() ? std::string() : ": " + approval->reason) +
+                           ". Approve with `passepartout approvals approve " + approval->token +
+                           "` or deny with `passepartout approvals deny " + approval->token + "`.";
+  deliver(Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
+                        {"LEVEL", Value::keyword("APPROVAL-REQUIRED"_key)},
+                        {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
+                        {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVAL-REQUIRED"_key)},
+                                                  {"TEXT", Value::string(text)},
+                                                  {"TOKEN", Value::string(approval->token)},
+                                                  {"ACTION", action}})}}));
+  signal = std::move(signal).with("STATUS"_key, Value::keyword("SUSPENDED"_key));  // K8: stays suspended
+  finish("done");
+}
+
+void Run::show_acted(Value payload) {
+  if (!reply_open()) return;
+  const Value& source = signal.path("META"_key, "SOURCE"_key);
+  deliver(Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
+                        {"TARGET", source.is_keyword() ? source : Value::keyword("TUI"_key)},
+                        {"PAYLOAD", std::move(payload)}}));
+}
+
+void Run::act(const Value& approved, const Value* untraced) {
+  if (!approved.is_nil()) signal = std::move(signal).with("APPROVED-ACTION"_key, approved);
+  // Step 1: an approval request suspends the signal.
+  if (approved.at("LEVEL"_key).is_keyword("APPROVAL-REQUIRED"_key)) {
+    suspend(approved, std::move(approval_gates));
+    return;
+  }
+  // Step 3's choice of what to dispatch, and where to (E2).
+  Value action;
+  Value bare;  // `action` without :GATE-TRACE, for the last-mile gates
+  bool to_source = false;
+  if (type_is(signal, "REQUEST"_key) || type_is(signal, "LOG"_key)) {
+    action = signal;
+  } else if (!approved.is_nil()) {
+    action = approved;
+    if (untraced != nullptr) bare = *untraced;
+  } else if (type_is(signal, "EVENT"_key) && sensor_of(signal).is_keyword("HEARTBEAT"_key)) {
+    acted(Value());  // E2: heartbeats never actuate
+    return;
+  } else {
+    action = signal;  // an event without an approved action goes to its source
+    to_source = true;
+  }
+  std::string target = target_of(action, to_source);
+  if (approved.is_nil()) target_implied = false;  // else as reasoning found it
+  if (needs_aiming(action, target)) {
+    action = aimed(std::move(action), target, to_source);  // the gates see where it goes
+    bare = Value();
+  }
+  // Step 2: last-mile verification of anything that is not itself a log or
+  // event, and of anything bound for an actuator that acts (a tool, or a
+  // skill's actuator), whatever its type: the gates see everything that
+  // touches the world, and only the reply channel and the :SYSTEM log take
+  // what they have not seen. A block here really stops the action
+  // (Decisions 3, K0).
+  if (!is_log_or_event(action) || acts(target)) {
+    Verification last_mile;
+    if (bare.is_nil()) bare = action.without("GATE-TRACE");
+    verify_and_record("last-mile", *snapshot, bare, signal, last_mile);
+    if (last_mile.outcome == VerifyOutcome::blocked) {
+      log_message(LogLevel::warn, kPipelineComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
+      signal = signal.without("APPROVED-ACTION");
+      // The rejection goes back to the source, unless the source is itself
+      // an actuator that acts: the gates would stop the rejection there
+      // too, and again, until the depth limit.
+      if (acts(target_of(Value(), true))) {
+        acted(Value());
+        return;
+      }
+      const Value rejection = last_mile.to_value();
+      acted(feedback_event(depth_of(signal) + 1, signal.at("META"_key), rejection.at("PAYLOAD"_key))
+                .with("TYPE"_key, Value::keyword("LOG"_key)));
+      return;
+    }
+    if (last_mile.outcome == VerifyOutcome::approval_required) {
+      suspend(last_mile.to_value(), approving_gates(last_mile));
+      return;
+    }
+    action = last_mile.to_value();
+  }
+  dispatch(std::move(action), target);  // unshared, it takes its :META in place
+}
+
+std::string Run::target_of(const Value& action, bool to_source) const {
+  std::string target = to_source ? std::string() : target_name(action.at("TARGET"_key));
+  if (target.empty()) target = target_name(signal.path("META"_key, "SOURCE"_key));
+  if (target.empty()) target = ascii_upper(options().default_actuator);
+  if (is_named(target, "SYSTEM") && reply_open()) target = "TUI";
+  return target;
+}
+
+Value Run::aimed(Value action, std::string_view target, bool to_source) {
+  if (!needs_aiming(action, target)) return action;
+  if (to_source || action.get("TARGET"_key) == nullptr) target_implied = true;
+  return std::move(action).with("TARGET"_key, Value::keyword(target));
+}
+
+bool Run::needs_aiming(const Value& action, std::string_view target) {
+  if (!action.is_list() || !acts(target)) return false;
+  const Value& named = action.at("TARGET"_key);
+  return !(named.is_keyword() && named.text() == target);
+}
+
+void Run::dispatch(Value action, const std::string& target) {
+  if (action.get("META"_key) == nullptr && signal.get("META"_key) != nullptr) {
+    action = std::move(action).with("META"_key, signal.at("META"_key));
+  }
+
+  const Actuator actuator = find_actuator(*snapshot, target, action);
+  switch (actuator.kind) {
+    case Actuator::Kind::reply: {
+      Value sent = std::move(action);
+      if (sent.at("PAYLOAD"_key).is_list() || sent.at("PAYLOAD"_key).is_nil()) {
+        const std::size_t rules = services().approvals != nullptr ? services().approvals->pending_count() : 0;
+        Value payload = sent.at("PAYLOAD"_key).with("RULE-COUNT"_key, Value::integer(static_cast<std::int64_t>(rules)));
+        sent = std::move(sent).with("PAYLOAD"_key, std::move(payload));
+      }
+      deliver(sent);
+      acted(Value());
+      return;
+    }
+    case Actuator::Kind::system:
+      system_actuator(action);
+      acted(Value());
+      return;
+    case Actuator::Kind::tool:
+      tool_actuator(actuator, action);
+      return;
+    case Actuator::Kind::none:
+      log_message(LogLevel::error, kPipelineComponent,
+                  "ACT ERROR: No actuator registered for '" + ascii_lower(target) + "'");
+      acted(Value());
+      return;
+    case Actuator::Kind::skill:
+      break;
+  }
+  if (actuator.actuator->unguarded != nullptr) {  // the gates ran on this snapshot and failed it: never reached
+    log_message(LogLevel::error, kPipelineComponent,
+                "ACT ERROR: " + *actuator.actuator->unguarded + "; the action did not run");
+    acted(Value());
+    return;
+  }
+  // The snapshot travels with the task: the skill cannot be unloaded under it.
+  services().blocking.post(
+      [self = shared_from_this(), snapshot = snapshot, actuator = actuator.actuator, action, target] {
+        const LogScope scope(&self->session->logs);  // the session waits for this step alone
+        const ActionRecord record(target, action);
+        Result<Value> result = actuator->act(action, self->signal);
+        Value shown = record.finish(result);
+        self->post(self, [self, result = std::move(result), shown = std::move(shown), action, target]() mutable {
+          self->show_acted(std::move(shown));
+          if (!result) {
+            log_message(LogLevel::error, kPipelineComponent, "ACT ERROR [" + target + "]: " + result.error().message);
+            self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
+            return;
+          }
+          self->acted(self->make_feedback(action, *result));
+        });
+      });
+}
+
+Value Run::make_feedback(const Value& action, const Value& result) {
+  // An event or log the actuator made is the feedback, one level deeper
+  // whatever depth it claims (F2): the depth limit bounds every loop.
+  if (result.is_list() && is_log_or_event(result))
+    return result.with("DEPTH"_key, Value::integer(depth_of(signal) + 1));
+  if (result.is_nil()) return Value();
+  // E4: an action that named no target of its own is never silent (the
+  // :TARGET it carries was written in for the gates).
+  const std::string own_target = target_implied ? std::string() : target_name(action.at("TARGET"_key));
+  for (const std::string& silent : options().silent_actuators) {
+    if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
+  }
+  return feedback_event(
+      depth_of(signal) + 1, signal.at("META"_key),
+      Value::plist(
+          {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", result}, {"TOOL", action.without("GATE-TRACE")}}));
+}
+
+void Run::tool_actuator(const Actuator& found, const Value& action) {
+  const std::string& name = found.tool_name;
+  const Value args = tool_args_of(action);
+  const std::int64_t depth = depth_of(signal) + 1;
+  const Snapshot::ToolEntry* tool = found.tool;
+  if (tool == nullptr) {
+    acted(feedback_event(depth, signal.at("META"_key),
+                         Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                       {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
+    return;
+  }
+  if (tool->unguarded != nullptr) {  // the gates ran on this snapshot and failed it: never reached
+    acted(feedback_event(depth, signal.at("META"_key),
+                         Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                       {"TOOL", Value::string(name)},
+                                       {"MESSAGE", Value::string(*tool->unguarded)}})));
+    return;
+  }
+  services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth, action] {
+    const LogScope scope(&self->session->logs);  // the session waits for this step alone
+    const ActionRecord record("TOOL", action);
+    Result<Value> result = tool->call(args, self->signal);
+    Value acted = record.finish(result).at("ACTED"_key);
+    self->post(self, [self, result = std::move(result), acted = std::move(acted), name, depth]() mutable {
+      const Value meta = self->signal.at("META"_key);
+      if (!result) {
+        self->acted(feedback_event(depth, meta,
+                                   Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                                 {"TOOL", Value::string(name)},
+                                                 {"MESSAGE", Value::string(result.error().message)}})));
+        return;
+      }
+      if (self->signal.path("META"_key, "SOURCE"_key).is_keyword()) {
+        self->deliver(
+            Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
+                          {"TARGET", self->signal.path("META"_key, "SOURCE"_key)},
+                          {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
+                                                    {"TEXT", Value::string(tool_result_format(name, *result))},
+                                                    {"ACTED", acted}})}}));
+      }
+      self->acted(feedback_event(
+          depth, meta,
+          Value::plist(
+              {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", *result}, {"TOOL", Value::string(name)}})));
+    });
+  });
+}
+
+void Run::acted(Value feedback) {
+  signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
+  next_cycle(std::move(feedback));
+}
+
+}  // namespace passepartout

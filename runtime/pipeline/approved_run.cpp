@@ -1,0 +1,148 @@
+// Approved runs: an action a human approved runs once, on the blocking
+// executor, through the last-mile gates and the actuator or tool its target
+// names; each step of its run is recorded in the approval store.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "base/ascii.hpp"
+#include "pipeline/action_record.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/gate_log.hpp"
+#include "pipeline/run.hpp"
+
+namespace passepartout {
+namespace {
+
+using namespace key_literals;
+
+// What an approved action runs on, found before the approval is decided.
+struct ApprovedRun {
+  Value action;   // with the signal's :META when it had none
+  Value context;  // (:TYPE :EVENT :META m :PAYLOAD (:SENSOR :APPROVED)): the signal the actuator sees
+  const Snapshot::ActuatorEntry* actuator = nullptr;
+  const Snapshot::ToolEntry* tool = nullptr;
+  Value args;  // for a tool
+};
+
+// The approved action runs once, through the last-mile gates: a gate that now
+// blocks still stops it; approval requests from the gates that were approved
+// (same name and version) are satisfied; a new one is not. Then its target
+// must be an actuator or a tool of `snapshot`.
+Result<ApprovedRun> plan_approved_run(const Snapshot& snapshot, const Approval& approval) {
+  ApprovedRun run;
+  run.context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
+                              {"META", approval.meta},
+                              {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
+  Verification check;
+  verify_and_record("approval", snapshot, approval.action, run.context, check);
+  if (check.outcome == VerifyOutcome::blocked) {
+    return fail(ErrorCode::refused,
+                "the gates now block the action: " + std::string(check.reason.is_string() ? check.reason.text() : ""));
+  }
+  if (check.outcome == VerifyOutcome::approval_required) {
+    for (const std::string& gate : Run::approving_gates(check)) {
+      if (std::find(approval.gates.begin(), approval.gates.end(), gate) == approval.gates.end()) {
+        return fail(ErrorCode::refused,
+                    "gate " + gate + " (not among those the approval is for) now asks too; the action did not run");
+      }
+    }
+  }
+  run.action = approval.action;
+  if (run.action.get("META"_key) == nullptr && approval.meta.is_list()) {
+    run.action = run.action.with("META"_key, approval.meta);
+  }
+  const std::string target = target_name(run.action.at("TARGET"_key));
+  const Actuator found = find_actuator(snapshot, target, run.action);
+  switch (found.kind) {
+    case Actuator::Kind::tool:
+      if (found.tool == nullptr) {
+        return fail(ErrorCode::not_found,
+                    "no loaded skill offers the tool '" + found.tool_name + "'; the action did not run");
+      }
+      run.tool = found.tool;
+      run.args = tool_args_of(run.action);
+      return run;
+    case Actuator::Kind::skill:
+      run.actuator = found.actuator;
+      return run;
+    case Actuator::Kind::reply:   // the built-ins answer or log for a signal in the loop;
+    case Actuator::Kind::system:  // an approved run runs apart from its signal
+    case Actuator::Kind::none:
+      break;
+  }
+  return fail(ErrorCode::not_found, "no actuator serves target '" + ascii_lower(target) + "'; the action did not run");
+}
+
+}  // namespace
+
+void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) {
+    done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
+    return;
+  }
+  // Checked before the decision is taken, so that an approval that cannot
+  // run now (the gates block it, a new gate asks, nothing serves its target)
+  // is not used up: it stays pending, to be approved once that has changed,
+  // denied, or left to expire. An unknown, decided or expired token goes on
+  // to the store, which says which.
+  auto snapshot = impl_->services.registry.snapshot();
+  std::optional<ApprovedRun> run;
+  if (auto found = store->find(token); found && found->state == Approval::State::pending) {
+    auto planned = plan_approved_run(*snapshot, *found);
+    if (!planned) {
+      done(fail(planned.error().code, planned.error().message + "; it is still pending"));
+      return;
+    }
+    run = std::move(*planned);
+  }
+  // Decided once, durably, before it runs.
+  auto approval = store->approve(token, who);
+  if (!approval) {
+    done(fail(approval.error().code, approval.error().message));
+    return;
+  }
+  if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
+    auto planned = plan_approved_run(*snapshot, *approval);
+    if (!planned) {
+      static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
+      done(fail(planned.error().code, planned.error().message));
+      return;
+    }
+    run = std::move(*planned);
+  }
+  log_message(LogLevel::info, kPipelineComponent,
+              "ACT: running approved action " + token + " (approved by " + who + ")");
+  impl_->services.blocking.post([store, token = std::move(token), snapshot, run = std::move(*run),
+                                 done = std::move(done)] {
+    // Recorded as running, durably, before it runs: a daemon that dies
+    // during the run finds it so when it starts again (then: interrupted).
+    // Without that record it does not run.
+    if (auto started = store->record_run(token, Approval::Run::running); !started) {
+      log_message(LogLevel::error, kPipelineComponent,
+                  "ACT: approved action " + token + " not run: " + started.error().message);
+      done(fail(started.error().code, "the action did not run: " + started.error().message));
+      return;
+    }
+    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
+    Result<Value> result =
+        run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
+    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
+    auto ended = result ? store->record_run(token, Approval::Run::done)
+                        : store->record_run(token, Approval::Run::failed, result.error().message);
+    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
+      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action " + token + ": " + ended.error().message);
+    }
+    done(std::move(result));
+  });
+}
+
+Result<Approval> Pipeline::deny(const std::string& token, const std::string& who) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) return fail(ErrorCode::refused, "approvals are not enabled on this daemon");
+  return store->deny(token, who);
+}
+
+}  // namespace passepartout

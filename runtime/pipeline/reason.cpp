@@ -1,0 +1,220 @@
+// Reason (seed D7–D16): the prompt is built (system prompt, the triggered
+// skill's raw prompt), the provider cascade is asked without holding a
+// thread, and its answer is parsed and verified by the gates, up to
+// max_attempts times.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/ascii.hpp"
+#include "memory/global_awareness.hpp"
+#include "memory/memory_store.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/gate_log.hpp"
+#include "pipeline/prompt_selector.hpp"
+#include "pipeline/response_parser.hpp"
+#include "pipeline/run.hpp"
+#include "pipeline/signal.hpp"
+
+namespace passepartout {
+
+using namespace key_literals;
+
+void Run::raw_prompt(std::string& out) {
+  if (const Slot* skill = select_prompt_skill(*snapshot, reasoning)) {
+    Result<Value> generated = skill->prompt(reasoning);
+    if (!generated) {
+      throw PipelineError("the prompt generator of skill '" + skill->name() + "' failed: " + generated.error().message);
+    }
+    if (generated->is_string()) {
+      out.assign(generated->text());
+      return;
+    }
+  }
+  const Value& text = reasoning.path("PAYLOAD"_key, "TEXT"_key);
+  if (text.is_string()) {
+    out.assign(text.text());
+    return;
+  }
+  const Value& sensor = sensor_of(reasoning);
+  if (sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key)) {
+    const Value& tool = reasoning.path("PAYLOAD"_key, "TOOL"_key);
+    const std::string name =
+        tool.is_string() ? std::string(tool.text()) : ascii_lower(target_name(tool.at("TARGET"_key)));
+    if (sensor.is_keyword("TOOL-ERROR"_key)) {
+      // An unknown tool's error names no :TOOL (E7); its message names it.
+      const std::string message(reasoning.path("PAYLOAD"_key, "MESSAGE"_key).text());
+      out = name.empty() ? "ERROR: " + message : "ERROR [" + name + "]: " + message;
+      return;
+    }
+    out = tool_result_format(name, reasoning.path("PAYLOAD"_key, "RESULT"_key));
+    return;
+  }
+  out.assign("Maintain metabolic stasis.");
+}
+
+const Run::ToolView& Run::tool_view() const {
+  thread_local ToolView view;
+  if (view.snapshot_id == snapshot->id()) return view;
+  std::vector<ToolListing> listings;
+  std::vector<Value> values;
+  for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
+    const SkillTool& tool = entry.tool();
+    listings.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
+    values.push_back(Value::plist({{"NAME", Value::string(tool.name)},
+                                   {"DESCRIPTION", Value::string(tool.description)},
+                                   {"PARAMETERS", tool.parameters}}));
+  }
+  view.belt = tool_belt(std::move(listings));
+  view.values = Value::list(values);
+  view.snapshot_id = snapshot->id();
+  return view;
+}
+
+std::string_view Run::config_line(const PromptParts& parts,
+                                  const std::shared_ptr<const Cascade::Lineup>& lineup) const {
+  struct ConfigView {
+    std::uint64_t snapshot_id = 0;
+    std::shared_ptr<const Cascade::Lineup> lineup;  // held: a new lineup cannot take its address
+    std::size_t pending_approvals = 0;
+    std::size_t context_tokens = 0;
+    std::string version;
+    std::string text;
+  };
+  thread_local ConfigView view;
+  if (view.snapshot_id != snapshot->id() || view.lineup != lineup ||
+      view.pending_approvals != parts.pending_approvals || view.context_tokens != parts.context_tokens ||
+      view.version != parts.version) {
+    view.text = config_section(parts);
+    view.snapshot_id = snapshot->id();
+    view.lineup = lineup;
+    view.pending_approvals = parts.pending_approvals;
+    view.context_tokens = parts.context_tokens;
+    view.version = parts.version;
+  }
+  return view.text;
+}
+
+void Run::think() {
+  ++attempt;
+  MemoryStore* memory = services().memory;
+  if (memory != nullptr) memory->snapshot();  // D7: before every LLM call
+
+  PromptParts parts;
+  parts.version = options().version;
+  std::shared_ptr<const Cascade::Lineup> lineup = services().cascade.lineup();
+  parts.providers = lineup->names;
+  parts.context_tokens = options().context_tokens;
+  parts.gates = snapshot->gates().size();
+  parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
+  parts.assistant_name = options().assistant_name;
+  parts.rejection = reasoning.path("PAYLOAD"_key, "REJECTION-TRACE"_key);
+  for (const auto& mandate : options().mandates) {
+    try {
+      std::string line = mandate(reasoning);
+      if (!line.empty()) parts.mandates.push_back(std::move(line));
+    } catch (...) {  // NOLINT(bugprone-empty-catch): D8 — a failing mandate is ignored
+    }
+  }
+  parts.config = config_line(parts, lineup);
+  const ToolView& tools = tool_view();
+  parts.tools = tools.belt;
+  if (memory != nullptr) {
+    const std::string foveal = foveal_id_of(reasoning);
+    parts.context = render_global_awareness(*memory, AwarenessOptions{foveal, options().privacy_tags});
+  }
+  thread_local std::string logs;  // the LOGS section when it is not the session's own text
+  parts.logs = recent_log_text(options().log_lines, &session->logs, logs);
+  parts.time = time_section();
+
+  ProviderRequest& request = session->request;
+  request.system_prompt.clear();
+  append_system_prompt(request.system_prompt, parts);
+  raw_prompt(request.prompt);
+  request.model.clear();
+  request.context = reasoning;
+  request.tools = tools.values;
+  if (reply_open()) {
+    // Chunks come before the completion, which holds the run (and its sink) alive.
+    request.on_chunk = [run = this](std::string_view delta) {
+      run->reply->send(Value::plist(
+          {{"TYPE", Value::keyword("STREAM-CHUNK"_key)}, {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
+    };
+  }
+  // The completion may run on any thread; the run is idle meanwhile, and
+  // posting the step orders this write before the step's read. The step is
+  // posted even when the answer comes during the call: with two loops, a
+  // signal run start to end in one task measured about a fifth slower
+  // once, and no faster since.
+  services().cascade.call_lent(std::move(lineup), request,
+                               [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
+                                 Run& run = *self;
+                                 run.cascade_outcome = std::move(answer);
+                                 run.post(std::move(self), [&run] { run.reasoned(run.cascade_outcome); });
+                               });
+}
+
+void Run::reasoned(const CascadeOutcome& outcome) {
+  {  // the call is over: the session's request lets go of the signal and of the callback into this run
+    ProviderRequest& request = session->request;
+    request.context = Value();
+    request.tools = Value();
+    request.on_chunk = nullptr;
+  }
+  if (!outcome.ok()) {
+    log_message(LogLevel::warn, kPipelineComponent,
+                "REASON: no provider answered (" + std::to_string(outcome.failures.size()) + " failed)");
+    // A skill may handle it; by default the user is told (D11: the
+    // exhaustion message is the answer).
+    if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
+  }
+  target_implied = false;
+  Value action = parse_response(outcome.reply);
+  const std::string target = target_of(action, false);
+  action = aimed(std::move(action), target, false);
+  Verification verification;
+  verify_and_record("reason", *snapshot, action, reasoning, verification);
+  switch (verification.outcome) {
+    case VerifyOutcome::approval_required: {
+      approval_gates = approving_gates(verification);
+      reasoning = Value();  // done with: the signal's list is then this loop's alone
+      signal = std::move(signal).with("STATUS"_key, Value::keyword("REQUIRES-APPROVAL"_key));
+      act(verification.to_value());
+      return;
+    }
+    case VerifyOutcome::passed: {
+      reasoning = Value();
+      signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
+      // The verified action is the approved one without its trace, unless
+      // the model wrote a :GATE-TRACE of its own (then act takes it off).
+      const bool untraced = verification.action.get("GATE-TRACE"_key) == nullptr;
+      act(verification.to_value(), untraced ? &verification.action : nullptr);
+      return;
+    }
+    case VerifyOutcome::blocked: {
+      last_rejection = verification.to_value();
+      if (attempt < options().max_attempts) {
+        log_message(LogLevel::info, kPipelineComponent,
+                    "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
+                        std::to_string(options().max_attempts) + "); asking again");
+        reasoning =
+            reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
+        think();
+        return;
+      }
+      // After the last attempt a skill may handle it; by default the user
+      // is shown the rejection (E8).
+      if (policy_decides(GateError("every proposal was rejected (" + std::to_string(attempt) + " attempts): " +
+                                       std::string(verification.reason.is_string() ? verification.reason.text() : ""),
+                                   deciding_gate(verification), last_rejection))) {
+        return;
+      }
+      reasoning = Value();
+      signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
+      act(last_rejection);
+      return;
+    }
+  }
+}
+
+}  // namespace passepartout

@@ -1,0 +1,248 @@
+// The pipeline's insides, private to pipeline/: Pipeline::Impl (the shared
+// state and the sessions) and Run (one signal's loop, defined stage by stage:
+// loop.cpp, perceive.cpp, reason.cpp, act.cpp, error_tiers.cpp).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/executor.hpp"
+#include "base/log.hpp"
+#include "base/thread_shards.hpp"
+#include "pipeline/actuators.hpp"
+#include "pipeline/errors.hpp"
+#include "pipeline/pipeline.hpp"
+#include "pipeline/prompt_builder.hpp"
+#include "pipeline/verifier.hpp"
+#include "providers/cascade.hpp"
+#include "skills/registry.hpp"
+
+namespace passepartout {
+
+inline constexpr std::string_view kPipelineComponent = "pipeline";
+
+// --- the shared state ---------------------------------------------------------
+
+struct Pipeline::Impl {
+  Impl(Services s, PipelineOptions o) : services(s), options(std::move(o)) {}
+
+  Services services;
+  PipelineOptions options;
+  std::atomic<bool> interrupt_flag{false};
+  // Sets the flag; the first to set it tells the host (Services::on_interrupt).
+  void raise_interrupt() noexcept;
+  ShardedCounter processed;  // cycles run
+  ShardedCounter active;     // signals injected and not finished
+
+  // What each Run holds on to: aliases of this Impl with a reference count
+  // per thread shard (a Run takes one per signal). ~Pipeline publishes null,
+  // which breaks the cycle; Runs in flight keep the Impl alive until they end.
+  Published<Impl> self{nullptr};
+
+  // One session's queue: its signals run one at a time, in order. A signal's
+  // loop is a chain of steps, each posting at most the next, so a session has
+  // at most one step queued or running: the queue orders the session without
+  // a strand, and each step sees what the one before wrote (the executor's
+  // queue orders them).
+  struct Pending {
+    Value signal;
+    std::shared_ptr<ReplySink> reply;
+    InlineFunction<void(LoopReport)> done;
+  };
+  struct SessionShard;
+  struct Session {
+    Session(std::size_t log_lines, SessionShard& home) : logs(log_lines), shard(home) {}
+    std::deque<Pending> queue;
+    bool busy = false;
+    std::uint64_t last_used = 0;  // the shard's clock when it last started a signal
+    // The session's recent log lines, for its prompts (written and read only
+    // by the step that runs, like everything a Run touches).
+    RecentLines logs;
+    // C2: the memory node the session's client points at (its last
+    // :POINT-UPDATE), shown in full in its prompts' CONTEXT. Empty: none.
+    std::string foveal_focus;
+    // Lent to the cascade for each model call of the session (one at a
+    // time): its buffers, the long system prompt's among them, serve every
+    // call. Between calls it holds no Value and no reply sink.
+    ProviderRequest request;
+    SessionShard& shard;  // the one it is kept in (by the hash of its id)
+  };
+  // Looks a session up by a string_view of its id (no string made per signal).
+  struct SessionIdHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const noexcept { return std::hash<std::string_view>{}(id); }
+  };
+  // Sessions by id, spread over shards so that threads serving different
+  // sessions rarely take the same lock or touch the same memory (256 shards
+  // ran the two-loop benchmark's 64 sessions about 2 % faster than 64). An
+  // idle session stays (its recent log lines are the next prompt's LOGS, its
+  // request's buffers the next call's) until its shard is full: then the one
+  // idle longest makes room for a new one (Pipeline::kMaxIdleSessions in all).
+  struct alignas(64) SessionShard {
+    std::mutex mutex;  // guards sessions, clock
+    std::unordered_map<std::string, std::shared_ptr<Session>, SessionIdHash, std::equal_to<>> sessions;
+    std::uint64_t clock = 0;
+  };
+  static constexpr std::size_t kSessionShards = 256;
+  static constexpr std::size_t kSessionsPerShard = kMaxIdleSessions / kSessionShards;  // idle ones beyond: dropped
+  std::array<SessionShard, kSessionShards> session_shards;
+  SessionShard& shard_of(std::string_view session_id) {
+    return session_shards[std::hash<std::string_view>{}(session_id) % kSessionShards];
+  }
+  // The session for `id`, made (room made first) when there is none. Under shard.mutex.
+  std::shared_ptr<Session>& session_in(SessionShard& shard, std::string_view id);
+
+  void enqueue(std::string_view session_id, Pending&& pending);
+  // Starts the loop of `pending` on the executor.
+  void start(const std::shared_ptr<Session>& session, Pending&& pending);
+  void finished(const std::shared_ptr<Session>& session);
+};
+
+// One signal's loop: the injected signal and its feedback, cycle by cycle.
+// Each step runs on the executor (or, for an actuator's or tool's call, on
+// the blocking executor) and posts at most the next: a Run is touched by one
+// thread at a time, and needs no lock.
+struct Run : std::enable_shared_from_this<Run> {
+  std::shared_ptr<Pipeline::Impl> pipeline;
+  std::shared_ptr<Pipeline::Impl::Session> session;
+  std::shared_ptr<ReplySink> reply;
+  InlineFunction<void(LoopReport)> done;
+  LoopReport report;
+
+  // The cycle in progress.
+  Value signal;  // as perceived
+  std::shared_ptr<const Snapshot> snapshot;
+  int attempt = 0;
+  bool target_implied = false;  // the action being acted on named no :TARGET of its own (E4)
+  Value reasoning;              // the signal copy reasoning works on (carries :REJECTION-TRACE)
+  Value last_rejection;
+  std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
+  // The cascade's answer, kept here from its completion to the step that
+  // reasons on it, so that the posted step holds only the run (and is kept
+  // without an allocation; see InlineFunction). reasoned() reads it only
+  // before it asks the cascade again, whose completion overwrites it.
+  CascadeOutcome cascade_outcome;
+
+  const PipelineOptions& options() const { return pipeline->options; }
+  const Pipeline::Services& services() const { return pipeline->services; }
+
+  bool reply_open() const { return reply != nullptr && reply->is_open(); }
+
+  // Runs `step` on the executor, `keep` (a reference to this run) holding
+  // the run alive until it has; an exception goes to the crash tier. Only
+  // the last thing a step does: the loop then belongs to the posted step.
+  // The caller hands over a reference it has, where it can: each new one is
+  // an atomic operation, and a signal takes several steps.
+  template <class Step>
+  void post(std::shared_ptr<Run> keep, Step step) {
+    services().executor.post([keep = std::move(keep), step = std::move(step)]() mutable { keep->guarded(step); });
+  }
+
+  template <class Step>
+  void guarded(Step& step) {
+    const LogScope scope(&session->logs);  // the session's lines, for its prompts
+    try {
+      step();
+    } catch (const PassepartoutError& error) {
+      crash(error);
+    } catch (const std::exception& error) {
+      crash(PipelineError(error.what()));
+    }
+  }
+
+  // --- the loop (F1): loop.cpp ---------------------------------------------------
+  void cycle(Value next);
+  // Ends the loop; the report carries `signal` as the loop left it.
+  void finish(std::string_view why);
+  // Feedback without :META inherits the current one; then the next cycle.
+  void next_cycle(Value feedback);
+
+  // --- Perceive (C2): perceive.cpp -------------------------------------------------
+  Value perceive(Value incoming);
+
+  // --- Reason (D7-D16): reason.cpp -------------------------------------------------
+  // The raw prompt: the triggered skill's, else the text, else the tool
+  // result; written over `out` (the session's buffer, reused).
+  void raw_prompt(std::string& out);
+  // The TOOLS section and the tools handed to providers depend only on the
+  // snapshot: built once per snapshot and thread, not per signal.
+  struct ToolView {
+    std::uint64_t snapshot_id = 0;
+    std::string belt;
+    Value values;  // ((:NAME .. :DESCRIPTION .. :PARAMETERS ..) ...), NIL when none
+  };
+  const ToolView& tool_view() const;
+  // The CONFIG line of `parts` (filled but for it): it changes only with the
+  // snapshot, the provider lineup, the count of pending approvals and the
+  // options, so each thread keeps the last one it built.
+  std::string_view config_line(const PromptParts& parts, const std::shared_ptr<const Cascade::Lineup>& lineup) const;
+  // Builds the prompt and hands it to the cascade; reasoned() goes on from its answer.
+  void think();
+  void reasoned(const CascadeOutcome& outcome);
+
+  // --- Act (E1): act.cpp -----------------------------------------------------------
+  // The gate whose block or failure decided `verification` ("" when none did).
+  static std::string deciding_gate(const Verification& verification);
+  // Gates that asked for approval, as "name@version".
+  static std::vector<std::string> approving_gates(const Verification& verification);
+  // E1 step 1: record the approval, tell the source, suspend (no feedback).
+  void suspend(const Value& approval_event, std::vector<std::string> gates);
+  // Sends `message` to the signal's source when it has an open reply sink.
+  void deliver(const Value& message) {
+    if (reply_open()) reply->send(message);
+  }
+  // Tells the source what an actuator ran and what came of it (an
+  // ActionRecord's message), so the user sees it whatever the model says next.
+  void show_acted(Value payload);
+  // `untraced`, when given, is `approved` without its :GATE-TRACE.
+  void act(const Value& approved, const Value* untraced = nullptr);
+  // E2: where `action` goes, as an upper-case name: its :TARGET (unless
+  // `to_source`), else the signal's source, else DEFAULT_ACTUATOR; :SYSTEM
+  // becomes :TUI while the source has an open reply stream.
+  std::string target_of(const Value& action, bool to_source) const;
+  // Whether `target` acts on the world: everything but the source's reply
+  // channel and the :SYSTEM actuator, which only logs (Decisions 8).
+  static bool acts(std::string_view target) { return !is_named(target, "TUI") && !is_named(target, "SYSTEM"); }
+  // `action` as the gates must see it: when it goes to an actuator that acts,
+  // its :TARGET is that actuator as the keyword the host dispatches to (a
+  // string or symbol ":shell" names :SHELL; an action that names none goes
+  // to its signal's source or DEFAULT_ACTUATOR, which is written in), so
+  // gates and dispatch cannot disagree about where it goes. Actions for the
+  // reply channel or the :SYSTEM log are left as they are.
+  // `target` is target_of(action, to_source). Notes in target_implied when
+  // the target it writes in was not the action's own.
+  Value aimed(Value action, std::string_view target, bool to_source);
+  // Whether aimed() would change `action`: it goes to an actuator that acts,
+  // and its :TARGET is not already that actuator's keyword.
+  static bool needs_aiming(const Value& action, std::string_view target);
+  // E2: hands `action` to the actuator `target` (target_of()); built-ins run
+  // here, skills' on the blocking executor.
+  void dispatch(Value action, const std::string& target);
+  // A skill's actuator, on the blocking executor.
+  void skill_actuator(const Snapshot::ActuatorEntry& actuator, Value action, const std::string& target);
+  // E1 step 3: what an actuator's result feeds back.
+  Value make_feedback(const Value& action, const Value& result);
+  // E7: a tool call, on the blocking executor.
+  void tool_actuator(const Actuator& tool, const Value& action);
+  // E1 step 4.
+  void acted(Value feedback);
+
+  // --- error tiers (F4, F5): error_tiers.cpp -----------------------------------------
+  // F4: the skills' error policies see `error` ((:KIND :llm :MESSAGE "..." ...)),
+  // highest priority first; the first to choose other than the standard
+  // handling decides: skip ends the loop, abort too, fallback continues with
+  // a :LOOP-ERROR carrying its text (to the source). True when one decided.
+  bool policy_decides(const PassepartoutError& error);
+  void crash(const PassepartoutError& error);
+};
+
+}  // namespace passepartout

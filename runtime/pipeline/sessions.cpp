@@ -1,0 +1,91 @@
+// Sessions: signals of one session run one at a time, in the order
+// injected; sessions are kept in shards, the one idle longest dropped first.
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "pipeline/run.hpp"
+
+namespace passepartout {
+
+std::shared_ptr<Pipeline::Impl::Session>& Pipeline::Impl::session_in(SessionShard& shard, std::string_view id) {
+  auto found = shard.sessions.find(id);
+  if (found != shard.sessions.end()) return found->second;
+  if (shard.sessions.size() >= kSessionsPerShard) {
+    auto oldest = shard.sessions.end();
+    for (auto it = shard.sessions.begin(); it != shard.sessions.end(); ++it) {
+      if (!it->second->busy && (oldest == shard.sessions.end() || it->second->last_used < oldest->second->last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest != shard.sessions.end()) shard.sessions.erase(oldest);
+  }
+  auto& session = shard.sessions[std::string(id)];
+  session = std::make_shared<Session>(options.log_lines, shard);
+  return session;
+}
+
+void Pipeline::Impl::enqueue(std::string_view session_id, Pending&& pending) {
+  std::shared_ptr<Session> session;
+  {
+    SessionShard& shard = shard_of(session_id);
+    std::lock_guard lock(shard.mutex);
+    session = session_in(shard, session_id);
+    if (session->busy) {
+      session->queue.push_back(std::move(pending));
+      return;
+    }
+    session->busy = true;
+    session->last_used = ++shard.clock;
+  }
+  start(session, std::move(pending));
+}
+
+void Pipeline::Impl::start(const std::shared_ptr<Session>& session, Pending&& pending) {
+  auto run = std::make_shared<Run>();
+  run->pipeline = self.get();
+  if (!run->pipeline) {  // the Pipeline is gone: nothing new starts, and its caller hears so
+    active.add(-1);
+    if (pending.done) {
+      try {
+        pending.done(LoopReport{0, std::move(pending.signal), "interrupt"});
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the caller's callback must not end the loop
+      }
+    }
+    return;
+  }
+  run->session = session;
+  run->reply = std::move(pending.reply);
+  run->done = std::move(pending.done);
+  Run& started = *run;
+  started.post(std::move(run),
+               [&started, signal = std::move(pending.signal)]() mutable { started.cycle(std::move(signal)); });
+}
+
+void Pipeline::Impl::finished(const std::shared_ptr<Session>& session) {
+  active.add(-1);
+  Pending next;
+  {
+    SessionShard& shard = session->shard;
+    std::lock_guard lock(shard.mutex);
+    if (session->queue.empty()) {
+      session->busy = false;
+      return;
+    }
+    next = std::move(session->queue.front());
+    session->queue.pop_front();
+    session->last_used = ++shard.clock;
+  }
+  start(session, std::move(next));
+}
+
+std::size_t Pipeline::sessions_kept() const {
+  std::size_t kept = 0;
+  for (Impl::SessionShard& shard : impl_->session_shards) {
+    std::lock_guard lock(shard.mutex);
+    kept += shard.sessions.size();
+  }
+  return kept;
+}
+
+}  // namespace passepartout
