@@ -71,10 +71,4 @@ std::string YamlProblems::message() const {
   return joined;
 }
 
-std::optional<bool> core_bool(std::string_view s) {
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  return std::nullopt;
-}
-
 }  // namespace passepartout

@@ -1,5 +1,5 @@
 // What the YAML readers (manifests, scripted-provider scripts) share: located
-// messages, "did you mean" suggestions, and the YAML 1.2 core booleans.
+// messages and "did you mean" suggestions (typing scalars: yaml_scalars.hpp).
 // Included only by those readers' .cpp files: it brings in yaml-cpp.
 #pragma once
 
@@ -51,8 +51,5 @@ class YamlProblems {
   std::string origin_;
   std::vector<std::string> problems_;
 };
-
-// YAML 1.2 core schema booleans: true/True/TRUE, false/False/FALSE.
-std::optional<bool> core_bool(std::string_view s);
 
 }  // namespace passepartout

@@ -1,6 +1,10 @@
 // `passepartout chat`: user input to the daemon, and what comes back (stream
 // chunks, replies with their gate trace, approval notices) shown as it arrives.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <iostream>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -8,6 +12,7 @@
 #include <vector>
 
 #include "cli/client_commands.hpp"
+#include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
@@ -374,6 +379,37 @@ int run_chat(const Target& target, const ChatOptions& options, std::istream& in,
   }
   if (options.prompt) output.out << '\n';
   return status;
+}
+
+void add_chat_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen) {
+  // chat
+  auto* chat = app.add_subcommand(
+      "chat",
+      "Talk to the agent through the running daemon. With TEXT, one exchange: the reply streams as it arrives,\n"
+      "then its gate trace (each gate's verdict and reason) and any approval request with the token to\n"
+      "approve it. Without TEXT, reads standard input line by line (a terminal or a pipe), one exchange per\n"
+      "line, in one session, until end of input or /exit.");
+  chat->add_option("text", parsed->chat_words, "The message (several words are joined with spaces)");
+  chat->add_option("--session", parsed->session_id, "Session id to talk in (default: one session per connection)")
+      ->type_name("ID");
+  add_connection_options(*chat, *parsed, kChatReplyTimeoutS);
+  chat->footer(
+      "Exit status: 0 the exchange ended; 1 the daemon could not be reached, failed or closed the\n"
+      "connection; 2 bad usage; 3 a gate blocked the reply's action; 4 an action waits for approval\n"
+      "(interactive: the status of the last exchange). With --json: one JSON document per exchange.");
+  chat->callback([parsed, &chosen] {
+    choose(chosen, parsed, kChatReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      ChatOptions options;
+      if (!parsed->chat_words.empty()) {
+        std::string text;
+        for (const auto& word : parsed->chat_words) text += (text.empty() ? "" : " ") + word;
+        options.text = std::move(text);
+      }
+      options.session_id = parsed->session_id;
+      options.prompt = !options.text && !parsed->json && ::isatty(STDIN_FILENO) != 0;
+      return run_chat(target, options, std::cin, output);
+    });
+  });
 }
 
 }  // namespace passepartout::cli

@@ -31,6 +31,46 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+std::string yes_no(const Value& value) {
+  return value.is_nil() ? "no" : "yes";
+}
+
+// "a, b, c" of the texts of a list's items (keywords with their ':').
+std::string joined_texts(const Value& list) {
+  std::string text;
+  if (!list.is_list()) return display_text(list);
+  for (const Value& item : list.items()) {  // a list of names: (:SHELL) is one keyword, not a plist
+    if (!text.empty()) text += ", ";
+    text += (item.is_keyword() ? ":" : "") + display_text(item);
+  }
+  return text;
+}
+
+// What each skill offers that acts on the world, and the gates that guard it:
+//   Actuators and tools (each acts only while its guards are loaded):
+//     shell       actuator :SHELL                   guarded by shell-guard
+//     file-tools  tools read-file, write-file       guarded by tool-permissions  UNGUARDED: ...
+std::string offers_text(const Value& skills) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Value& skill : entries_of(skills)) {
+    if (skill.get("GUARDED-BY") == nullptr) continue;
+    std::string offers;
+    if (!skill.at("ACTUATORS").is_nil()) {
+      offers += (skill.at("ACTUATORS").size() == 1 ? "actuator " : "actuators ") +
+                joined_texts(skill.at("ACTUATORS"));
+    }
+    if (!skill.at("TOOLS").is_nil()) {
+      if (!offers.empty()) offers += "; ";
+      offers += (skill.at("TOOLS").size() == 1 ? "tool " : "tools ") + joined_texts(skill.at("TOOLS"));
+    }
+    const Value& unguarded = skill.at("UNGUARDED");
+    rows.push_back({display_text(skill.at("NAME")), offers, "guarded by " + joined_texts(skill.at("GUARDED-BY")),
+                    unguarded.is_nil() ? std::string() : "REFUSES TO ACT: it " + display_text(unguarded)});
+  }
+  if (rows.empty()) return {};
+  return "\nActuators and tools (each acts only while its guards are loaded):\n" + render_table(rows, {}, "  ");
+}
+
 }  // namespace
 
 std::string json_key(std::string_view keyword) {
@@ -161,6 +201,62 @@ std::string client_error_hint(const ClientError& error) {
 
 int report_client_error(const Output& output, const ClientError& error) {
   return report_failure(output, error.message, client_error_hint(error), kExitProblem);
+}
+
+std::string format_uptime(std::int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  auto two = [](std::int64_t n) { return (n < 10 ? "0" : "") + std::to_string(n); };
+  const std::int64_t days = seconds / 86400, hours = seconds / 3600 % 24, minutes = seconds / 60 % 60,
+                     secs = seconds % 60;
+  if (days > 0) return std::to_string(days) + "d " + two(hours) + "h " + two(minutes) + "m";
+  if (hours > 0) return std::to_string(hours) + "h " + two(minutes) + "m " + two(secs) + "s";
+  if (minutes > 0) return std::to_string(minutes) + "m " + two(secs) + "s";
+  return std::to_string(secs) + "s";
+}
+
+std::vector<Value> entries_of(const Value& list) {
+  if (!list.is_list()) return {};
+  if (list.items().front().is_keyword()) return {list};
+  return {list.items().begin(), list.items().end()};
+}
+
+std::string skills_table(const Value& skills, bool with_details) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;
+  if (with_details) {
+    rows.push_back({"NAME", "VERSION", "PRIORITY", "STATE", "GATE", "VERIFIED", "BLOCKED", "FAILED", "SHA256"});
+  } else {
+    rows.push_back({"NAME", "VERSION", "STATE", "VERIFIED", "BLOCKED", "FAILED"});
+  }
+  std::string out;
+  for (const Value& skill : entries_of(skills)) {
+    const std::string name = display_text(skill.at("NAME"));
+    const std::string state = json_key(display_text(skill.at("STATE")));
+    std::string sha = display_text(skill.at("SHA256")).substr(0, 12);
+    if (with_details) {
+      rows.push_back({name.empty() ? "?" : name, display_text(skill.at("VERSION")), integer_text(skill.at("PRIORITY")),
+                      state, skill.get("GATE") != nullptr ? yes_no(skill.at("GATE")) : "-",
+                      integer_text(skill.at("VERIFIED")), integer_text(skill.at("BLOCKED")),
+                      integer_text(skill.at("FAILED")), sha.empty() ? "-" : sha});
+    } else {
+      rows.push_back({name.empty() ? "?" : name, display_text(skill.at("VERSION")), state,
+                      integer_text(skill.at("VERIFIED")), integer_text(skill.at("BLOCKED")),
+                      integer_text(skill.at("FAILED"))});
+    }
+    if (const Value& reason = skill.at("REASON"); !reason.is_nil()) {
+      notes.push_back("  " + (name.empty() ? std::string("?") : name) + ": " + display_text(reason));
+    }
+  }
+  out += render_table(rows,
+                      with_details ? std::vector<bool>{false, false, true, false, false, true, true, true, false}
+                                   : std::vector<bool>{false, false, false, true, true, true},
+                      "  ");
+  if (!notes.empty()) {
+    out += "\nWhy disabled:\n";
+    for (const auto& note : notes) out += note + '\n';
+  }
+  out += offers_text(skills);
+  return out;
 }
 
 }  // namespace passepartout::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -41,6 +42,16 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, cons
 
 // "30 s", "0.2 s": a timeout for messages.
 std::string format_seconds(std::chrono::milliseconds duration);
+// 12s, 4m 05s, 2h 03m 04s, 3d 04h 05m; a negative count is 0s.
+std::string format_uptime(std::int64_t seconds);
+
+// The items of a list of entries; a lone plist counts as a list of one.
+std::vector<Value> entries_of(const Value& list);
+
+// The loaded skills (the :SKILLS of a status or skills answer) as a table,
+// with priority, gate and sha256 columns when `with_details`; then why each
+// disabled one is, and what each offers that acts on the world and its guards.
+std::string skills_table(const Value& skills, bool with_details);
 
 // Reports a failure: text mode writes "passepartout: <message>; <hint>" to
 // err; JSON mode writes {"ok": false, "error", "hint", "code"} to out.

@@ -3,16 +3,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "cli/client_commands.hpp"
+#include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
 #include "daemon/protocol.hpp"
+#include "skills/bundled_skills.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
 #include "base/state_paths.hpp"
@@ -296,6 +299,38 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
     output.out << "\n" << failed << " check" << (failed == 1 ? "" : "s") << " failed.\n";
   }
   return healthy ? kExitOk : kExitProblem;
+}
+
+void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen) {
+  // doctor
+  auto* doctor = app.add_subcommand(
+      "doctor",
+      "Check that Passepartout can run here: the tools the bundled skills need, the state folder,\n"
+      "the bundled skills, the running daemon and its health, and (for information) a language model.\n"
+      "Prints each check with OK, FAIL or INFO and a hint.");
+  doctor
+      ->add_option("--manifests", parsed->doctor.manifest_dir,
+                   "Folder of the manifests to check (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)")
+      ->type_name("DIR");
+  doctor
+      ->add_option("--plugins", parsed->doctor.plugin_dir,
+                   "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)")
+      ->type_name("DIR");
+  doctor
+      ->add_option("--state-dir", parsed->doctor.state_dir,
+                   "The state folder to check (default: " + default_state_dir().string() + ")")
+      ->type_name("DIR");
+  add_connection_options(*doctor, *parsed, kReplyTimeoutS);
+  doctor->footer("Exit status: 0 every required check passed; 1 a check failed; 2 bad usage.");
+  doctor->callback([parsed, &chosen] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      DoctorOptions options = parsed->doctor;
+      if (options.manifest_dir.empty()) options.manifest_dir = default_manifest_dir();
+      if (options.plugin_dir.empty()) options.plugin_dir = default_plugin_dir();
+      if (options.state_dir.empty()) options.state_dir = default_state_dir();
+      return run_doctor(target, options, output);
+    });
+  });
 }
 
 }  // namespace passepartout::cli

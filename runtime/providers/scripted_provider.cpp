@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -21,6 +20,7 @@
 #include "base/file_io.hpp"
 #include "base/utf8.hpp"
 #include "base/yaml_diagnostics.hpp"
+#include "base/yaml_scalars.hpp"
 
 namespace passepartout {
 namespace {
@@ -37,8 +37,6 @@ constexpr std::string_view kNoMatch = "no scripted rule matches";
 constexpr std::size_t kMaxArgumentValues = 10000;
 constexpr int kMaxArgumentDepth = 32;
 
-constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
-
 std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return in_quotes(node.Scalar());
   if (node.IsSequence()) return "a list";
@@ -48,30 +46,6 @@ std::string describe(const YAML::Node& node) {
 
 bool is_null(const YAML::Node& node) {
   return !node.IsDefined() || node.IsNull();
-}
-
-// A plain YAML scalar as the YAML 1.2 core schema types it: null, bool,
-// decimal integer, float; anything else is a string.
-Value plain_scalar(const std::string& text) {
-  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") return Value::nil();
-  if (auto b = core_bool(text)) return Value::boolean(*b);
-  const char* begin = text.data();
-  const char* end = text.data() + text.size();
-  if (*begin == '+') ++begin;
-  std::int64_t integer = 0;
-  if (auto [stop, ec] = std::from_chars(begin, end, integer); ec == std::errc() && stop == end) {
-    return Value::integer(integer);
-  }
-  // from_chars also reads "inf" and "nan"; YAML spells those differently.
-  const bool numeric = std::all_of(begin, end, [](char c) {
-    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+';
-  });
-  double real = 0.0;
-  if (auto [stop, ec] = std::from_chars(begin, end, real);
-      numeric && ec == std::errc() && stop == end && std::isfinite(real)) {
-    return Value::real(real);
-  }
-  return Value::string(text);
 }
 
 // Reads one script, collecting every problem as a located line.
@@ -300,11 +274,12 @@ Value ScriptReader::convert(const YAML::Node& node, const std::string& path, int
     return Value::nil();
   }
   if (node.IsScalar()) {
-    const std::string& tag = node.Tag();
-    if (tag == "!" || tag == kStrTag) return Value::string(node.Scalar());
-    if (tag == "?") return plain_scalar(node.Scalar());
-    problem(node.Mark(), "'" + path + "': unsupported tag " + in_quotes(tag) + "; remove it");
-    return Value::nil();
+    auto typed = type_scalar(node);
+    if (!typed) {
+      problem(node.Mark(), "'" + path + "': " + typed.error().message);
+      return Value::nil();
+    }
+    return scalar_value<Value>(*typed);
   }
   if (!node.IsMap() && !node.IsSequence()) return Value::nil();
   if (depth > kMaxArgumentDepth) {

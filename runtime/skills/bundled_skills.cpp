@@ -1,4 +1,6 @@
 // Where the bundled skills are, relative to the running executable.
+// PASSEPARTOUT_INSTALLED_*_DIR: the install rules' folders relative to the
+// installed executable's (runtime/skills/CMakeLists.txt).
 #include "skills/bundled_skills.hpp"
 
 #include <cstdlib>
@@ -26,11 +28,11 @@ fs::path default_dir(const char* env, const fs::path& installed, const fs::path&
 }  // namespace
 
 fs::path default_plugin_dir() {
-  return default_dir("PASSEPARTOUT_PLUGIN_DIR", "../lib/passepartout/plugins", "../plugins");
+  return default_dir("PASSEPARTOUT_PLUGIN_DIR", PASSEPARTOUT_INSTALLED_PLUGIN_DIR, "../plugins");
 }
 
 fs::path default_manifest_dir() {
-  return default_dir("PASSEPARTOUT_MANIFEST_DIR", "../share/passepartout/manifests", "../manifests");
+  return default_dir("PASSEPARTOUT_MANIFEST_DIR", PASSEPARTOUT_INSTALLED_MANIFEST_DIR, "../manifests");
 }
 
 }  // namespace passepartout

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -21,6 +20,7 @@
 #include "base/ascii.hpp"
 #include "base/utf8.hpp"
 #include "base/yaml_diagnostics.hpp"
+#include "base/yaml_scalars.hpp"
 
 namespace passepartout {
 namespace {
@@ -51,12 +51,6 @@ constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
     {"triggers", "trigger"},
 };
 
-constexpr std::string_view kIntTag = "tag:yaml.org,2002:int";
-constexpr std::string_view kFloatTag = "tag:yaml.org,2002:float";
-constexpr std::string_view kBoolTag = "tag:yaml.org,2002:bool";
-constexpr std::string_view kNullTag = "tag:yaml.org,2002:null";
-constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
-
 // --- small text helpers --------------------------------------------------------
 
 bool is_digit(char c) {
@@ -80,91 +74,6 @@ std::string_view trim(std::string_view s) {
 }
 
 // --- YAML 1.2 core schema ------------------------------------------------------
-
-bool is_core_null(std::string_view s) {
-  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
-}
-
-enum class Parsed { no, yes, out_of_range };
-
-// [-+]?[0-9]+ | 0o[0-7]+ | 0x[0-9a-fA-F]+
-Parsed core_int(std::string_view s, std::int64_t& out) {
-  int base = 10;
-  bool negative = false;
-  std::string_view digits = s;
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'o' || s[1] == 'x')) {
-    base = s[1] == 'o' ? 8 : 16;
-    digits = s.substr(2);
-  } else if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
-    negative = s[0] == '-';
-    digits = s.substr(1);
-  }
-  auto valid = [base](char c) { return base == 16 ? is_hex(c) : (c >= '0' && c < static_cast<char>('0' + base)); };
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), valid)) return Parsed::no;
-  std::uint64_t magnitude = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return Parsed::out_of_range;
-  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  if (negative) {
-    if (magnitude > kMax + 1) return Parsed::out_of_range;
-    out = magnitude == kMax + 1 ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(magnitude);
-  } else {
-    if (magnitude > kMax) return Parsed::out_of_range;
-    out = static_cast<std::int64_t>(magnitude);
-  }
-  return Parsed::yes;
-}
-
-// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? | [-+]?\.inf | \.nan
-Parsed core_float(std::string_view s, double& out) {
-  std::string_view body = s;
-  bool negative = false;
-  if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
-    negative = body[0] == '-';
-    body.remove_prefix(1);
-  }
-  if (body == ".inf" || body == ".Inf" || body == ".INF") {
-    out = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    return Parsed::yes;
-  }
-  if (s == ".nan" || s == ".NaN" || s == ".NAN") {
-    out = std::numeric_limits<double>::quiet_NaN();
-    return Parsed::yes;
-  }
-  std::size_t i = 0;
-  std::size_t int_digits = 0;
-  std::size_t frac_digits = 0;
-  while (i < body.size() && is_digit(body[i])) {
-    ++i;
-    ++int_digits;
-  }
-  if (i < body.size() && body[i] == '.') {
-    ++i;
-    while (i < body.size() && is_digit(body[i])) {
-      ++i;
-      ++frac_digits;
-    }
-  }
-  if (int_digits == 0 && frac_digits == 0) return Parsed::no;
-  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
-    ++i;
-    if (i < body.size() && (body[i] == '-' || body[i] == '+')) ++i;
-    std::size_t exp_digits = 0;
-    while (i < body.size() && is_digit(body[i])) {
-      ++i;
-      ++exp_digits;
-    }
-    if (exp_digits == 0) return Parsed::no;
-  }
-  if (i != body.size()) return Parsed::no;
-  double magnitude = 0.0;
-  auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), magnitude);
-  if (ec != std::errc() || end != body.data() + body.size() || std::isinf(magnitude)) {
-    return Parsed::out_of_range;
-  }
-  out = negative ? -magnitude : magnitude;
-  return Parsed::yes;
-}
 
 // --- the reader ------------------------------------------------------------------
 
@@ -549,55 +458,12 @@ Value ManifestReader::convert_config(const YAML::Node& node, const std::string& 
 }
 
 Value ManifestReader::convert_config_scalar(const YAML::Node& node, const std::string& path) {
-  const std::string& text = node.Scalar();
-  const std::string& tag = node.Tag();
-  auto bad = [&](const std::string& what) {
-    problem(node.Mark(), "'" + path + "': " + what);
+  auto typed = type_scalar(node);
+  if (!typed) {
+    problem(node.Mark(), "'" + path + "': " + typed.error().message);
     return Value::nil();
-  };
-  if (tag == "!" || tag == kStrTag) return Value::string(text);
-
-  std::int64_t integer = 0;
-  double real = 0.0;
-  if (tag == "?") {
-    if (is_core_null(text)) return Value::nil();
-    if (auto b = core_bool(text)) return Value::boolean(*b);
-    switch (core_int(text, integer)) {
-      case Parsed::yes:
-        return Value::integer(integer);
-      case Parsed::out_of_range:
-        return bad("integer " + in_quotes(text) + " does not fit in 64 bits; quote it to pass a string");
-      case Parsed::no:
-        break;
-    }
-    switch (core_float(text, real)) {
-      case Parsed::yes:
-        return Value::real(real);
-      case Parsed::out_of_range:
-        return bad("number " + in_quotes(text) + " is out of range; quote it to pass a string");
-      case Parsed::no:
-        break;
-    }
-    return Value::string(text);
   }
-  if (tag == kIntTag) {
-    if (core_int(text, integer) == Parsed::yes) return Value::integer(integer);
-    return bad("!!int " + in_quotes(text) + " is not a 64-bit integer");
-  }
-  if (tag == kFloatTag) {
-    if (core_float(text, real) == Parsed::yes) return Value::real(real);
-    if (core_int(text, integer) == Parsed::yes) return Value::real(static_cast<double>(integer));
-    return bad("!!float " + in_quotes(text) + " is not a number");
-  }
-  if (tag == kBoolTag) {
-    if (auto b = core_bool(text)) return Value::boolean(*b);
-    return bad("!!bool " + in_quotes(text) + " is not true or false");
-  }
-  if (tag == kNullTag) {
-    if (is_core_null(text)) return Value::nil();
-    return bad("!!null " + in_quotes(text) + " is not null");
-  }
-  return bad("unsupported tag " + in_quotes(tag) + "; remove it, or quote the value for a string");
+  return scalar_value<Value>(*typed);
 }
 
 std::string origin_name(const fs::path& origin) {

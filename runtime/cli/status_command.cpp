@@ -1,0 +1,79 @@
+// `passepartout status` and `passepartout stop`: the running daemon's state,
+// and asking it to shut down.
+#include <CLI/CLI.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/client_options.hpp"
+#include "cli/client_output.hpp"
+#include "cli/operator_request.hpp"
+
+namespace passepartout::cli {
+
+namespace {
+
+void print_status(const Target& target, const Value& response, std::ostream& out) {
+  const Value& p = response.at("PAYLOAD");
+  const std::string version = display_text(p.at("VERSION"));
+  out << "passepartout daemon" << (version.empty() ? "" : " " + version) << " at " << target.endpoint.describe()
+      << '\n';
+  const std::string health = display_text(p.at("HEALTH"));
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"health", health.empty() ? "unknown" : health});
+  rows.push_back({"uptime", p.at("UPTIME-S").is_integer() ? format_uptime(p.at("UPTIME-S").as_integer()) : "-"});
+  rows.push_back({"connections", integer_text(p.at("CONNECTIONS"))});
+  std::string signals = integer_text(p.at("SIGNALS-PROCESSED"));
+  if (p.at("IN-FLIGHT").is_integer()) signals += " (" + std::to_string(p.at("IN-FLIGHT").as_integer()) + " in flight)";
+  rows.push_back({"signals processed", signals});
+  std::string approvals = integer_text(p.at("PENDING-APPROVALS"));
+  if (p.at("PENDING-APPROVALS").as_integer() > 0) approvals += " (see `passepartout approvals list`)";
+  rows.push_back({"pending approvals", approvals});
+  std::string refused = integer_text(p.at("APPROVALS-REFUSED"));
+  if (p.at("APPROVALS-REFUSED").as_integer() > 0) refused += " (past --max-pending-approvals[-per-session])";
+  rows.push_back({"approvals refused", refused});
+  out << render_table(rows, {}, "  ");
+  const auto skills = entries_of(p.at("SKILLS"));
+  out << "\nSkills (" << skills.size() << ", in load order):\n";
+  if (skills.empty()) {
+    out << "  (none loaded)\n";
+  } else {
+    out << skills_table(p.at("SKILLS"), false);
+  }
+}
+
+}  // namespace
+
+int run_status(const Target& target, const Output& output) {
+  return run_operator_command(target, output, {"STATUS", {}, {}, {"SKILLS"}},
+                              [&](const Value& response, std::ostream& out) { print_status(target, response, out); });
+}
+
+int run_stop(const Target& target, const Output& output) {
+  return run_operator_command(target, output, {"SHUTDOWN", {}, {}, {}}, [&](const Value& response, std::ostream& out) {
+    out << "The daemon at " << target.endpoint.describe() << " is shutting down";
+    const std::string message = response_message(response, "");
+    if (!message.empty()) out << ": " << message;
+    out << '\n';
+  });
+}
+
+void add_status_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen) {
+  // status
+  auto* status =
+      app.add_subcommand("status",
+                         "Show the running daemon: version, uptime, health, connections, signals processed, pending\n"
+                         "approvals, and the loaded skills with their versions and gate counters.");
+  add_connection_options(*status, *parsed, kReplyTimeoutS);
+  status->footer(kExitFooter);
+  status->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_status); });
+
+  // stop
+  auto* stop = app.add_subcommand(
+      "stop", "Ask the running daemon to shut down gracefully (as on SIGTERM: it drains its connections and saves).");
+  add_connection_options(*stop, *parsed, kReplyTimeoutS);
+  stop->footer(kExitFooter);
+  stop->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_stop); });
+}
+
+}  // namespace passepartout::cli
