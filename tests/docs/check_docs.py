@@ -161,15 +161,9 @@ def citations(piece):
 
 
 def scanned_files(root):
-    for name in DOCUMENTS:
-        if os.path.isfile(os.path.join(root, name)):
-            yield os.path.join(root, name)
-    for folder, dirs, files in os.walk(os.path.join(root, "docs")):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            if name.endswith(".md") and os.path.relpath(path, root) != SEED_MAP:
-                yield path
+    for path in markdown_files(root):
+        if os.path.relpath(path, root) != SEED_MAP:
+            yield path
     for top in SCANNED_DIRS:
         for folder, dirs, files in os.walk(os.path.join(root, top)):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
