@@ -1,6 +1,6 @@
 // `passepartout approvals list|show|approve|deny`: the actions the gates held
 // for a human's decision, in the running daemon, and deciding them.
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <chrono>
 #include <cstdint>
 #include <ostream>

@@ -2,7 +2,7 @@
 // chunks, replies with their gate trace, approval notices) shown as it arrives.
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <algorithm>
 #include <iostream>
 #include <istream>

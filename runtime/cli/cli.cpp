@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <algorithm>
 #include <array>
 #include <cstdint>

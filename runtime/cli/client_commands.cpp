@@ -1,7 +1,7 @@
 // The client commands on the command line: the connection options they all
 // take, and each command group's subcommands (chat, status and stop, skills,
 // approvals, doctor; each group's own file runs and wires it).
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <iostream>
 #include <memory>
 #include <utility>

@@ -1,11 +1,5 @@
 // `passepartout daemon`: boots the runtime and serves the framed protocol.
-// GCC 12 reports a "potential null pointer dereference" in CLI11's string
-// splitting once it is inlined here (a false positive in std::vector's
-// reallocation); silenced for CLI11's header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#include <CLI/CLI.hpp>
-#pragma GCC diagnostic pop
+#include "cli/cli11.hpp"
 
 #include <deque>
 #include <iostream>

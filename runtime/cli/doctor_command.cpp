@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <cstdlib>
 #include <ostream>
 #include <string>

@@ -1,6 +1,6 @@
 // `passepartout skills list|load|reload|unload|rescan`: the skills of the
 // running daemon, and the changes to them with what each change did.
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <ostream>
 #include <string>
 #include <system_error>

@@ -1,6 +1,6 @@
 // `passepartout status` and `passepartout stop`: the running daemon's state,
 // and asking it to shut down.
-#include <CLI/CLI.hpp>
+#include "cli/cli11.hpp"
 #include <ostream>
 #include <string>
 #include <vector>
