@@ -16,6 +16,8 @@ struct pp_call {
   std::string error;
 
   const pp_value* keep(passepartout::Value value);
+  // The skill's error text, or "no reason given" when it set none.
+  std::string reason() const { return error.empty() ? std::string("no reason given") : error; }
   // Prepares for the next hook: forgets the last error (values stay alive).
   void reset_error() noexcept {
     if (!error.empty()) error.clear();

@@ -99,20 +99,16 @@ Result<void> check_still_guards(const Slot& next, const Snapshot& snapshot) {
 }
 
 // Hands the old instance's state to the new one when both take part.
-Result<void> hand_over_state(const Slot& from, const Slot& to) {
-  if (from.api().export_state == nullptr || to.api().import_state == nullptr) return {};
-  pp_call call;
-  const pp_value* state = nullptr;
-  if (from.api().export_state(from.instance(), &call, &state) != PP_OK) {
-    return fail(ErrorCode::failed, "skill '" + from.name() + "' " + from.version_text() + " could not export its state: " +
-                                       (call.error.empty() ? std::string("no reason given") : call.error));
+Result<void> hand_over_state(const Slot& from, Slot& to) {
+  if (!from.exports_state() || !to.imports_state()) return {};
+  Result<Value> exported = from.export_state();
+  if (!exported) {
+    return fail(ErrorCode::failed, "skill '" + from.name() + "' " + from.version_text() +
+                                       " could not export its state: " + exported.error().message);
   }
-  const Value exported = from_handle(state);  // keep it alive past the next hook's arena
-  pp_call import_call;
-  if (to.api().import_state(to.instance(), &import_call, to_handle(exported)) != PP_OK) {
+  if (auto imported = to.import_state(*exported); !imported) {
     return fail(ErrorCode::failed, "skill '" + to.name() + "' " + to.version_text() + " could not import the state of " +
-                                       from.version_text() + ": " +
-                                       (import_call.error.empty() ? std::string("no reason given") : import_call.error));
+                                       from.version_text() + ": " + imported.error().message);
   }
   return {};
 }

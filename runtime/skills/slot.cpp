@@ -57,7 +57,22 @@ Result<void> Slot::self_test() {
   pp_call call;
   if (table_.hooks.self_test(instance_.ptr, &call) != PP_OK) {
     return fail(ErrorCode::failed, "skill '" + name() + "': self-test failed: " +
-                                       (call.error.empty() ? std::string("no reason given") : call.error));
+                                       call.reason());
+  }
+  return {};
+}
+
+Result<Value> Slot::export_state() const {
+  pp_call call;
+  const pp_value* state = nullptr;
+  if (table_.hooks.export_state(instance_.ptr, &call, &state) != PP_OK) return fail(ErrorCode::failed, call.reason());
+  return from_handle(state);  // a copy: it outlives `call`, which owns what the skill built
+}
+
+Result<void> Slot::import_state(const Value& state) {
+  pp_call call;
+  if (table_.hooks.import_state(instance_.ptr, &call, to_handle(state)) != PP_OK) {
+    return fail(ErrorCode::failed, call.reason());
   }
   return {};
 }
@@ -91,7 +106,7 @@ Result<Value> Slot::prompt(const Value& signal) const {
   pp_call call;
   const pp_value* generated = nullptr;
   if (table_.hooks.prompt(instance_.ptr, &call, to_handle(signal), &generated) != PP_OK) {
-    return fail(ErrorCode::failed, call.error.empty() ? std::string("no reason given") : call.error);
+    return fail(ErrorCode::failed, call.reason());
   }
   return from_handle(generated);  // a copy: it outlives `call`, which owns what the skill built
 }

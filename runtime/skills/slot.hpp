@@ -90,6 +90,15 @@ class Slot {
   Result<void> create_instance();
   // Runs the skill's self_test hook if it has one (control thread).
   Result<void> self_test();
+  // Whether this version takes part in a state hand-over (has the hook).
+  bool exports_state() const noexcept { return table_.hooks.export_state != nullptr; }
+  bool imports_state() const noexcept { return table_.hooks.import_state != nullptr; }
+  // The state this instance hands to its next version, copied out of the
+  // call; failed with the skill's reason (control thread; exports_state()).
+  Result<Value> export_state() const;
+  // Gives this instance the state its previous version exported; failed with
+  // the skill's reason (control thread; imports_state()).
+  Result<void> import_state(const Value& state);
 
   const SkillManifest& manifest() const noexcept { return manifest_; }
   // The config the instance was created with (placeholders expanded).
