@@ -1,4 +1,5 @@
 // read_bounded_file and sync_path over open/fstat/read/fsync.
+#include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 
 #include <fcntl.h>
@@ -15,7 +16,7 @@ namespace {
 
 Unexpected<Error> os_error(int error) {
   const ErrorCode code = error == ENOENT || error == ENOTDIR ? ErrorCode::not_found : ErrorCode::io_error;
-  return fail(code, std::generic_category().message(error));
+  return fail(code, errno_text(error));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "daemon/frame_codec.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
+#include "base/errno_text.hpp"
 #include "base/state_paths.hpp"
 #include "base/ascii.hpp"
 #include "base/yaml_diagnostics.hpp"
@@ -148,7 +149,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return fail(ErrorCode::io_error,
-                "config file " + file.string() + ": cannot be read (" + std::generic_category().message(errno) + ")");
+                "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
   }
   std::stringstream text;
   text << in.rdbuf();

@@ -67,7 +67,6 @@ namespace {
 namespace asio = boost::asio;
 using boost::system::error_code;
 using detail::Connection;
-using detail::errno_text;
 using detail::kComponent;
 using detail::milliseconds_text;
 using detail::prepare_unix_path;

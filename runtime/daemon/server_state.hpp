@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/errno_text.hpp"
 #include "base/log.hpp"
 #include "daemon/frame_codec.hpp"
 #include "daemon/server.hpp"
@@ -42,8 +43,6 @@ using GenericSocket = asio::basic_stream_socket<asio::generic::stream_protocol, 
 using Timer = asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, Strand>;
 
 inline constexpr std::string_view kComponent = "daemon";
-
-inline std::string errno_text(int error) { return std::error_code(error, std::system_category()).message(); }
 
 inline std::string milliseconds_text(std::chrono::milliseconds duration) {
   return std::to_string(duration.count()) + " ms";

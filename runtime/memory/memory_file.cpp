@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 #include "memory/merkle_hash.hpp"
 #include "base/state_paths.hpp"
@@ -187,8 +188,6 @@ Result<MemoryObjectPtr> decode_object(const Value& item, std::string where) {
 }
 
 // --- writing -----------------------------------------------------------------
-
-std::string errno_text(int error) { return std::generic_category().message(error); }
 
 // Returns 0, or the errno of the failure (injected or real) at `step`.
 int injected(MemoryFileStep step) {
