@@ -34,9 +34,8 @@ inline bool is_named(const ValueRef& value, std::string_view name) {
   if (!is_text(value)) return false;
   std::string_view text = value.text();
   if (!text.empty() && text.front() == ':') text.remove_prefix(1);
-  return text.size() == name.size() && std::equal(text.begin(), text.end(), name.begin(), [](char a, char b) {
-           return ascii_lower(a) == ascii_lower(b);
-         });
+  return text.size() == name.size() && std::equal(text.begin(), text.end(), name.begin(),
+                                                  [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
 }
 
 // `n` in decimal. (std::to_string would export a libstdc++ template static

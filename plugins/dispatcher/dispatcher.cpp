@@ -32,12 +32,12 @@ using passepartout::Verdict;
 using passepartout::bundled::ascii_lower;
 using passepartout::bundled::decimal;
 using passepartout::bundled::is_named;
-using passepartout::bundled::string_list;
 using passepartout::bundled::is_text;
 using passepartout::bundled::lower;
 using passepartout::bundled::pattern_options;
 using passepartout::bundled::PatternSpec;
 using passepartout::bundled::PatternTable;
+using passepartout::bundled::string_list;
 
 // The seed's messages (I1), word for word.
 constexpr std::string_view kProtectedPath = "Action blocked: Attempted read of protected path '";
@@ -117,8 +117,8 @@ std::vector<PatternSpec> protected_path_patterns(const std::vector<std::string>&
   // ... or ending a name's stem (mysecrets.txt, accesstoken), and a password
   // anywhere in it (dbpassword.txt): what the seed's substring search caught
   // and these words rarely mean otherwise (secretary.txt, tokenizer.py pass).
-  specs.push_back({"credential word ending a name",
-                   "(?i)(?:^|/)[^/]*(?:credentials?|secrets?|tokens?)(?:\\.[^/]*)?(?:/|$)"});
+  specs.push_back(
+      {"credential word ending a name", "(?i)(?:^|/)[^/]*(?:credentials?|secrets?|tokens?)(?:\\.[^/]*)?(?:/|$)"});
   specs.push_back({"password in a name", "(?i)(?:^|/)[^/]*(?:password|passwd)[^/]*(?:/|$)"});
   for (const std::string& glob : extra) specs.push_back(protected_glob(glob));
   return specs;
@@ -194,9 +194,9 @@ struct Fields {
   std::array<ValueRef, 2> filepaths;
   // Every string the action would send or write; a reply's few fit inside.
   boost::container::small_vector<std::string_view, 8> texts;
-  ValueRef tags;                        // :PAYLOAD :TAGS
-  ValueRef command;                     // the shell command, for the network check
-  bool overflow = false;                // more strings than kMaxScannedStrings, or nested too deep
+  ValueRef tags;          // :PAYLOAD :TAGS
+  ValueRef command;       // the shell command, for the network check
+  bool overflow = false;  // more strings than kMaxScannedStrings, or nested too deep
 };
 
 // Appends every string inside `value` to `out`.

@@ -40,9 +40,7 @@ constexpr std::int64_t kDefaultMaxWriteBytes = 1000000;
 constexpr std::size_t kMaxPathBytes = 4096;
 
 // "'<path>'" for messages.
-std::string quoted(std::string_view path) {
-  return "'" + std::string(path) + "'";
-}
+std::string quoted(std::string_view path) { return "'" + std::string(path) + "'"; }
 
 // --- config ------------------------------------------------------------------------
 
@@ -111,9 +109,7 @@ std::string path_error(std::string_view shown, int error) {
 
 // The tool's arguments: the plist itself, or its first element when the model
 // wrapped the plist in a list (the seed's tool actuator unwrapped one level).
-ValueRef arguments(const ValueRef& args) {
-  return args.is_list() && args[0].is_list() ? args[0] : args;
-}
+ValueRef arguments(const ValueRef& args) { return args.is_list() && args[0].is_list() ? args[0] : args; }
 
 // Immutable after construction but for the temp-file counter and the openat2
 // probe, both atomic: the tools may run on any number of threads at once.
@@ -193,7 +189,8 @@ class FileTools final : public passepartout::Skill {
     }
     // "notes.txt/" names a folder (the kernel would refuse a file there):
     // not read as the file, nor written over it.
-    if (shown.back() == '/') throw std::invalid_argument(quoted(shown) + " ends with '/', so it names a folder, not a file");
+    if (shown.back() == '/')
+      throw std::invalid_argument(quoted(shown) + " ends with '/', so it names a folder, not a file");
     std::vector<std::string> parts;
     const bool absolute = shown.front() == '/';
     if (!normalise(shown, absolute, parts)) {

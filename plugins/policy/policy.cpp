@@ -36,8 +36,7 @@ std::size_t min_explanation_length(const ValueRef& config) {
   const ValueRef value = config.get("MIN_EXPLANATION_LENGTH");
   if (value.is_nil()) return static_cast<std::size_t>(kDefaultMinExplanationLength);
   if (!value.is_integer() || value.as_integer() < 0) {
-    throw std::invalid_argument(
-        "config min_explanation_length: expected a non-negative integer, got " + value.print());
+    throw std::invalid_argument("config min_explanation_length: expected a non-negative integer, got " + value.print());
   }
   return static_cast<std::size_t>(value.as_integer());
 }

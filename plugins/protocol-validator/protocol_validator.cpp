@@ -15,8 +15,7 @@ using passepartout::ValueRef;
 using passepartout::Verdict;
 
 // Keyword names as the host stores them: upper-case, without ':'.
-constexpr std::array<std::string_view, 5> kMessageTypes = {"REQUEST", "EVENT", "RESPONSE", "LOG",
-                                                           "STATUS"};
+constexpr std::array<std::string_view, 5> kMessageTypes = {"REQUEST", "EVENT", "RESPONSE", "LOG", "STATUS"};
 
 bool is_message_type(const ValueRef& type) {
   if (!type.is_keyword()) return false;

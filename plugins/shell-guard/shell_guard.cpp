@@ -47,8 +47,7 @@ constexpr std::string_view kRecursive = R"((?:-[a-zA-Z]*[rR][a-zA-Z]*|--r[a-z]*)
 // A short-option cluster holding f, or --force (the only rm option starting with f).
 constexpr std::string_view kForce = R"((?:-[a-zA-Z]*f[a-zA-Z]*|--f[a-z]*))";
 // One cluster holding both: -rf, -fr, -Rf, -rvf, ...
-constexpr std::string_view kRecursiveForce =
-    R"(-[a-zA-Z]*(?:[rR][a-zA-Z]*f|f[a-zA-Z]*[rR])[a-zA-Z]*)";
+constexpr std::string_view kRecursiveForce = R"(-[a-zA-Z]*(?:[rR][a-zA-Z]*f|f[a-zA-Z]*[rR])[a-zA-Z]*)";
 // An argument starting with '/' or '~' (the rest of it does not matter).
 constexpr std::string_view kAbsolutePath = R"([/~][^\s;&|()<>`]*)";
 // The shell removes quotes before rm sees its arguments: "-rf" is -rf.
@@ -114,8 +113,7 @@ void append_extra_patterns(const ValueRef& config, std::vector<PatternSpec>& tab
   const ValueRef extra = config.get("EXTRA_PATTERNS");
   if (extra.is_nil()) return;
   if (!extra.is_list()) {
-    throw std::invalid_argument(
-        "config extra_patterns: expected a list of {name, regex} maps, got " + extra.print());
+    throw std::invalid_argument("config extra_patterns: expected a list of {name, regex} maps, got " + extra.print());
   }
   for (std::size_t i = 0; i < extra.size(); ++i) {
     const ValueRef entry = extra[i];
@@ -123,8 +121,7 @@ void append_extra_patterns(const ValueRef& config, std::vector<PatternSpec>& tab
     const ValueRef name = entry.get("NAME");
     const ValueRef regex = entry.get("REGEX");
     if (!entry.is_list() || !is_text(name) || name.text().empty()) {
-      throw std::invalid_argument(where + ": expected {name: NAME, regex: REGEX}, got " +
-                                  entry.print());
+      throw std::invalid_argument(where + ": expected {name: NAME, regex: REGEX}, got " + entry.print());
     }
     if (!regex.is_string()) {
       throw std::invalid_argument(where + " (pattern '" + std::string(name.text()) +

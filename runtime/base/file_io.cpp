@@ -1,6 +1,6 @@
 // read_bounded_file and sync_path over open/fstat/read/fsync.
-#include "base/errno_text.hpp"
 #include "base/file_io.hpp"
+#include "base/errno_text.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -94,7 +94,7 @@ class InlineFunction<R(Args...)> {
  private:
   struct Ops {
     R (*call)(InlineFunction&, Args&&...);
-    void (*copy)(const InlineFunction& from, InlineFunction& to);  // to's storage is empty
+    void (*copy)(const InlineFunction& from, InlineFunction& to);     // to's storage is empty
     void (*move)(InlineFunction& from, InlineFunction& to) noexcept;  // leaves from's storage empty
     void (*destroy)(InlineFunction&) noexcept;
   };

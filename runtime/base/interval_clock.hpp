@@ -30,7 +30,8 @@ class IntervalClock {
 
   static Ticks now() noexcept {
 #if defined(__x86_64__)
-    if (detail::interval_clock_uses_tsc) [[likely]] return __rdtsc();
+    if (detail::interval_clock_uses_tsc) [[likely]]
+      return __rdtsc();
 #endif
     return static_cast<Ticks>(std::chrono::steady_clock::now().time_since_epoch().count());
   }

@@ -46,8 +46,8 @@ void write_held(HeldLines& held) noexcept {
 namespace {
 
 using log_detail::Editing;
-using log_detail::HeldLines;
 using log_detail::held_lines_slots;
+using log_detail::HeldLines;
 using log_detail::kRegisteredThreads;
 using log_detail::write_held;
 

@@ -1,9 +1,9 @@
 // The crash writer: on a fatal signal, what the batching threads hold and a
 // line naming the signal, then the signal's previous disposition.
-#include <csignal>
-#include <chrono>
-#include <cerrno>
 #include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <ctime>
 #include <mutex>
@@ -15,8 +15,8 @@
 namespace passepartout {
 namespace {
 
-using log_detail::HeldLines;
 using log_detail::held_lines_slots;
+using log_detail::HeldLines;
 using log_detail::kRegisteredThreads;
 using log_detail::write_stderr;
 using log_detail::writes_json_lines;
@@ -28,11 +28,16 @@ std::array<struct sigaction, kFatalSignals.size()> previous_actions{};
 
 const char* signal_name(int number) noexcept {
   switch (number) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGILL: return "SIGILL";
-    case SIGFPE: return "SIGFPE";
-    case SIGABRT: return "SIGABRT";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGILL:
+      return "SIGILL";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGABRT:
+      return "SIGABRT";
   }
   return "a fatal signal";
 }
@@ -90,7 +95,8 @@ void put_time(CrashLine& line, bool with_offset) noexcept {
   if (!with_offset) return;
   const long offset_minutes = (utc_offset_seconds < 0 ? -utc_offset_seconds : utc_offset_seconds) / 60;
   line.text(utc_offset_seconds < 0 ? "-" : "+");
-  line.number(static_cast<std::uint64_t>(offset_minutes / 60), 2).number(static_cast<std::uint64_t>(offset_minutes % 60), 2);
+  line.number(static_cast<std::uint64_t>(offset_minutes / 60), 2)
+      .number(static_cast<std::uint64_t>(offset_minutes % 60), 2);
 }
 
 extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) {
@@ -135,7 +141,7 @@ void write_held_logs_on_fatal_signals() {
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     if (::localtime_r(&now, &local) != nullptr) utc_offset_seconds = local.tm_gmtoff;
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_sigaction = on_fatal_signal;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;  // a batching thread's own stack, when it has one
     sigemptyset(&action.sa_mask);

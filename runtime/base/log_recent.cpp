@@ -92,9 +92,7 @@ std::string_view RecentLines::newest_text(std::size_t count) const noexcept {
 }
 
 LogScope::LogScope(RecentLines* lines) noexcept : previous_(std::exchange(current_scope, lines)) {}
-LogScope::~LogScope() {
-  current_scope = previous_;
-}
+LogScope::~LogScope() { current_scope = previous_; }
 
 std::vector<std::string> recent_log_lines(std::size_t count) {
   if (count == 0) return {};
@@ -108,8 +106,7 @@ namespace {
 // The merge behind append_recent_log_lines() and recent_log_text(): appends to
 // `out`, or, when `scope`'s newest lines are all it takes, returns them as a
 // view and leaves `out` alone.
-std::optional<std::string_view> merge_recent_log_lines(std::string& out, std::size_t count,
-                                                        const RecentLines* scope) {
+std::optional<std::string_view> merge_recent_log_lines(std::string& out, std::size_t count, const RecentLines* scope) {
   if (count == 0) return std::string_view();
   const RingCopy& ring = fresh_ring_copy();
   // Merge from the newest back: process-wide line number `total` (1-based)

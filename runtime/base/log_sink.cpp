@@ -94,13 +94,20 @@ class StderrSink final : public spdlog::sinks::sink {
 
   static std::string_view colour(spdlog::level::level_enum level) {
     switch (level) {
-      case spdlog::level::trace: return "\033[37m";
-      case spdlog::level::debug: return "\033[36m";
-      case spdlog::level::info: return "\033[32m";
-      case spdlog::level::warn: return "\033[33m\033[1m";
-      case spdlog::level::err: return "\033[31m\033[1m";
-      case spdlog::level::critical: return "\033[1m\033[41m";
-      default: return "\033[m";
+      case spdlog::level::trace:
+        return "\033[37m";
+      case spdlog::level::debug:
+        return "\033[36m";
+      case spdlog::level::info:
+        return "\033[32m";
+      case spdlog::level::warn:
+        return "\033[33m\033[1m";
+      case spdlog::level::err:
+        return "\033[31m\033[1m";
+      case spdlog::level::critical:
+        return "\033[1m\033[41m";
+      default:
+        return "\033[m";
     }
   }
 
@@ -204,11 +211,21 @@ void append_json_string(std::string& out, std::string_view text) {
   for (char c : valid) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (byte < 0x20 || byte == 0x7f) {
           out += "\\u00";

@@ -11,13 +11,13 @@ namespace passepartout {
 
 // What kind of thing went wrong; the message says which thing and what to do.
 enum class ErrorCode {
-  invalid_input,  // malformed text, frame, manifest, JSON, LLM reply
-  limit_exceeded, // size, nesting or count over a configured bound
-  not_found,      // missing file, skill, symbol, key
-  io_error,       // the operating system refused
-  abi_mismatch,   // a library built for another ABI
-  refused,        // a check said no: permissions, sha256, dependency, version
-  failed,         // a skill hook reported failure or threw
+  invalid_input,   // malformed text, frame, manifest, JSON, LLM reply
+  limit_exceeded,  // size, nesting or count over a configured bound
+  not_found,       // missing file, skill, symbol, key
+  io_error,        // the operating system refused
+  abi_mismatch,    // a library built for another ABI
+  refused,         // a check said no: permissions, sha256, dependency, version
+  failed,          // a skill hook reported failure or threw
 };
 
 const char* to_string(ErrorCode code) noexcept;
@@ -51,17 +51,32 @@ class [[nodiscard]] Result {
   bool has_value() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
 
-  T& value() & { assert(has_value()); return std::get<0>(state_); }
-  const T& value() const& { assert(has_value()); return std::get<0>(state_); }
-  T&& value() && { assert(has_value()); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    assert(has_value());
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    assert(has_value());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(has_value());
+    return std::get<0>(std::move(state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const& { assert(!has_value()); return std::get<1>(state_); }
-  Error&& error() && { assert(!has_value()); return std::get<1>(std::move(state_)); }
+  const Error& error() const& {
+    assert(!has_value());
+    return std::get<1>(state_);
+  }
+  Error&& error() && {
+    assert(!has_value());
+    return std::get<1>(std::move(state_));
+  }
 
  private:
   std::variant<T, Error> state_;
@@ -75,8 +90,14 @@ class [[nodiscard]] Result<void> {
 
   bool has_value() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }
-  const Error& error() const& { assert(!ok_); return error_; }
-  Error&& error() && { assert(!ok_); return std::move(error_); }
+  const Error& error() const& {
+    assert(!ok_);
+    return error_;
+  }
+  Error&& error() && {
+    assert(!ok_);
+    return std::move(error_);
+  }
 
  private:
   Error error_;
@@ -85,13 +106,20 @@ class [[nodiscard]] Result<void> {
 
 inline const char* to_string(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::invalid_input: return "invalid-input";
-    case ErrorCode::limit_exceeded: return "limit-exceeded";
-    case ErrorCode::not_found: return "not-found";
-    case ErrorCode::io_error: return "io-error";
-    case ErrorCode::abi_mismatch: return "abi-mismatch";
-    case ErrorCode::refused: return "refused";
-    case ErrorCode::failed: return "failed";
+    case ErrorCode::invalid_input:
+      return "invalid-input";
+    case ErrorCode::limit_exceeded:
+      return "limit-exceeded";
+    case ErrorCode::not_found:
+      return "not-found";
+    case ErrorCode::io_error:
+      return "io-error";
+    case ErrorCode::abi_mismatch:
+      return "abi-mismatch";
+    case ErrorCode::refused:
+      return "refused";
+    case ErrorCode::failed:
+      return "failed";
   }
   return "failed";
 }

@@ -4,13 +4,13 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <cstdio>  // renameat2 (glibc declares it in stdio.h)
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cstdio>  // renameat2 (glibc declares it in stdio.h)
 
 #include <cerrno>
-#include <ranges>
 #include <climits>
+#include <ranges>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -125,8 +125,7 @@ std::string column_text(sqlite3_stmt* statement, int column) {
   return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(bytes)};
 }
 
-SqliteDb::SqliteDb(fs::path file, sqlite3* db, std::string_view what)
-    : file_(std::move(file)), db_(db), what_(what) {}
+SqliteDb::SqliteDb(fs::path file, sqlite3* db, std::string_view what) : file_(std::move(file)), db_(db), what_(what) {}
 
 SqliteDb::SqliteDb(SqliteDb&& other) noexcept
     : file_(std::move(other.file_)), db_(std::exchange(other.db_, nullptr)), what_(std::move(other.what_)) {}
@@ -218,7 +217,8 @@ Result<void> migrate(const SqliteDb& db, const SqliteSchema& schema) {
   return db.in_transaction("cannot migrate the schema", [&]() -> Result<void> {
     auto version = query_int(db, "PRAGMA user_version", "cannot read the schema version");
     if (!version) return fail(version.error().code, version.error().message);
-    if (*version > static_cast<std::int64_t>(schema.migrations.size())) return newer_schema(db.file(), schema, *version);
+    if (*version > static_cast<std::int64_t>(schema.migrations.size()))
+      return newer_schema(db.file(), schema, *version);
     for (auto v = static_cast<std::size_t>(*version); v < schema.migrations.size(); ++v) {
       auto migrated = db.exec(schema.migrations[v], "cannot migrate the schema to version " + std::to_string(v + 1));
       if (!migrated) return migrated;

@@ -20,8 +20,8 @@ namespace passepartout {
 
 // What kind of database a file must hold.
 struct SqliteSchema {
-  std::string_view what;            // "audit log", for messages: "<file> is not a Passepartout audit log"
-  std::int32_t application_id;      // PRAGMA application_id
+  std::string_view what;        // "audit log", for messages: "<file> is not a Passepartout audit log"
+  std::int32_t application_id;  // PRAGMA application_id
   // Migration i takes the schema from version i to i + 1 and sets
   // application_id and user_version itself (literally: nothing is formatted
   // into SQL). The schema version is migrations.size().

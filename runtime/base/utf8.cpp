@@ -43,7 +43,9 @@ bool ascii_64(const unsigned char* p) noexcept {
 }
 #else
 bool ascii_16(const unsigned char* p) noexcept { return ((load_word(p) | load_word(p + 8)) & kHighBits) == 0; }
-bool ascii_64(const unsigned char* p) noexcept { return ascii_16(p) && ascii_16(p + 16) && ascii_16(p + 32) && ascii_16(p + 48); }
+bool ascii_64(const unsigned char* p) noexcept {
+  return ascii_16(p) && ascii_16(p + 16) && ascii_16(p + 32) && ascii_16(p + 48);
+}
 #endif
 
 bool in_range(unsigned char byte, unsigned char low, unsigned char high) noexcept {

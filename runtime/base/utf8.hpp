@@ -26,9 +26,7 @@ struct Utf8Scan {
 // Validates and counts in one pass (the two questions a frame asks).
 Utf8Scan scan_utf8(std::string_view text) noexcept;
 
-inline bool is_valid_utf8(std::string_view text) noexcept {
-  return !find_invalid_utf8(text).has_value();
-}
+inline bool is_valid_utf8(std::string_view text) noexcept { return !find_invalid_utf8(text).has_value(); }
 
 // `text` with every ill-formed UTF-8 sequence replaced by U+FFFD, so untrusted
 // bytes (a model's reply, an echoed HTTP body) can become a Value.

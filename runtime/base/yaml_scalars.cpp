@@ -18,16 +18,10 @@ constexpr std::string_view kBoolTag = "tag:yaml.org,2002:bool";
 constexpr std::string_view kNullTag = "tag:yaml.org,2002:null";
 constexpr std::string_view kStrTag = "tag:yaml.org,2002:str";
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_hex(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-bool is_core_null(std::string_view s) {
-  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
-}
+bool is_core_null(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
 
 enum class Parsed { no, yes, out_of_range };
 

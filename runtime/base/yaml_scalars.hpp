@@ -39,11 +39,16 @@ Result<YamlScalar> type_scalar(const YAML::Node& node);
 template <class V>
 V scalar_value(const YamlScalar& scalar) {
   switch (scalar.type) {
-    case YamlScalar::Type::null: return V::nil();
-    case YamlScalar::Type::boolean: return V::boolean(scalar.boolean);
-    case YamlScalar::Type::integer: return V::integer(scalar.integer);
-    case YamlScalar::Type::real: return V::real(scalar.real);
-    case YamlScalar::Type::string: return V::string(scalar.text);
+    case YamlScalar::Type::null:
+      return V::nil();
+    case YamlScalar::Type::boolean:
+      return V::boolean(scalar.boolean);
+    case YamlScalar::Type::integer:
+      return V::integer(scalar.integer);
+    case YamlScalar::Type::real:
+      return V::real(scalar.real);
+    case YamlScalar::Type::string:
+      return V::string(scalar.text);
   }
   return V::nil();
 }

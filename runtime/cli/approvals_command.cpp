@@ -1,11 +1,11 @@
 // `passepartout approvals list|show|approve|deny`: the actions the gates held
 // for a human's decision, in the running daemon, and deciding them.
-#include "cli/cli11.hpp"
 #include <chrono>
 #include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
+#include "cli/cli11.hpp"
 
 #include "base/utf8.hpp"
 #include "cli/client_options.hpp"
@@ -142,16 +142,16 @@ int run_approvals_deny_session(const Target& target, const std::string& session,
     return report_failure(output, "--all-from needs a session id (UTF-8 text)",
                           "the SESSION column of `passepartout approvals list` shows them", kExitUsage);
   }
-  return run_operator_command(
-      target, output, {"DENY", {{"SESSION", Value::string(session)}}, kApprovalHints, {}},
-      [&](const Value& response, std::ostream& out) {
-        const Value& denied = response.path({"PAYLOAD", "DENIED"});
-        const std::string fallback = denied.is_integer() && denied.as_integer() > 0
-                                         ? "denied " + std::to_string(denied.as_integer()) +
-                                               " pending approvals of session '" + printable(session) + "'"
-                                         : "no pending approvals of session '" + printable(session) + "'";
-        out << response_message(response, fallback) << '\n';
-      });
+  return run_operator_command(target, output, {"DENY", {{"SESSION", Value::string(session)}}, kApprovalHints, {}},
+                              [&](const Value& response, std::ostream& out) {
+                                const Value& denied = response.path({"PAYLOAD", "DENIED"});
+                                const std::string fallback =
+                                    denied.is_integer() && denied.as_integer() > 0
+                                        ? "denied " + std::to_string(denied.as_integer()) +
+                                              " pending approvals of session '" + printable(session) + "'"
+                                        : "no pending approvals of session '" + printable(session) + "'";
+                                out << response_message(response, fallback) << '\n';
+                              });
 }
 
 int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output) {

@@ -2,7 +2,6 @@
 // chunks, replies with their gate trace, approval notices) shown as it arrives.
 #include <unistd.h>
 
-#include "cli/cli11.hpp"
 #include <algorithm>
 #include <iostream>
 #include <istream>
@@ -10,7 +9,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "cli/cli11.hpp"
 
+#include "base/utf8.hpp"
 #include "cli/client_commands.hpp"
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
@@ -18,7 +19,6 @@
 #include "cli/terminal_text.hpp"
 #include "daemon/protocol.hpp"
 #include "value/sexp_printer.hpp"
-#include "base/utf8.hpp"
 
 namespace passepartout::cli {
 
@@ -66,9 +66,7 @@ std::vector<TraceEntry> trace_entries(const Value& trace) {
   return entries;
 }
 
-bool is_blocking(const TraceEntry& entry) {
-  return entry.verdict == "BLOCKED" || entry.verdict == "FAILED";
-}
+bool is_blocking(const TraceEntry& entry) { return entry.verdict == "BLOCKED" || entry.verdict == "FAILED"; }
 
 OrderedJson trace_json(const std::vector<TraceEntry>& entries) {
   OrderedJson list = OrderedJson::array();

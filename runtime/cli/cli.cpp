@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include "cli/cli11.hpp"
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -17,18 +16,19 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "cli/cli11.hpp"
 
+#include "base/log.hpp"
+#include "base/state_paths.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/history_format.hpp"
 #include "cli/terminal_text.hpp"
-#include "base/log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
-#include "base/state_paths.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -149,8 +149,8 @@ int run_check(const CheckOptions& options) {
     return result.all_loaded() ? kExitOk : kExitProblem;
   }
 
-  std::cout << "Checked " << total << " manifest" << (total == 1 ? "" : "s") << " in "
-            << options.manifest_dir.string() << " (plugins from " << options.plugin_dir.string() << ")\n";
+  std::cout << "Checked " << total << " manifest" << (total == 1 ? "" : "s") << " in " << options.manifest_dir.string()
+            << " (plugins from " << options.plugin_dir.string() << ")\n";
   if (!result.slots.empty()) {
     std::cout << "\nLoad order:\n";
     for (std::size_t i = 0; i < result.slots.size(); ++i) {
@@ -202,7 +202,8 @@ int run_verify(const VerifyOptions& options) {
     json trace = json::array();
     for (std::size_t i = 0; i < verification.trace.size(); ++i) {
       const auto& e = verification.trace[i];
-      json entry{{"gate", std::string(e.name())}, {"version", std::string(e.version())}, {"result", to_string(e.result)}};
+      json entry{
+          {"gate", std::string(e.name())}, {"version", std::string(e.version())}, {"result", to_string(e.result)}};
       if (e.reason.is_string()) entry["reason"] = std::string(e.reason.text());
       trace.push_back(entry);
     }
@@ -436,12 +437,14 @@ std::string format_history_json(const std::vector<SkillChange>& changes) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
-               "The model proposes; deterministic gates in skills decide.",
-               "passepartout"};
+  CLI::App app{
+      "Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
+      "The model proposes; deterministic gates in skills decide.",
+      "passepartout"};
   app.require_subcommand(1);
-  app.footer("Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
-             "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval.");
+  app.footer(
+      "Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
+      "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval.");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what happens (to standard error)");
 
@@ -451,19 +454,22 @@ int run(int argc, char** argv) {
   version->add_flag("--json", version_json, "Print one JSON document");
 
   // skills check
-  auto* skills = app.add_subcommand(
-      "skills", "Skills: check manifests and read the change history locally; list, load, reload, unload\n"
-                "and rescan them in the running daemon");
+  auto* skills =
+      app.add_subcommand("skills",
+                         "Skills: check manifests and read the change history locally; list, load, reload, unload\n"
+                         "and rescan them in the running daemon");
   skills->require_subcommand(1);
   CheckOptions check;
   auto* check_cmd = skills->add_subcommand(
-      "check", "Validate a folder of manifests and the libraries they name, without starting anything:\n"
-               "prints the load order and every problem; exits 1 when any skill would not load.\n"
-               "Each library is loaded from a private copy, its skill created, self-tested and destroyed.");
+      "check",
+      "Validate a folder of manifests and the libraries they name, without starting anything:\n"
+      "prints the load order and every problem; exits 1 when any skill would not load.\n"
+      "Each library is loaded from a private copy, its skill created, self-tested and destroyed.");
   check_cmd->add_option("dir", check.manifest_dir, "Folder of *.yaml manifests")->required();
-  check_cmd->add_option("--plugins", check.plugin_dir,
-                        "Folder the manifests' libraries are resolved against (default: the installed or built plugins; "
-                        "env PASSEPARTOUT_PLUGIN_DIR)");
+  check_cmd->add_option(
+      "--plugins", check.plugin_dir,
+      "Folder the manifests' libraries are resolved against (default: the installed or built plugins; "
+      "env PASSEPARTOUT_PLUGIN_DIR)");
   check_cmd->add_flag("--json", check.json, "Print one JSON document");
 
   // skills history
@@ -494,16 +500,20 @@ int run(int argc, char** argv) {
 
   // verify
   VerifyOptions verify;
-  auto* verify_cmd = app.add_subcommand(
-      "verify", "Load the skills and run every gate on one proposed action (a dry run: nothing is executed).\n"
-                "Prints the load order, the gate trace and the outcome.");
-  verify_cmd->add_option("action", verify.action, "The proposed action as an s-expression, e.g.\n"
-                                                  "'(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\" :EXPLANATION \"list files\"))'")
+  auto* verify_cmd =
+      app.add_subcommand("verify",
+                         "Load the skills and run every gate on one proposed action (a dry run: nothing is executed).\n"
+                         "Prints the load order, the gate trace and the outcome.");
+  verify_cmd
+      ->add_option("action", verify.action,
+                   "The proposed action as an s-expression, e.g.\n"
+                   "'(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\" :EXPLANATION \"list files\"))'")
       ->required();
   verify_cmd->add_option("--signal", verify.signal, "The signal the action answers (default: an empty user input)");
   verify_cmd->add_option("--manifests", verify.manifest_dir,
                          "Folder of manifests (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)");
-  verify_cmd->add_option("--plugins", verify.plugin_dir, "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
+  verify_cmd->add_option("--plugins", verify.plugin_dir,
+                         "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
   verify_cmd->add_flag("--json", verify.json, "Print one JSON document");
 
   Runner chosen;

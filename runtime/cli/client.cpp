@@ -5,8 +5,8 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <netinet/tcp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -146,9 +146,7 @@ Client& Client::operator=(Client&& other) noexcept {
   return *this;
 }
 
-Client::~Client() {
-  close();
-}
+Client::~Client() { close(); }
 
 void Client::close() noexcept {
   if (fd_ >= 0) ::close(fd_);

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
-#include "daemon/frame_codec.hpp"
 #include "base/result.hpp"
+#include "daemon/frame_codec.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::cli {

@@ -1,10 +1,10 @@
 // The client commands on the command line: the connection options they all
 // take, and each command group's subcommands (chat, status and stop, skills,
 // approvals, doctor; each group's own file runs and wires it).
-#include "cli/cli11.hpp"
 #include <iostream>
 #include <memory>
 #include <utility>
+#include "cli/cli11.hpp"
 
 #include "base/log.hpp"
 #include "cli/client_options.hpp"
@@ -63,7 +63,6 @@ ConnectionOptions connection_options(const ParsedClient& parsed) {
   if (parsed.timeout_s > 0) options.timeout_s = parsed.timeout_s;
   return options;
 }
-
 
 void choose(Runner& chosen, const std::shared_ptr<ParsedClient>& parsed, int default_timeout_s, ClientBody body) {
   chosen = [parsed, default_timeout_s, body = std::move(body)]() -> int {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/client.hpp"
 #include "base/result.hpp"
+#include "cli/client.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::cli {

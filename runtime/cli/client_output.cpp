@@ -31,9 +31,7 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-std::string yes_no(const Value& value) {
-  return value.is_nil() ? "no" : "yes";
-}
+std::string yes_no(const Value& value) { return value.is_nil() ? "no" : "yes"; }
 
 // "a, b, c" of the texts of a list's items (keywords with their ':').
 std::string joined_texts(const Value& list) {
@@ -56,8 +54,7 @@ std::string offers_text(const Value& skills) {
     if (skill.get("GUARDED-BY") == nullptr) continue;
     std::string offers;
     if (!skill.at("ACTUATORS").is_nil()) {
-      offers += (skill.at("ACTUATORS").size() == 1 ? "actuator " : "actuators ") +
-                joined_texts(skill.at("ACTUATORS"));
+      offers += (skill.at("ACTUATORS").size() == 1 ? "actuator " : "actuators ") + joined_texts(skill.at("ACTUATORS"));
     }
     if (!skill.at("TOOLS").is_nil()) {
       if (!offers.empty()) offers += "; ";
@@ -83,21 +80,21 @@ std::string json_key(std::string_view keyword) {
 
 OrderedJson value_json(const Value& value) {
   switch (value.kind()) {
-    case Kind::Nil:
+    case Kind::nil:
       return nullptr;
-    case Kind::True:
+    case Kind::t:
       return true;
-    case Kind::Integer:
+    case Kind::integer:
       return value.as_integer();
-    case Kind::Float:
+    case Kind::real:
       return std::isfinite(value.as_float()) ? OrderedJson(value.as_float()) : OrderedJson(nullptr);
-    case Kind::String:
+    case Kind::string:
       return std::string(value.text());
-    case Kind::Keyword:
+    case Kind::keyword:
       return lower(value.text());
-    case Kind::Symbol:
+    case Kind::symbol:
       return std::string(value.text());
-    case Kind::List:
+    case Kind::list:
       break;
   }
   const auto items = value.items();
@@ -190,11 +187,14 @@ std::string client_error_hint(const ClientError& error) {
   switch (error.failure) {
     case ClientFailure::unreachable:
       return "start it with `passepartout daemon`, or name where it listens with --socket PATH or --port N";
-    case ClientFailure::closed: return "the daemon may have stopped or failed; check its log, then try again";
+    case ClientFailure::closed:
+      return "the daemon may have stopped or failed; check its log, then try again";
     case ClientFailure::timeout:
       return "allow more time with --timeout SECONDS, or see what the daemon is doing with `passepartout status`";
-    case ClientFailure::bad_frame: return "check that a passepartout daemon listens there";
-    case ClientFailure::io: return {};
+    case ClientFailure::bad_frame:
+      return "check that a passepartout daemon listens there";
+    case ClientFailure::io:
+      return {};
   }
   return {};
 }

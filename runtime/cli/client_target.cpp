@@ -33,7 +33,6 @@ std::chrono::milliseconds seconds_to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
-
 }  // namespace
 
 // The socket of the daemon scripts/passepartout.service runs (RuntimeDirectory=passepartout).
@@ -88,8 +87,7 @@ Result<Target> resolve_target(const ConnectionOptions& options, std::chrono::mil
   } else if (std::string from_env = env("PASSEPARTOUT_TOKEN"); !from_env.empty()) {
     target.token = std::move(from_env);
     target.token_source = "PASSEPARTOUT_TOKEN";
-  } else if (const fs::path default_file = token_file(default_state_dir());
-             auto from_file = read_token(default_file)) {
+  } else if (const fs::path default_file = token_file(default_state_dir()); auto from_file = read_token(default_file)) {
     target.token = std::move(*from_file);
     target.token_source = default_file.string();
   }

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/log.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/daemon_config.hpp"
-#include "base/log.hpp"
 
 namespace passepartout::cli {
 namespace {

@@ -3,12 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/cli11.hpp"
 #include <cstdlib>
 #include <ostream>
 #include <string>
 #include <vector>
+#include "cli/cli11.hpp"
 
+#include "base/state_paths.hpp"
 #include "cli/client_commands.hpp"
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
@@ -18,7 +19,6 @@
 #include "skills/bundled_skills.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
-#include "base/state_paths.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;

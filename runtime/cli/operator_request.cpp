@@ -108,7 +108,6 @@ std::optional<Value> operator_request(const Target& target, const OperatorReques
   }
 }
 
-
 }  // namespace
 
 int run_operator_command(const Target& target, const Output& output, const OperatorRequest& request,

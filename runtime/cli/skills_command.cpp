@@ -1,10 +1,10 @@
 // `passepartout skills list|load|reload|unload|rescan`: the skills of the
 // running daemon, and the changes to them with what each change did.
-#include "cli/cli11.hpp"
 #include <ostream>
 #include <string>
 #include <system_error>
 #include <vector>
+#include "cli/cli11.hpp"
 
 #include "base/utf8.hpp"
 #include "cli/client_options.hpp"
@@ -67,18 +67,18 @@ int run_change(const Target& target, const Output& output, OperatorRequest reque
 }  // namespace
 
 int run_skills_list(const Target& target, const Output& output) {
-  return run_operator_command(
-      target, output, {"SKILLS", {}, kSkillHints, {"SKILLS"}}, [&](const Value& response, std::ostream& out) {
-        const Value& skills = response.path({"PAYLOAD", "SKILLS"});
-        const auto count = entries_of(skills).size();
-        if (count == 0) {
-          out << "No skills loaded in the daemon at " << target.endpoint.describe() << ".\n";
-          return;
-        }
-        out << count << " skill" << (count == 1 ? "" : "s") << " in the daemon at " << target.endpoint.describe()
-            << ", in load order:\n"
-            << skills_table(skills, true);
-      });
+  return run_operator_command(target, output, {"SKILLS", {}, kSkillHints, {"SKILLS"}},
+                              [&](const Value& response, std::ostream& out) {
+                                const Value& skills = response.path({"PAYLOAD", "SKILLS"});
+                                const auto count = entries_of(skills).size();
+                                if (count == 0) {
+                                  out << "No skills loaded in the daemon at " << target.endpoint.describe() << ".\n";
+                                  return;
+                                }
+                                out << count << " skill" << (count == 1 ? "" : "s") << " in the daemon at "
+                                    << target.endpoint.describe() << ", in load order:\n"
+                                    << skills_table(skills, true);
+                              });
 }
 
 int run_skills_load(const Target& target, const fs::path& manifest, const Output& output) {
@@ -102,8 +102,7 @@ int run_skills_reload(const Target& target, const std::string& name, const Outpu
                     "Reloaded '" + printable(name) + "'.");
 }
 
-int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force,
-                      const Output& output) {
+int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force, const Output& output) {
   if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
   if (cascade && force) {
     return report_failure(output, "--cascade and --force exclude each other",

@@ -1,9 +1,9 @@
 // `passepartout status` and `passepartout stop`: the running daemon's state,
 // and asking it to shut down.
-#include "cli/cli11.hpp"
 #include <ostream>
 #include <string>
 #include <vector>
+#include "cli/cli11.hpp"
 
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"

@@ -28,7 +28,8 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   unsigned char difference = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    difference = static_cast<unsigned char>(difference | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
+    difference =
+        static_cast<unsigned char>(difference | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
   }
   return difference == 0;
 }
@@ -152,10 +153,9 @@ void Connection::start_read() {
                        [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
     return;
   }
-  socket_.async_read_some(asio::buffer(read_buffer_),
-                          [self = shared_from_this()](const error_code& error, std::size_t size) {
-                            self->on_read(error, size);
-                          });
+  socket_.async_read_some(
+      asio::buffer(read_buffer_),
+      [self = shared_from_this()](const error_code& error, std::size_t size) { self->on_read(error, size); });
 }
 
 void Connection::on_readable(const error_code& error) {
@@ -212,8 +212,8 @@ void Connection::on_read(const error_code& error, std::size_t size) {
 void Connection::report_frame_error() {
   const FrameError& error = *decoder_.error();
   server_->errors.fetch_add(1, std::memory_order_relaxed);
-  log_message(LogLevel::warn, kComponent, describe() + ": malformed frame (" + to_string(error.kind) + "): " +
-                                              error.message);
+  log_message(LogLevel::warn, kComponent,
+              describe() + ": malformed frame (" + to_string(error.kind) + "): " + error.message);
   advance(State::input_closed);
   pending_.push_back(Item{Value(), make_frame_error_response(error)});
 }
@@ -293,9 +293,9 @@ void Connection::queue_frame(std::string frame) {
   const bool over_total = server_->add_queued(static_cast<std::int64_t>(frame.size()));
   if (queued_write_bytes_ > server_->options.max_queued_write_bytes) {
     server_->errors.fetch_add(1, std::memory_order_relaxed);
-    log_message(LogLevel::warn, kComponent, describe() + ": the client is not reading (" +
-                                                std::to_string(queued_write_bytes_) +
-                                                " bytes of replies queued); closing");
+    log_message(LogLevel::warn, kComponent,
+                describe() + ": the client is not reading (" + std::to_string(queued_write_bytes_) +
+                    " bytes of replies queued); closing");
     close_now();
     return;
   }

@@ -117,7 +117,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const Strand strand_;
   GenericSocket socket_;
   Timer timer_;
-  Clock::time_point deadline_ = Clock::time_point::max();  // see set_deadline
+  Clock::time_point deadline_ = Clock::time_point::max();            // see set_deadline
   Clock::time_point handshake_deadline_ = Clock::time_point::max();  // for the first complete request
   const ConnectionInfo info_;
   FrameDecoder decoder_;
@@ -144,11 +144,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t batch_frames_ = 0;                 // the frames it writes, at the front of writes_
   std::size_t queued_write_bytes_ = 0;
   std::atomic<std::size_t> queued_shared_{0};  // queued_write_bytes_, for shed_largest() on other threads
-  bool flush_scheduled_ = false;  // schedule_flush()'s write is on the strand's queue
-  bool taking_inbox_ = false;     // take_inbox() writes what on_deliver() queues
-  std::vector<Delivery> taken_;   // take_inbox()'s, kept for its capacity
-  std::mutex inbox_mutex_;        // guards inbox_
-  std::vector<Delivery> inbox_;   // deliveries not yet taken by the strand
+  bool flush_scheduled_ = false;               // schedule_flush()'s write is on the strand's queue
+  bool taking_inbox_ = false;                  // take_inbox() writes what on_deliver() queues
+  std::vector<Delivery> taken_;                // take_inbox()'s, kept for its capacity
+  std::mutex inbox_mutex_;                     // guards inbox_
+  std::vector<Delivery> inbox_;                // deliveries not yet taken by the strand
 };
 
 }  // namespace passepartout::detail

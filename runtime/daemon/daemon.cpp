@@ -27,14 +27,15 @@
 #include <thread>
 #include <vector>
 
+#include "base/ascii.hpp"
+#include "base/executor.hpp"
+#include "base/log.hpp"
 #include "daemon/operator_handler.hpp"
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
-#include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "base/executor.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/signal.hpp"
@@ -44,7 +45,6 @@
 #include "skills/audit_log.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_watcher.hpp"
-#include "base/ascii.hpp"
 
 namespace passepartout {
 
@@ -60,9 +60,7 @@ constexpr std::size_t kIoThreads = 1;  // signals only: connections run on the p
 constexpr std::size_t kPipelineThreads = 2;
 constexpr std::size_t kBlockingThreads = 2;
 
-std::string version_text() {
-  return PASSEPARTOUT_VERSION;
-}
+std::string version_text() { return PASSEPARTOUT_VERSION; }
 
 // The pipeline's reply interface on top of one wire reply: what the :TUI
 // actuator sends, approval notices and stream chunks go out as frames on the
@@ -103,7 +101,8 @@ class DaemonHandler final : public RequestHandler {
     const bool is_operator = message_type(message) == "OPERATOR";
     // The :INTERRUPT sensor stops every loop and then the daemon (F3, H7): a
     // shutdown, so it needs what an operator's :SHUTDOWN needs.
-    const bool is_interrupt = message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
+    const bool is_interrupt =
+        message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
     const bool privileged = is_operator || is_interrupt;
     const bool tokenless_ok = connection.transport == Transport::tcp &&
                               tcp_auth_ == DaemonConfig::TcpAuth::user_input && !privileged &&
@@ -111,7 +110,9 @@ class DaemonHandler final : public RequestHandler {
     if ((privileged || (connection.transport == Transport::tcp && !tokenless_ok)) && !connection.authenticated) {
       log_message(LogLevel::warn, kComponent,
                   "refused an unauthenticated " +
-                      std::string(is_operator ? "operator request" : is_interrupt ? "interrupt" : "request") +
+                      std::string(is_operator    ? "operator request"
+                                  : is_interrupt ? "interrupt"
+                                                 : "request") +
                       " from " + connection.peer);
       reply.finish(with_request_id(
           make_error_response(wire_error::kUnauthorized,
@@ -181,11 +182,11 @@ Result<std::size_t> connection_limit(const DaemonConfig& c) {
   const std::size_t room = descriptors > needed_besides ? descriptors - needed_besides : 0;
   if (c.max_connections != 0) {
     if (c.max_connections > room) {
-      return fail(ErrorCode::invalid_input,
-                  "--max-connections " + std::to_string(c.max_connections) + " needs about " +
-                      std::to_string(c.max_connections + needed_besides) + " descriptors, but the limit is " +
-                      std::to_string(descriptors) + ": raise it (LimitNOFILE= in the systemd unit, ulimit -n) or "
-                      "lower --max-connections");
+      return fail(ErrorCode::invalid_input, "--max-connections " + std::to_string(c.max_connections) + " needs about " +
+                                                std::to_string(c.max_connections + needed_besides) +
+                                                " descriptors, but the limit is " + std::to_string(descriptors) +
+                                                ": raise it (LimitNOFILE= in the systemd unit, ulimit -n) or "
+                                                "lower --max-connections");
     }
     return c.max_connections;
   }
@@ -417,9 +418,11 @@ Result<void> Daemon::Impl::boot() {
                 : "no memory saved yet at " + c.memory_file.string());
   }
 
-  if (auto store = ApprovalStore::open(approvals_file(c.state_dir),
-                                       {c.approval_lifetime, c.approval_retention, {}, c.max_pending_approvals,
-                                        c.max_pending_approvals_per_session});
+  if (auto store = ApprovalStore::open(approvals_file(c.state_dir), {c.approval_lifetime,
+                                                                     c.approval_retention,
+                                                                     {},
+                                                                     c.max_pending_approvals,
+                                                                     c.max_pending_approvals_per_session});
       store) {
     approvals = std::move(*store);
   } else {
@@ -658,20 +661,12 @@ int Daemon::serve() {
   return impl_->shutdown();
 }
 
-void Daemon::request_stop(std::string_view why) {
-  impl_->request_stop(why);
-}
+void Daemon::request_stop(std::string_view why) { impl_->request_stop(why); }
 
-std::uint16_t Daemon::tcp_port() const noexcept {
-  return impl_->server ? impl_->server->tcp_port() : 0;
-}
+std::uint16_t Daemon::tcp_port() const noexcept { return impl_->server ? impl_->server->tcp_port() : 0; }
 
-const fs::path& Daemon::socket_path() const noexcept {
-  return impl_->config.socket_path;
-}
+const fs::path& Daemon::socket_path() const noexcept { return impl_->config.socket_path; }
 
-HealthReport Daemon::health() const {
-  return impl_->current_health();
-}
+HealthReport Daemon::health() const { return impl_->current_health(); }
 
 }  // namespace passepartout

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/result.hpp"
 #include "daemon/daemon_config.hpp"
 #include "daemon/protocol.hpp"
-#include "base/result.hpp"
 
 namespace passepartout {
 

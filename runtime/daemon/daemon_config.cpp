@@ -14,13 +14,13 @@
 #include <sstream>
 #include <system_error>
 
+#include "base/ascii.hpp"
+#include "base/errno_text.hpp"
+#include "base/state_paths.hpp"
+#include "base/yaml_diagnostics.hpp"
 #include "daemon/frame_codec.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
-#include "base/errno_text.hpp"
-#include "base/state_paths.hpp"
-#include "base/ascii.hpp"
-#include "base/yaml_diagnostics.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;
@@ -148,8 +148,7 @@ std::string scalar_text(const YAML::Node& node) {
 Result<void> read_config_file(const fs::path& file, RawMap& raws) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    return fail(ErrorCode::io_error,
-                "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
+    return fail(ErrorCode::io_error, "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -276,9 +275,7 @@ std::string unquote(std::string_view value) {
 
 }  // namespace
 
-std::span<const DaemonSetting> daemon_settings() {
-  return kSettings;
-}
+std::span<const DaemonSetting> daemon_settings() { return kSettings; }
 
 std::optional<std::string> process_env(std::string_view name) {
   const char* value = std::getenv(std::string(name).c_str());
@@ -408,19 +405,18 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     const char* what;
     std::size_t unit = 1;
   };
-  for (const Count& n : {Count{"memory-history-limit", &config.memory_history_limit, 0, 1'000'000'000, "a number of versions"},
-                         Count{"context-log-limit", &config.context_log_limit, 0, 100, "a number of log lines"},
-                         Count{"max-frame", &config.max_frame, 64, kMaxFrameCodePoints, "a frame size in code points"},
-                         Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
-                         Count{"max-unix-connections", &config.max_unix_connections, 1, 10000, "a number of connections"},
-                         Count{"max-connections-per-peer", &config.max_connections_per_peer, 1, 100000,
-                               "a number of connections"},
-                         Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, 1024 * 1024, "a number of MiB",
-                               std::size_t{1024} * 1024},
-                         Count{"max-pending-approvals", &config.max_pending_approvals, 1, 1'000'000,
-                               "a number of approvals"},
-                         Count{"max-pending-approvals-per-session", &config.max_pending_approvals_per_session, 1,
-                               1'000'000, "a number of approvals"}}) {
+  for (const Count& n :
+       {Count{"memory-history-limit", &config.memory_history_limit, 0, 1'000'000'000, "a number of versions"},
+        Count{"context-log-limit", &config.context_log_limit, 0, 100, "a number of log lines"},
+        Count{"max-frame", &config.max_frame, 64, kMaxFrameCodePoints, "a frame size in code points"},
+        Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
+        Count{"max-unix-connections", &config.max_unix_connections, 1, 10000, "a number of connections"},
+        Count{"max-connections-per-peer", &config.max_connections_per_peer, 1, 100000, "a number of connections"},
+        Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, 1024 * 1024, "a number of MiB",
+              std::size_t{1024} * 1024},
+        Count{"max-pending-approvals", &config.max_pending_approvals, 1, 1'000'000, "a number of approvals"},
+        Count{"max-pending-approvals-per-session", &config.max_pending_approvals_per_session, 1, 1'000'000,
+              "a number of approvals"}}) {
     const Raw* r = raw(n.key);
     if (r == nullptr) continue;
     auto v = parse_count(*r, n.min, n.max, n.what);
@@ -433,14 +429,14 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     std::chrono::milliseconds* out;
     bool zero_allowed;
   };
-  for (const Duration& d : {Duration{"heartbeat-interval", &config.heartbeat_interval, true},
-                            Duration{"memory-auto-save-interval", &config.auto_save_interval, false},
-                            Duration{"approval-lifetime", &config.approval_lifetime, false},
-                            Duration{"approval-retention", &config.approval_retention, true},
-                            Duration{"idle-timeout", &config.idle_timeout, true},
-                            Duration{"read-timeout", &config.read_timeout, false},
-                            Duration{"handshake-timeout", &config.handshake_timeout, true},
-                            Duration{"shutdown-grace", &config.shutdown_grace, true}}) {
+  for (const Duration& d :
+       {Duration{"heartbeat-interval", &config.heartbeat_interval, true},
+        Duration{"memory-auto-save-interval", &config.auto_save_interval, false},
+        Duration{"approval-lifetime", &config.approval_lifetime, false},
+        Duration{"approval-retention", &config.approval_retention, true},
+        Duration{"idle-timeout", &config.idle_timeout, true}, Duration{"read-timeout", &config.read_timeout, false},
+        Duration{"handshake-timeout", &config.handshake_timeout, true},
+        Duration{"shutdown-grace", &config.shutdown_grace, true}}) {
     const Raw* r = raw(d.key);
     if (r == nullptr) continue;
     auto value = parse_seconds(*r);

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "base/result.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "base/result.hpp"
 
 namespace passepartout {
 
@@ -80,9 +80,9 @@ struct DaemonConfig {
   std::string assistant_name = "Agent";
   std::size_t context_log_limit = 20;
   std::vector<std::string> privacy_tags = {"@personal"};  // G7: kept out of the prompt's CONTEXT
-  std::chrono::milliseconds approval_lifetime = ApprovalOptions::kDefaultLifetime;    // more than zero
-  std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;  // zero: for ever
-  std::size_t max_pending_approvals = ApprovalOptions::kDefaultMaxPending;            // more than zero
+  std::chrono::milliseconds approval_lifetime = ApprovalOptions::kDefaultLifetime;                // more than zero
+  std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;              // zero: for ever
+  std::size_t max_pending_approvals = ApprovalOptions::kDefaultMaxPending;                        // more than zero
   std::size_t max_pending_approvals_per_session = ApprovalOptions::kDefaultMaxPendingPerSession;  // more than zero
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
@@ -90,11 +90,11 @@ struct DaemonConfig {
   // most 1024 (the daemon raises its soft limit to the hard one at start, and
   // refuses a value the limit cannot serve).
   std::size_t max_connections = 0;
-  std::size_t max_unix_connections = 64;      // the Unix socket's own, apart from TCP's
-  std::size_t max_connections_per_peer = 64;  // TCP connections from one address
+  std::size_t max_unix_connections = 64;                                  // the Unix socket's own, apart from TCP's
+  std::size_t max_connections_per_peer = 64;                              // TCP connections from one address
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};  // to the first complete request
-  std::size_t max_queued_reply_bytes = std::size_t{256} * 1024 * 1024;   // all connections together
-  std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};  // zero: never
+  std::size_t max_queued_reply_bytes = std::size_t{256} * 1024 * 1024;    // all connections together
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};       // zero: never
   std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
   // How long an event loop polls after its last work before it sleeps.

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/utf8.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
-#include "base/utf8.hpp"
 
 namespace passepartout {
 
@@ -46,9 +46,7 @@ std::string escape_bytes(std::string_view bytes) {
   return out;
 }
 
-std::string hex_byte(unsigned char byte) {
-  return std::string("0x") + kHexDigits[byte >> 4] + kHexDigits[byte & 0xF];
-}
+std::string hex_byte(unsigned char byte) { return std::string("0x") + kHexDigits[byte >> 4] + kHexDigits[byte & 0xF]; }
 
 // The keys no frame carries: the Lisp's stream and socket objects.
 constexpr std::string_view kUnsentKeys[] = {"REPLY-STREAM", "SOCKET", "STREAM"};
@@ -58,13 +56,20 @@ const KeyFilter kUnsent{kUnsentKeys};  // prepared once, for every frame
 
 const char* to_string(FrameErrorKind kind) noexcept {
   switch (kind) {
-    case FrameErrorKind::bad_prefix: return "bad-prefix";
-    case FrameErrorKind::too_large: return "too-large";
-    case FrameErrorKind::whitespace_flood: return "whitespace-flood";
-    case FrameErrorKind::invalid_utf8: return "invalid-utf8";
-    case FrameErrorKind::unreadable_payload: return "unreadable-payload";
-    case FrameErrorKind::too_deep: return "too-deep";
-    case FrameErrorKind::truncated: return "truncated";
+    case FrameErrorKind::bad_prefix:
+      return "bad-prefix";
+    case FrameErrorKind::too_large:
+      return "too-large";
+    case FrameErrorKind::whitespace_flood:
+      return "whitespace-flood";
+    case FrameErrorKind::invalid_utf8:
+      return "invalid-utf8";
+    case FrameErrorKind::unreadable_payload:
+      return "unreadable-payload";
+    case FrameErrorKind::too_deep:
+      return "too-deep";
+    case FrameErrorKind::truncated:
+      return "truncated";
   }
   return "bad-prefix";
 }
@@ -144,9 +149,9 @@ bool FrameDecoder::feed(std::string_view bytes) {
       case State::whitespace:
         if (is_frame_whitespace(data[i])) {
           if (++whitespace_ > limits_.max_leading_whitespace) {
-            return fail(FrameErrorKind::whitespace_flood,
-                        "byte " + std::to_string(offset_) + ": more than " +
-                            std::to_string(limits_.max_leading_whitespace) + " whitespace characters before a frame");
+            return fail(FrameErrorKind::whitespace_flood, "byte " + std::to_string(offset_) + ": more than " +
+                                                              std::to_string(limits_.max_leading_whitespace) +
+                                                              " whitespace characters before a frame");
           }
           ++i;
           ++offset_;

@@ -138,8 +138,8 @@ class FrameDecoder {
   char prefix_[6] = {};
   std::size_t prefix_size_ = 0;
   bool prefix_trailing_space_ = false;
-  std::size_t announced_ = 0;      // code points in the current payload
-  std::size_t code_points_ = 0;    // code points of it received so far
+  std::size_t announced_ = 0;    // code points in the current payload
+  std::size_t code_points_ = 0;  // code points of it received so far
   std::uint64_t payload_start_ = 0;
   std::string payload_;
   // The UTF-8 sequence in progress: continuation bytes still expected and the

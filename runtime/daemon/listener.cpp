@@ -53,8 +53,8 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
       rejection = make_error_response(wire_error::kBusy, "too many connections on the Unix socket (the limit is " +
                                                              std::to_string(options.max_unix_connections) + ")");
     } else if (tcp && server->open_tcp >= options.max_connections) {
-      rejection = make_error_response(wire_error::kBusy, "too many TCP connections (the limit is " +
-                                                             std::to_string(options.max_connections) + ")");
+      rejection = make_error_response(
+          wire_error::kBusy, "too many TCP connections (the limit is " + std::to_string(options.max_connections) + ")");
     } else if (tcp && server->per_peer[address] >= options.max_connections_per_peer) {
       rejection = make_error_response(wire_error::kBusy, "too many connections from " + address + " (the limit is " +
                                                              std::to_string(options.max_connections_per_peer) + ")");
@@ -68,8 +68,9 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   }
   if (rejection) {
     server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    log_message(LogLevel::warn, kComponent, "connection " + std::to_string(id) + " from " + info.peer + " refused: " +
-                                                std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
+    log_message(LogLevel::warn, kComponent,
+                "connection " + std::to_string(id) + " from " + info.peer +
+                    " refused: " + std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
     refuse(server, socket, *rejection);
     return;
   }
@@ -79,8 +80,8 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   auto connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info)));
   {
     std::lock_guard lock(server->connections_mutex);
-    server->connections.emplace(id, ServerState::Registered{connection, tcp ? Transport::tcp : Transport::unix_socket,
-                                                            std::move(address)});
+    server->connections.emplace(
+        id, ServerState::Registered{connection, tcp ? Transport::tcp : Transport::unix_socket, std::move(address)});
     server->connections_total.fetch_add(1, std::memory_order_relaxed);
   }
   server->connections_changed.notify_all();

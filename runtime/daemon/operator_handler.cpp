@@ -6,29 +6,23 @@
 #include <exception>
 #include <limits>
 
+#include "base/ascii.hpp"
+#include "base/executor.hpp"
 #include "base/log.hpp"
 #include "pipeline/approvals.hpp"
-#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_manifest.hpp"
-#include "base/ascii.hpp"
 
 namespace passepartout {
 namespace {
 
 constexpr std::string_view kComponent = "operator";
 
-Value str(std::string_view text) {
-  return Value::string(text);
-}
-Value num(std::int64_t n) {
-  return Value::integer(n);
-}
+Value str(std::string_view text) { return Value::string(text); }
+Value num(std::int64_t n) { return Value::integer(n); }
 
-Value bad_request(std::string_view message) {
-  return make_error_response(wire_error::kBadRequest, message);
-}
+Value bad_request(std::string_view message) { return make_error_response(wire_error::kBadRequest, message); }
 
 // The string argument `key`, or nullptr with `error` set.
 const Value* string_argument(const Value& request, std::string_view key, Value& error) {

@@ -43,8 +43,8 @@ Value make_health_response(const HealthReport& report) {
 }
 
 Value make_stream_chunk(std::string_view text) {
-  return Value::plist({{"TYPE", Value::keyword("STREAM-CHUNK")},
-                       {"PAYLOAD", Value::plist({{"TEXT", Value::string(text)}})}});
+  return Value::plist(
+      {{"TYPE", Value::keyword("STREAM-CHUNK")}, {"PAYLOAD", Value::plist({{"TEXT", Value::string(text)}})}});
 }
 
 Value make_ok_response(std::string_view message, const Value& extra) {
@@ -59,10 +59,10 @@ Value make_ok_response(std::string_view message, const Value& extra) {
 }
 
 Value make_error_response(std::string_view code, std::string_view message) {
-  return Value::plist({{"TYPE", Value::keyword("RESPONSE")},
-                       {"STATUS", Value::keyword("ERROR")},
-                       {"PAYLOAD", Value::plist({{"MESSAGE", Value::string(valid_utf8(message))},
-                                                 {"CODE", Value::keyword(code)}})}});
+  return Value::plist(
+      {{"TYPE", Value::keyword("RESPONSE")},
+       {"STATUS", Value::keyword("ERROR")},
+       {"PAYLOAD", Value::plist({{"MESSAGE", Value::string(valid_utf8(message))}, {"CODE", Value::keyword(code)}})}});
 }
 
 Value make_frame_error_response(const FrameError& error) {
@@ -82,9 +82,7 @@ bool is_handshake(const Value& message) noexcept {
 
 bool is_health_check(const Value& message) noexcept { return message.at("TYPE").is_keyword("HEALTH-CHECK"); }
 
-bool is_health_response(const Value& message) noexcept {
-  return message.at("TYPE").is_keyword("HEALTH-RESPONSE");
-}
+bool is_health_response(const Value& message) noexcept { return message.at("TYPE").is_keyword("HEALTH-RESPONSE"); }
 
 bool is_stream_chunk(const Value& message) noexcept { return message.at("TYPE").is_keyword("STREAM-CHUNK"); }
 

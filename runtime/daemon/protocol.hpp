@@ -118,14 +118,14 @@ namespace wire_error {
 inline constexpr std::string_view kBadFrame = "BAD-FRAME";             // malformed frame; the connection closes
 inline constexpr std::string_view kFrameTooLarge = "FRAME-TOO-LARGE";  // announced length over the limit; closes
 inline constexpr std::string_view kBusy = "BUSY";                      // too many connections; closes
-inline constexpr std::string_view kTimeout = "TIMEOUT";                // a frame or an idle connection timed out; closes
-inline constexpr std::string_view kShuttingDown = "SHUTTING-DOWN";     // the daemon is stopping
-inline constexpr std::string_view kUnauthorized = "UNAUTHORIZED";      // an operator request without a valid token
-inline constexpr std::string_view kInternal = "INTERNAL";              // the handler failed
+inline constexpr std::string_view kTimeout = "TIMEOUT";             // a frame or an idle connection timed out; closes
+inline constexpr std::string_view kShuttingDown = "SHUTTING-DOWN";  // the daemon is stopping
+inline constexpr std::string_view kUnauthorized = "UNAUTHORIZED";   // an operator request without a valid token
+inline constexpr std::string_view kInternal = "INTERNAL";           // the handler failed
 inline constexpr std::string_view kReplyTooLarge = "REPLY-TOO-LARGE";  // the reply exceeded the frame limit
-inline constexpr std::string_view kBadRequest = "BAD-REQUEST";        // unknown command or missing/ill-typed argument
-inline constexpr std::string_view kNotFound = "NOT-FOUND";            // no such skill, token or file
-inline constexpr std::string_view kRefused = "REFUSED";              // the runtime refused the change or decision
+inline constexpr std::string_view kBadRequest = "BAD-REQUEST";         // unknown command or missing/ill-typed argument
+inline constexpr std::string_view kNotFound = "NOT-FOUND";             // no such skill, token or file
+inline constexpr std::string_view kRefused = "REFUSED";                // the runtime refused the change or decision
 }  // namespace wire_error
 
 // What a health check reports: a keyword name (e.g. "HEALTHY", "DEGRADED";

@@ -25,8 +25,10 @@ namespace passepartout {
 
 const char* to_string(Transport transport) noexcept {
   switch (transport) {
-    case Transport::unix_socket: return "unix";
-    case Transport::tcp: return "tcp";
+    case Transport::unix_socket:
+      return "unix";
+    case Transport::tcp:
+      return "tcp";
   }
   return "tcp";
 }
@@ -96,8 +98,8 @@ struct Server::Impl {
   dev_t unix_device = 0;
   ino_t unix_inode = 0;
 
-  std::mutex stop_mutex;  // serialises stop()
-  bool stopped = false;   // guarded by stop_mutex
+  std::mutex stop_mutex;       // serialises stop()
+  bool stopped = false;        // guarded by stop_mutex
   std::mutex unix_path_mutex;  // guards unix_path once serving
 
   // Waits until the listeners have closed (after begin_stop()); false when
@@ -283,10 +285,10 @@ Result<std::unique_ptr<Server>> Server::start(std::vector<asio::io_context*> con
   if (impl->unix_listener) impl->unix_listener->start();
   if (impl->tcp_listener) impl->tcp_listener->start();
   if (impl->tcp_listener) {
-    log_message(LogLevel::info, kComponent,
-                "listening on " + opts.tcp_address + ":" + std::to_string(impl->tcp_port));
+    log_message(LogLevel::info, kComponent, "listening on " + opts.tcp_address + ":" + std::to_string(impl->tcp_port));
   }
-  if (impl->unix_listener) log_message(LogLevel::info, kComponent, "listening on unix socket " + impl->unix_path.string());
+  if (impl->unix_listener)
+    log_message(LogLevel::info, kComponent, "listening on unix socket " + impl->unix_path.string());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -331,8 +333,9 @@ void Server::stop(std::chrono::milliseconds grace) {
     if (!state.connections_changed.wait_for(lock, grace, all_closed)) {
       std::vector<std::shared_ptr<Connection>> left = state.open_connections();
       lock.unlock();
-      log_message(LogLevel::warn, kComponent, std::to_string(left.size()) + " connection(s) still busy after " +
-                                                  milliseconds_text(grace) + "; closing them");
+      log_message(LogLevel::warn, kComponent,
+                  std::to_string(left.size()) + " connection(s) still busy after " + milliseconds_text(grace) +
+                      "; closing them");
       for (const auto& connection : left) connection->force_close();
       left.clear();
       lock.lock();

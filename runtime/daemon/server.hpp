@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/result.hpp"
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
-#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace boost::asio {
@@ -170,9 +170,8 @@ class Server {
   // new connection goes to the next in turn. The daemon serves this way on
   // its pipeline's event loops, so a request, its signal and its reply stay
   // on one thread.
-  static Result<std::unique_ptr<Server>> start(std::vector<boost::asio::io_context*> contexts,
-                                               ServerOptions options, std::shared_ptr<RequestHandler> handler,
-                                               HealthProbe health = {});
+  static Result<std::unique_ptr<Server>> start(std::vector<boost::asio::io_context*> contexts, ServerOptions options,
+                                               std::shared_ptr<RequestHandler> handler, HealthProbe health = {});
 
   ~Server();  // stop()
   Server(const Server&) = delete;

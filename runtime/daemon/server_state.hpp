@@ -40,7 +40,8 @@ using Clock = std::chrono::steady_clock;
 // heap-allocated wrapper (ten allocations a request).
 using Strand = asio::strand<asio::io_context::executor_type>;
 using GenericSocket = asio::basic_stream_socket<asio::generic::stream_protocol, Strand>;
-using Timer = asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, Strand>;
+using Timer =
+    asio::basic_waitable_timer<std::chrono::steady_clock, asio::wait_traits<std::chrono::steady_clock>, Strand>;
 
 inline constexpr std::string_view kComponent = "daemon";
 
@@ -147,6 +148,5 @@ struct ServerState {
   std::unordered_map<std::string, std::size_t> per_peer;  // open TCP connections by address
   bool draining = false;
 };
-
 
 }  // namespace passepartout::detail

@@ -21,7 +21,6 @@ namespace {
 
 constexpr std::size_t kTokenBytes = 32;
 
-
 bool is_token(std::string_view text) {
   return text.size() >= 32 && text.size() <= 256 &&
          std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -58,9 +57,7 @@ Result<std::string> create(const fs::path& file) {
 
 }  // namespace
 
-fs::path token_file(const fs::path& state_dir) {
-  return state_dir / "token";
-}
+fs::path token_file(const fs::path& state_dir) { return state_dir / "token"; }
 
 Result<std::string> load_or_create_token(const fs::path& file) {
   struct stat info {};

@@ -15,8 +15,8 @@
 
 #include "base/errno_text.hpp"
 #include "base/file_io.hpp"
-#include "memory/merkle_hash.hpp"
 #include "base/state_paths.hpp"
+#include "memory/merkle_hash.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -92,7 +92,8 @@ class FieldReader {
   Result<std::string> hash(std::string_view key) const {
     auto text = string(key, true);
     if (!text) return text;
-    if (!is_sha256_hex(*text)) return error(":" + std::string(key) + " " + quote_text(*text) + " is not 64 lower-case hex digits");
+    if (!is_sha256_hex(*text))
+      return error(":" + std::string(key) + " " + quote_text(*text) + " is not 64 lower-case hex digits");
     return text;
   }
 
@@ -125,8 +126,7 @@ class FieldReader {
 
 Result<MemoryObjectPtr> decode_object(const Value& item, std::string where) {
   if (!item.is_list()) {
-    return fail(ErrorCode::invalid_input,
-                where + ": is " + to_string(item.kind()) + ", expected a property list");
+    return fail(ErrorCode::invalid_input, where + ": is " + to_string(item.kind()) + ", expected a property list");
   }
   FieldReader fields(item, where);
   auto object = std::make_shared<MemoryObject>();
@@ -267,16 +267,16 @@ Result<MemoryImage> decode_memory(std::string_view text, std::string_view source
   }
   if (version.as_integer() > kMemoryFileVersion) {
     return fail(ErrorCode::refused, who + ": format version " + std::to_string(version.as_integer()) +
-                                        " is newer than this build reads (" + std::to_string(kMemoryFileVersion) +
-                                        ")");
+                                        " is newer than this build reads (" + std::to_string(kMemoryFileVersion) + ")");
   }
 
   const Value* history_items = root->get("HISTORY");
   if (history_items == nullptr || !history_items->is_sequence()) {
-    return fail(ErrorCode::invalid_input, who + ": :HISTORY is " +
-                                              (history_items == nullptr ? std::string("missing")
-                                                                        : std::string(to_string(history_items->kind()))) +
-                                              ", expected a list of objects");
+    return fail(
+        ErrorCode::invalid_input,
+        who + ": :HISTORY is " +
+            (history_items == nullptr ? std::string("missing") : std::string(to_string(history_items->kind()))) +
+            ", expected a list of objects");
   }
   auto history = std::make_shared<HistoryTable>();
   std::map<std::string, std::size_t, std::less<>> position;  // hash -> 1-based position, for messages
@@ -295,23 +295,26 @@ Result<MemoryImage> decode_memory(std::string_view text, std::string_view source
   for (const auto& [hash, object] : *history) {
     for (std::size_t i = 0; i < object->children.size(); ++i) {
       auto child = history->find(object->child_hashes[i]);
-      std::string where = who + ": history object " + std::to_string(position[hash]) + " (id " + quote_text(object->id) +
-                          "): child " + std::to_string(i + 1) + " " + quote_text(object->children[i]);
+      std::string where = who + ": history object " + std::to_string(position[hash]) + " (id " +
+                          quote_text(object->id) + "): child " + std::to_string(i + 1) + " " +
+                          quote_text(object->children[i]);
       if (child == history->end()) {
-        return fail(ErrorCode::invalid_input, where + " has hash " + object->child_hashes[i] + ", which is not in :HISTORY");
+        return fail(ErrorCode::invalid_input,
+                    where + " has hash " + object->child_hashes[i] + ", which is not in :HISTORY");
       }
       if (child->second->id != object->children[i]) {
-        return fail(ErrorCode::invalid_input, where + " has the hash of another object, " + quote_text(child->second->id));
+        return fail(ErrorCode::invalid_input,
+                    where + " has the hash of another object, " + quote_text(child->second->id));
       }
     }
   }
 
   const Value* live_items = root->get("OBJECTS");
   if (live_items == nullptr || !live_items->is_sequence()) {
-    return fail(ErrorCode::invalid_input, who + ": :OBJECTS is " +
-                                              (live_items == nullptr ? std::string("missing")
-                                                                     : std::string(to_string(live_items->kind()))) +
-                                              ", expected a list of hashes");
+    return fail(ErrorCode::invalid_input,
+                who + ": :OBJECTS is " +
+                    (live_items == nullptr ? std::string("missing") : std::string(to_string(live_items->kind()))) +
+                    ", expected a list of hashes");
   }
   auto objects = std::make_shared<MemoryTable>();
   index = 0;
@@ -319,7 +322,8 @@ Result<MemoryImage> decode_memory(std::string_view text, std::string_view source
     ++index;
     std::string where = who + ": :OBJECTS element " + std::to_string(index);
     if (!item.is_string() || !is_sha256_hex(item.text())) {
-      return fail(ErrorCode::invalid_input, where + " is " + to_sexp(item) + ", expected a hash (64 lower-case hex digits)");
+      return fail(ErrorCode::invalid_input,
+                  where + " is " + to_sexp(item) + ", expected a hash (64 lower-case hex digits)");
     }
     auto found = history->find(item.text());
     if (found == history->end()) {
@@ -376,8 +380,8 @@ Result<void> write_memory_file(const fs::path& file, const MemoryImage& image, s
   if (error == 0 && ::rename(temporary.c_str(), file.c_str()) != 0) error = errno;
   if (error != 0) return abandon("rename", error);
   if ((error = sync_path(dir, true)) != 0) {
-    return fail(ErrorCode::io_error, who + ": written, but cannot sync folder '" + dir.string() + "': " +
-                                         errno_text(error));
+    return fail(ErrorCode::io_error,
+                who + ": written, but cannot sync folder '" + dir.string() + "': " + errno_text(error));
   }
   return {};
 }

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "memory/memory_table.hpp"
 #include "base/result.hpp"
+#include "memory/memory_table.hpp"
 
 namespace passepartout {
 

@@ -12,7 +12,8 @@ std::int64_t universal_time_now() {
 }
 
 std::string attributes_problem(const Value& attributes) {
-  if (!attributes.is_sequence()) return std::string("is ") + to_string(attributes.kind()) + ", expected a property list";
+  if (!attributes.is_sequence())
+    return std::string("is ") + to_string(attributes.kind()) + ", expected a property list";
   auto items = attributes.items();
   if (items.size() % 2 != 0) return "has a key without a value";
   for (std::size_t i = 0; i < items.size(); i += 2) {

@@ -21,17 +21,17 @@ std::int64_t universal_time_now();
 // shared, as MemoryObjectPtr: any number of threads may read it.
 struct MemoryObject {
   std::string id;
-  Value type;        // a keyword, e.g. :HEADLINE
-  Value attributes;  // a property list, e.g. (:ID "n1" :TITLE "T" :TAGS ("project"))
-  std::string content;  // "<title>\n<raw content>" for headlines, empty otherwise
-  std::string parent_id;  // empty for a root
+  Value type;                         // a keyword, e.g. :HEADLINE
+  Value attributes;                   // a property list, e.g. (:ID "n1" :TITLE "T" :TAGS ("project"))
+  std::string content;                // "<title>\n<raw content>" for headlines, empty otherwise
+  std::string parent_id;              // empty for a root
   std::vector<std::string> children;  // ids, in document order
   // The hashes of those children when this object was stored, in the same
   // order: the Merkle links that make `hash` cover the whole subtree.
   std::vector<std::string> child_hashes;
   std::int64_t version = 0;    // universal time of creation
   std::int64_t last_sync = 0;  // universal time of the last sync (creation, for now)
-  std::string hash;  // merkle_hash() of the fields above; also its key in the history
+  std::string hash;            // merkle_hash() of the fields above; also its key in the history
 };
 
 using MemoryObjectPtr = std::shared_ptr<const MemoryObject>;

@@ -44,9 +44,7 @@ std::string tags_text(const Value& tags) {
   return out;
 }
 
-bool tags_contain(const Value& tags, std::string_view tag) {
-  return contains_ignore_case(tags_text(tags), tag);
-}
+bool tags_contain(const Value& tags, std::string_view tag) { return contains_ignore_case(tags_text(tags), tag); }
 
 std::vector<MemoryObjectPtr> query_memory(const MemoryTable& table, const MemoryQuery& query) {
   std::vector<MemoryObjectPtr> out;

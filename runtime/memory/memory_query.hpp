@@ -29,8 +29,7 @@ struct MemoryQuery {
 std::vector<MemoryObjectPtr> query_memory(const MemoryTable& table, const MemoryQuery& query);
 
 // Objects whose attribute `key` (case-insensitive) equals `value` structurally, in id order.
-std::vector<MemoryObjectPtr> objects_with_attribute(const MemoryTable& table, std::string_view key,
-                                                    const Value& value);
+std::vector<MemoryObjectPtr> objects_with_attribute(const MemoryTable& table, std::string_view key, const Value& value);
 
 // Headlines tagged "project" whose :TODO-STATE is not "DONE", in id order.
 std::vector<MemoryObjectPtr> active_projects(const MemoryTable& table);

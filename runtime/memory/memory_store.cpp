@@ -43,7 +43,8 @@ std::string_view given_id(const Value& node) {
 // of its :CONTENTS, and so on.
 Result<void> check_node(const Value& node, const std::string& where, std::size_t depth) {
   auto refuse = [&](const std::string& what) {
-    std::string named = given_id(node).empty() ? std::string() : " (id " + to_sexp(node.path({"PROPERTIES", "ID"})) + ")";
+    std::string named =
+        given_id(node).empty() ? std::string() : " (id " + to_sexp(node.path({"PROPERTIES", "ID"})) + ")";
     return fail(ErrorCode::invalid_input, "memory: cannot ingest node " + where + named + ": " + what);
   };
   if (depth > MemoryStore::kMaxIngestDepth) {
@@ -57,13 +58,15 @@ Result<void> check_node(const Value& node, const std::string& where, std::size_t
   const Value& properties = node.at("PROPERTIES");
   if (auto problem = attributes_problem(properties); !problem.empty()) return refuse(":PROPERTIES " + problem);
   const Value& id = properties.at("ID");
-  if (!id.is_nil() && !id.is_string()) return refuse(std::string(":ID is ") + to_string(id.kind()) + ", expected a string");
+  if (!id.is_nil() && !id.is_string())
+    return refuse(std::string(":ID is ") + to_string(id.kind()) + ", expected a string");
   const Value& raw = node.at("RAW-CONTENT");
   if (!raw.is_nil() && !raw.is_string()) {
     return refuse(std::string(":RAW-CONTENT is ") + to_string(raw.kind()) + ", expected a string");
   }
   const Value& contents = node.at("CONTENTS");
-  if (!contents.is_sequence()) return refuse(std::string(":CONTENTS is ") + to_string(contents.kind()) + ", expected a list");
+  if (!contents.is_sequence())
+    return refuse(std::string(":CONTENTS is ") + to_string(contents.kind()) + ", expected a list");
   std::size_t position = 0;
   for (const Value& child : contents.items()) {
     ++position;
@@ -130,9 +133,7 @@ struct MemoryStore::Ingestion {
 };
 
 MemoryStore::MemoryStore(Clock clock)
-    : clock_(std::move(clock)),
-      objects_(std::make_shared<MemoryTable>()),
-      history_(std::make_shared<HistoryTable>()) {}
+    : clock_(std::move(clock)), objects_(std::make_shared<MemoryTable>()), history_(std::make_shared<HistoryTable>()) {}
 
 std::string MemoryStore::generate_id(const MemoryTable& table, std::int64_t now) {
   const std::string prefix = "temp-" + std::to_string(now) + "-";
@@ -266,13 +267,9 @@ std::vector<MemoryObjectPtr> MemoryStore::of_type(std::string_view type) const {
   return query_memory(*objects(), MemoryQuery{.type = std::string(type)});
 }
 
-std::vector<MemoryObjectPtr> MemoryStore::active_projects() const {
-  return passepartout::active_projects(*objects());
-}
+std::vector<MemoryObjectPtr> MemoryStore::active_projects() const { return passepartout::active_projects(*objects()); }
 
-std::vector<MemoryObjectPtr> MemoryStore::completed_tasks() const {
-  return passepartout::completed_tasks(*objects());
-}
+std::vector<MemoryObjectPtr> MemoryStore::completed_tasks() const { return passepartout::completed_tasks(*objects()); }
 
 void MemoryStore::snapshot() {
   {

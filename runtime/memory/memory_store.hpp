@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.hpp"
 #include "memory/memory_query.hpp"
 #include "memory/memory_table.hpp"
-#include "base/result.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -147,7 +147,7 @@ class MemoryStore {
   std::uint64_t saved_generation_ = 0;    // generation_ the last save or load covered
   std::uint64_t next_generated_id_ = 1;
   std::size_t history_limit_ = kDefaultHistoryLimit;  // 0: none
-  std::mutex save_mutex_;  // serialises save() so files land in the order they were taken
+  std::mutex save_mutex_;                             // serialises save() so files land in the order they were taken
 };
 
 }  // namespace passepartout

@@ -59,8 +59,8 @@ std::string print_attribute_pairs(const Value& attributes) {
   return out;
 }
 
-std::string merkle_hash_input(std::string_view id, const Value& type, const Value& attributes,
-                              std::string_view content, std::span<const std::string> child_hashes) {
+std::string merkle_hash_input(std::string_view id, const Value& type, const Value& attributes, std::string_view content,
+                              std::span<const std::string> child_hashes) {
   std::string data;
   data.reserve(64 + id.size() + content.size() + 64 * child_hashes.size());
   data.append("ID:").append(id);
@@ -83,9 +83,8 @@ std::string merkle_hash(const MemoryObject& object) {
 }
 
 bool is_sha256_hex(std::string_view text) noexcept {
-  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace passepartout

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "memory/memory_object.hpp"
 #include "base/digest.hpp"  // sha256_hex
+#include "memory/memory_object.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -20,9 +20,10 @@ namespace passepartout {
 std::string print_attribute_pairs(const Value& attributes);
 
 // The exact text that is hashed:
-//   ID:<id>|TYPE:<type printed, e.g. :HEADLINE>|ATTRS:<print_attribute_pairs>|CONTENT:<content>|CHILDREN:<child hashes, concatenated>
-std::string merkle_hash_input(std::string_view id, const Value& type, const Value& attributes,
-                              std::string_view content, std::span<const std::string> child_hashes);
+//   ID:<id>|TYPE:<type printed, e.g. :HEADLINE>|ATTRS:<print_attribute_pairs>|CONTENT:<content>|CHILDREN:<child hashes,
+//   concatenated>
+std::string merkle_hash_input(std::string_view id, const Value& type, const Value& attributes, std::string_view content,
+                              std::span<const std::string> child_hashes);
 
 // Lower-case hex SHA-256 of merkle_hash_input()'s UTF-8 bytes. Any code point
 // is accepted (the Lisp system refused characters above U+00FF and hashed

@@ -31,12 +31,12 @@ class ActionRecord {
   // arguments, else the printed :PAYLOAD.
   const std::string& what() const noexcept { return what_; }
 
-  static constexpr std::size_t kMaxLoggedChars = 300;    // of what ran and of its output, per log line
+  static constexpr std::size_t kMaxLoggedChars = 300;   // of what ran and of its output, per log line
   static constexpr std::size_t kMaxShownChars = 65536;  // of the output in the user's message
 
  private:
-  std::string label_;    // ":SHELL" or "tool read-file"
-  std::string target_;   // "SHELL" or "TOOL"
+  std::string label_;   // ":SHELL" or "tool read-file"
+  std::string target_;  // "SHELL" or "TOOL"
   std::string what_;
   std::string session_;
   std::chrono::steady_clock::time_point start_;

@@ -132,11 +132,16 @@ std::int64_t ApprovalStore::system_now_ms() {
 
 const char* to_string(Approval::Run run) noexcept {
   switch (run) {
-    case Approval::Run::none: return "none";
-    case Approval::Run::running: return "running";
-    case Approval::Run::done: return "done";
-    case Approval::Run::failed: return "failed";
-    case Approval::Run::interrupted: return "interrupted";
+    case Approval::Run::none:
+      return "none";
+    case Approval::Run::running:
+      return "running";
+    case Approval::Run::done:
+      return "done";
+    case Approval::Run::failed:
+      return "failed";
+    case Approval::Run::interrupted:
+      return "interrupted";
   }
   return "none";
 }
@@ -149,10 +154,14 @@ std::string approval_session(const Value& meta) {
 
 const char* to_string(Approval::State state) noexcept {
   switch (state) {
-    case Approval::State::pending: return "pending";
-    case Approval::State::approved: return "approved";
-    case Approval::State::denied: return "denied";
-    case Approval::State::expired: return "expired";
+    case Approval::State::pending:
+      return "pending";
+    case Approval::State::approved:
+      return "approved";
+    case Approval::State::denied:
+      return "denied";
+    case Approval::State::expired:
+      return "expired";
   }
   return "pending";
 }
@@ -458,9 +467,7 @@ Result<ApprovalPage> ApprovalStore::pending_page(std::size_t limit, std::size_t 
   return page;
 }
 
-std::uint64_t ApprovalStore::refused_count() const noexcept {
-  return state_->refused.load(std::memory_order_relaxed);
-}
+std::uint64_t ApprovalStore::refused_count() const noexcept { return state_->refused.load(std::memory_order_relaxed); }
 
 std::size_t ApprovalStore::pending_count() const {
   const std::int64_t known = state_->known_count.load(std::memory_order_acquire);
@@ -576,8 +583,8 @@ Result<Approval> ApprovalStore::decide(std::string_view token, std::string_view 
     }
     case Approval::State::expired:
     case Approval::State::pending:
-      return fail(ErrorCode::refused, "approval " + std::string(token) +
-                                          " has expired; ask again so that a new approval is created");
+      return fail(ErrorCode::refused,
+                  "approval " + std::string(token) + " has expired; ask again so that a new approval is created");
   }
   return approval;
 }

@@ -33,9 +33,9 @@ struct Approval {
     interrupted,  // still running when the process stopped: found when the store opened
   };
 
-  std::string token;          // 32 lower-case hex digits: 128 random bits
-  Value action;               // what runs once approved
-  std::string action_sha256;  // of the action's printed form; checked when read back
+  std::string token;               // 32 lower-case hex digits: 128 random bits
+  Value action;                    // what runs once approved
+  std::string action_sha256;       // of the action's printed form; checked when read back
   std::vector<std::string> gates;  // "name@version" of each gate that asked
   std::string reason;              // why the gates asked
   Value meta;                      // the signal's :META (source, session), to route the outcome

@@ -13,17 +13,19 @@ Value LlmError::to_value() const {
   std::vector<Value> failures;
   failures.reserve(failures_.size());
   for (const std::string& failure : failures_) failures.push_back(Value::string(replace_invalid_utf8(failure)));
-  return PipelineError::to_value()
-      .with("FAILURES", Value::list(failures))
-      .with("ATTEMPT", Value::integer(attempt_));
+  return PipelineError::to_value().with("FAILURES", Value::list(failures)).with("ATTEMPT", Value::integer(attempt_));
 }
 
 Value GateError::to_value() const {
-  return PipelineError::to_value().with("GATE", Value::string(replace_invalid_utf8(gate_))).with("REJECTED-ACTION", rejected_);
+  return PipelineError::to_value()
+      .with("GATE", Value::string(replace_invalid_utf8(gate_)))
+      .with("REJECTED-ACTION", rejected_);
 }
 
 Value BudgetError::to_value() const {
-  return PipelineError::to_value().with("REMAINING", Value::real(remaining_)).with("REQUESTED", Value::real(requested_));
+  return PipelineError::to_value()
+      .with("REMAINING", Value::real(remaining_))
+      .with("REQUESTED", Value::real(requested_));
 }
 
 Value ProtocolError::to_value() const {

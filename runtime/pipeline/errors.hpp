@@ -61,8 +61,8 @@ class GateError : public PipelineError {
 class BudgetError : public PipelineError {
  public:
   BudgetError(double remaining, double requested)
-      : PipelineError("Budget exhausted: $" + std::to_string(remaining) + " remaining, $" +
-                      std::to_string(requested) + " requested"),
+      : PipelineError("Budget exhausted: $" + std::to_string(remaining) + " remaining, $" + std::to_string(requested) +
+                      " requested"),
         remaining_(remaining),
         requested_(requested) {}
   const char* kind() const noexcept override { return "budget"; }

@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "base/log.hpp"
 #include "base/executor.hpp"
+#include "base/log.hpp"
 #include "pipeline/pipeline.hpp"
 
 namespace passepartout {
@@ -31,8 +31,8 @@ struct Heartbeat::State : std::enable_shared_from_this<Heartbeat::State> {
   State(Executor& on, Pipeline& into, HeartbeatOptions chosen, std::function<void()> save)
       : executor(on), pipeline(into), options(chosen), save_memory(std::move(save)) {
     const auto interval = std::max(chosen.interval.count(), std::chrono::milliseconds::rep{1});
-    ticks_per_save = static_cast<std::uint64_t>(std::max<std::chrono::milliseconds::rep>(
-        1, chosen.auto_save_interval.count() / interval));
+    ticks_per_save = static_cast<std::uint64_t>(
+        std::max<std::chrono::milliseconds::rep>(1, chosen.auto_save_interval.count() / interval));
   }
 
   void schedule() {

@@ -86,9 +86,7 @@ Pipeline::Pipeline(Services services, PipelineOptions options)
   impl_->self.publish(impl_);
 }
 
-Pipeline::~Pipeline() {
-  impl_->self.publish(nullptr);
-}
+Pipeline::~Pipeline() { impl_->self.publish(nullptr); }
 
 void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunction<void(LoopReport)> done) {
   // C1: default meta; the client cannot choose its depth.
@@ -98,12 +96,8 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunc
   impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
 }
 
-void Pipeline::interrupt() noexcept {
-  impl_->raise_interrupt();
-}
-bool Pipeline::interrupted() const noexcept {
-  return impl_->interrupt_flag.load(std::memory_order_acquire);
-}
+void Pipeline::interrupt() noexcept { impl_->raise_interrupt(); }
+bool Pipeline::interrupted() const noexcept { return impl_->interrupt_flag.load(std::memory_order_acquire); }
 std::uint64_t Pipeline::signals_processed() const noexcept {
   return static_cast<std::uint64_t>(impl_->processed.sum());
 }

@@ -78,13 +78,13 @@ class ReplySink {
 };
 
 struct PipelineOptions {
-  std::string version;                  // shown in the CONFIG section
-  int max_depth = 10;                   // F1: depths 0..10 run, 11 is dropped
-  int max_attempts = 3;                 // D16
+  std::string version;                   // shown in the CONFIG section
+  int max_depth = 10;                    // F1: depths 0..10 run, 11 is dropped
+  int max_attempts = 3;                  // D16
   std::string default_actuator = "CLI";  // DEFAULT_ACTUATOR
   std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};  // SILENT_ACTUATORS
-  std::string assistant_name = "Agent";  // MEMEX_ASSISTANT
-  std::size_t log_lines = 20;            // CONTEXT_LOG_LIMIT
+  std::string assistant_name = "Agent";                                            // MEMEX_ASSISTANT
+  std::size_t log_lines = 20;                                                      // CONTEXT_LOG_LIMIT
   // PRIVACY_FILTER_TAGS: memory projects tagged with one of these stay out of
   // the prompt's CONTEXT (G7), which may go to a model elsewhere.
   std::vector<std::string> privacy_tags = {"@personal"};
@@ -95,8 +95,8 @@ struct PipelineOptions {
 
 // How the loop of one injected signal ended, for the caller and tests.
 struct LoopReport {
-  int cycles = 0;             // signals processed, the injected one and its feedback
-  Value last_signal;          // the last signal as the loop left it (with :STATUS)
+  int cycles = 0;     // signals processed, the injected one and its feedback
+  Value last_signal;  // the last signal as the loop left it (with :STATUS)
   // "done", "depth", "interrupt", "error", "skip", "abort": static text.
   std::string_view stopped_by;
 };
@@ -106,8 +106,8 @@ class Pipeline {
   struct Services {
     Registry& registry;
     Cascade& cascade;
-    Executor& executor;  // reasoning, gates, continuations
-    Executor& blocking;  // actuators and tools
+    Executor& executor;                  // reasoning, gates, continuations
+    Executor& blocking;                  // actuators and tools
     MemoryStore* memory = nullptr;       // optional
     ApprovalStore* approvals = nullptr;  // optional: without it approvals are refused (blocked)
     // Called once, on the thread that perceived it, when the interrupt flag

@@ -23,20 +23,20 @@ struct ToolListing {
 // views are of text that outlives the prompt's assembly (options, the
 // snapshot's tool belt, the thread's TIME line), so nothing is copied twice.
 struct PromptParts {
-  std::string_view version;               // "0.1.0"
+  std::string_view version;                // "0.1.0"
   std::span<const std::string> providers;  // the cascade's names; "default" when empty
   std::size_t context_tokens = 8192;
-  std::size_t gates = 0;                  // gates in the snapshot
-  std::size_t pending_approvals = 0;      // "Rules learned"
+  std::size_t gates = 0;                      // gates in the snapshot
+  std::size_t pending_approvals = 0;          // "Rules learned"
   std::string_view assistant_name = "Agent";  // MEMEX_ASSISTANT
-  std::string identity;                   // appended to the name; may be empty
-  Value rejection;                        // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
-  std::vector<std::string> mandates;      // standing mandates, already evaluated
-  std::string_view tools;                 // the TOOLS section: tool_belt() of the snapshot's tools
-  std::string context;                    // global awareness; "" when memory is absent
-  std::string_view logs;                  // recent log lines, oldest first, one per line
-  std::string_view time;                  // "TIME: ..." line; "" to omit
-  std::string_view config;                // config_section() of these parts when the caller keeps it; "" builds it
+  std::string identity;                       // appended to the name; may be empty
+  Value rejection;                            // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
+  std::vector<std::string> mandates;          // standing mandates, already evaluated
+  std::string_view tools;                     // the TOOLS section: tool_belt() of the snapshot's tools
+  std::string context;                        // global awareness; "" when memory is absent
+  std::string_view logs;                      // recent log lines, oldest first, one per line
+  std::string_view time;                      // "TIME: ..." line; "" to omit
+  std::string_view config;                    // config_section() of these parts when the caller keeps it; "" builds it
 };
 
 // D9: "CONFIG: You are Passepartout v<version>. Provider: <names>. Context: <n>

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.hpp"
 #include "value/json_bridge.hpp"
 #include "value/sexp_reader.hpp"
-#include "base/utf8.hpp"
 
 namespace passepartout {
 namespace {
@@ -16,7 +16,6 @@ namespace {
 using namespace key_literals;
 
 constexpr std::string_view kFence = "```";
-
 
 bool is_language_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '_';
@@ -64,9 +63,7 @@ bool is_plist(const Value& value) {
   return true;
 }
 
-bool is_blank(std::string_view text) {
-  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
+bool is_blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 // D11 step 2, with Decision 5: the first call only, as a proper plist aimed at the tool actuator.
 Value tool_call_action(const Value& calls) {

@@ -37,7 +37,8 @@ constinit thread_local ThreadContext t_context{nullptr, 0};
 }
 
 const ThreadContext& thread_context() {
-  if (t_context.watch != nullptr) [[likely]] return t_context;
+  if (t_context.watch != nullptr) [[likely]]
+    return t_context;
   return first_thread_context();
 }
 
@@ -52,20 +53,28 @@ std::string gate_label(const Slot& slot) { return "gate '" + slot.name() + "' " 
 
 const char* to_string(GateResult result) noexcept {
   switch (result) {
-    case GateResult::passed: return "passed";
-    case GateResult::rewritten: return "rewritten";
-    case GateResult::blocked: return "blocked";
-    case GateResult::approval: return "approval";
-    case GateResult::failed: return "failed";
+    case GateResult::passed:
+      return "passed";
+    case GateResult::rewritten:
+      return "rewritten";
+    case GateResult::blocked:
+      return "blocked";
+    case GateResult::approval:
+      return "approval";
+    case GateResult::failed:
+      return "failed";
   }
   return "failed";
 }
 
 const char* to_string(VerifyOutcome outcome) noexcept {
   switch (outcome) {
-    case VerifyOutcome::passed: return "passed";
-    case VerifyOutcome::blocked: return "blocked";
-    case VerifyOutcome::approval_required: return "approval-required";
+    case VerifyOutcome::passed:
+      return "passed";
+    case VerifyOutcome::blocked:
+      return "blocked";
+    case VerifyOutcome::approval_required:
+      return "approval-required";
   }
   return "blocked";
 }
@@ -96,12 +105,20 @@ Value GateTrace::to_value() const {
     const char* result = "PASSED";
     switch (e.result) {
       case GateResult::passed:
-      case GateResult::rewritten: result = "PASSED"; break;
-      case GateResult::blocked: result = "BLOCKED"; break;
-      case GateResult::approval: result = "APPROVAL"; break;
-      case GateResult::failed: result = "FAILED"; break;
+      case GateResult::rewritten:
+        result = "PASSED";
+        break;
+      case GateResult::blocked:
+        result = "BLOCKED";
+        break;
+      case GateResult::approval:
+        result = "APPROVAL";
+        break;
+      case GateResult::failed:
+        result = "FAILED";
+        break;
     }
-    Value entry[10] = {Value::keyword("GATE"),    e.slot->name_value(), Value::keyword("VERSION"),
+    Value entry[10] = {Value::keyword("GATE"),  e.slot->name_value(),     Value::keyword("VERSION"),
                        e.slot->version_value(), Value::keyword("RESULT"), Value::keyword(result)};
     std::size_t used = 6;
     if (e.result == GateResult::rewritten) {

@@ -15,7 +15,6 @@ namespace {
 
 constexpr std::string_view kComponent = "PROBABILISTIC";
 
-
 std::string exception_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -216,13 +215,9 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
 
 Cascade::Cascade() : snapshot_(std::make_shared<const Snapshot>()) {}
 
-Cascade::Cascade(std::vector<std::shared_ptr<Provider>> providers) : Cascade() {
-  set_providers(std::move(providers));
-}
+Cascade::Cascade(std::vector<std::shared_ptr<Provider>> providers) : Cascade() { set_providers(std::move(providers)); }
 
-std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const {
-  return snapshot_.get();
-}
+std::shared_ptr<const Cascade::Snapshot> Cascade::snapshot() const { return snapshot_.get(); }
 
 template <class Change>
 void Cascade::update(Change&& change) {
@@ -259,9 +254,7 @@ bool Cascade::remove(std::string_view name) {
   return removed;
 }
 
-std::vector<std::shared_ptr<Provider>> Cascade::providers() const {
-  return snapshot()->providers;
-}
+std::vector<std::shared_ptr<Provider>> Cascade::providers() const { return snapshot()->providers; }
 
 std::vector<std::string> Cascade::names() const { return snapshot()->names; }
 

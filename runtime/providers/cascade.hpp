@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "providers/provider.hpp"
 #include "base/thread_shards.hpp"
+#include "providers/provider.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {

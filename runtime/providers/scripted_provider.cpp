@@ -44,9 +44,7 @@ std::string describe(const YAML::Node& node) {
   return "an empty value";
 }
 
-bool is_null(const YAML::Node& node) {
-  return !node.IsDefined() || node.IsNull();
-}
+bool is_null(const YAML::Node& node) { return !node.IsDefined() || node.IsNull(); }
 
 // Reads one script, collecting every problem as a located line.
 class ScriptReader : public YamlProblems {
@@ -441,9 +439,8 @@ void ScriptedProvider::complete(const ProviderRequest& request, ProviderCompleti
                                  " waits delay_ms, but this provider was created without an executor"));
     } else {
       // The task owns copies of everything it uses: the provider may be gone when it runs.
-      executor_->post_after(rule.delay, [rule, on_chunk = request.on_chunk, done = std::move(done)] {
-        answer(rule, on_chunk, done);
-      });
+      executor_->post_after(
+          rule.delay, [rule, on_chunk = request.on_chunk, done = std::move(done)] { answer(rule, on_chunk, done); });
     }
     return;
   }

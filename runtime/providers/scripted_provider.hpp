@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "base/executor.hpp"
-#include "providers/provider.hpp"
 #include "base/result.hpp"
 #include "base/thread_shards.hpp"
+#include "providers/provider.hpp"
 #include "value/value.hpp"
 
 namespace re2 {

@@ -96,12 +96,8 @@ struct AuditLog::State {
 AuditLog::AuditLog(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AuditLog::~AuditLog() = default;
 
-const fs::path& AuditLog::file() const noexcept {
-  return state_->db.file();
-}
-bool AuditLog::is_read_only() const noexcept {
-  return state_->read_only;
-}
+const fs::path& AuditLog::file() const noexcept { return state_->db.file(); }
+bool AuditLog::is_read_only() const noexcept { return state_->read_only; }
 
 Result<std::unique_ptr<AuditLog>> AuditLog::open_with(const fs::path& file, bool read_only) {
   auto db = read_only ? SqliteDb::open_read_only(file, kSchema) : SqliteDb::open(file, kSchema);
@@ -131,7 +127,8 @@ namespace {
 // What record() refuses before touching the database.
 Result<void> check_change(const SkillChange& change) {
   if (!is_one_of(change.action, kActions)) {
-    return fail(ErrorCode::invalid_input, "audit: unknown action '" + change.action + "' (load, swap, add, remove, force-remove)");
+    return fail(ErrorCode::invalid_input,
+                "audit: unknown action '" + change.action + "' (load, swap, add, remove, force-remove)");
   }
   if (!is_one_of(change.outcome, kOutcomes)) {
     return fail(ErrorCode::invalid_input, "audit: unknown outcome '" + change.outcome + "' (ok, refused, failed)");
@@ -234,8 +231,6 @@ Result<std::vector<SkillChange>> AuditLog::list(std::size_t limit, std::string_v
   return changes;
 }
 
-fs::path audit_file(const fs::path& state_dir) {
-  return state_dir / "audit.sqlite3";
-}
+fs::path audit_file(const fs::path& state_dir) { return state_dir / "audit.sqlite3"; }
 
 }  // namespace passepartout

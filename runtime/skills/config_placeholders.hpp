@@ -16,7 +16,7 @@ namespace passepartout {
 using ConfigPlaceholders = std::map<std::string, std::string, std::less<>>;
 
 struct ExpandedConfig {
-  Value config;               // `config` with every placeholder in a string replaced
+  Value config;                // `config` with every placeholder in a string replaced
   std::set<std::string> used;  // the names that occurred
 };
 

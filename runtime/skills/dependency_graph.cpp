@@ -27,9 +27,7 @@ struct Cause {
   std::size_t links = 0;
 };
 
-std::string in_quotes(const std::string& s) {
-  return "'" + s + "'";
-}
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 // "a.yaml and b.yaml", "a.yaml, b.yaml and c.yaml": file names, or whole
 // paths when the file names alone would not tell the manifests apart.

@@ -44,25 +44,39 @@ std::string hex(std::uint64_t value) {
 
 std::string type_text(std::uint16_t type) {
   switch (type) {
-    case ET_NONE: return "of no type (ET_NONE)";
-    case ET_REL: return "a relocatable object (ET_REL)";
-    case ET_EXEC: return "an executable (ET_EXEC)";
-    case ET_CORE: return "a core file (ET_CORE)";
-    default: return "of type " + hex(type);
+    case ET_NONE:
+      return "of no type (ET_NONE)";
+    case ET_REL:
+      return "a relocatable object (ET_REL)";
+    case ET_EXEC:
+      return "an executable (ET_EXEC)";
+    case ET_CORE:
+      return "a core file (ET_CORE)";
+    default:
+      return "of type " + hex(type);
   }
 }
 
 std::string segment_type_text(std::uint32_t type) {
   switch (type) {
-    case PT_LOAD: return "PT_LOAD";
-    case PT_DYNAMIC: return "PT_DYNAMIC";
-    case PT_INTERP: return "PT_INTERP";
-    case PT_NOTE: return "PT_NOTE";
-    case PT_PHDR: return "PT_PHDR";
-    case PT_TLS: return "PT_TLS";
-    case PT_GNU_EH_FRAME: return "PT_GNU_EH_FRAME";
-    case PT_GNU_RELRO: return "PT_GNU_RELRO";
-    default: return "type " + hex(type);
+    case PT_LOAD:
+      return "PT_LOAD";
+    case PT_DYNAMIC:
+      return "PT_DYNAMIC";
+    case PT_INTERP:
+      return "PT_INTERP";
+    case PT_NOTE:
+      return "PT_NOTE";
+    case PT_PHDR:
+      return "PT_PHDR";
+    case PT_TLS:
+      return "PT_TLS";
+    case PT_GNU_EH_FRAME:
+      return "PT_GNU_EH_FRAME";
+    case PT_GNU_RELRO:
+      return "PT_GNU_RELRO";
+    default:
+      return "type " + hex(type);
   }
 }
 
@@ -112,8 +126,8 @@ class ElfReader {
       return problem("not an ELF file");
     }
     if (size_ > EI_CLASS && bytes_[EI_CLASS] != ELFCLASS64) {
-      return problem("not a 64-bit ELF file (EI_CLASS is " + std::to_string(static_cast<unsigned char>(bytes_[EI_CLASS])) +
-                     ")");
+      return problem("not a 64-bit ELF file (EI_CLASS is " +
+                     std::to_string(static_cast<unsigned char>(bytes_[EI_CLASS])) + ")");
     }
     static constexpr char kNativeData = std::endian::native == std::endian::little ? ELFDATA2LSB : ELFDATA2MSB;
     if (size_ > EI_DATA && bytes_[EI_DATA] != kNativeData) {
@@ -140,8 +154,8 @@ class ElfReader {
   // (and the string table index) live in section 0.
   bool read_section_table() {
     if (header_.e_shoff == 0) {
-      if (header_.e_shnum != 0) return problem("ELF header lists " + std::to_string(header_.e_shnum) +
-                                               " section headers at offset 0");
+      if (header_.e_shnum != 0)
+        return problem("ELF header lists " + std::to_string(header_.e_shnum) + " section headers at offset 0");
       return true;  // no section headers (e.g. stripped with sstrip): the segments say it all
     }
     if (header_.e_shentsize != sizeof(Elf64_Shdr)) {
@@ -190,7 +204,8 @@ class ElfReader {
       if (segment.p_filesz == 0) continue;
       auto end = end_of(segment.p_offset, segment.p_filesz, 1);
       if (!within_file(end)) {
-        return problem(past_end("segment " + std::to_string(i) + " (" + segment_type_text(segment.p_type) + ") ends", end));
+        return problem(
+            past_end("segment " + std::to_string(i) + " (" + segment_type_text(segment.p_type) + ") ends", end));
       }
     }
     return true;
@@ -213,7 +228,8 @@ class ElfReader {
       if (symbols.sh_type != SHT_DYNSYM) continue;
       if (symbols.sh_entsize != sizeof(Elf64_Sym) || symbols.sh_size % sizeof(Elf64_Sym) != 0) {
         return problem(section_label(i) + " has entries of " + std::to_string(symbols.sh_entsize) + " bytes in " +
-                       std::to_string(symbols.sh_size) + ", expected a multiple of " + std::to_string(sizeof(Elf64_Sym)));
+                       std::to_string(symbols.sh_size) + ", expected a multiple of " +
+                       std::to_string(sizeof(Elf64_Sym)));
       }
       if (symbols.sh_link == SHN_UNDEF || symbols.sh_link >= section_count_ ||
           section(symbols.sh_link).sh_type != SHT_STRTAB) {
@@ -272,7 +288,6 @@ class ElfReader {
   ElfReport report_;
 };
 
-
 }  // namespace
 
 ElfReport inspect_elf_bytes(std::string_view bytes) { return ElfReader(bytes).run(); }
@@ -291,7 +306,8 @@ Result<ElfReport> inspect_elf(const fs::path& file) {
   } closer{fd};
 
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail(ErrorCode::io_error, "cannot stat " + file.string() + ": " + errno_text(errno));
+  if (::fstat(fd, &st) != 0)
+    return fail(ErrorCode::io_error, "cannot stat " + file.string() + ": " + errno_text(errno));
   if (!S_ISREG(st.st_mode)) return fail(ErrorCode::invalid_input, file.string() + " is not a regular file");
   const auto too_big = [&] {
     return fail(ErrorCode::limit_exceeded, file.string() + " is more than " + std::to_string(kMaxElfInspectBytes) +

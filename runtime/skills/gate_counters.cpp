@@ -8,7 +8,7 @@ GateCounts GateCounters::read() const noexcept {
   for (std::size_t s = 0; s < kThreadShards; ++s) {
     for (std::size_t f = 0; f < kFields; ++f) sum[f] += shards_[s].cells[f].load(std::memory_order_relaxed);
   }
-  return GateCounts{sum[passes], sum[rewrites], sum[blocks], sum[approvals],
+  return GateCounts{sum[passes],   sum[rewrites],    sum[blocks],  sum[approvals],
                     sum[failures], sum[timed_calls], sum[timed_ns]};
 }
 

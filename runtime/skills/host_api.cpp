@@ -5,8 +5,8 @@
 #include <string_view>
 
 #include "base/log.hpp"
-#include "value/sexp_printer.hpp"
 #include "base/utf8.hpp"
+#include "value/sexp_printer.hpp"
 
 const pp_value* pp_call::keep(passepartout::Value value) {
   built.push_front(std::move(value));
@@ -24,10 +24,14 @@ std::string_view view(const char* bytes, size_t len) {
 
 LogLevel to_log_level(pp_log_level level) {
   switch (level) {
-    case PP_LOG_DEBUG: return LogLevel::debug;
-    case PP_LOG_WARN: return LogLevel::warn;
-    case PP_LOG_ERROR: return LogLevel::error;
-    default: return LogLevel::info;  // unknown levels log as info (abi.h)
+    case PP_LOG_DEBUG:
+      return LogLevel::debug;
+    case PP_LOG_WARN:
+      return LogLevel::warn;
+    case PP_LOG_ERROR:
+      return LogLevel::error;
+    default:
+      return LogLevel::info;  // unknown levels log as info (abi.h)
   }
 }
 
@@ -78,9 +82,7 @@ const pp_value* host_make_t(pp_call* call) { return call ? call->keep(Value::t()
 const pp_value* host_make_integer(pp_call* call, int64_t value) {
   return call ? call->keep(Value::integer(value)) : nullptr;
 }
-const pp_value* host_make_float(pp_call* call, double value) {
-  return call ? call->keep(Value::real(value)) : nullptr;
-}
+const pp_value* host_make_float(pp_call* call, double value) { return call ? call->keep(Value::real(value)) : nullptr; }
 
 // Strings, keywords and symbols: UTF-8 checked here, because skills hand us raw bytes.
 const pp_value* make_text(pp_call* call, const char* bytes, size_t len, Kind kind) {
@@ -90,23 +92,23 @@ const pp_value* make_text(pp_call* call, const char* bytes, size_t len, Kind kin
     call->error = "text is not valid UTF-8";
     return nullptr;
   }
-  if (kind == Kind::String) return call->keep(Value::string(text));
-  if (kind == Kind::Keyword && !text.empty() && text.front() == ':') text.remove_prefix(1);
+  if (kind == Kind::string) return call->keep(Value::string(text));
+  if (kind == Kind::keyword && !text.empty() && text.front() == ':') text.remove_prefix(1);
   if (text.empty()) {
-    call->error = kind == Kind::Keyword ? "a keyword needs a name" : "a symbol needs a name";
+    call->error = kind == Kind::keyword ? "a keyword needs a name" : "a symbol needs a name";
     return nullptr;
   }
-  return call->keep(kind == Kind::Keyword ? Value::keyword(text) : Value::symbol(text));
+  return call->keep(kind == Kind::keyword ? Value::keyword(text) : Value::symbol(text));
 }
 
 const pp_value* host_make_string(pp_call* call, const char* bytes, size_t len) {
-  return make_text(call, bytes, len, Kind::String);
+  return make_text(call, bytes, len, Kind::string);
 }
 const pp_value* host_make_keyword(pp_call* call, const char* name, size_t len) {
-  return make_text(call, name, len, Kind::Keyword);
+  return make_text(call, name, len, Kind::keyword);
 }
 const pp_value* host_make_symbol(pp_call* call, const char* name, size_t len) {
-  return make_text(call, name, len, Kind::Symbol);
+  return make_text(call, name, len, Kind::symbol);
 }
 
 const pp_value* host_make_list(pp_call* call, const pp_value* const* items, size_t count) {
@@ -141,11 +143,10 @@ const pp_value* host_print(pp_call* call, const pp_value* v) {
 }
 
 constexpr pp_host_api kHostApi = {
-    sizeof(pp_host_api), PP_ABI_MAJOR, PP_ABI_MINOR,
-    host_log, host_set_error,
-    host_kind, host_integer, host_real, host_text, host_length, host_at, host_get,
-    host_make_nil, host_make_t, host_make_integer, host_make_float, host_make_string,
-    host_make_keyword, host_make_symbol, host_make_list, host_plist_put, host_print,
+    sizeof(pp_host_api), PP_ABI_MAJOR,   PP_ABI_MINOR,      host_log,        host_set_error,   host_kind,
+    host_integer,        host_real,      host_text,         host_length,     host_at,          host_get,
+    host_make_nil,       host_make_t,    host_make_integer, host_make_float, host_make_string, host_make_keyword,
+    host_make_symbol,    host_make_list, host_plist_put,    host_print,
 };
 
 static_assert(sizeof(pp_host_api) >= PP_HOST_API_SIZE_1_0);

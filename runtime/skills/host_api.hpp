@@ -35,9 +35,7 @@ namespace passepartout {
 const pp_host_api& host_api() noexcept;
 
 // Handles are the addresses of Values: no conversion, no copy.
-inline const pp_value* to_handle(const Value& value) noexcept {
-  return reinterpret_cast<const pp_value*>(&value);
-}
+inline const pp_value* to_handle(const Value& value) noexcept { return reinterpret_cast<const pp_value*>(&value); }
 // A NULL handle reads as NIL.
 const Value& from_handle(const pp_value* handle) noexcept;
 

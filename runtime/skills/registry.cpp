@@ -6,8 +6,8 @@
 #include <map>
 #include <utility>
 
-#include "base/log.hpp"
 #include "base/ascii.hpp"
+#include "base/log.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {
@@ -18,7 +18,6 @@ bool runs_before(const Slot* a, const Slot* b) {
   if (a->priority() != b->priority()) return a->priority() > b->priority();
   return a->name() < b->name();
 }
-
 
 // Three-way comparison of `name` (stored folded by `fold`) with `query` folded the same way.
 template <char (*Fold)(char)>
@@ -55,9 +54,10 @@ std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names 
       auto [it, inserted] = kept.try_emplace(name, Entry{slot, i});
       if (!inserted) {
         const Slot& owner = *it->second.slot;
-        log_message(LogLevel::warn, "registry",
-                    "{} '{}' of skill '{}' (priority {}) is hidden by skill '{}' (priority {}), which offers the same name",
-                    what, name, slot->name(), slot->priority(), owner.name(), owner.priority());
+        log_message(
+            LogLevel::warn, "registry",
+            "{} '{}' of skill '{}' (priority {}) is hidden by skill '{}' (priority {}), which offers the same name",
+            what, name, slot->name(), slot->priority(), owner.name(), owner.priority());
       }
     }
   }
@@ -74,9 +74,7 @@ std::atomic<std::uint64_t> next_snapshot_id{1};
 }  // namespace
 
 Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation)
-    : slots_(std::move(slots)),
-      generation_(generation),
-      id_(next_snapshot_id.fetch_add(1, std::memory_order_relaxed)) {
+    : slots_(std::move(slots)), generation_(generation), id_(next_snapshot_id.fetch_add(1, std::memory_order_relaxed)) {
   std::vector<const Slot*> ordered;
   ordered.reserve(slots_.size());
   for (const auto& slot : slots_) ordered.push_back(slot.get());
@@ -134,7 +132,8 @@ std::string Snapshot::missing_guard(const Slot& slot) const {
 }
 
 const std::string* Snapshot::unguarded(const Value& action) const noexcept {
-  if (unguarded_reasons_.empty()) [[likely]] return nullptr;
+  if (unguarded_reasons_.empty()) [[likely]]
+    return nullptr;
   const Value& target = action.at("TARGET");
   if (!target.is_keyword() && !target.is_string() && !target.is_symbol()) return nullptr;
   std::string_view name = target.text();

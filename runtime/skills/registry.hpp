@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "skills/slot.hpp"
 #include "base/thread_shards.hpp"
+#include "skills/slot.hpp"
 
 namespace passepartout {
 

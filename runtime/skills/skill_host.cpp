@@ -107,8 +107,9 @@ Result<void> hand_over_state(const Slot& from, Slot& to) {
                                        " could not export its state: " + exported.error().message);
   }
   if (auto imported = to.import_state(*exported); !imported) {
-    return fail(ErrorCode::failed, "skill '" + to.name() + "' " + to.version_text() + " could not import the state of " +
-                                       from.version_text() + ": " + imported.error().message);
+    return fail(ErrorCode::failed, "skill '" + to.name() + "' " + to.version_text() +
+                                       " could not import the state of " + from.version_text() + ": " +
+                                       imported.error().message);
   }
   return {};
 }
@@ -163,8 +164,7 @@ ChangeResult SkillHost::refuse(SkillChange change, std::string_view step, const 
 // The steps a new slot goes through before anything is published: load
 // (private copy and checks), create, self-test. Returns the slot and the time
 // the skill's own code took (create and self-test), or the failing step.
-Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, SkillChange& change,
-                                              std::string& step) {
+Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, SkillChange& change, std::string& step) {
   step = "load";
   auto opened = loader_.open(manifest);
   if (!opened) {
@@ -207,8 +207,8 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
       line += " " + (change.from_version.empty() ? std::string("-") : change.from_version) + " -> " +
               (change.to_version.empty() ? std::string("-") : change.to_version);
     }
-    line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" +
-            change.requester + ", " + std::to_string(change.duration_us) + " us)";
+    line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" + change.requester +
+            ", " + std::to_string(change.duration_us) + " us)";
     log_message(ok ? LogLevel::info : LogLevel::warn, "skills", line);
   }
 }
@@ -268,14 +268,17 @@ ChangeResult SkillHost::reload(std::string_view name, std::string_view requester
     auto start = Clock::now();
     SkillChange change = begin_change("swap", name, requester);
     auto known = manifest_paths_.find(std::string(name));
-    fs::path path = known != manifest_paths_.end() ? known->second : options_.manifest_dir / (std::string(name) + ".yaml");
+    fs::path path =
+        known != manifest_paths_.end() ? known->second : options_.manifest_dir / (std::string(name) + ".yaml");
     auto manifest = SkillManifest::load(path);
     if (!manifest) {
       return refuse(std::move(change), "manifest", manifest.error(), start);
     }
     if (manifest->name != name) {
-      return refuse(std::move(change), "manifest", Error{ErrorCode::refused, path.string() + " now names skill '" + manifest->name +
-                                                                  "', not '" + std::string(name) + "'"}, start);
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused,
+                          path.string() + " now names skill '" + manifest->name + "', not '" + std::string(name) + "'"},
+                    start);
     }
     manifest_paths_[manifest->name] = manifest->path;
     return registry_.snapshot()->find(name) != nullptr ? swap_now(*manifest, requester, start)
@@ -290,7 +293,8 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
 
   const Slot* old = snapshot->find(next.name);
   if (old == nullptr) {
-    return refuse(std::move(change), "manifest", Error{ErrorCode::refused, "skill '" + next.name + "' is not loaded; add it instead"}, start);
+    return refuse(std::move(change), "manifest",
+                  Error{ErrorCode::refused, "skill '" + next.name + "' is not loaded; add it instead"}, start);
   }
   change.from_version = old->version_text();
   change.from_sha256 = old->library_sha256();
@@ -334,8 +338,10 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
   auto snapshot = registry_.snapshot();
 
   if (const Slot* existing = snapshot->find(manifest.name); existing != nullptr) {
-    return refuse(std::move(change), "manifest", Error{ErrorCode::refused, "skill '" + manifest.name + "' is already loaded (" +
-                                                          existing->version_text() + "); reload or swap it instead"}, start);
+    return refuse(std::move(change), "manifest",
+                  Error{ErrorCode::refused, "skill '" + manifest.name + "' is already loaded (" +
+                                                existing->version_text() + "); reload or swap it instead"},
+                  start);
   }
   if (auto ok = check_dependencies(manifest, *snapshot); !ok) {
     return refuse(std::move(change), "dependencies", ok.error(), start);
@@ -418,8 +424,8 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMod
     SkillChange change = begin_change("remove", name, requester);
     change.from_version = target->version_text();
     change.from_sha256 = target->library_sha256();
-    results.push_back(finish(std::move(change), "dependencies", Error{ErrorCode::refused, removal_refusal(*snapshot, name, doomed)},
-                             start));
+    results.push_back(finish(std::move(change), "dependencies",
+                             Error{ErrorCode::refused, removal_refusal(*snapshot, name, doomed)}, start));
     record(results.back().change);
     return results;
   }
@@ -451,8 +457,9 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMod
     for (const auto& slot : registry_.snapshot()->slots()) {
       for (const Dependency& guard : slot->manifest().guarded_by) {
         if (guard.name != name) continue;
-        log_message(LogLevel::warn, "skills", "skill '{0}' was removed with --force: {1} of '{2}' cannot act until '{0}' is loaded again",
-                    name, slot->offers_text(), slot->name());
+        log_message(LogLevel::warn, "skills",
+                    "skill '{0}' was removed with --force: {1} of '{2}' cannot act until '{0}' is loaded again", name,
+                    slot->offers_text(), slot->name());
       }
     }
   }

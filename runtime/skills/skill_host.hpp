@@ -137,7 +137,7 @@ class SkillHost {
   SkillLoader loader_;
   Registry registry_;
   std::unique_ptr<AuditLog> audit_;
-  std::deque<SkillChange> memory_log_;  // control thread only; when there is no audit file
+  std::deque<SkillChange> memory_log_;                           // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
 };
 

@@ -3,13 +3,13 @@
 #include "skills/skill_loader.hpp"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <link.h>
 #include <linux/magic.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/errno_text.hpp"
 #include "base/digest.hpp"
+#include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
 #include "skills/config_placeholders.hpp"
@@ -104,7 +104,7 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 // Keeps a library handle open until the process ends (never_unload), reachable
 // from a global so that leak checkers see it is held on purpose.
 void pin_forever(boost::dll::shared_library library) {
-  static std::mutex mutex;  // guards pinned
+  static std::mutex mutex;                                                               // guards pinned
   static auto* pinned = new std::vector<std::unique_ptr<boost::dll::shared_library>>();  // never freed: by design
   std::lock_guard lock(mutex);
   pinned->push_back(std::make_unique<boost::dll::shared_library>(std::move(library)));
@@ -154,8 +154,10 @@ class BoostSkillLibrary final : public SkillLibrary {
 
   Result<const pp_skill_api*> entry_table(const std::string& who) {
     if (!library_.has(PP_ENTRY_SYMBOL)) {
-      return fail(ErrorCode::not_found, who + ": " + source_.string() + " does not export '" PP_ENTRY_SYMBOL
-                                            "'; build it with passepartout_add_skill() and PASSEPARTOUT_SKILL(YourClass)");
+      return fail(ErrorCode::not_found,
+                  who + ": " + source_.string() +
+                      " does not export '" PP_ENTRY_SYMBOL
+                      "'; build it with passepartout_add_skill() and PASSEPARTOUT_SKILL(YourClass)");
     }
     auto& entry = library_.get<const pp_skill_api*()>(PP_ENTRY_SYMBOL);
     const pp_skill_api* table = entry();
@@ -213,8 +215,8 @@ void pin_new_dependencies(const std::set<std::string>& before, const fs::path& s
 // True for a folder on a memory-backed file system (tmpfs) that allows
 // executable mappings: private copies written there never wait for a disk.
 bool is_executable_tmpfs(const fs::path& dir) {
-  struct statfs fs_info{};
-  struct statvfs vfs_info{};
+  struct statfs fs_info {};
+  struct statvfs vfs_info {};
   if (::statfs(dir.c_str(), &fs_info) != 0 || ::statvfs(dir.c_str(), &vfs_info) != 0) return false;
   return fs_info.f_type == TMPFS_MAGIC && (vfs_info.f_flag & ST_NOEXEC) == 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
 }
@@ -245,8 +247,8 @@ Result<fs::path> make_private_dir() {
   }
   const fs::path parent = fs::temp_directory_path();
   if (auto dir = make_private_dir_in(parent)) return *dir;
-  return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " +
-                                       parent.string() + ": " + errno_text(errno));
+  return fail(ErrorCode::io_error, "loader: cannot create a private folder for library copies in " + parent.string() +
+                                       ": " + errno_text(errno));
 }
 
 // Writes `bytes` to a new file nobody else can have opened, readable and executable by us only.
@@ -352,7 +354,8 @@ Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const st
     if (!fs::is_directory(workspace, ec)) {
       fs::create_directories(workspace, ec);
       if (ec) {
-        return fail(ErrorCode::io_error, who + ": cannot create the workspace " + workspace.string() + ": " + ec.message());
+        return fail(ErrorCode::io_error,
+                    who + ": cannot create the workspace " + workspace.string() + ": " + ec.message());
       }
       ::chmod(workspace.c_str(), 0700);
       log_message(LogLevel::info, "loader", "created the workspace {} (mode 0700)", workspace.string());
@@ -367,11 +370,13 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
 
   std::error_code ec;
   if (!fs::exists(source, ec)) {
-    return fail(ErrorCode::not_found, who + ": library " + source.string() + " not found; build it, or fix 'library' in " +
+    return fail(ErrorCode::not_found, who + ": library " + source.string() +
+                                          " not found; build it, or fix 'library' in " +
                                           manifest.path.filename().string() + " or the plugin folder");
   }
   if (state_->options.check_permissions) {
-    if (auto ok = check_not_writable_by_others(source, who, false); !ok) return fail(ok.error().code, ok.error().message);
+    if (auto ok = check_not_writable_by_others(source, who, false); !ok)
+      return fail(ok.error().code, ok.error().message);
     if (auto ok = check_not_writable_by_others(source.parent_path(), who, true); !ok) {
       return fail(ok.error().code, ok.error().message);
     }
@@ -396,9 +401,9 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   }
 
   // A unique path per load: dlopen caches by path and would hand back the old code.
-  fs::path copy = state_->options.copy_dir /
-                  (manifest.name + "-" + std::to_string(::getpid()) + "-" +
-                   std::to_string(copy_sequence.fetch_add(1, std::memory_order_relaxed)) + ".so");
+  fs::path copy =
+      state_->options.copy_dir / (manifest.name + "-" + std::to_string(::getpid()) + "-" +
+                                  std::to_string(copy_sequence.fetch_add(1, std::memory_order_relaxed)) + ".so");
   if (auto ok = write_private_copy(copy, *bytes, who); !ok) return fail(ok.error().code, ok.error().message);
 
   auto library = std::make_unique<BoostSkillLibrary>(source, copy, manifest.never_unload);

@@ -16,8 +16,8 @@
 #include <system_error>
 #include <utility>
 
-#include "base/file_io.hpp"
 #include "base/ascii.hpp"
+#include "base/file_io.hpp"
 #include "base/utf8.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "base/yaml_scalars.hpp"
@@ -27,45 +27,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kTopKeys[] = {"name",   "version", "library", "abi",    "priority",    "depends_on",
+constexpr std::string_view kTopKeys[] = {"name",       "version", "library", "abi",    "priority",    "depends_on",
                                          "guarded_by", "trigger", "config",  "sha256", "description", "never_unload"};
 constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
 constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
 
 // Names people reach for that are too far from ours for the edit distance to find.
 constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
-    {"dependencies", "depends_on"},
-    {"depends", "depends_on"},
-    {"requires", "depends_on"},
-    {"guards", "guarded_by"},
-    {"guarded", "guarded_by"},
-    {"guard", "guarded_by"},
-    {"lib", "library"},
-    {"so", "library"},
-    {"checksum", "sha256"},
-    {"hash", "sha256"},
-    {"desc", "description"},
-    {"settings", "config"},
-    {"options", "config"},
-    {"abi_version", "abi"},
-    {"triggers", "trigger"},
+    {"dependencies", "depends_on"}, {"depends", "depends_on"}, {"requires", "depends_on"}, {"guards", "guarded_by"},
+    {"guarded", "guarded_by"},      {"guard", "guarded_by"},   {"lib", "library"},         {"so", "library"},
+    {"checksum", "sha256"},         {"hash", "sha256"},        {"desc", "description"},    {"settings", "config"},
+    {"options", "config"},          {"abi_version", "abi"},    {"triggers", "trigger"},
 };
 
 // --- small text helpers --------------------------------------------------------
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_lower_or_digit(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z');
-}
-bool is_hex(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-bool is_blank(char c) {
-  return c == ' ' || c == '\t';
-}
-
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_lower_or_digit(char c) { return is_digit(c) || (c >= 'a' && c <= 'z'); }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
@@ -95,9 +75,7 @@ bool valid_sensor_char(char c) {
   return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
 }
 
-bool is_constraint_char(char c) {
-  return c == '<' || c == '>' || c == '=' || c == '^' || c == '~' || c == '*';
-}
+bool is_constraint_char(char c) { return c == '<' || c == '>' || c == '=' || c == '^' || c == '~' || c == '*'; }
 
 // Reads one manifest document, collecting every problem as a located line.
 class ManifestReader : public YamlProblems {
@@ -466,9 +444,7 @@ Value ManifestReader::convert_config_scalar(const YAML::Node& node, const std::s
   return scalar_value<Value>(*typed);
 }
 
-std::string origin_name(const fs::path& origin) {
-  return origin.empty() ? std::string("<string>") : origin.string();
-}
+std::string origin_name(const fs::path& origin) { return origin.empty() ? std::string("<string>") : origin.string(); }
 
 // The parse proper; may throw yaml-cpp exceptions, which parse() converts.
 Result<SkillManifest> parse_document(std::string_view yaml, const fs::path& origin, const std::string& where) {

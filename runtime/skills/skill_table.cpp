@@ -6,15 +6,13 @@
 #include <cstring>
 #include <string_view>
 
-#include "value/json_bridge.hpp"
 #include "base/utf8.hpp"
+#include "value/json_bridge.hpp"
 
 namespace passepartout {
 namespace {
 
-std::string abi_text(unsigned major, unsigned minor) {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
+std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
 // Bytes of the table the host may read for the skill's declared minor: every
 // member up to that minor, and nothing the skill did not promise.
@@ -83,12 +81,8 @@ std::optional<std::string_view> bounded(const char* text, std::size_t limit) {
   return std::string_view(text, length);
 }
 
-bool is_tool_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-}
-bool is_actuator_name_char(char c) {
-  return is_tool_name_char(c) || (c >= 'A' && c <= 'Z');
-}
+bool is_tool_name_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'; }
+bool is_actuator_name_char(char c) { return is_tool_name_char(c) || (c >= 'A' && c <= 'Z'); }
 
 // `text` as a quoted excerpt for messages: at most 60 bytes, control bytes escaped.
 std::string excerpt(std::string_view text) {

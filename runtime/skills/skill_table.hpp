@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "passepartout/abi.h"
 #include "base/result.hpp"
+#include "passepartout/abi.h"
 #include "skills/skill_manifest.hpp"
 #include "value/value.hpp"
 

@@ -67,8 +67,8 @@ SkillWatcher::~SkillWatcher() {
 }
 
 void SkillWatcher::run() {
-  bool pending = false;        // a quiet period is running
-  Clock::time_point due{};     // when it ends
+  bool pending = false;     // a quiet period is running
+  Clock::time_point due{};  // when it ends
   unsigned deferred_retries = 0;
   alignas(inotify_event) std::array<char, std::size_t{16} * 1024> buffer{};
 

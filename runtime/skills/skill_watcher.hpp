@@ -22,8 +22,8 @@ namespace passepartout {
 // another quiet period. The host must outlive the watcher.
 class SkillWatcher {
  public:
-  static Result<std::unique_ptr<SkillWatcher>> start(SkillHost& host,
-                                                     std::chrono::milliseconds debounce = std::chrono::milliseconds(250));
+  static Result<std::unique_ptr<SkillWatcher>> start(
+      SkillHost& host, std::chrono::milliseconds debounce = std::chrono::milliseconds(250));
   ~SkillWatcher();  // stops and joins
   SkillWatcher(const SkillWatcher&) = delete;
   SkillWatcher& operator=(const SkillWatcher&) = delete;

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "base/log.hpp"
 #include "value/sexp_printer.hpp"
@@ -14,10 +14,14 @@ namespace passepartout {
 
 const char* to_string(ErrorChoice::Kind kind) noexcept {
   switch (kind) {
-    case ErrorChoice::Kind::standard: return "standard";
-    case ErrorChoice::Kind::skip: return "skip";
-    case ErrorChoice::Kind::fallback: return "fallback";
-    case ErrorChoice::Kind::abort: return "abort";
+    case ErrorChoice::Kind::standard:
+      return "standard";
+    case ErrorChoice::Kind::skip:
+      return "skip";
+    case ErrorChoice::Kind::fallback:
+      return "fallback";
+    case ErrorChoice::Kind::abort:
+      return "abort";
   }
   return "standard";
 }
@@ -56,8 +60,7 @@ Result<void> Slot::self_test() {
   if (table_.hooks.self_test == nullptr) return {};
   pp_call call;
   if (table_.hooks.self_test(instance_.ptr, &call) != PP_OK) {
-    return fail(ErrorCode::failed, "skill '" + name() + "': self-test failed: " +
-                                       call.reason());
+    return fail(ErrorCode::failed, "skill '" + name() + "': self-test failed: " + call.reason());
   }
   return {};
 }
@@ -157,15 +160,18 @@ std::optional<ErrorChoice> Slot::error_policy(const Value& signal, const Value& 
     return std::nullopt;
   }
   switch (choice.kind) {
-    case PP_ERROR_SKIP: return ErrorChoice{ErrorChoice::Kind::skip, Value()};
-    case PP_ERROR_ABORT: return ErrorChoice{ErrorChoice::Kind::abort, Value()};
+    case PP_ERROR_SKIP:
+      return ErrorChoice{ErrorChoice::Kind::skip, Value()};
+    case PP_ERROR_ABORT:
+      return ErrorChoice{ErrorChoice::Kind::abort, Value()};
     case PP_ERROR_FALLBACK: {
       const Value& text = from_handle(choice.text);
       if (text.is_string()) return ErrorChoice{ErrorChoice::Kind::fallback, text};
       log_message(LogLevel::warn, name(), "error policy chose a fallback without a text; the default applies");
       return ErrorChoice{};
     }
-    case PP_ERROR_DEFAULT: return ErrorChoice{};
+    case PP_ERROR_DEFAULT:
+      return ErrorChoice{};
     default:
       log_message(LogLevel::warn, name(),
                   "error policy answered an unknown choice (" + std::to_string(choice.kind) + "); the default applies");

@@ -10,8 +10,8 @@
 #include <span>
 #include <string>
 
-#include "passepartout/abi.h"
 #include "base/result.hpp"
+#include "passepartout/abi.h"
 #include "skills/gate_counters.hpp"
 #include "skills/host_api.hpp"
 #include "skills/skill_manifest.hpp"
@@ -52,11 +52,16 @@ enum class VerdictKind : std::uint8_t { pass, rewrite, block, approval, unknown 
 
 inline VerdictKind verdict_kind(const pp_verdict& verdict) noexcept {
   switch (verdict.kind) {
-    case PP_VERDICT_PASS: return VerdictKind::pass;
-    case PP_VERDICT_REWRITE: return VerdictKind::rewrite;
-    case PP_VERDICT_BLOCK: return VerdictKind::block;
-    case PP_VERDICT_APPROVAL: return VerdictKind::approval;
-    default: return VerdictKind::unknown;  // a kind this host does not know: the caller fails closed
+    case PP_VERDICT_PASS:
+      return VerdictKind::pass;
+    case PP_VERDICT_REWRITE:
+      return VerdictKind::rewrite;
+    case PP_VERDICT_BLOCK:
+      return VerdictKind::block;
+    case PP_VERDICT_APPROVAL:
+      return VerdictKind::approval;
+    default:
+      return VerdictKind::unknown;  // a kind this host does not know: the caller fails closed
   }
 }
 // REWRITE: the new action; APPROVAL: the action to approve. nullptr when the

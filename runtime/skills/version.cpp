@@ -12,19 +12,11 @@ namespace {
 
 constexpr std::string_view kVersionShape = "expected MAJOR[.MINOR[.PATCH]][-PRERELEASE][+BUILD], e.g. 1.2.0";
 
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-bool is_alnum_or_dash(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
-}
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
-}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alnum_or_dash(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-'; }
+bool all_digits(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), is_digit); }
 
-std::string in_quotes(std::string_view s) {
-  return "'" + std::string(s) + "'";
-}
+std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // A number part of a version: digits, no leading zero, fits 64 bits.
 // Returns why it is not one.
@@ -284,8 +276,6 @@ Result<AbiVersion> AbiVersion::parse(std::string_view text) {
   return abi;
 }
 
-std::string AbiVersion::to_string() const {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
+std::string AbiVersion::to_string() const { return std::to_string(major) + "." + std::to_string(minor); }
 
 }  // namespace passepartout

@@ -21,7 +21,7 @@ using OrderedJson = nlohmann::ordered_json;
 // losing a leading ':', so that writing the Value back gives the same key.
 Value keyword_from_key(std::string_view key) {
   Value keyword;
-  char* out = ValueAccess::init_text(keyword, Kind::Keyword, key.size());
+  char* out = ValueAccess::init_text(keyword, Kind::keyword, key.size());
   for (const char c : key) *out++ = ascii_upper(c);
   ValueAccess::mark_if_plain(keyword);
   return keyword;
@@ -44,9 +44,7 @@ class ValueBuilder {
   bool boolean(bool value) { return push(Value::boolean(value)); }
   bool number_integer(Json::number_integer_t value) { return push(Value::integer(value)); }
   bool number_unsigned(Json::number_unsigned_t value) { return push(integer_from_unsigned(value)); }
-  bool number_float(Json::number_float_t value, const Json::string_t& /*text*/) {
-    return push(Value::real(value));
-  }
+  bool number_float(Json::number_float_t value, const Json::string_t& /*text*/) { return push(Value::real(value)); }
   bool string(Json::string_t& text) { return push(Value::string(text)); }
   bool binary(Json::binary_t& /*bytes*/) { return false; }  // never produced by the JSON syntax
   bool key(Json::string_t& name) {
@@ -57,13 +55,12 @@ class ValueBuilder {
   bool end_object() { return close(); }
   bool start_array(std::size_t /*size*/) { return open(); }
   bool end_array() { return close(); }
-  bool parse_error(std::size_t position, const std::string& /*last_token*/,
-                   const nlohmann::detail::exception& error) {
+  bool parse_error(std::size_t position, const std::string& /*last_token*/, const nlohmann::detail::exception& error) {
     // `position` counts the characters read, the offending one included.
     const std::size_t offset = position > 0 ? position - 1 : 0;
     std::string reason = error.what();
-    if (const std::size_t colon = reason.find(": "); colon != std::string::npos &&
-                                                   reason.find("parse error") != std::string::npos) {
+    if (const std::size_t colon = reason.find(": ");
+        colon != std::string::npos && reason.find("parse error") != std::string::npos) {
       reason.erase(0, colon + 2);
     } else if (const std::size_t bracket = reason.find("] "); bracket != std::string::npos) {
       reason.erase(0, bracket + 2);
@@ -137,12 +134,18 @@ std::size_t offset_of_depth(std::string_view json, std::size_t max_depth) {
 
 Value scalar_to_value(const Json& json) {
   switch (json.type()) {
-    case Json::value_t::boolean: return Value::boolean(json.get<bool>());
-    case Json::value_t::number_integer: return Value::integer(json.get<std::int64_t>());
-    case Json::value_t::number_unsigned: return integer_from_unsigned(json.get<std::uint64_t>());
-    case Json::value_t::number_float: return Value::real(json.get<double>());
-    case Json::value_t::string: return Value::string(json.get_ref<const std::string&>());
-    default: return Value();  // null, empty structures, binary, discarded
+    case Json::value_t::boolean:
+      return Value::boolean(json.get<bool>());
+    case Json::value_t::number_integer:
+      return Value::integer(json.get<std::int64_t>());
+    case Json::value_t::number_unsigned:
+      return integer_from_unsigned(json.get<std::uint64_t>());
+    case Json::value_t::number_float:
+      return Value::real(json.get<double>());
+    case Json::value_t::string:
+      return Value::string(json.get_ref<const std::string&>());
+    default:
+      return Value();  // null, empty structures, binary, discarded
   }
 }
 
@@ -202,14 +205,20 @@ Value json_dom_to_value(const Json& json) {
 
 OrderedJson value_to_json_dom(const Value& value) {
   switch (value.kind()) {
-    case Kind::Nil: return nullptr;
-    case Kind::True: return true;
-    case Kind::Integer: return value.as_integer();
-    case Kind::Float: return value.as_float();
-    case Kind::String:
-    case Kind::Symbol: return std::string(value.text());
-    case Kind::Keyword: return ascii_lower(value.text());
-    case Kind::List: {
+    case Kind::nil:
+      return nullptr;
+    case Kind::t:
+      return true;
+    case Kind::integer:
+      return value.as_integer();
+    case Kind::real:
+      return value.as_float();
+    case Kind::string:
+    case Kind::symbol:
+      return std::string(value.text());
+    case Kind::keyword:
+      return ascii_lower(value.text());
+    case Kind::list: {
       const std::span<const Value> items = value.items();
       if (is_proper_plist(items)) {
         OrderedJson object = OrderedJson::object();

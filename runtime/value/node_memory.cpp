@@ -36,10 +36,9 @@ constexpr bool kCacheNodes = true;
 // allocating (2026-11-26, plain release, CPU-time medians of 5 runs, three
 // rounds each): BM_ReadSignal 177-180 ns with the cache against 186-202 ns
 // without (about 5 %); BM_FrameRoundtrip, BM_Verify* and BM_Loop within noise.
-// At most kPerClass blocks per 16-byte size class (128 KiB per thread). A node freed on another thread than the one that
-// allocated it simply joins the freeing thread's cache. Trivially destructible,
-// so it stays usable while other thread-local objects are destroyed; NodeCacheDrain
-// gives its blocks back when the thread ends.
+// At most kPerClass blocks per 16-byte size class (128 KiB per thread). A node freed on another thread than the one
+// that allocated it simply joins the freeing thread's cache. Trivially destructible, so it stays usable while other
+// thread-local objects are destroyed; NodeCacheDrain gives its blocks back when the thread ends.
 struct NodeCache {
   static constexpr std::size_t kGranule = 16;
   static constexpr std::size_t kClasses = 16;
@@ -221,6 +220,5 @@ void free_list(ListNode* node) noexcept {
     t_deferred_frees->push_back(node);
   }
 }
-
 
 }  // namespace passepartout::detail

@@ -52,7 +52,10 @@ class Writer {
     return cursor_;
   }
   void advance(char* cursor) noexcept { cursor_ = cursor; }
-  void put(char c) { *reserve(1) = c; ++cursor_; }
+  void put(char c) {
+    *reserve(1) = c;
+    ++cursor_;
+  }
   void append(std::string_view bytes) {
     char* p = reserve(bytes.size());
     std::memcpy(p, bytes.data(), bytes.size());
@@ -93,7 +96,7 @@ bool reads_as_something_else(std::string_view name) noexcept {
 [[gnu::noinline]] void put_name(Writer& writer, std::string_view name, Kind kind) {
   char* const start = writer.reserve(2 * name.size() + 3);
   char* p = start;
-  if (kind == Kind::Keyword) *p++ = ':';
+  if (kind == Kind::keyword) *p++ = ':';
   const std::size_t size = name.size();
   unsigned needs_bars = size == 0 || name[0] == '#' ? 1U : 0U;
   unsigned bytes = 0;
@@ -105,12 +108,12 @@ bool reads_as_something_else(std::string_view name) noexcept {
   }
   writer.note(bytes);
   if (needs_bars == 0 && name[0] == '.' && name.find_first_not_of('.') == std::string_view::npos) needs_bars = 1;
-  if (needs_bars == 0 && (kind == Kind::Keyword || !reads_as_something_else(name))) {
+  if (needs_bars == 0 && (kind == Kind::keyword || !reads_as_something_else(name))) {
     writer.advance(p + size);
     return;
   }
   p = start;
-  if (kind == Kind::Keyword) *p++ = ':';
+  if (kind == Kind::keyword) *p++ = ':';
   *p++ = '|';
   for (const char c : name) {
     if (c == '|' || c == '\\') *p++ = '\\';
@@ -167,8 +170,8 @@ void put_float(Writer& writer, double value) {
     writer.advance(p + 3);
     return;
   }
-  const bool single = std::fabs(value) <= static_cast<double>(FLT_MAX) &&
-                      static_cast<double>(static_cast<float>(value)) == value;
+  const bool single =
+      std::fabs(value) <= static_cast<double>(FLT_MAX) && static_cast<double>(static_cast<float>(value)) == value;
   char sci[40];
   const char* const sci_end = std::to_chars(sci, sci + sizeof sci, value, std::chars_format::scientific).ptr;
   // sci holds [-]d[.ddd]e(+|-)xx
@@ -263,14 +266,14 @@ bool fits_inline(std::size_t size) noexcept {
     return;
   }
   if (size == 0 || !fits_inline(size)) {
-    put_name(writer, name, Kind::Keyword);
+    put_name(writer, name, Kind::keyword);
     return;
   }
   const InlineWords words = load_inline(name);
   const std::uint64_t bad = (sexp::bytes_not_simple(words.low) & first_bytes(size)) |
                             (size > 8 ? sexp::bytes_not_simple(words.high) & first_bytes(size - 8) : 0);
   if (bad != 0) {
-    put_name(writer, name, Kind::Keyword);
+    put_name(writer, name, Kind::keyword);
     return;
   }
   put_inline(writer, ':', words, size);
@@ -295,14 +298,27 @@ void put_any_string(Writer& writer, const Value& value) {
 
 void put_atom(Writer& writer, const Value& value) {
   switch (value.kind()) {
-    case Kind::Nil: writer.append("NIL"); return;
-    case Kind::True: writer.put('T'); return;
-    case Kind::Integer: put_integer(writer, value.as_integer()); return;
-    case Kind::Float: put_float(writer, value.as_float()); return;
-    case Kind::String: put_any_string(writer, value); return;
-    case Kind::Keyword:
-    case Kind::Symbol: put_name(writer, ValueAccess::text_of(value), value.kind()); return;
-    case Kind::List: return;  // print_sexp opens lists itself
+    case Kind::nil:
+      writer.append("NIL");
+      return;
+    case Kind::t:
+      writer.put('T');
+      return;
+    case Kind::integer:
+      put_integer(writer, value.as_integer());
+      return;
+    case Kind::real:
+      put_float(writer, value.as_float());
+      return;
+    case Kind::string:
+      put_any_string(writer, value);
+      return;
+    case Kind::keyword:
+    case Kind::symbol:
+      put_name(writer, ValueAccess::text_of(value), value.kind());
+      return;
+    case Kind::list:
+      return;  // print_sexp opens lists itself
   }
 }
 
@@ -488,9 +504,15 @@ void put_list(Writer& writer, const Value& list, int depth, const KeyFilter& dro
     }
     const Value& item = items[i];
     switch (item.kind()) {
-      case Kind::Keyword: put_keyword(writer, item); break;
-      case Kind::List: put_list<kFiltered>(writer, item, depth + 1, drop); break;
-      default: put_atom(writer, item); break;
+      case Kind::keyword:
+        put_keyword(writer, item);
+        break;
+      case Kind::list:
+        put_list<kFiltered>(writer, item, depth + 1, drop);
+        break;
+      default:
+        put_atom(writer, item);
+        break;
     }
   }
   if constexpr (kFiltered) {

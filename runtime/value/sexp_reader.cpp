@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "base/ascii.hpp"
-#include "value/sexp_syntax.hpp"
 #include "base/utf8.hpp"
+#include "value/sexp_syntax.hpp"
 #include "value/value_access.hpp"
 
 namespace passepartout {
@@ -303,7 +303,7 @@ class Reader {
       p += 2;  // the backslash and the byte it escapes
     }
     const auto raw_size = static_cast<std::size_t>(p - open - 1);
-    char* dst = ValueAccess::init_text(out, Kind::String, raw_size - escapes);
+    char* dst = ValueAccess::init_text(out, Kind::string, raw_size - escapes);
     const char* src = open + 1;
     if (escapes == 0) {
       if (raw_size != 0) std::memcpy(dst, src, raw_size);
@@ -329,12 +329,18 @@ class Reader {
   // Any datum but a list, from its first character `c` at pos(), into `out` (NIL).
   bool read_atom(char c, Value& out) {
     switch (c) {
-      case '"': return read_string(out);
-      case '#': return fail_dispatch();
-      case '\'': return fail(pos_, "found a quote ('), but reader macros are not supported");
-      case '`': return fail(pos_, "found a backquote (`), but reader macros are not supported");
-      case ',': return fail(pos_, "found a comma (,), but reader macros are not supported");
-      default: return read_token(out);
+      case '"':
+        return read_string(out);
+      case '#':
+        return fail_dispatch();
+      case '\'':
+        return fail(pos_, "found a quote ('), but reader macros are not supported");
+      case '`':
+        return fail(pos_, "found a backquote (`), but reader macros are not supported");
+      case ',':
+        return fail(pos_, "found a comma (,), but reader macros are not supported");
+      default:
+        return read_token(out);
     }
   }
 
@@ -374,7 +380,7 @@ class Reader {
       out = Value();
       return nullptr;
     }
-    ValueAccess::set_inline_text(out, Kind::Keyword, n);
+    ValueAccess::set_inline_text(out, Kind::keyword, n);
     ValueAccess::mark_if_plain(out);
     return src + n;
   }
@@ -421,7 +427,7 @@ class Reader {
     } else if (n == 1 && dst[0] == 'T') {
       out = Value::t();
     } else {
-      ValueAccess::set_inline_text(out, Kind::Symbol, n);
+      ValueAccess::set_inline_text(out, Kind::symbol, n);
     }
     return p + n;
   }
@@ -449,7 +455,7 @@ class Reader {
     std::size_t end = name_start;
     while (end < size && kPlainTokenUpper[static_cast<unsigned char>(data[end])] != 0) ++end;
     if (end == name_start || (end < size && !ends_token(data[end]))) return read_general_token(out);
-    char* dst = ValueAccess::init_text(out, Kind::Keyword, end - name_start);
+    char* dst = ValueAccess::init_text(out, Kind::keyword, end - name_start);
     for (std::size_t k = name_start; k < end; ++k) *dst++ = kPlainTokenUpper[static_cast<unsigned char>(data[k])];
     ValueAccess::mark_if_plain(out);
     pos_ = end;
@@ -499,7 +505,7 @@ class Reader {
     if (first == ':') {
       const std::string_view name = token.substr(1);
       if (name.empty()) return fail(start, "found ':' alone, expected a keyword name after it");
-      char* dst = ValueAccess::init_text(out, Kind::Keyword, name.size());
+      char* dst = ValueAccess::init_text(out, Kind::keyword, name.size());
       for (const char c : name) {
         if (c == ':') return fail_package_marker(start, token);
         *dst++ = ascii_upper(c);
@@ -509,10 +515,14 @@ class Reader {
     }
     if (sexp::is_digit(first) || first == '+' || first == '-' || first == '.') {
       switch (sexp::classify_number(token)) {
-        case NumberSyntax::integer: return read_integer(start, token, out);
-        case NumberSyntax::ratio: return read_ratio(start, token, out);
-        case NumberSyntax::floating: return read_float(start, token, out);
-        case NumberSyntax::none: break;
+        case NumberSyntax::integer:
+          return read_integer(start, token, out);
+        case NumberSyntax::ratio:
+          return read_ratio(start, token, out);
+        case NumberSyntax::floating:
+          return read_float(start, token, out);
+        case NumberSyntax::none:
+          break;
       }
       if (token.find_first_not_of('.') == std::string_view::npos) {
         if (token.size() == 1) {
@@ -529,7 +539,7 @@ class Reader {
       out = Value::t();
       return true;
     }
-    char* dst = ValueAccess::init_text(out, Kind::Symbol, token.size());
+    char* dst = ValueAccess::init_text(out, Kind::symbol, token.size());
     for (const char c : token) {
       if (c == ':') return fail_package_marker(start, token);
       *dst++ = ascii_upper(c);
@@ -539,8 +549,7 @@ class Reader {
 
   // Decodes a token with escapes: `|...|` and `\x` keep characters verbatim
   // (keywords are upper-cased regardless). Counts when `dst` is null.
-  static std::size_t decode_escaped(std::string_view name, bool keyword, char* dst,
-                                    bool* package_marker) noexcept {
+  static std::size_t decode_escaped(std::string_view name, bool keyword, char* dst, bool* package_marker) noexcept {
     std::size_t n = 0;
     bool in_bars = false;
     for (std::size_t k = 0; k < name.size();) {
@@ -571,7 +580,7 @@ class Reader {
     bool package_marker = false;
     const std::size_t length = decode_escaped(name, keyword, nullptr, &package_marker);
     if (package_marker) return fail_package_marker(start, token);
-    decode_escaped(name, keyword, ValueAccess::init_text(out, keyword ? Kind::Keyword : Kind::Symbol, length),
+    decode_escaped(name, keyword, ValueAccess::init_text(out, keyword ? Kind::keyword : Kind::symbol, length),
                    &package_marker);
     ValueAccess::mark_if_plain(out);
     return true;
@@ -590,8 +599,7 @@ class Reader {
     const std::size_t slash = token.find('/');
     std::int64_t numerator = 0;
     std::int64_t denominator = 0;
-    if (!parse_int64(token.substr(0, slash), numerator) ||
-        !parse_int64(token.substr(slash + 1), denominator)) {
+    if (!parse_int64(token.substr(0, slash), numerator) || !parse_int64(token.substr(slash + 1), denominator)) {
       return fail(start, "found the ratio " + describe(token) + ", whose parts do not fit in 64 bits");
     }
     if (denominator == 0) return fail(start, "found the ratio " + describe(token) + ", which divides by zero");
@@ -637,17 +645,17 @@ class Reader {
   Error error_;
 };
 
-Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_input,
-                   const ReaderLimits& limits, Utf8 utf8) {
+Result<Value> read(std::string_view text, std::size_t* consumed, bool whole_input, const ReaderLimits& limits,
+                   Utf8 utf8) {
   if (text.size() > limits.max_bytes) {
-    return fail(ErrorCode::limit_exceeded, "byte 0: input is " + std::to_string(text.size()) +
-                                               " bytes, the limit is " + std::to_string(limits.max_bytes));
+    return fail(ErrorCode::limit_exceeded, "byte 0: input is " + std::to_string(text.size()) + " bytes, the limit is " +
+                                               std::to_string(limits.max_bytes));
   }
   if (const auto bad = utf8 == Utf8::checked ? std::nullopt : find_invalid_utf8(text)) {
     static constexpr char kHex[] = "0123456789ABCDEF";
     const auto byte = static_cast<unsigned char>(text[*bad]);
-    return fail(ErrorCode::invalid_input, byte_prefix(*bad) + "invalid UTF-8 sequence starting with 0x" +
-                                              kHex[byte >> 4] + kHex[byte & 0xF]);
+    return fail(ErrorCode::invalid_input,
+                byte_prefix(*bad) + "invalid UTF-8 sequence starting with 0x" + kHex[byte >> 4] + kHex[byte & 0xF]);
   }
   Scratch& scratch = t_scratch;
   const ScratchGuard guard(scratch);
@@ -670,8 +678,7 @@ Result<Value> read_sexp(std::string_view text, const ReaderLimits& limits) {
   return read(text, nullptr, true, limits, Utf8::unchecked);
 }
 
-Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits,
-                               Utf8 utf8) {
+Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits, Utf8 utf8) {
   return read(text, consumed, false, limits, utf8);
 }
 

@@ -50,7 +50,7 @@ enum class Utf8 : bool { unchecked, checked };
 // Reads the first datum of `text` and ignores what follows it, as a Lisp peer
 // does; `*consumed` (when not null) receives the offset just past the datum.
 // The whole of `text` must still be valid UTF-8 and within max_bytes.
-Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed,
-                               const ReaderLimits& limits = {}, Utf8 utf8 = Utf8::unchecked);
+Result<Value> read_sexp_prefix(std::string_view text, std::size_t* consumed, const ReaderLimits& limits = {},
+                               Utf8 utf8 = Utf8::unchecked);
 
 }  // namespace passepartout

@@ -35,17 +35,25 @@ inline constexpr std::array<CharClass, 256> kCharClasses = [] {
   return classes;
 }();
 
-inline CharClass char_class(char c) noexcept {
-  return kCharClasses[static_cast<unsigned char>(c)];
-}
+inline CharClass char_class(char c) noexcept { return kCharClasses[static_cast<unsigned char>(c)]; }
 
 inline bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 inline bool is_exponent_marker(char c) noexcept {
   switch (c) {
-    case 'e': case 'E': case 's': case 'S': case 'f': case 'F':
-    case 'd': case 'D': case 'l': case 'L': return true;
-    default: return false;
+    case 'e':
+    case 'E':
+    case 's':
+    case 'S':
+    case 'f':
+    case 'F':
+    case 'd':
+    case 'D':
+    case 'l':
+    case 'L':
+      return true;
+    default:
+      return false;
   }
 }
 

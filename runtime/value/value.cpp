@@ -39,7 +39,7 @@ std::string_view strip_colon(std::string_view name) noexcept {
   return name;
 }
 
-// True when `keyword` (a Kind::Keyword, stored upper-case) is named `name`
+// True when `keyword` (a Kind::keyword, stored upper-case) is named `name`
 // (without ':', any case). The lengths decide first: most keys of a property
 // list are told apart without looking at a byte.
 bool keyword_named(const Value& keyword, std::string_view name) noexcept {
@@ -55,14 +55,22 @@ bool keyword_named(const Value& keyword, std::string_view name) noexcept {
 
 const char* to_string(Kind kind) noexcept {
   switch (kind) {
-    case Kind::Nil: return "nil";
-    case Kind::True: return "t";
-    case Kind::Integer: return "integer";
-    case Kind::Float: return "float";
-    case Kind::String: return "string";
-    case Kind::Keyword: return "keyword";
-    case Kind::Symbol: return "symbol";
-    case Kind::List: return "list";
+    case Kind::nil:
+      return "nil";
+    case Kind::t:
+      return "t";
+    case Kind::integer:
+      return "integer";
+    case Kind::real:
+      return "float";
+    case Kind::string:
+      return "string";
+    case Kind::keyword:
+      return "keyword";
+    case Kind::symbol:
+      return "symbol";
+    case Kind::list:
+      return "list";
   }
   return "unknown";
 }
@@ -70,7 +78,7 @@ const char* to_string(Kind kind) noexcept {
 // --- Value ------------------------------------------------------------------
 
 void Value::retain_node() const noexcept {
-  if (kind_ == Kind::List) {
+  if (kind_ == Kind::list) {
     u_.list->refs.fetch_add(1, std::memory_order_relaxed);
   } else {
     u_.text->refs.fetch_add(1, std::memory_order_relaxed);
@@ -78,7 +86,7 @@ void Value::retain_node() const noexcept {
 }
 
 void Value::release_node() noexcept {
-  if (kind_ == Kind::List) {
+  if (kind_ == Kind::list) {
     if (drop_reference(u_.list->refs)) detail::free_list(u_.list);
   } else {
     if (drop_reference(u_.text->refs)) detail::free_text(u_.text);
@@ -94,21 +102,21 @@ Value Value::make_text(Kind kind, std::string_view text) {
 
 Value Value::integer(std::int64_t i) noexcept {
   Value v;
-  v.kind_ = Kind::Integer;
+  v.kind_ = Kind::integer;
   v.u_.integer = i;
   return v;
 }
 
 Value Value::real(double d) noexcept {
   Value v;
-  v.kind_ = Kind::Float;
+  v.kind_ = Kind::real;
   v.u_.real = d;
   return v;
 }
 
 Value Value::string(std::string_view text) {
   assert(is_valid_utf8(text) && "Value::string needs valid UTF-8");
-  return make_text(Kind::String, text);
+  return make_text(Kind::string, text);
 }
 
 namespace {
@@ -116,21 +124,17 @@ namespace {
 // The keyword of exactly `name` (a leading ':' already taken off).
 Value keyword_of(std::string_view name) {
   Value v;
-  char* out = ValueAccess::init_text(v, Kind::Keyword, name.size());
+  char* out = ValueAccess::init_text(v, Kind::keyword, name.size());
   for (std::size_t i = 0; i < name.size(); ++i) out[i] = ascii_upper(name[i]);
   ValueAccess::mark_if_plain(v);
   return v;
 }
 
-Value keyword_of(const Key& key) {
-  return Value::keyword(key);
-}
+Value keyword_of(const Key& key) { return Value::keyword(key); }
 
 }  // namespace
 
-Value Value::keyword(std::string_view name) {
-  return keyword_of(strip_colon(name));
-}
+Value Value::keyword(std::string_view name) { return keyword_of(strip_colon(name)); }
 
 Value Value::long_keyword(const Key& name) {
   // Each thread keeps the last few it made, found by the address of the
@@ -151,13 +155,13 @@ Value Value::long_keyword(const Key& name) {
   return slot.keyword;
 }
 
-Value Value::symbol(std::string_view name) { return make_text(Kind::Symbol, name); }
+Value Value::symbol(std::string_view name) { return make_text(Kind::symbol, name); }
 
 Value Value::list(std::span<const Value> items) {
   if (items.empty()) return Value();
   Value v;
   v.u_.list = allocate_list_copying(items, items.size(), items.size());
-  v.kind_ = Kind::List;
+  v.kind_ = Kind::list;
   return v;
 }
 
@@ -165,7 +169,7 @@ Value Value::plist(std::initializer_list<std::pair<std::string_view, Value>> ent
   if (entries.size() == 0) return Value();
   Value v;
   v.u_.list = allocate_list(entries.size() * 2);
-  v.kind_ = Kind::List;
+  v.kind_ = Kind::list;
   Value* out = v.u_.list->items();
   for (const auto& [name, value] : entries) {
     *out++ = keyword(name);
@@ -175,8 +179,8 @@ Value Value::plist(std::initializer_list<std::pair<std::string_view, Value>> ent
 }
 
 double Value::as_float() const noexcept {
-  if (kind_ == Kind::Float) return u_.real;
-  if (kind_ == Kind::Integer) return static_cast<double>(u_.integer);
+  if (kind_ == Kind::real) return u_.real;
+  if (kind_ == Kind::integer) return static_cast<double>(u_.integer);
   return 0.0;
 }
 
@@ -189,11 +193,11 @@ std::string_view Value::text() const noexcept {
 }
 
 bool Value::is_keyword(std::string_view name) const noexcept {
-  return kind_ == Kind::Keyword && keyword_named(*this, strip_colon(name));
+  return kind_ == Kind::keyword && keyword_named(*this, strip_colon(name));
 }
 
 std::span<const Value> Value::items() const noexcept {
-  if (kind_ != Kind::List) return {};
+  if (kind_ != Kind::list) return {};
   return {u_.list->items(), u_.list->size()};
 }
 
@@ -210,7 +214,7 @@ namespace {
 bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::uint64_t (&mask)[2]) noexcept {
   if constexpr (std::endian::native != std::endian::little) return false;
   if (name.size() > Value::kInlineCapacity) return false;
-  unsigned char bytes[2 * sizeof(std::uint64_t)] = {static_cast<unsigned char>(Kind::Keyword),
+  unsigned char bytes[2 * sizeof(std::uint64_t)] = {static_cast<unsigned char>(Kind::keyword),
                                                     static_cast<unsigned char>(name.size())};
   std::memcpy(bytes + 2, name.data(), name.size());
   std::memcpy(&word[0], bytes, sizeof word[0]);
@@ -219,7 +223,7 @@ bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::u
   // Upper case, a word at a time: 'a'-'z' lose 0x20 (the high bit >> 2).
   word[0] -= sexp::bytes_in_range(word[0], 'a', 'z') >> 2;
   word[1] -= sexp::bytes_in_range(word[1], 'a', 'z') >> 2;
-  const std::size_t used = name.size() + 2;  // kind, length, text: at most 16
+  const std::size_t used = name.size() + 2;                                            // kind, length, text: at most 16
   mask[0] = sexp::first_bytes_mask(used) & ~(std::uint64_t{Key::kPlainNameBit} << 8);  // the hint is not compared
   mask[1] = used <= 8 ? 0 : sexp::first_bytes_mask(used - 8);
   word[0] &= mask[0];
@@ -230,7 +234,7 @@ bool pack_inline_keyword(std::string_view name, std::uint64_t (&word)[2], std::u
 }  // namespace
 
 const Value* Value::get(std::string_view key) const noexcept {
-  if (kind_ != Kind::List) return nullptr;
+  if (kind_ != Kind::list) return nullptr;
   key = strip_colon(key);
   const std::span<const Value> elements = items();
   std::uint64_t word[2];
@@ -243,7 +247,7 @@ const Value* Value::get(std::string_view key) const noexcept {
   }
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
     const Value& candidate = elements[i];
-    if (candidate.kind_ == Kind::Keyword && keyword_named(candidate, key)) return &elements[i + 1];
+    if (candidate.kind_ == Kind::keyword && keyword_named(candidate, key)) return &elements[i + 1];
   }
   return nullptr;
 }
@@ -274,7 +278,7 @@ Value Value::with_in_place(Name name, std::size_t found, Value value) && {
   // A preprinted node keeps its text, so it is never changed in place; the
   // acquire pairs with the releases of the references dropped before, so
   // their last reads of the node come before this write.
-  if (kind_ == Kind::List && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
+  if (kind_ == Kind::list && !u_.list->preprinted() && u_.list->refs.load(std::memory_order_acquire) == 1) {
     ListNode& node = *u_.list;
     const std::size_t size = node.size();
     if (found < size) {
@@ -301,7 +305,7 @@ Value Value::with_copy(Name name, std::size_t found, Value value) const& {
   constexpr std::size_t kAppendRoom = 4;
   const std::size_t size = elements.size() + (replace ? 0 : 2);
   result.u_.list = allocate_list_copying(elements, size, replace ? size : size + kAppendRoom);
-  result.kind_ = Kind::List;
+  result.kind_ = Kind::list;
   Value* out = result.u_.list->items();
   if (replace) {
     out[found + 1] = std::move(value);
@@ -328,7 +332,7 @@ Value Value::with_found(const Key& key, std::size_t found, Value value) const& {
 
 Value Value::without(std::string_view key) const {
   const std::string_view name = strip_colon(key);
-  const auto is_key = [name](const Value& item) { return item.kind_ == Kind::Keyword && keyword_named(item, name); };
+  const auto is_key = [name](const Value& item) { return item.kind_ == Kind::keyword && keyword_named(item, name); };
   const std::span<const Value> elements = items();
   std::size_t removed = 0;
   for (std::size_t i = 0; i + 1 < elements.size(); i += 2) {
@@ -338,7 +342,7 @@ Value Value::without(std::string_view key) const {
   if (removed == elements.size()) return Value();
   Value result;
   result.u_.list = allocate_list(elements.size() - removed);
-  result.kind_ = Kind::List;
+  result.kind_ = Kind::list;
   Value* out = result.u_.list->items();
   std::size_t i = 0;
   for (; i + 1 < elements.size(); i += 2) {
@@ -353,14 +357,18 @@ Value Value::without(std::string_view key) const {
 bool operator==(const Value& a, const Value& b) noexcept {
   if (a.kind_ != b.kind_) return false;
   switch (a.kind_) {
-    case Kind::Nil:
-    case Kind::True: return true;
-    case Kind::Integer: return a.u_.integer == b.u_.integer;
-    case Kind::Float: return a.u_.real == b.u_.real;
-    case Kind::String:
-    case Kind::Keyword:
-    case Kind::Symbol: return a.text() == b.text();
-    case Kind::List: {
+    case Kind::nil:
+    case Kind::t:
+      return true;
+    case Kind::integer:
+      return a.u_.integer == b.u_.integer;
+    case Kind::real:
+      return a.u_.real == b.u_.real;
+    case Kind::string:
+    case Kind::keyword:
+    case Kind::symbol:
+      return a.text() == b.text();
+    case Kind::list: {
       if (a.u_.list == b.u_.list) return true;
       const std::span<const Value> x = a.items();
       const std::span<const Value> y = b.items();
@@ -375,7 +383,7 @@ bool operator==(const Value& a, const Value& b) noexcept {
 }
 
 std::uint32_t Value::use_count_for_test() const noexcept {
-  if (kind_ == Kind::List) return u_.list->refs.load(std::memory_order_relaxed);
+  if (kind_ == Kind::list) return u_.list->refs.load(std::memory_order_relaxed);
   if (is_text_kind() && small_len_ == kHeapText) return u_.text->refs.load(std::memory_order_relaxed);
   return 0;
 }

@@ -16,7 +16,8 @@
 
 namespace passepartout {
 
-enum class Kind : std::uint8_t { Nil, True, Integer, Float, String, Keyword, Symbol, List };
+// The kinds of value. `t` is Lisp's T, the true value; `real` a double.
+enum class Kind : std::uint8_t { nil, t, integer, real, string, keyword, symbol, list };
 
 const char* to_string(Kind kind) noexcept;
 
@@ -56,7 +57,7 @@ class Key {
     }
     const std::size_t used = size_ + 2;  // the bytes that must match: kind, length, text
     for (std::size_t i = 0; i < used; ++i) {
-      unsigned char byte = i == 0   ? static_cast<unsigned char>(Kind::Keyword)
+      unsigned char byte = i == 0   ? static_cast<unsigned char>(Kind::keyword)
                            : i == 1 ? static_cast<unsigned char>(size_)
                                     : static_cast<unsigned char>(name_[i - 2]);
       if (i >= 2 && byte >= 'a' && byte <= 'z') byte = static_cast<unsigned char>(byte - ('a' - 'A'));
@@ -107,22 +108,32 @@ class Value {
  public:
   static constexpr std::size_t kInlineCapacity = 14;
 
-  constexpr Value() noexcept : kind_(Kind::Nil), small_len_(0), small_{}, u_{} {}  // NIL
+  constexpr Value() noexcept : kind_(Kind::nil), small_len_(0), small_{}, u_{} {}  // NIL
   Value(const Value& other) noexcept { copy_from(other); }
   Value(Value&& other) noexcept { steal_from(other); }
   Value& operator=(const Value& other) noexcept {
-    if (this != &other) { release(); copy_from(other); }
+    if (this != &other) {
+      release();
+      copy_from(other);
+    }
     return *this;
   }
   Value& operator=(Value&& other) noexcept {
-    if (this != &other) { release(); steal_from(other); }
+    if (this != &other) {
+      release();
+      steal_from(other);
+    }
     return *this;
   }
   ~Value() { release(); }
 
   // --- construction -------------------------------------------------------
   static Value nil() noexcept { return Value(); }
-  static Value t() noexcept { Value v; v.kind_ = Kind::True; return v; }
+  static Value t() noexcept {
+    Value v;
+    v.kind_ = Kind::t;
+    return v;
+  }
   static Value boolean(bool b) noexcept { return b ? t() : nil(); }
   static Value integer(std::int64_t i) noexcept;
   static Value real(double d) noexcept;
@@ -142,21 +153,21 @@ class Value {
 
   // --- inspection ---------------------------------------------------------
   Kind kind() const noexcept { return kind_; }
-  bool is_nil() const noexcept { return kind_ == Kind::Nil; }
-  bool is_true() const noexcept { return kind_ == Kind::True; }
-  bool is_integer() const noexcept { return kind_ == Kind::Integer; }
-  bool is_float() const noexcept { return kind_ == Kind::Float; }
-  bool is_string() const noexcept { return kind_ == Kind::String; }
-  bool is_keyword() const noexcept { return kind_ == Kind::Keyword; }
-  bool is_symbol() const noexcept { return kind_ == Kind::Symbol; }
-  bool is_list() const noexcept { return kind_ == Kind::List; }
+  bool is_nil() const noexcept { return kind_ == Kind::nil; }
+  bool is_true() const noexcept { return kind_ == Kind::t; }
+  bool is_integer() const noexcept { return kind_ == Kind::integer; }
+  bool is_float() const noexcept { return kind_ == Kind::real; }
+  bool is_string() const noexcept { return kind_ == Kind::string; }
+  bool is_keyword() const noexcept { return kind_ == Kind::keyword; }
+  bool is_symbol() const noexcept { return kind_ == Kind::symbol; }
+  bool is_list() const noexcept { return kind_ == Kind::list; }
   // NIL or a list: something a Lisp peer would call a list.
-  bool is_sequence() const noexcept { return kind_ == Kind::Nil || kind_ == Kind::List; }
+  bool is_sequence() const noexcept { return kind_ == Kind::nil || kind_ == Kind::list; }
   // Lisp truthiness: everything but NIL.
-  explicit operator bool() const noexcept { return kind_ != Kind::Nil; }
+  explicit operator bool() const noexcept { return kind_ != Kind::nil; }
 
   // Integer value; 0 for anything else.
-  std::int64_t as_integer() const noexcept { return kind_ == Kind::Integer ? u_.integer : 0; }
+  std::int64_t as_integer() const noexcept { return kind_ == Kind::integer ? u_.integer : 0; }
   // Float value (integers convert); 0.0 for anything else.
   double as_float() const noexcept;
   // Text of a string, or the name of a keyword (upper-case, without ':') or a
@@ -220,9 +231,9 @@ class Value {
   void clear_bytes() noexcept { std::memset(static_cast<void*>(this), 0, sizeof(Value)); }
   // small_len_ is kHeapText only for text on the heap (it is 0 for every
   // non-text kind), so the kind need not be checked for text.
-  bool has_node() const noexcept { return kind_ == Kind::List || small_len_ == kHeapText; }
+  bool has_node() const noexcept { return kind_ == Kind::list || small_len_ == kHeapText; }
   bool is_text_kind() const noexcept {
-    return kind_ == Kind::String || kind_ == Kind::Keyword || kind_ == Kind::Symbol;
+    return kind_ == Kind::string || kind_ == Kind::keyword || kind_ == Kind::symbol;
   }
   // Copies and releases test for a shared node inline: most Values (NIL,
   // numbers, short names) have none, and the reader creates and drops many.
@@ -308,9 +319,7 @@ struct alignas(alignof(Value)) ListNode {
   const Value* items() const noexcept { return std::launder(reinterpret_cast<const Value*>(this + 1)); }
   // Only when preprinted().
   PrintedForm* printed_form() noexcept { return reinterpret_cast<PrintedForm*>(items() + size()); }
-  const PrintedForm* printed_form() const noexcept {
-    return reinterpret_cast<const PrintedForm*>(items() + size());
-  }
+  const PrintedForm* printed_form() const noexcept { return reinterpret_cast<const PrintedForm*>(items() + size()); }
 };
 
 static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header aligned");
@@ -332,7 +341,7 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
 }
 
 [[gnu::always_inline]] inline const Value* Value::get(const Key& key) const noexcept {
-  if (kind_ != Kind::List) return nullptr;
+  if (kind_ != Kind::list) return nullptr;
   if (!key.inline_) return get(key.name());
   const Value* const items = u_.list->items();
   const std::size_t size = u_.list->size();
@@ -348,7 +357,7 @@ static_assert(sizeof(ListNode) % alignof(Value) == 0, "items follow the header a
 }
 
 [[gnu::always_inline]] inline std::size_t Value::key_index(const Key& key) const noexcept {
-  if (kind_ != Kind::List) return 0;
+  if (kind_ != Kind::list) return 0;
   const Value* const found = get(key);  // the key is the item before its value
   return found != nullptr ? static_cast<std::size_t>(found - 1 - u_.list->items()) : u_.list->size();
 }

@@ -12,7 +12,7 @@
 namespace passepartout {
 
 char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
-  assert(kind == Kind::String || kind == Kind::Keyword || kind == Kind::Symbol);
+  assert(kind == Kind::string || kind == Kind::keyword || kind == Kind::symbol);
   slot.u_.text = detail::allocate_text(size);
   slot.small_len_ = Value::kHeapText;
   slot.kind_ = kind;
@@ -22,11 +22,11 @@ char* ValueAccess::init_heap_text(Value& slot, Kind kind, std::size_t size) {
 void ValueAccess::init_list_relocated(Value& slot, Value* items, std::size_t count) {
   if (count == 0) return;
   slot.u_.list = detail::allocate_list_relocating(items, count);
-  slot.kind_ = Kind::List;
+  slot.kind_ = Kind::list;
 }
 
 void ValueAccess::mark_if_plain(Value& value) noexcept {
-  if (value.kind_ != Kind::Keyword || value.small_len_ == Value::kHeapText || value.small_len_ == 0) return;
+  if (value.kind_ != Kind::keyword || value.small_len_ == Value::kHeapText || value.small_len_ == 0) return;
   const std::string_view name = text_of(value);
   for (const char c : name) {
     if (!detail::is_plain_name_byte(c)) return;
@@ -41,7 +41,7 @@ Value ValueAccess::preprinted_list(const Value& list, std::string_view printed, 
   Value v;
   v.u_.list = detail::allocate_preprinted_list(items_of(list), {text.get(), printed.size(), keyword_marks, ascii});
   static_cast<void>(text.release());  // the node holds it now
-  v.kind_ = Kind::List;
+  v.kind_ = Kind::list;
   return v;
 }
 

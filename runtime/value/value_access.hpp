@@ -75,12 +75,12 @@ struct ValueAccess {
   }
   // The same for a keyword of 1 to kInlineCapacity bytes, all 'A'-'Z', '0'-'9' or '-'.
   static void set_plain_keyword(Value& slot, std::size_t size) noexcept {
-    slot.kind_ = Kind::Keyword;
+    slot.kind_ = Kind::keyword;
     slot.small_len_ = static_cast<std::uint8_t>(size | Value::kPlainName);
   }
   // Whether `value` is a keyword marked as set_plain_keyword() makes one.
   static bool is_plain_keyword(const Value& value) noexcept {
-    return value.kind_ == Kind::Keyword && value.small_len_ != Value::kHeapText &&
+    return value.kind_ == Kind::keyword && value.small_len_ != Value::kHeapText &&
            (value.small_len_ & Value::kPlainName) != 0;
   }
   // Marks the inline keyword `value` plain when its name is (see Value::kPlainName).
@@ -88,7 +88,7 @@ struct ValueAccess {
 
   // Makes `slot`, which must be NIL, the integer `value`.
   static void init_integer(Value& slot, std::int64_t value) noexcept {
-    slot.kind_ = Kind::Integer;
+    slot.kind_ = Kind::integer;
     slot.u_.integer = value;
   }
 
@@ -101,10 +101,11 @@ struct ValueAccess {
   // inline for the printer's inner loop.
   static std::string_view text_of(const Value& value) noexcept {
     if (value.small_len_ == Value::kHeapText) return {value.u_.text->data(), value.u_.text->size};
-    return {reinterpret_cast<const char*>(&value.small_), static_cast<std::size_t>(value.small_len_ & Value::kInlineLength)};
+    return {reinterpret_cast<const char*>(&value.small_),
+            static_cast<std::size_t>(value.small_len_ & Value::kInlineLength)};
   }
   static std::span<const Value> items_of(const Value& value) noexcept {
-    if (value.kind_ != Kind::List) return {};
+    if (value.kind_ != Kind::list) return {};
     return {value.u_.list->items(), value.u_.list->size()};
   }
 

@@ -46,15 +46,13 @@ class MySkill final : public passepartout::Skill {
 
   // Asked only when the manifest's trigger (user input) matched: take the
   // prompt over when the user asks for help.
-  bool trigger(const Signal& signal) override {
-    return mentions(signal.get("PAYLOAD").get("TEXT").text(), "help");
-  }
+  bool trigger(const Signal& signal) override { return mentions(signal.get("PAYLOAD").get("TEXT").text(), "help"); }
 
   // Runs on any thread, concurrently: reads only what the constructor set.
   std::optional<std::string> prompt(const Signal& signal) override {
     std::string text(signal.get("PAYLOAD").get("TEXT").text());
-    return "The user asks for help. Answer briefly, and never suggest commands that use '" +
-           std::string(forbidden_) + "'. The request: " + text;
+    return "The user asks for help. Answer briefly, and never suggest commands that use '" + std::string(forbidden_) +
+           "'. The request: " + text;
   }
 
   // The hot path: a pass allocates nothing. Throwing here would block too.

@@ -189,7 +189,7 @@ class ServerProcess {
     std::string field;
     for (int i = 3; i < 14; ++i) fields >> field;  // state .. cmajflt: fields 3 to 13
     double user = 0, system = 0;
-    fields >> user >> system;                      // utime, stime: fields 14 and 15, in clock ticks
+    fields >> user >> system;  // utime, stime: fields 14 and 15, in clock ticks
     return (user + system) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
   }
 
@@ -215,22 +215,9 @@ class ServerProcess {
 
 // `passepartout daemon` in `dir` with the scripted provider and every bundled skill.
 std::vector<std::string> daemon_args(const fs::path& dir) {
-  return {PP_PASSEPARTOUT_EXE,
-          "daemon",
-          "--port",
-          "0",
-          "--socket",
-          (dir / "s.sock").string(),
-          "--state-dir",
-          dir.string(),
-          "--provider",
-          "scripted",
-          "--script",
-          (dir / "script.yaml").string(),
-          "--manifests",
-          PP_MANIFEST_DIR,
-          "--plugins",
-          PP_PLUGIN_DIR};
+  return {PP_PASSEPARTOUT_EXE, "daemon",        "--port",     "0",          "--socket", (dir / "s.sock").string(),
+          "--state-dir",       dir.string(),    "--provider", "scripted",   "--script", (dir / "script.yaml").string(),
+          "--manifests",       PP_MANIFEST_DIR, "--plugins",  PP_PLUGIN_DIR};
 }
 
 // A client connection to the server under test: no Nagle delay, reads bounded by kWait.
@@ -462,8 +449,7 @@ void BM_Daemon(benchmark::State& state) {
       Scratch scratch;
       ServerProcess floor(scratch.root, {PP_FLOOR_SERVER_EXE, std::to_string(reply_bytes)});
       floor_rtt = round_trips([&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes, token); });
-      floor_rps =
-          throughput(floor, [&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes, token); });
+      floor_rps = throughput(floor, [&] { return std::make_unique<FloorClient>(floor.port(), reply_bytes, token); });
     }
 
     state.counters["rtt_p50_us"] = percentile(rtt, 0.50);

@@ -32,8 +32,7 @@ void BM_FrameRoundtrip(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(kSignal.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(kSignal.size()));
 }
 BENCHMARK(BM_FrameRoundtrip);
 
@@ -42,8 +41,7 @@ void BM_ReadSignal(benchmark::State& state) {
     auto value = passepartout::read_sexp(kSignal);
     benchmark::DoNotOptimize(value);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(kSignal.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(kSignal.size()));
 }
 BENCHMARK(BM_ReadSignal);
 
@@ -57,8 +55,7 @@ void BM_PrintSignal(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(kSignal.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(kSignal.size()));
 }
 BENCHMARK(BM_PrintSignal);
 

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/executor.hpp"
 #include "bench_gates.hpp"
 #include "daemon/frame_codec.hpp"
-#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
@@ -64,8 +64,8 @@ struct LoopWorld {
     cascade.add(std::make_shared<ScriptedProvider>(std::move(*script), nullptr, "scripted"));
     PipelineOptions options;  // the daemon's defaults: the prompt's LOGS section shows the last 20 lines
     options.version = "bench";
-    pipeline = std::make_unique<Pipeline>(Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr},
-                                          options);
+    pipeline = std::make_unique<Pipeline>(
+        Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr}, options);
   }
   ~LoopWorld() {
     pool.stop();

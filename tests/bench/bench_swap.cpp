@@ -44,7 +44,8 @@ struct SwapWorld {
     std::ofstream(root / "manifests" / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
     // Changes are kept in memory here: the audit's fsync comes after publication
     // and is not part of the figure, but it would pace the swaps.
-    auto created = SkillHost::create(SkillHostOptions{root / "manifests", root / "plugins", {}, false, root / "workspace"});
+    auto created =
+        SkillHost::create(SkillHostOptions{root / "manifests", root / "plugins", {}, false, root / "workspace"});
     if (!created) die(created.error().message);
     host = std::move(*created);
     if (!host->boot("bench").all_loaded()) die("echo did not load");
@@ -68,7 +69,8 @@ const Value& signal() {
   return s;
 }
 const Value& action() {
-  static const Value a = *read_sexp("(:TYPE :REQUEST :PAYLOAD (:ACTION :MESSAGE :TEXT \"hello\" :EXPLANATION \"a greeting\"))");
+  static const Value a =
+      *read_sexp("(:TYPE :REQUEST :PAYLOAD (:ACTION :MESSAGE :TEXT \"hello\" :EXPLANATION \"a greeting\"))");
   return a;
 }
 
@@ -176,7 +178,9 @@ void BM_HotSwap(benchmark::State& state) {
     const double loaded_rate = median(swapping_rates);
     const double flushing_rate = median(flushing_rates);
     std::sort(publish_us.begin(), publish_us.end());
-    auto at = [&](double q) { return publish_us[static_cast<std::size_t>(q * static_cast<double>(publish_us.size() - 1))]; };
+    auto at = [&](double q) {
+      return publish_us[static_cast<std::size_t>(q * static_cast<double>(publish_us.size() - 1))];
+    };
     state.counters["swap_p50_us"] = at(0.50);
     state.counters["swap_p99_us"] = at(0.99);
     state.counters["swaps_under_load"] = static_cast<double>(kSwaps - failed);

@@ -42,7 +42,8 @@ void verify_n(benchmark::State& state, int n) {
     Verifier::verify(*snapshot, action(), signal(), out);
     benchmark::DoNotOptimize(out.outcome);
   }
-  if (out.outcome != VerifyOutcome::passed || out.trace.size() != static_cast<std::size_t>(n)) die("unexpected outcome");
+  if (out.outcome != VerifyOutcome::passed || out.trace.size() != static_cast<std::size_t>(n))
+    die("unexpected outcome");
 }
 
 void BM_Verify1Gate(benchmark::State& state) { verify_n(state, 1); }

@@ -53,8 +53,8 @@ bool has_dispatch_macro(std::string_view text) {
       in_string = true;
     } else if (c == ';') {
       in_comment = true;
-    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ')' ||
-               c == '\'' || c == '`' || c == ',') {
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '(' || c == ')' || c == '\'' ||
+               c == '`' || c == ',') {
       token_start = true;
     } else {
       if (c == '#' && token_start) return true;

@@ -180,9 +180,7 @@ DaemonProcess::~DaemonProcess() {
   }
 }
 
-std::string DaemonProcess::log() const {
-  return read_text_file(dir_.path() / "daemon.log");
-}
+std::string DaemonProcess::log() const { return read_text_file(dir_.path() / "daemon.log"); }
 
 bool DaemonProcess::wait_for_log(std::string_view text, std::chrono::milliseconds timeout) const {
   const Clock::time_point deadline = Clock::now() + timeout;
@@ -199,9 +197,7 @@ std::string DaemonProcess::token() const {
   return text;
 }
 
-void DaemonProcess::signal(int number) const {
-  REQUIRE(::kill(pid_, number) == 0);
-}
+void DaemonProcess::signal(int number) const { REQUIRE(::kill(pid_, number) == 0); }
 
 std::optional<int> DaemonProcess::wait_exit(std::chrono::milliseconds timeout) {
   return wait_child(pid_, Clock::now() + timeout, reaped_);

@@ -204,9 +204,7 @@ TEST_CASE("every malformed frame gets an error frame and closes only its own con
   client.expect_handshake();
   std::string expected_code = "BAD-FRAME";
 
-  SECTION("a prefix that is not hexadecimal") {
-    client.send_raw("zz0010(:TYPE :HEALTH-CHECK)");
-  }
+  SECTION("a prefix that is not hexadecimal") { client.send_raw("zz0010(:TYPE :HEALTH-CHECK)"); }
   SECTION("an announced length over the limit") {
     client.send_raw("000401");  // 1025 code points, one over --max-frame
     expected_code = "FRAME-TOO-LARGE";
@@ -215,12 +213,8 @@ TEST_CASE("every malformed frame gets an error frame and closes only its own con
     client.send_raw("000040(:TYPE :HEALTH");
     client.shutdown_write();
   }
-  SECTION("a read-time evaluation") {
-    client.send_raw("00000A#.(launch)");
-  }
-  SECTION("invalid UTF-8") {
-    client.send_raw(std::string("000004(\"\xff\")", 10));
-  }
+  SECTION("a read-time evaluation") { client.send_raw("00000A#.(launch)"); }
+  SECTION("invalid UTF-8") { client.send_raw(std::string("000004(\"\xff\")", 10)); }
 
   const Value error = client.expect_frame();
   INFO(to_sexp(error));
@@ -375,8 +369,7 @@ TEST_CASE("the :INTERRUPT sensor shuts the daemon down, and over TCP needs the t
   CHECK(daemon.log().find("SHUTDOWN: Interrupt flag set. Saving memory...") != std::string::npos);
 }
 
-TEST_CASE("an action held for approval runs once when an operator approves it, also after a restart",
-          "[integration]") {
+TEST_CASE("an action held for approval runs once when an operator approves it, also after a restart", "[integration]") {
   // The dispatcher holds every shell command for a human.
   std::string token;
   DaemonProcess first(options());
@@ -654,8 +647,8 @@ TEST_CASE("a running daemon never lets the shell act without its guard", "[integ
   CHECK(after.find("APPROVAL-REQUIRED") == std::string::npos);
   CHECK(daemon.log().find("ACT START") == std::string::npos);
 
-  const Value loaded = operator_request(
-      client, ":LOAD :MANIFEST \"" + (daemon.manifest_dir() / "shell-guard.yaml").string() + "\"");
+  const Value loaded =
+      operator_request(client, ":LOAD :MANIFEST \"" + (daemon.manifest_dir() / "shell-guard.yaml").string() + "\"");
   INFO(to_sexp(loaded));
   CHECK(is_ok_response(loaded));
   CHECK(ask("again").find("APPROVAL-REQUIRED") != std::string::npos);
@@ -747,8 +740,9 @@ TEST_CASE("a client's newline in a keyword stays on one line of the daemon's log
   DaemonProcess daemon(options());
   WireClient client = WireClient::local(daemon.socket_path());
   client.expect_handshake();
-  client.send("(:TYPE :|EVENT\n2026-01-01T00:00:00.000 info daemon: forged| :REQUEST-ID \"x\" "
-              ":PAYLOAD (:SENSOR :HEARTBEAT))");
+  client.send(
+      "(:TYPE :|EVENT\n2026-01-01T00:00:00.000 info daemon: forged| :REQUEST-ID \"x\" "
+      ":PAYLOAD (:SENSOR :HEARTBEAT))");
   for (Value frame = client.expect_frame(); frame.at("REQUEST-ID").text() != "x"; frame = client.expect_frame()) {
   }
   REQUIRE(daemon.wait_for_log("GATE [Perceive]: EVENT\\n2026-01-01T00:00:00.000 "));  // escaped, on its line
@@ -766,8 +760,8 @@ std::size_t rss_kib(pid_t pid) {
 }
 std::size_t open_descriptors(pid_t pid) {
   const auto folder = "/proc/" + std::to_string(pid) + "/fd";
-  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(folder),
-                                                std::filesystem::directory_iterator()));
+  return static_cast<std::size_t>(
+      std::distance(std::filesystem::directory_iterator(folder), std::filesystem::directory_iterator()));
 }
 
 // A loopback connection to `port` that only writes: nothing is ever read.
@@ -779,8 +773,8 @@ int raw_connect(std::uint16_t port) {
 
 TEST_CASE("200 idle TCP connections neither lock the operator out nor outlive the handshake timeout",
           "[integration][limits]") {
-  DaemonProcess daemon(options({"--max-connections", "150", "--max-connections-per-peer", "1000",
-                                "--handshake-timeout", "2"}));
+  DaemonProcess daemon(
+      options({"--max-connections", "150", "--max-connections-per-peer", "1000", "--handshake-timeout", "2"}));
   std::vector<int> idle;
   for (int i = 0; i < 200; ++i) idle.push_back(raw_connect(daemon.port()));
   const auto env = testing::hermetic_env(daemon.dir());
@@ -873,7 +867,7 @@ TEST_CASE("32 clients that send large events and never read stay within the repl
   CHECK(polite.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
   const std::size_t rss_after = rss_kib(daemon.pid());
   INFO("RSS " << rss_before << " -> " << rss_after << " KiB");
-#if !defined(__SANITIZE_ADDRESS__)  // its quarantine keeps freed memory resident
+#if !defined(__SANITIZE_ADDRESS__)                   // its quarantine keeps freed memory resident
   CHECK(rss_after < rss_before + (32 + 96) * 1024);  // the budget (32 MiB) plus a stated margin (96 MiB)
 #endif
   for (int fd : hogs) ::close(fd);
@@ -997,12 +991,32 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
   testing::TempDir dir;
   auto run = testing::run_passepartout({"daemon", "--help"}, testing::hermetic_env(dir.path()));
   CHECK(run.exit_status == 0);
-  for (std::string_view needle :
-       {"--port", "--socket", "--no-tcp", "--listen", "--tcp-auth", "--require-auth", "--config", "--script",
-        "--max-frame", "--max-connections-per-peer", "--handshake-timeout", "--max-queued-replies", "--workspace",
-        "--log-json", "--max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION",
-        "HEARTBEAT_INTERVAL", "MEMORY_AUTO_SAVE_INTERVAL", "DEFAULT_ACTUATOR", "SILENT_ACTUATORS", "MEMEX_ASSISTANT",
-        "CONTEXT_LOG_LIMIT", "PASSEPARTOUT_PROVIDER", "NOTIFY_SOCKET", ".env", "SIGHUP"}) {
+  for (std::string_view needle : {"--port",
+                                  "--socket",
+                                  "--no-tcp",
+                                  "--listen",
+                                  "--tcp-auth",
+                                  "--require-auth",
+                                  "--config",
+                                  "--script",
+                                  "--max-frame",
+                                  "--max-connections-per-peer",
+                                  "--handshake-timeout",
+                                  "--max-queued-replies",
+                                  "--workspace",
+                                  "--log-json",
+                                  "--max-pending-approvals",
+                                  "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION",
+                                  "HEARTBEAT_INTERVAL",
+                                  "MEMORY_AUTO_SAVE_INTERVAL",
+                                  "DEFAULT_ACTUATOR",
+                                  "SILENT_ACTUATORS",
+                                  "MEMEX_ASSISTANT",
+                                  "CONTEXT_LOG_LIMIT",
+                                  "PASSEPARTOUT_PROVIDER",
+                                  "NOTIFY_SOCKET",
+                                  ".env",
+                                  "SIGHUP"}) {
     INFO(needle);
     CHECK(run.out.find(needle) != std::string::npos);
   }

@@ -16,18 +16,15 @@ PP_C99_CHECK(host_minor_third, offsetof(pp_host_api, abi_minor) == 6);
 PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, tools));
 PP_C99_CHECK(skill_size_1_1, PP_SKILL_API_SIZE_1_1 == sizeof(pp_skill_api));
 PP_C99_CHECK(minor_1_1, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 1);
-PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 &&
-                              PP_ERROR_ABORT == 3);
+PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 && PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);
 PP_C99_CHECK(kinds, PP_KIND_NIL == 0 && PP_KIND_LIST == 7);
 PP_C99_CHECK(status, PP_OK == 0 && PP_ERROR != PP_OK);
 
 /* Every member is callable from C with C types. */
-int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key,
-                         size_t key_len);
-int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key,
-                         size_t key_len) {
+int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key, size_t key_len);
+int pp_c99_reads_keyword(const pp_host_api* host, const pp_value* plist, const char* key, size_t key_len) {
   const pp_value* value = host->get(plist, key, key_len);
   size_t len = 0;
   const char* text = host->text(value, &len);

@@ -50,9 +50,7 @@ struct Hands final : passepartout::Skill {
   ValueRef call_tool(std::string_view /*tool*/, const ValueRef& args, const Signal& /*signal*/) override {
     return args;
   }
-  ValueRef act(std::string_view /*target*/, const Action& action, const Signal& /*signal*/) override {
-    return action;
-  }
+  ValueRef act(std::string_view /*target*/, const Action& action, const Signal& /*signal*/) override { return action; }
   void observe(const Signal& /*signal*/) override {}
   passepartout::ErrorChoice on_error(const Signal& /*signal*/, const ValueRef& /*error*/) override {
     return passepartout::ErrorChoice::skip();
@@ -108,9 +106,9 @@ struct NotToolSpecs final : passepartout::Skill {
 static_assert(!sdk::tool_names_valid<BadToolName>() && !sdk::tool_names_valid<DuplicateTool>() &&
               !sdk::actuator_names_valid<DuplicateActuator>() && !sdk::tools_are_tool_specs<NotToolSpecs>());
 
-static_assert(sdk::overrides_gate<GateOnly> && !sdk::overrides_trigger<GateOnly> &&
-              !sdk::overrides_prompt<GateOnly> && !sdk::overrides_self_test<GateOnly> &&
-              !sdk::overrides_export_state<GateOnly> && !sdk::overrides_import_state<GateOnly>);
+static_assert(sdk::overrides_gate<GateOnly> && !sdk::overrides_trigger<GateOnly> && !sdk::overrides_prompt<GateOnly> &&
+              !sdk::overrides_self_test<GateOnly> && !sdk::overrides_export_state<GateOnly> &&
+              !sdk::overrides_import_state<GateOnly>);
 static_assert(sdk::overrides_gate<Everything> && sdk::overrides_trigger<Everything> &&
               sdk::overrides_prompt<Everything> && sdk::overrides_self_test<Everything> &&
               sdk::overrides_export_state<Everything> && sdk::overrides_import_state<Everything>);

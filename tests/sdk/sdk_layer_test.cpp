@@ -360,10 +360,11 @@ TEST_CASE("trigger, prompt, self_test and state hooks convert their results", "[
 TEST_CASE("ValueRef reads values through the host", "[sdk]") {
   pp_call call;
   const pp_host_api* host = &stub::host();
-  const pp_value* items = stub::list(call, {stub::integer(call, 1), stub::string(call, "two"), stub::keyword(call, "three")});
-  const ValueRef action(host, &call, stub::plist(call, {{"TOOL", stub::string(call, "shell")},
-                                                        {"ARGS", items},
-                                                        {"EMPTY", stub::nil(call)}}));
+  const pp_value* items =
+      stub::list(call, {stub::integer(call, 1), stub::string(call, "two"), stub::keyword(call, "three")});
+  const ValueRef action(
+      host, &call,
+      stub::plist(call, {{"TOOL", stub::string(call, "shell")}, {"ARGS", items}, {"EMPTY", stub::nil(call)}}));
   CHECK(action.kind() == ValueKind::list);
   CHECK(action.is_list());
   CHECK(action.get("tool").text() == "shell");
@@ -566,8 +567,8 @@ TEST_CASE("the refused fixtures are refusable for their own reasons", "[sdk][fix
     const pp_skill_api* api = library.api();
     REQUIRE(api != nullptr);
     CHECK(api->struct_size == sizeof(pp_skill_api));
-    CHECK((api->trigger == nullptr && api->prompt == nullptr && api->gate == nullptr &&
-           api->self_test == nullptr && api->export_state == nullptr && api->import_state == nullptr));
+    CHECK((api->trigger == nullptr && api->prompt == nullptr && api->gate == nullptr && api->self_test == nullptr &&
+           api->export_state == nullptr && api->import_state == nullptr));
     Instance instance(api, nullptr);
     CHECK(instance.get() != nullptr);
   }
@@ -776,8 +777,7 @@ TEST_CASE("observe reaches the skill and reports what it throws", "[sdk]") {
   const pp_value* result = nullptr;
   CHECK(kHands.call_tool(instance.get(), &call, 2, nullptr, nullptr, &result) == PP_OK);
   CHECK(stub::print(result) == "2");
-  CHECK(kHands.observe(instance.get(), &call, stub::plist(arena, {{"BOOM", stub::keyword(arena, "T")}})) ==
-        PP_ERROR);
+  CHECK(kHands.observe(instance.get(), &call, stub::plist(arena, {{"BOOM", stub::keyword(arena, "T")}})) == PP_ERROR);
   CHECK(call.error == "observe exploded");
 }
 

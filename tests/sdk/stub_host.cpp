@@ -77,8 +77,7 @@ double host_real(const pp_value* v) {
 }
 const char* host_text(const pp_value* v, size_t* len) {
   const pp_value& value = read(v);
-  const bool textual = value.kind == PP_KIND_STRING || value.kind == PP_KIND_KEYWORD ||
-                       value.kind == PP_KIND_SYMBOL;
+  const bool textual = value.kind == PP_KIND_STRING || value.kind == PP_KIND_KEYWORD || value.kind == PP_KIND_SYMBOL;
   if (len != nullptr) *len = textual ? value.text.size() : 0;
   return textual ? value.text.c_str() : "";
 }
@@ -168,16 +167,13 @@ const pp_value* host_plist_put(pp_call* call, const pp_value* plist, const char*
   copy.items.push_back(value);
   return call->keep(std::move(copy));
 }
-const pp_value* host_print(pp_call* call, const pp_value* v) {
-  return make_text(call, PP_KIND_STRING, stub::print(v));
-}
+const pp_value* host_print(pp_call* call, const pp_value* v) { return make_text(call, PP_KIND_STRING, stub::print(v)); }
 
 constexpr pp_host_api kHost = {
-    sizeof(pp_host_api), PP_ABI_MAJOR, PP_ABI_MINOR,
-    host_log, host_set_error,
-    host_kind, host_integer, host_real, host_text, host_length, host_at, host_get,
-    host_make_nil, host_make_t, host_make_integer, host_make_float, host_make_string,
-    host_make_keyword, host_make_symbol, host_make_list, host_plist_put, host_print,
+    sizeof(pp_host_api), PP_ABI_MAJOR,   PP_ABI_MINOR,      host_log,        host_set_error,   host_kind,
+    host_integer,        host_real,      host_text,         host_length,     host_at,          host_get,
+    host_make_nil,       host_make_t,    host_make_integer, host_make_float, host_make_string, host_make_keyword,
+    host_make_symbol,    host_make_list, host_plist_put,    host_print,
 };
 
 }  // namespace
@@ -186,17 +182,12 @@ const pp_host_api& host() { return kHost; }
 
 const pp_value* nil(pp_call& call) { return host_make_nil(&call); }
 const pp_value* integer(pp_call& call, std::int64_t value) { return host_make_integer(&call, value); }
-const pp_value* string(pp_call& call, std::string text) {
-  return make_text(&call, PP_KIND_STRING, text);
-}
-const pp_value* keyword(pp_call& call, std::string name) {
-  return make_text(&call, PP_KIND_KEYWORD, name);
-}
+const pp_value* string(pp_call& call, std::string text) { return make_text(&call, PP_KIND_STRING, text); }
+const pp_value* keyword(pp_call& call, std::string name) { return make_text(&call, PP_KIND_KEYWORD, name); }
 const pp_value* list(pp_call& call, std::vector<const pp_value*> items) {
   return host_make_list(&call, items.data(), items.size());
 }
-const pp_value* plist(pp_call& call,
-                      std::initializer_list<std::pair<std::string, const pp_value*>> entries) {
+const pp_value* plist(pp_call& call, std::initializer_list<std::pair<std::string, const pp_value*>> entries) {
   std::vector<const pp_value*> items;
   for (const auto& entry : entries) {
     items.push_back(keyword(call, entry.first));
@@ -208,8 +199,10 @@ const pp_value* plist(pp_call& call,
 std::string print(const pp_value* v) {
   const pp_value& value = read(v);
   switch (value.kind) {
-    case PP_KIND_T: return "T";
-    case PP_KIND_INTEGER: return std::to_string(value.integer);
+    case PP_KIND_T:
+      return "T";
+    case PP_KIND_INTEGER:
+      return std::to_string(value.integer);
     case PP_KIND_FLOAT: {
       char buffer[32];
       std::snprintf(buffer, sizeof buffer, "%g", value.real);
@@ -223,8 +216,10 @@ std::string print(const pp_value* v) {
       }
       return out + "\"";
     }
-    case PP_KIND_KEYWORD: return ":" + value.text;
-    case PP_KIND_SYMBOL: return value.text;
+    case PP_KIND_KEYWORD:
+      return ":" + value.text;
+    case PP_KIND_SYMBOL:
+      return value.text;
     case PP_KIND_LIST: {
       std::string out = "(";
       for (std::size_t i = 0; i < value.items.size(); ++i) {
@@ -233,7 +228,8 @@ std::string print(const pp_value* v) {
       }
       return out + ")";
     }
-    default: return "NIL";
+    default:
+      return "NIL";
   }
 }
 

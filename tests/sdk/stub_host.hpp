@@ -17,7 +17,7 @@ struct pp_value {
   pp_kind kind = PP_KIND_NIL;
   std::int64_t integer = 0;
   double real = 0.0;
-  std::string text;                     // string bytes, or keyword/symbol name
+  std::string text;                    // string bytes, or keyword/symbol name
   std::vector<const pp_value*> items;  // list elements (shared, never owned)
 };
 

@@ -56,8 +56,8 @@ void SkillFixtures::add_bundled_requirements(std::vector<SkillManifest>& manifes
   for (std::size_t i = 0; i < manifests.size(); ++i) {  // grows as requirements are added
     for (const Dependency* dep : manifests[i].requirements()) {
       const std::string name = dep->name;
-      const bool present = std::any_of(manifests.begin(), manifests.end(),
-                                       [&](const SkillManifest& m) { return m.name == name; });
+      const bool present =
+          std::any_of(manifests.begin(), manifests.end(), [&](const SkillManifest& m) { return m.name == name; });
       if (present) continue;
       auto manifest = SkillManifest::load(fs::path(PP_MANIFEST_DIR) / (name + ".yaml"));
       INFO((manifest ? std::string() : manifest.error().message));

@@ -28,7 +28,8 @@ Value SkillHarness::verify(std::string_view action_sexp) {
   auto action = read_sexp(action_sexp);
   INFO((action ? std::string() : action.error().message));
   REQUIRE(action.has_value());
-  static const Value signal = *read_sexp("(:TYPE :EVENT :META (:SOURCE :TEST) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"test\"))");
+  static const Value signal =
+      *read_sexp("(:TYPE :EVENT :META (:SOURCE :TEST) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"test\"))");
   return Verifier::verify(*registry_.snapshot(), *action, signal).to_value();
 }
 

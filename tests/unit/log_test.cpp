@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/log.hpp"
 #include "base/executor.hpp"
+#include "base/log.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -135,8 +135,8 @@ TEST_CASE("a debug line made of a format is formatted only when something takes 
 TEST_CASE("a text log line escapes control characters, so a client cannot forge a line", "[log]") {
   StderrToFile err(LogLevel::info, LogFormat::text);
   // A keyword a client sent: a newline and a line that looks like the daemon's.
-  const std::string forged = std::string("EVENT\n2026-11-26T10:00:00.000 info daemon: all is well") + '\0' +
-                             "\x1b[31mred\ttab\r\x7f";
+  const std::string forged =
+      std::string("EVENT\n2026-11-26T10:00:00.000 info daemon: all is well") + '\0' + "\x1b[31mred\ttab\r\x7f";
   log_message(LogLevel::info, "pipeline", "GATE [Perceive]: " + forged);
   const std::string text = err.text();
   CHECK(count_lines(text) == 1);
@@ -314,7 +314,8 @@ TEST_CASE("a scope's newest lines stay one text, oldest first, as old ones are d
       }
       REQUIRE(lines.newest_text(count) == expected);
     }
-    for (std::size_t age = 0; age < lines.size(); ++age) REQUIRE(lines.newest(age).text == added[added.size() - 1 - age]);
+    for (std::size_t age = 0; age < lines.size(); ++age)
+      REQUIRE(lines.newest(age).text == added[added.size() - 1 - age]);
   }
   CHECK(lines.newest_text(0).empty());
 }
@@ -388,7 +389,8 @@ bool written_soon(const StderrToFile& err, std::string_view needle) {
 
 }  // namespace
 
-TEST_CASE("an event loop writes its held lines before it sleeps, and while it polls idle", "[log][executor][concurrency]") {
+TEST_CASE("an event loop writes its held lines before it sleeps, and while it polls idle",
+          "[log][executor][concurrency]") {
   StderrToFile err(LogLevel::info, LogFormat::text);
   {
     EventLoops sleeper(1);  // no idle polling: it sleeps once the task ran

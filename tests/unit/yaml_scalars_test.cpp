@@ -17,9 +17,8 @@ namespace {
 
 // `scalar` as the value of config key x, on line 6 column 6 of skill.yaml.
 Result<Value> manifest_value(const std::string& scalar) {
-  auto manifest =
-      SkillManifest::parse("name: s\nversion: 1.0.0\nlibrary: libs.so\nabi: 1\nconfig:\n  x: " + scalar + "\n",
-                           "skill.yaml");
+  auto manifest = SkillManifest::parse(
+      "name: s\nversion: 1.0.0\nlibrary: libs.so\nabi: 1\nconfig:\n  x: " + scalar + "\n", "skill.yaml");
   if (!manifest) return fail(manifest.error().code, manifest.error().message);
   return manifest->config.at("X");
 }

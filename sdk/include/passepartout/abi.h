@@ -212,8 +212,8 @@ typedef struct pp_host_api {
   const pp_value* (*make_list)(pp_call* call, const pp_value* const* items, size_t count);
   /** A copy of `plist` with `key` set to `value` (replaced where present,
    *  appended otherwise). NULL if `plist` is not NIL or a list, or `value` is NULL. */
-  const pp_value* (*plist_put)(pp_call* call, const pp_value* plist, const char* key,
-                               size_t len, const pp_value* value);
+  const pp_value* (*plist_put)(pp_call* call, const pp_value* plist, const char* key, size_t len,
+                               const pp_value* value);
   /** `v` printed as an s-expression, as a string value (what a Lisp peer reads). */
   const pp_value* (*print)(pp_call* call, const pp_value* v);
 } pp_host_api;
@@ -253,8 +253,7 @@ typedef struct pp_skill_api {
   pp_status (*prompt)(void* instance, pp_call* call, const pp_value* signal, const pp_value** prompt);
   /** Judges `action` (proposed in response to `signal`) and fills `*verdict`.
    *  Any thread, concurrently. Returning PP_ERROR blocks the action. */
-  pp_status (*gate)(void* instance, pp_call* call, const pp_value* action, const pp_value* signal,
-                    pp_verdict* verdict);
+  pp_status (*gate)(void* instance, pp_call* call, const pp_value* action, const pp_value* signal, pp_verdict* verdict);
   /** Checks the instance works before it is published (hot swap, load).
    *  Control thread. PP_ERROR refuses the load. */
   pp_status (*self_test)(void* instance, pp_call* call);
@@ -281,8 +280,8 @@ typedef struct pp_skill_api {
    *  the bounded time the tool needs. `args` and `signal` are borrowed for the
    *  call. PP_ERROR reports the tool's failure to the model with the text
    *  given to `host->set_error`. Required when `tool_count` > 0. */
-  pp_status (*call_tool)(void* instance, pp_call* call, size_t tool, const pp_value* args,
-                         const pp_value* signal, const pp_value** result);
+  pp_status (*call_tool)(void* instance, pp_call* call, size_t tool, const pp_value* args, const pp_value* signal,
+                         const pp_value** result);
   /** The actuator targets the skill serves, e.g. "shell" (an action with
    *  `:TARGET :SHELL` reaches it): `actuator_count` NUL-terminated names of
    *  1 to 64 letters, digits, '-' and '_', compared ignoring ASCII case,
@@ -298,8 +297,8 @@ typedef struct pp_skill_api {
    *  block for its bounded time. `action` and `signal` are borrowed for the
    *  call. PP_ERROR reports the failure, with the text given to
    *  `host->set_error`. Required when `actuator_count` > 0. */
-  pp_status (*act)(void* instance, pp_call* call, size_t actuator, const pp_value* action,
-                   const pp_value* signal, const pp_value** result);
+  pp_status (*act)(void* instance, pp_call* call, size_t actuator, const pp_value* action, const pp_value* signal,
+                   const pp_value** result);
   /** Receives every signal the manifest's `trigger` matches, as it is
    *  perceived and before it is reasoned about: user input as well as
    *  heartbeats, so a skill can do background work on it. Called only when the
@@ -315,8 +314,8 @@ typedef struct pp_skill_api {
    *  thread, concurrently. `signal` and `error` are borrowed for the call.
    *  PP_ERROR, or a kind the host does not know, counts as PP_ERROR_DEFAULT.
    *  Optional. */
-  pp_status (*error_policy)(void* instance, pp_call* call, const pp_value* signal,
-                            const pp_value* error, pp_error_choice* choice);
+  pp_status (*error_policy)(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
+                            pp_error_choice* choice);
 } pp_skill_api;
 
 /** The entry function's type. It takes no arguments, may be called more than

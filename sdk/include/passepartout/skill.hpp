@@ -351,10 +351,14 @@ class Skill {
 
   static pp_log_level to_pp_level(LogLevel level) noexcept {
     switch (level) {
-      case LogLevel::debug: return PP_LOG_DEBUG;
-      case LogLevel::info: return PP_LOG_INFO;
-      case LogLevel::warn: return PP_LOG_WARN;
-      case LogLevel::error: return PP_LOG_ERROR;
+      case LogLevel::debug:
+        return PP_LOG_DEBUG;
+      case LogLevel::info:
+        return PP_LOG_INFO;
+      case LogLevel::warn:
+        return PP_LOG_WARN;
+      case LogLevel::error:
+        return PP_LOG_ERROR;
     }
     return PP_LOG_INFO;
   }
@@ -372,9 +376,9 @@ class Skill {
 /// `kVersion`, and `kTools`/`kActuators` when it offers them): defines the library's one exported symbol,
 /// `passepartout_skill_entry`, returning a static table of T's hooks. Use it
 /// exactly once per library, at namespace scope, followed by `;`.
-#define PASSEPARTOUT_SKILL(T)                                                           \
-  extern "C" PP_EXPORT const pp_skill_api* passepartout_skill_entry() {                 \
+#define PASSEPARTOUT_SKILL(T)                                                            \
+  extern "C" PP_EXPORT const pp_skill_api* passepartout_skill_entry() {                  \
     static constexpr pp_skill_api kTable = ::passepartout::sdk_detail::skill_table<T>(); \
-    return &kTable;                                                                     \
-  }                                                                                     \
+    return &kTable;                                                                      \
+  }                                                                                      \
   static_assert(::passepartout::sdk_detail::check_skill_class<T>(), "PASSEPARTOUT_SKILL(" #T ")")

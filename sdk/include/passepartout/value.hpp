@@ -238,9 +238,7 @@ class Context {
   /// T when `condition` holds, NIL otherwise.
   ValueRef boolean(bool condition) const { return condition ? t() : nil(); }
   /// An integer.
-  ValueRef integer(std::int64_t value) const {
-    return checked(host_->make_integer(call_, value), "an integer");
-  }
+  ValueRef integer(std::int64_t value) const { return checked(host_->make_integer(call_, value), "an integer"); }
   /// A float.
   ValueRef real(double value) const { return checked(host_->make_float(call_, value), "a float"); }
   /// A string from UTF-8 `text` (copied). Throws std::invalid_argument if not valid UTF-8.
@@ -260,13 +258,9 @@ class Context {
                    "a symbol (the name is empty or not valid UTF-8)");
   }
   /// A list of `items` (NIL when empty); the items are shared, not copied.
-  ValueRef list(std::initializer_list<ValueRef> items) const {
-    return make_list(items.begin(), items.size());
-  }
+  ValueRef list(std::initializer_list<ValueRef> items) const { return make_list(items.begin(), items.size()); }
   /// A list of `items` (NIL when empty); the items are shared, not copied.
-  ValueRef list(const std::vector<ValueRef>& items) const {
-    return make_list(items.data(), items.size());
-  }
+  ValueRef list(const std::vector<ValueRef>& items) const { return make_list(items.data(), items.size()); }
   /// A property list `(:KEY1 value1 :KEY2 value2 ...)`, in the order given:
   /// `ctx.plist({{"TOOL", ctx.string("shell")}, {"ARGS", ctx.list({})}})`.
   /// Throws std::invalid_argument if a key is not a valid keyword name.
@@ -327,8 +321,8 @@ inline Context ValueRef::context() const {
 inline ValueRef ValueRef::with(std::string_view key, const ValueRef& value) const {
   const Context ctx = call_ != nullptr ? context() : value.context();
   const pp_value* plist = ctx.handle_of(*this);
-  const pp_value* built = ctx.host()->plist_put(ctx.call(), plist, sdk_detail::bytes_of(key),
-                                                key.size(), ctx.handle_of(value));
+  const pp_value* built =
+      ctx.host()->plist_put(ctx.call(), plist, sdk_detail::bytes_of(key), key.size(), ctx.handle_of(value));
   if (built == nullptr) {
     std::string message = "passepartout: cannot set :";
     message.append(sdk_detail::bytes_of(key), key.size());

@@ -24,9 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-bool contains(const std::string& text, std::string_view what) {
-  return text.find(what) != std::string::npos;
-}
+bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
 // Sets environment variables for one test and puts the old values back.
 class EnvOverride {

@@ -149,7 +149,7 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
     CHECK(error_of(s.resolve()).find("--script FILE") != std::string::npos);
   }
   SECTION("approval lifetime and retention, memory history limit") {
-    s.env["PASSEPARTOUT_APPROVAL_RETENTION"] = "0";  // allowed: kept for ever
+    s.env["PASSEPARTOUT_APPROVAL_RETENTION"] = "0";    // allowed: kept for ever
     s.env["PASSEPARTOUT_MEMORY_HISTORY_LIMIT"] = "0";  // allowed: no limit
     s.sources.command_line["approval-lifetime"] = "3600";
     auto config = s.resolve();
@@ -316,8 +316,7 @@ TEST_CASE("the event loops' idle poll is set in microseconds and bounded", "[dae
   s.env["PASSEPARTOUT_IDLE_POLL"] = "1500";
   CHECK(s.resolve()->idle_poll == 1500us);
   s.env["PASSEPARTOUT_IDLE_POLL"] = "100001";
-  CHECK(error_of(s.resolve()) ==
-        "PASSEPARTOUT_IDLE_POLL: '100001' is not a number of microseconds (0 to 100000)");
+  CHECK(error_of(s.resolve()) == "PASSEPARTOUT_IDLE_POLL: '100001' is not a number of microseconds (0 to 100000)");
   s.env["PASSEPARTOUT_IDLE_POLL"] = "-5";
   CHECK(error_of(s.resolve()).find("PASSEPARTOUT_IDLE_POLL: '-5' is not a number of microseconds") == 0);
 }

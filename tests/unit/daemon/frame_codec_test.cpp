@@ -177,7 +177,8 @@ TEST_CASE("a preprinted gate trace is framed from its text, and one holding an u
   // Marked as a gate trace entry is (its keywords), but holding another text: the frame shows which was used.
   const Value entry = parse("(:GATE \"g\" :VERSION \"1.0.0\" :RESULT :PASSED)");
   std::uint64_t marks = 0;
-  for (const char* key : {"GATE", "VERSION", "RESULT", "PASSED", "REASON", "REWRITTEN", "BLOCKED", "FAILED", "APPROVAL"}) {
+  for (const char* key :
+       {"GATE", "VERSION", "RESULT", "PASSED", "REASON", "REWRITTEN", "BLOCKED", "FAILED", "APPROVAL"}) {
     marks |= keyword_mark(key);
   }
   const Value trace = ValueAccess::preprinted_list(entry, "(:FROM-TEXT)", marks);
@@ -291,7 +292,8 @@ TEST_CASE("decoder refuses a prefix that is not a hexadecimal length", "[daemon]
   CHECK(error_kind("0 002C") == FrameErrorKind::bad_prefix);
   CHECK(error_kind("0x002C") == FrameErrorKind::bad_prefix);
   CHECK(error_kind("(:TYPE :EVENT)") == FrameErrorKind::bad_prefix);
-  CHECK(error_message("00\xC3\xA9" "00") ==
+  CHECK(error_message("00\xC3\xA9"
+                      "00") ==
         "byte 2: frame prefix \"00\\xC3\" is not a length (expected 6 hexadecimal digits, optionally after '+')");
 }
 
@@ -333,7 +335,8 @@ TEST_CASE("decoder reports a truncated frame when the stream ends inside it", "[
 
 TEST_CASE("decoder refuses a frame whose code-point count cuts a character in two", "[daemon]") {
   // One code point announced, but the payload is 'é' split: 0xC3 then a new frame's '0'.
-  CHECK(error_kind("000001\xC3" "000001a") == FrameErrorKind::invalid_utf8);
+  CHECK(error_kind("000001\xC3"
+                   "000001a") == FrameErrorKind::invalid_utf8);
 }
 
 TEST_CASE("decoder refuses read-time evaluation in a payload", "[daemon]") {
@@ -354,10 +357,10 @@ TEST_CASE("decoder refuses payloads the reader cannot read", "[daemon]") {
 TEST_CASE("decoder refuses invalid UTF-8 at the offending byte", "[daemon]") {
   CHECK(error_kind("000003\"\xFF\"") == FrameErrorKind::invalid_utf8);
   CHECK(error_message("000003\"\xFF\"") == "byte 7: invalid UTF-8 in the frame payload (byte 0xFF)");
-  CHECK(error_kind("000003\"\xC0\x80\"") == FrameErrorKind::invalid_utf8);            // overlong
-  CHECK(error_kind("000003\"\xED\xA0\x80\"") == FrameErrorKind::invalid_utf8);        // surrogate
-  CHECK(error_kind("000003\"\xF4\x90\x80\x80\"") == FrameErrorKind::invalid_utf8);    // above U+10FFFF
-  CHECK(error_kind("000003\"\x80\"") == FrameErrorKind::invalid_utf8);                // lone continuation
+  CHECK(error_kind("000003\"\xC0\x80\"") == FrameErrorKind::invalid_utf8);          // overlong
+  CHECK(error_kind("000003\"\xED\xA0\x80\"") == FrameErrorKind::invalid_utf8);      // surrogate
+  CHECK(error_kind("000003\"\xF4\x90\x80\x80\"") == FrameErrorKind::invalid_utf8);  // above U+10FFFF
+  CHECK(error_kind("000003\"\x80\"") == FrameErrorKind::invalid_utf8);              // lone continuation
   CHECK(error_message("000004\"\xC3(\"") ==
         "byte 7: invalid UTF-8 in the frame payload (sequence starting with 0xC3, then 0x28)");
 }
@@ -379,8 +382,8 @@ TEST_CASE("decoder keeps the messages completed before an error", "[daemon]") {
 
 TEST_CASE("decoder reads back what the codec writes, in random pieces", "[daemon]") {
   std::mt19937 rng(20240516);
-  const std::vector<std::string> texts = {"plain", "naïve café", "日本語のテキスト", "🙂🙃 emoji", "quote \" and \\",
-                                          "tab\tnewline\n", ""};
+  const std::vector<std::string> texts = {
+      "plain", "naïve café", "日本語のテキスト", "🙂🙃 emoji", "quote \" and \\", "tab\tnewline\n", ""};
   std::string stream;
   std::vector<std::string> expected;
   for (int i = 0; i < 200; ++i) {

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/executor.hpp"
 #include "daemon/operator_handler.hpp"
 #include "pipeline/approvals.hpp"
-#include "base/executor.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "skills/skill_host.hpp"
@@ -48,8 +48,8 @@ struct OperatorRig {
     fx.write_manifest("a.yaml", SkillFixtures::yaml("pass-gate-0", 10, "depends_on: [pass-gate-1 >=1.0]\n"));
     fx.write_manifest("b.yaml", SkillFixtures::yaml("pass-gate-1", 5));
     fx.write_manifest("c.yaml", SkillFixtures::yaml("create-fails", 50));
-    auto created =
-        SkillHost::create(SkillHostOptions{fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true, state.path() / "workspace"});
+    auto created = SkillHost::create(SkillHostOptions{
+        fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true, state.path() / "workspace"});
     REQUIRE(created.has_value());
     host = std::move(*created);
     problems.record(host->boot("test"));
@@ -144,7 +144,8 @@ TEST_CASE("UNLOAD is refused while others depend on a skill, unless it cascades"
   CHECK(listed.items()[0].at("REQUESTER").text() == "test");
 }
 
-TEST_CASE("RELOAD and LOAD go through the host and failures are REFUSED, leaving the old version", "[daemon][operator]") {
+TEST_CASE("RELOAD and LOAD go through the host and failures are REFUSED, leaving the old version",
+          "[daemon][operator]") {
   OperatorRig rig;
   const Value reloaded = rig.ask("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"pass-gate-0\")");
   INFO(to_sexp(reloaded));

@@ -287,9 +287,8 @@ TEST_CASE("server answers pipelined requests in order, stream chunks before each
   client.expect_handshake();
   std::string burst;
   for (int n = 0; n < 5; ++n) {
-    burst += *FrameCodec().encode(Value::plist({{"TYPE", Value::keyword("REQUEST")},
-                                                {"N", Value::integer(n)},
-                                                {"CHUNKS", Value::integer(n % 3)}}));
+    burst += *FrameCodec().encode(Value::plist(
+        {{"TYPE", Value::keyword("REQUEST")}, {"N", Value::integer(n)}, {"CHUNKS", Value::integer(n % 3)}}));
   }
   client.send_raw(burst);
   for (int n = 0; n < 5; ++n) {
@@ -357,8 +356,7 @@ TEST_CASE("server holds later requests until the current one is answered", "[dae
   CHECK(client.expect_frame().path({"PAYLOAD", "MESSAGE"}) == Value::string("two"));
 }
 
-TEST_CASE("server pauses reading while requests queue up and answers them all in order",
-          "[daemon][concurrency]") {
+TEST_CASE("server pauses reading while requests queue up and answers them all in order", "[daemon][concurrency]") {
   ServerOptions options = tcp_options();
   options.max_queued_requests = 2;
   auto handler = std::make_shared<HoldingHandler>();
@@ -455,12 +453,9 @@ TEST_CASE("a malformed frame gets an error frame and closes that connection only
     std::string code;
   };
   const std::vector<Case> cases = {
-      {"zzzzzz(:TYPE :EVENT)", "BAD-FRAME"},
-      {"0003E9", "FRAME-TOO-LARGE"},  // 1001 code points announced
-      {"FFFFFF", "FRAME-TOO-LARGE"},
-      {"00000E(#.(run \"rm\"))", "BAD-FRAME"},
-      {"000003\"\xFF\"", "BAD-FRAME"},
-      {std::string(5000, ' '), "BAD-FRAME"},
+      {"zzzzzz(:TYPE :EVENT)", "BAD-FRAME"}, {"0003E9", "FRAME-TOO-LARGE"},  // 1001 code points announced
+      {"FFFFFF", "FRAME-TOO-LARGE"},         {"00000E(#.(run \"rm\"))", "BAD-FRAME"},
+      {"000003\"\xFF\"", "BAD-FRAME"},       {std::string(5000, ' '), "BAD-FRAME"},
       {"000004(a b", "BAD-FRAME"},
   };
   for (const Case& c : cases) {
@@ -687,8 +682,7 @@ TEST_CASE("stop answers a request in flight before closing", "[daemon][concurren
   CHECK_FALSE(in_flight.send(make_stream_chunk("late")));
 }
 
-TEST_CASE("stop closes connections whose handler never answers once the grace period ends",
-          "[daemon][concurrency]") {
+TEST_CASE("stop closes connections whose handler never answers once the grace period ends", "[daemon][concurrency]") {
   auto handler = std::make_shared<HoldingHandler>();
   auto server = start_server(tcp_options(), handler);
   WireClient client = WireClient::tcp(server->tcp_port());

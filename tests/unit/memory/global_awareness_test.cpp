@@ -34,8 +34,9 @@ constexpr std::string_view kProject = R"(
 TEST_CASE("global awareness says so when there are no active projects", "[memory]") {
   MemoryStore store;
   CHECK(passepartout::render_global_awareness(store) == std::string(kHeader) + "No active projects found.\n");
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "d" :TITLE "Done" :TAGS "project" :TODO-STATE "DONE")))"))
-              .has_value());
+  REQUIRE(
+      store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "d" :TITLE "Done" :TAGS "project" :TODO-STATE "DONE")))"))
+          .has_value());
   REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "n" :TITLE "Not a project")))")).has_value());
   CHECK(passepartout::render_global_awareness(store) == std::string(kHeader) + "No active projects found.\n");
 }
@@ -62,7 +63,8 @@ TEST_CASE("the foveal node shows its content and its children at any depth", "[m
             "** Untitled\n:PROPERTIES:\n:ID: t2\n:END:\n");
 
   SECTION("as in the Lisp system's rendering test") {
-    REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "root" :TITLE "Root" :TAGS ("project"))
+    REQUIRE(store
+                .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "root" :TITLE "Root" :TAGS ("project"))
                                   :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "node-foveal" :TITLE "Foveal Node")
                                               :RAW-CONTENT "FOVEAL CONTENT")
                                              (:TYPE :HEADLINE :PROPERTIES (:ID "node-peripheral" :TITLE "Peripheral Node")
@@ -79,8 +81,8 @@ TEST_CASE("the foveal node shows its content and its children at any depth", "[m
 TEST_CASE("every active project is in global awareness (seed L: test-awareness-budget)", "[memory]") {
   MemoryStore store;
   REQUIRE(store.ingest(sexp(kProject)).has_value());
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p2" :TITLE "Garden" :TAGS ("project"))))"))
-              .has_value());
+  REQUIRE(
+      store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p2" :TITLE "Garden" :TAGS ("project"))))")).has_value());
   const std::string text = passepartout::render_global_awareness(store, AwarenessOptions{});
   CHECK(text.find("* Launch\n") != std::string::npos);
   CHECK(text.find("* Garden\n") != std::string::npos);
@@ -102,10 +104,12 @@ TEST_CASE("projects with a private tag are left out of global awareness", "[memo
 TEST_CASE("a cycle of ids in memory is rendered once, not forever", "[memory]") {
   MemoryStore store;
   // a -> b, then b re-ingested with a (whose child is b) under it: a -> b -> a.
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "a" :TITLE "A" :TAGS ("project"))
+  REQUIRE(store
+              .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "a" :TITLE "A" :TAGS ("project"))
                                 :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "b" :TITLE "B")))))"))
               .has_value());
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "b" :TITLE "B")
+  REQUIRE(store
+              .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "b" :TITLE "B")
                                 :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "a" :TITLE "A" :TAGS ("project"))
                                             :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "b" :TITLE "B2")))))))"))
               .has_value());
@@ -114,7 +118,8 @@ TEST_CASE("a cycle of ids in memory is rendered once, not forever", "[memory]") 
   AwarenessOptions options;
   options.foveal_id = "a";
   auto text = passepartout::render_global_awareness(store, options);
-  CHECK(text == std::string(kHeader) + "* A\n:PROPERTIES:\n:ID: a\n:END:\nA\n\n** B\n:PROPERTIES:\n:ID: b\n:END:\nB\n\n");
+  CHECK(text ==
+        std::string(kHeader) + "* A\n:PROPERTIES:\n:ID: a\n:END:\nA\n\n** B\n:PROPERTIES:\n:ID: b\n:END:\nB\n\n");
 }
 
 TEST_CASE("the foveal node comes from the signal's focus or its target id", "[memory]") {

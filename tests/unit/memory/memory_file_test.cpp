@@ -196,7 +196,8 @@ TEST_CASE("a damaged memory file is refused with a precise error and memory is u
   TempDir dir;
   const fs::path file = dir.path() / "memory.sexp";
   MemoryStore original([] { return kTime; });
-  REQUIRE(original.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "n1" :TITLE "T")
+  REQUIRE(original
+              .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "n1" :TITLE "T")
                                    :CONTENTS ((:TYPE :PARAGRAPH :PROPERTIES (:ID "c1")))))"))
               .has_value());
   REQUIRE(original.save(file).has_value());
@@ -228,12 +229,8 @@ TEST_CASE("a damaged memory file is refused with a precise error and memory is u
     CHECK(error.code == ErrorCode::invalid_input);
     CHECK_THAT(error.message, Catch::StartsWith(who + "byte "));
   }
-  SECTION("empty") {
-    CHECK_THAT(refused("").message, Catch::StartsWith(who + "byte 0"));
-  }
-  SECTION("not UTF-8") {
-    CHECK_THAT(refused(replaced("\"T\"", "\"\xff\"")).message, Catch::StartsWith(who + "byte "));
-  }
+  SECTION("empty") { CHECK_THAT(refused("").message, Catch::StartsWith(who + "byte 0")); }
+  SECTION("not UTF-8") { CHECK_THAT(refused(replaced("\"T\"", "\"\xff\"")).message, Catch::StartsWith(who + "byte ")); }
   SECTION("another format") {
     CHECK(refused(replaced("passepartout-memory", "other")).message ==
           who + "not a Passepartout memory file (:FORMAT is \"other\", expected \"passepartout-memory\")");

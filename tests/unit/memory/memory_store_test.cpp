@@ -124,7 +124,8 @@ TEST_CASE("ingest refuses a malformed tree, names the node, and stores nothing",
       {R"((:TYPE :HEADLINE :PROPERTIES ("ID" "x")))",
        "memory: cannot ingest node 1: :PROPERTIES key 1 is string, expected a keyword"},
       {R"((:TYPE :HEADLINE :PROPERTIES (:ID 7)))", "memory: cannot ingest node 1: :ID is integer, expected a string"},
-      {R"((:TYPE :HEADLINE :RAW-CONTENT 7))", "memory: cannot ingest node 1: :RAW-CONTENT is integer, expected a string"},
+      {R"((:TYPE :HEADLINE :RAW-CONTENT 7))",
+       "memory: cannot ingest node 1: :RAW-CONTENT is integer, expected a string"},
       {R"((:TYPE :HEADLINE :CONTENTS "x"))", "memory: cannot ingest node 1: :CONTENTS is string, expected a list"},
       {R"((:TYPE :HEADLINE :PROPERTIES (:ID "ok") :CONTENTS ("text" (:TYPE :PARAGRAPH) (:TYPE 3))))",
        "memory: cannot ingest node 1.3: :TYPE is integer, expected a keyword"},
@@ -155,8 +156,9 @@ TEST_CASE("ingest refuses a tree nested deeper than the limit", "[memory]") {
 TEST_CASE("queries select by attribute, tag, TODO state and type, in id order", "[memory]") {
   MemoryStore store([] { return kTime; });
   REQUIRE(store.ingest(sexp(kProjectTree)).has_value());
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "old" :TITLE "Old" :TAGS "project" :TODO-STATE "DONE")))"))
-              .has_value());
+  REQUIRE(
+      store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "old" :TITLE "Old" :TAGS "project" :TODO-STATE "DONE")))"))
+          .has_value());
   REQUIRE(store.ingest(sexp(R"((:TYPE :PARAGRAPH :PROPERTIES (:ID "note" :TAGS ("PROJECT"))))")).has_value());
 
   CHECK(ids(store.with_attribute("todo-state", Value::string("TODO"))) == std::vector<std::string>{"p1", "t2"});
@@ -166,7 +168,8 @@ TEST_CASE("queries select by attribute, tag, TODO state and type, in id order", 
   CHECK(ids(store.tagged("WORK")) == std::vector<std::string>{"p1"});
   CHECK(ids(store.with_todo_state("DONE")) == std::vector<std::string>{"old", "t1"});
   CHECK(ids(store.of_type(":paragraph")) == std::vector<std::string>{"note", "para"});
-  CHECK(ids(store.query({.tag = "project", .todo_state = "TODO", .type = "HEADLINE"})) == std::vector<std::string>{"p1"});
+  CHECK(ids(store.query({.tag = "project", .todo_state = "TODO", .type = "HEADLINE"})) ==
+        std::vector<std::string>{"p1"});
   CHECK(ids(store.active_projects()) == std::vector<std::string>{"p1"});
   CHECK(ids(store.completed_tasks()) == std::vector<std::string>{"old", "t1"});
 }

@@ -75,7 +75,8 @@ TEST_CASE("non-ASCII text is hashed as UTF-8", "[memory]") {
 
 TEST_CASE("a parent's hash covers its children's hashes", "[memory]") {
   MemoryStore store([] { return kTime; });
-  REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "P") :RAW-CONTENT "body"
+  REQUIRE(store
+              .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "P") :RAW-CONTENT "body"
                                 :CONTENTS ((:TYPE :PARAGRAPH :PROPERTIES (:ID "c1")))))"))
               .has_value());
   auto parent = store.find("p1");
@@ -88,7 +89,8 @@ TEST_CASE("a parent's hash covers its children's hashes", "[memory]") {
   CHECK(passepartout::merkle_hash(*parent) == parent->hash);
 
   SECTION("a changed child changes its parent's hash") {
-    REQUIRE(store.ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "P") :RAW-CONTENT "body"
+    REQUIRE(store
+                .ingest(sexp(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "P") :RAW-CONTENT "body"
                                   :CONTENTS ((:TYPE :PARAGRAPH :PROPERTIES (:ID "c1" :EXTRA "x")))))"))
                 .has_value());
     CHECK(store.find("c1")->hash != child->hash);

@@ -4,8 +4,8 @@
 
 #include "base/log.hpp"
 #include "pipeline/action_record.hpp"
-#include "value/sexp_printer.hpp"
 #include "support/sexp.hpp"
+#include "value/sexp_printer.hpp"
 
 using namespace passepartout;
 
@@ -64,7 +64,8 @@ TEST_CASE("a tool call is shown with its arguments, credentials are masked in th
   CHECK(record.what() == "read-file (:FILEPATH \"notes.txt\")");
   CHECK(logs.contains("ACT START [tool read-file] (session internal): read-file (:FILEPATH \"notes.txt\")"));
 
-  const ActionRecord secret("SHELL", sexp("(:TYPE :REQUEST :PAYLOAD (:CMD \"curl -H 'Authorization: Bearer abcdefghijklmnop' x\"))"));
+  const ActionRecord secret(
+      "SHELL", sexp("(:TYPE :REQUEST :PAYLOAD (:CMD \"curl -H 'Authorization: Bearer abcdefghijklmnop' x\"))"));
   CHECK(logs.contains("ACT START [:SHELL] (session internal): curl -H 'Authorization: [MASKED]' x"));
   const Value shown = secret.finish(Value::string("token=supersecretvalue"));
   CHECK(line_starting(logs, "ACT END").find("[MASKED]") != std::string::npos);

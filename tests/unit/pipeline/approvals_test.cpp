@@ -23,9 +23,7 @@ using testing::TempDir;
 
 const char* const kAction = "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo hi\"))";
 
-Value meta_of(std::string_view session) {
-  return sexp("(:SOURCE :TUI :SESSION-ID \"" + std::string(session) + "\")");
-}
+Value meta_of(std::string_view session) { return sexp("(:SOURCE :TUI :SESSION-ID \"" + std::string(session) + "\")"); }
 
 // A store in a temp dir whose clock the test moves.
 struct StoreRig {

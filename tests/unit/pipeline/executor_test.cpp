@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/log.hpp"
 #include "base/executor.hpp"
+#include "base/log.hpp"
 #include "support/async_wait.hpp"
 
 using namespace passepartout;
@@ -77,16 +77,16 @@ class PollingEventLoops final : public Executor {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("a pool has at least one thread",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a pool has at least one thread", "[pipeline][executor]", ThreadPool, EventLoops,
+                   PollingEventLoops) {
   TestType none(0);
   CHECK(none.size() == 1);
   TestType three(3);
   CHECK(three.size() == 3);
 }
 
-TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads", "[pipeline][executor]", ThreadPool, EventLoops,
+                   PollingEventLoops) {
   TestType pool(2);
   constexpr std::size_t kTasks = 1000;
   CountDown done(kTasks);
@@ -102,8 +102,8 @@ TEMPLATE_TEST_CASE("a pool runs posted tasks on its own threads",
   CHECK(on_caller == 0);
 }
 
-TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed", "[pipeline][executor]", ThreadPool, EventLoops,
+                   PollingEventLoops) {
   TestType pool(1);
   Awaited<Clock::time_point> ran;
   const Clock::time_point start = Clock::now();
@@ -113,8 +113,8 @@ TEMPLATE_TEST_CASE("a delayed task runs once its delay has passed",
   CHECK(*at - start >= std::chrono::milliseconds(30));
 }
 
-TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines", "[pipeline][executor]", ThreadPool, EventLoops,
+                   PollingEventLoops) {
   TestType pool(1);
   std::mutex order_mutex;
   std::vector<int> order;
@@ -135,8 +135,8 @@ TEMPLATE_TEST_CASE("delayed tasks run in the order of their deadlines",
   CHECK(order == std::vector<int>{1, 2, 3});
 }
 
-TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("stopping drops delayed tasks without waiting for them", "[pipeline][executor]", ThreadPool,
+                   EventLoops, PollingEventLoops) {
   auto ran = std::make_shared<std::atomic<bool>>(false);
   const Clock::time_point start = Clock::now();
   {
@@ -175,8 +175,8 @@ TEMPLATE_TEST_CASE("stopping lets the tasks already queued run, and drops what i
   CHECK(ran == 20);
 }
 
-TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on",
-                   "[pipeline][executor]", ThreadPool, EventLoops, PollingEventLoops) {
+TEMPLATE_TEST_CASE("a task that throws is logged and the pool goes on", "[pipeline][executor]", ThreadPool, EventLoops,
+                   PollingEventLoops) {
   LogCapture log;
   TestType pool(1);
   Awaited<bool> after;

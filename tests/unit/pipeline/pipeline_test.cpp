@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/executor.hpp"
 #include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
-#include "base/executor.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -64,8 +64,8 @@ class RecordingSink final : public ReplySink {
 struct SkillSpec {
   std::string name;
   int priority;
-  std::string extra = {};   // manifest lines
-  bool bundled = false;     // from plugins/ rather than the fixtures
+  std::string extra = {};  // manifest lines
+  bool bundled = false;    // from plugins/ rather than the fixtures
 };
 
 // Skills, a cascade of scripted providers, two pools, memory and approvals.
@@ -90,8 +90,7 @@ struct Rig {
     guard_toolboxes(skills);
     for (const SkillSpec& spec : skills) {
       if (spec.bundled) {
-        auto manifest =
-            SkillManifest::load(std::filesystem::path(PP_MANIFEST_DIR) / (spec.name + ".yaml"));
+        auto manifest = SkillManifest::load(std::filesystem::path(PP_MANIFEST_DIR) / (spec.name + ".yaml"));
         REQUIRE(manifest.has_value());
         fixtures.install_library(spec.name, PP_PLUGIN_DIR);
         manifests.push_back(std::move(*manifest));
@@ -107,7 +106,8 @@ struct Rig {
       auto script = ScriptedScript::parse(scripts[i], "script-" + std::to_string(i));
       INFO((script ? std::string() : script.error().message));
       REQUIRE(script.has_value());
-      providers.push_back(std::make_shared<ScriptedProvider>(std::move(*script), &pool, "scripted-" + std::to_string(i)));
+      providers.push_back(
+          std::make_shared<ScriptedProvider>(std::move(*script), &pool, "scripted-" + std::to_string(i)));
       cascade.add(providers.back());
     }
     auto store = ApprovalStore::open(state.path() / "approvals.sqlite3");
@@ -124,7 +124,7 @@ struct Rig {
   // A toolbox offers tools and actuators, so it names a guard: the rig's
   // first fixture gate, else a pass-gate-0 added for it (priority 0).
   static void guard_toolboxes(std::vector<SkillSpec>& skills) {
-    static const std::set<std::string> kGates{"policy",      "approval-gate", "block-gate", "pass-gate-0",
+    static const std::set<std::string> kGates{"policy",       "approval-gate", "block-gate", "pass-gate-0",
                                               "rewrite-gate", "warn-gate",     "slow-gate",  "throw-gate"};
     std::string guard;
     for (const SkillSpec& spec : skills) {
@@ -225,8 +225,7 @@ class PromptRecorder final : public Provider {
 }  // namespace
 
 TEST_CASE("a destructive proposal is blocked three times and the rejection reaches the user", "[pipeline][loop]") {
-  Rig rig({{"policy", 0, {}, true}, {"protocol-validator", 0, {}, true}, {"shell-guard", 0, {}, true}},
-          {R"(rules:
+  Rig rig({{"policy", 0, {}, true}, {"protocol-validator", 0, {}, true}, {"shell-guard", 0, {}, true}}, {R"(rules:
   - match: "disk"
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
 )"});
@@ -328,8 +327,7 @@ TEST_CASE("a session lets go of a finished signal's reply sink", "[pipeline][loo
 }
 
 TEST_CASE("a tool's output is reasoned into a final answer", "[pipeline][loop]") {
-  Rig rig({{"policy", 0, {}, true}, {"toolbox-a", 50}},
-          {R"(rules:
+  Rig rig({{"policy", 0, {}, true}, {"toolbox-a", 50}}, {R"(rules:
   - match: "RESULT"
     reply: "The toolbox echoed your words."
   - match: "echo"
@@ -355,7 +353,7 @@ TEST_CASE("gates see the :TARGET an action is dispatched to, however the model s
 )"});
     auto sink = std::make_shared<RecordingSink>();
     rig.run(user_input_signal("my disk is full", "s1"), sink);
-    CHECK(rig.providers[0]->hits(0) == 3);  // blocked each time
+    CHECK(rig.providers[0]->hits(0) == 3);                          // blocked each time
     CHECK_FALSE(rig.logged("No actuator registered for 'shell'"));  // never dispatched
     REQUIRE(sink->messages().size() == 1);
     CHECK(to_sexp(sink->messages()[0]).find("DESTRUCTIVE-RM") != std::string::npos);
@@ -365,8 +363,9 @@ TEST_CASE("gates see the :TARGET an action is dispatched to, however the model s
   - match: "disk"
     reply: '(:TYPE :REQUEST :PAYLOAD (:CMD "rm -rf /" :EXPLANATION "Freeing space on the disk."))'
 )"});
-    rig.run(sexp("(:TYPE :EVENT :META (:SOURCE :SHELL :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"my disk "
-                 "is full\"))"));
+    rig.run(
+        sexp("(:TYPE :EVENT :META (:SOURCE :SHELL :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"my disk "
+             "is full\"))"));
     CHECK(rig.providers[0]->hits(0) == 3);  // shell-guard saw :TARGET :SHELL and blocked each proposal
     CHECK(rig.logged("DESTRUCTIVE-RM"));
   }
@@ -458,9 +457,9 @@ TEST_CASE("the user is shown what an actuator ran and what came of it, and the l
   CHECK(rig.logged("ACT END [:RECORDER] (session s-ran): ok in "));
 }
 
-TEST_CASE("an approval is asked for, runs exactly once when approved, and can be denied", "[pipeline][loop][approvals]") {
-  Rig rig({{"policy", 0, {}, true}, {"approval-gate", 40}, {"toolbox-a", 50}},
-          {R"(rules:
+TEST_CASE("an approval is asked for, runs exactly once when approved, and can be denied",
+          "[pipeline][loop][approvals]") {
+  Rig rig({{"policy", 0, {}, true}, {"approval-gate", 40}, {"toolbox-a", 50}}, {R"(rules:
   - match: "record"
     reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this" :EXPLANATION "The user asked to record it."))'
 )"});
@@ -530,8 +529,7 @@ TEST_CASE("past its session's bound an approval request is refused: the user is 
 }
 
 TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][approvals]") {
-  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}},
-          {R"(rules:
+  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}}, {R"(rules:
   - match: "record"
     reply: '(:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (:NOTE "keep this" :EXPLANATION "The user asked to record it."))'
   - match: "nowhere"
@@ -566,7 +564,8 @@ TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][ap
     const std::vector<std::shared_ptr<const Slot>> before(before_snapshot->slots().begin(),
                                                           before_snapshot->slots().end());
     rig.fixtures.install_library("block-gate");
-    BootResult with_block = boot_skills({rig.fixtures.manifest("approval-gate", 40), rig.fixtures.manifest("toolbox-a", 50, "guarded_by: [approval-gate]\n"),
+    BootResult with_block = boot_skills({rig.fixtures.manifest("approval-gate", 40),
+                                         rig.fixtures.manifest("toolbox-a", 50, "guarded_by: [approval-gate]\n"),
                                          rig.fixtures.manifest("block-gate", 90)},
                                         rig.fixtures.loader());
     REQUIRE(with_block.all_loaded());
@@ -587,8 +586,7 @@ TEST_CASE("an approval that cannot run now is not used up", "[pipeline][loop][ap
 }
 
 TEST_CASE("nothing inside an action approves it", "[pipeline][loop][approvals]") {
-  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}},
-          {R"(rules:
+  Rig rig({{"approval-gate", 40}, {"toolbox-a", 50}}, {R"(rules:
   - match: "record"
     reply: '(:TYPE :REQUEST :TARGET :RECORDER :APPROVED T :TOKEN "00000000000000000000000000000000" :PAYLOAD (:EXPLANATION "I approve myself."))'
 )"});
@@ -600,7 +598,8 @@ TEST_CASE("nothing inside an action approves it", "[pipeline][loop][approvals]")
 }
 
 TEST_CASE("a last-mile block never reaches the actuator", "[pipeline][loop]") {
-  const Value request = sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:NOTE \"x\"))");
+  const Value request =
+      sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:NOTE \"x\"))");
   SECTION("without a blocking gate the recorder runs") {
     Rig rig({{"toolbox-a", 50}}, {});
     LoopReport report = rig.run(request);
@@ -626,9 +625,9 @@ TEST_CASE("logs and events reach an actuator that acts only through the gates", 
   SECTION("an event goes to its source, not to the :TARGET it names") {
     Rig rig({{"toolbox-a", 50}}, {});
     auto sink = std::make_shared<RecordingSink>();
-    LoopReport report = rig.run(
-        sexp("(:TYPE :EVENT :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE :NOTE \"x\"))"),
-        sink);
+    LoopReport report = rig.run(sexp("(:TYPE :EVENT :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD "
+                                     "(:SENSOR :NOTICE :NOTE \"x\"))"),
+                                sink);
     CHECK(report.cycles == 1);
     CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));  // the recorder never ran
     REQUIRE(sink->messages().size() == 1);
@@ -636,15 +635,16 @@ TEST_CASE("logs and events reach an actuator that acts only through the gates", 
   }
   SECTION("an event whose source is an actuator that acts is checked by the gates") {
     Rig rig({{"block-gate", 90}, {"toolbox-a", 50}}, {});
-    LoopReport report =
-        rig.run(sexp("(:TYPE :EVENT :META (:SOURCE :RECORDER :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE :NOTE \"x\"))"));
+    LoopReport report = rig.run(
+        sexp("(:TYPE :EVENT :META (:SOURCE :RECORDER :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE :NOTE \"x\"))"));
     CHECK(rig.logged("ACT BLOCKED: Action failed last-mile deterministic check."));
     CHECK_FALSE(rig.logged("GATE [Perceive]: EVENT (TOOL-OUTPUT)"));
     CHECK(report.stopped_by == "done");
     CHECK(report.cycles == 1);  // the rejection is not sent to that source either (the gates would stop it again)
   }
   SECTION("a log aimed at an actuator that acts is checked by the gates") {
-    const Value log = sexp("(:TYPE :LOG :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TEXT \"x\"))");
+    const Value log =
+        sexp("(:TYPE :LOG :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:TEXT \"x\"))");
     {
       Rig rig({{"block-gate", 90}, {"toolbox-a", 50}}, {});
       auto sink = std::make_shared<RecordingSink>();
@@ -700,9 +700,8 @@ TEST_CASE("the :INTERRUPT sensor stops every later loop and tells the host once"
 }
 
 TEST_CASE("a provider that fails is followed by one that answers", "[pipeline][loop][providers]") {
-  Rig rig({{"policy", 0, {}, true}},
-          {"rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n",
-           "rules:\n  - match: \".\"\n    reply: \"the second provider answers\"\n"});
+  Rig rig({{"policy", 0, {}, true}}, {"rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n",
+                                      "rules:\n  - match: \".\"\n    reply: \"the second provider answers\"\n"});
   auto sink = std::make_shared<RecordingSink>();
   rig.run(user_input_signal("anyone there?", "s1"), sink);
   REQUIRE(sink->messages().size() == 1);
@@ -726,8 +725,9 @@ TEST_CASE("a crash in a prompt generator rolls memory back and is reported as a 
   Rig rig({{"brain-failure", 100, "trigger: {sensors: [user-input]}\n"}},
           {"rules:\n  - match: \".\"\n    reply: \"never asked\"\n"});
   LoopReport report = rig.run(user_input_signal("think hard", "s1"));
-  CHECK(rig.logged("METABOLISM CRASH [USER-INPUT]: the prompt generator of skill 'brain-failure' failed: "
-                   "CRITICAL BRAIN FAILURE"));
+  CHECK(
+      rig.logged("METABOLISM CRASH [USER-INPUT]: the prompt generator of skill 'brain-failure' failed: "
+                 "CRITICAL BRAIN FAILURE"));
   CHECK(rig.logged("CRITICAL ERROR: Initiating Micro-Rollback."));
   CHECK(rig.logged("MEMORY - Memory rolled back to snapshot 0"));
   CHECK(rig.logged("GATE [Perceive]: EVENT (LOOP-ERROR)"));  // re-injected at depth 1
@@ -863,8 +863,8 @@ TEST_CASE("tool errors are reasoned again, an unknown tool's too (Decisions 5)",
 TEST_CASE("an event or log an actuator returns is one level deeper whatever depth it claims (F2)", "[pipeline][loop]") {
   Rig rig({{"toolbox-a", 50}}, {});
   // The recorder answers a :RELAY with a log for itself that claims :DEPTH 0.
-  const LoopReport report = rig.run(
-      sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:RELAY T))"));
+  const LoopReport report =
+      rig.run(sexp("(:TYPE :REQUEST :TARGET :RECORDER :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:RELAY T))"));
   CHECK(report.stopped_by == "depth");
   CHECK(report.cycles == 11);
 }
@@ -987,9 +987,8 @@ TEST_CASE("memory is snapshotted before every call to the model, retries include
 
 TEST_CASE("signals of one session are answered in order while sessions run in parallel",
           "[pipeline][loop][concurrency]") {
-  Rig rig({{"policy", 0, {}, true}},
-          {"rules:\n  - match: \"slow\"\n    reply: \"slow done\"\n    delay_ms: 20\n"
-           "  - match: \"(.*)\"\n    reply: \"fast done\"\n"});
+  Rig rig({{"policy", 0, {}, true}}, {"rules:\n  - match: \"slow\"\n    reply: \"slow done\"\n    delay_ms: 20\n"
+                                      "  - match: \"(.*)\"\n    reply: \"fast done\"\n"});
   auto a = std::make_shared<RecordingSink>();
   auto b = std::make_shared<RecordingSink>();
   std::vector<std::future<LoopReport>> futures;
@@ -997,9 +996,9 @@ TEST_CASE("signals of one session are answered in order while sessions run in pa
     auto promise = std::make_shared<std::promise<LoopReport>>();
     futures.push_back(promise->get_future());
     const bool slow = i % 2 == 0;
-    rig.pipeline->inject(user_input_signal(slow ? "slow " + std::to_string(i) : "fast " + std::to_string(i),
-                                           i < 10 ? "a" : "b"),
-                         i < 10 ? a : b, [promise](LoopReport r) { promise->set_value(std::move(r)); });
+    rig.pipeline->inject(
+        user_input_signal(slow ? "slow " + std::to_string(i) : "fast " + std::to_string(i), i < 10 ? "a" : "b"),
+        i < 10 ? a : b, [promise](LoopReport r) { promise->set_value(std::move(r)); });
   }
   for (auto& f : futures) REQUIRE(f.wait_for(30s) == std::future_status::ready);
   for (const auto& sink : {a, b}) {
@@ -1142,7 +1141,7 @@ TEST_CASE("decided and expired approvals are deleted after their retention, pend
     CHECK(state_of(**store, approved) == "gone");
     CHECK(state_of(**store, denied) == "gone");
     CHECK(state_of(**store, expired) == "gone");
-    CHECK(state_of(**store, waiting) == "expired");  // expired 23 h ago: kept one hour more
+    CHECK(state_of(**store, waiting) == "expired");    // expired 23 h ago: kept one hour more
     auto replay = (*store)->approve(approved, "cli");  // unknown now, and still refused
     REQUIRE_FALSE(replay.has_value());
     CHECK(replay.error().code == ErrorCode::not_found);
@@ -1167,10 +1166,10 @@ TEST_CASE("decided and expired approvals are deleted after their retention, pend
   }
   SECTION("a lifetime must be positive and a retention not negative") {
     CHECK_FALSE(ApprovalStore::open(file, ApprovalOptions{std::chrono::milliseconds(0), std::chrono::hours(1), clock}));
-    CHECK_FALSE(ApprovalStore::open(file, ApprovalOptions{std::chrono::hours(1), std::chrono::milliseconds(-1), clock}));
+    CHECK_FALSE(
+        ApprovalStore::open(file, ApprovalOptions{std::chrono::hours(1), std::chrono::milliseconds(-1), clock}));
   }
 }
-
 
 TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signal took", "[pipeline][loop]") {
   Rig rig({{"toolbox-a", 50}}, {});
@@ -1189,7 +1188,8 @@ TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signa
   CHECK(recorder->prompt(1).find("TOOLS:\nNo tools registered.") != std::string::npos);
   CHECK(recorder->tools(1).is_nil());
 
-  rig.registry.publish(std::vector<std::shared_ptr<const Slot>>(with_tools->slots().begin(), with_tools->slots().end()));
+  rig.registry.publish(
+      std::vector<std::shared_ptr<const Slot>>(with_tools->slots().begin(), with_tools->slots().end()));
   rig.run(user_input_signal("third", "s1"));
   CHECK(recorder->prompt(2).find("- echo-args: Echoes its arguments") != std::string::npos);
 }
@@ -1223,13 +1223,15 @@ TEST_CASE("the CONFIG line follows the snapshot, the providers and the pending a
   CHECK(config_of(3).find("Security gates: 0 active.") != std::string::npos);
 }
 
-TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus in full (G7, C2)", "[pipeline][loop]") {
+TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus in full (G7, C2)",
+          "[pipeline][loop]") {
   Rig rig({}, {});
   auto recorder = std::make_shared<PromptRecorder>();
   rig.cascade.add(recorder);
   auto buffer = [](const char* ast) {
-    return sexp(std::string("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"a\") :PAYLOAD (:SENSOR :BUFFER-UPDATE :AST ") +
-                ast + "))");
+    return sexp(
+        std::string("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"a\") :PAYLOAD (:SENSOR :BUFFER-UPDATE :AST ") +
+        ast + "))");
   };
   rig.run(buffer(R"((:TYPE :HEADLINE :PROPERTIES (:ID "p1" :TITLE "Launch" :TAGS ("project"))
                      :CONTENTS ((:TYPE :HEADLINE :PROPERTIES (:ID "t1" :TITLE "Write docs") :RAW-CONTENT "Docs notes."))))"));
@@ -1238,7 +1240,7 @@ TEST_CASE("the CONTEXT leaves private projects out and shows the session's focus
   rig.run(user_input_signal("what is going on?", "a"));
   const std::string before = recorder->prompt(0);
   CHECK(before.find("* Launch") != std::string::npos);
-  CHECK(before.find("Diary") == std::string::npos);       // @personal: the default privacy tag
+  CHECK(before.find("Diary") == std::string::npos);        // @personal: the default privacy tag
   CHECK(before.find("Docs notes.") == std::string::npos);  // no focus: outline only
 
   // The client's point moves to the docs task: from now on this session's
@@ -1305,10 +1307,11 @@ TEST_CASE("targets: silent actuators give no feedback, :SYSTEM answers a client 
   }
 }
 
-TEST_CASE("a client cannot choose its depth, and a signal without :META gets the default one (C1)", "[pipeline][loop]") {
+TEST_CASE("a client cannot choose its depth, and a signal without :META gets the default one (C1)",
+          "[pipeline][loop]") {
   Rig rig({}, {});
-  const LoopReport deep = rig.run(
-      sexp("(:TYPE :EVENT :DEPTH 9 :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE))"));
+  const LoopReport deep =
+      rig.run(sexp("(:TYPE :EVENT :DEPTH 9 :META (:SOURCE :TUI :SESSION-ID \"s1\") :PAYLOAD (:SENSOR :NOTICE))"));
   CHECK(deep.last_signal.at("DEPTH").as_integer() == 0);
   const LoopReport bare = rig.run(sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :NOTICE))"));
   CHECK(bare.last_signal.path({"META", "SOURCE"}).is_keyword("SYSTEM"));

@@ -28,7 +28,8 @@ TEST_CASE("the CONFIG section names the system, its version and its gates", "[pi
 
 TEST_CASE("the tool belt lists tools sorted by name, or says there are none", "[pipeline][prompt]") {
   CHECK(tool_belt({}) == "No tools registered.");
-  const std::string belt = tool_belt({{"write-file", "Writes a file", "(:PATH \"string\")"}, {"read-file", "Reads a file", ""}});
+  const std::string belt =
+      tool_belt({{"write-file", "Writes a file", "(:PATH \"string\")"}, {"read-file", "Reads a file", ""}});
   CHECK(belt.find("Available tools:\n- read-file: Reads a file") == 0);
   CHECK(belt.find("- write-file: Writes a file\n  Parameters: (:PATH \"string\")") != std::string::npos);
 }

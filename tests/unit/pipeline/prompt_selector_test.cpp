@@ -12,7 +12,8 @@ using passepartout::testing::SkillFixtures;
 namespace {
 
 Value signal(std::string_view sensor, std::string_view text) {
-  auto v = read_sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :" + std::string(sensor) + " :TEXT \"" + std::string(text) + "\"))");
+  auto v =
+      read_sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :" + std::string(sensor) + " :TEXT \"" + std::string(text) + "\"))");
   REQUIRE(v.has_value());
   return *v;
 }

@@ -20,7 +20,8 @@ namespace {
 using passepartout::testing::sexp;
 
 const Value& user_signal() {
-  static const Value signal = *read_sexp("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))");
+  static const Value signal =
+      *read_sexp("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))");
   return signal;
 }
 
@@ -49,7 +50,9 @@ std::vector<std::string> trace_lines(const Verification& v) {
   return lines;
 }
 
-const Value kAction = *read_sexp("(:TYPE :REQUEST :TARGET :CLI :PAYLOAD (:ACTION :MESSAGE :TEXT \"hello\" :EXPLANATION \"a greeting for the user\"))");
+const Value kAction = *read_sexp(
+    "(:TYPE :REQUEST :TARGET :CLI :PAYLOAD (:ACTION :MESSAGE :TEXT \"hello\" :EXPLANATION \"a greeting for the "
+    "user\"))");
 
 }  // namespace
 
@@ -122,8 +125,9 @@ TEST_CASE("a warning block keeps its level in the rejection", "[pipeline][verifi
   CHECK(v.action.path({"PAYLOAD", "TEXT"}).text() == "warned by warn-gate");
 }
 
-TEST_CASE("an approval does not stop later gates and yields the approval event (test-cognitive-verify-approval-required)",
-          "[pipeline][verifier]") {
+TEST_CASE(
+    "an approval does not stop later gates and yields the approval event (test-cognitive-verify-approval-required)",
+    "[pipeline][verifier]") {
   Gates gates({{"approval-gate", 90}, {"pass-gate-0", 10}});
   auto v = gates.verify(kAction);
   REQUIRE(v.outcome == VerifyOutcome::approval_required);

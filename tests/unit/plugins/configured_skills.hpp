@@ -35,10 +35,9 @@ inline std::string folder_config(std::string_view key, const std::filesystem::pa
 }
 
 // The bundled skills `names` (manifests from manifests/, libraries from the
-// build's plugin dir) and the skills they need (SkillFixtures::add_bundled_requirements), with the `config` of `configured` replaced by
-// `config_yaml` (a YAML flow map such as "{approve_all_shell: false}").
-// Unlike SkillHarness, a skill that fails to load is not a test failure:
-// load_errors() says why, so tests can check how bad config is refused.
+// build's plugin dir) and the skills they need (SkillFixtures::add_bundled_requirements), with the `config` of
+// `configured` replaced by `config_yaml` (a YAML flow map such as "{approve_all_shell: false}"). Unlike SkillHarness, a
+// skill that fails to load is not a test failure: load_errors() says why, so tests can check how bad config is refused.
 class ConfiguredSkills {
  public:
   ConfiguredSkills(std::initializer_list<std::string_view> names, std::string_view configured,

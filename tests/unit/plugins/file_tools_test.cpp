@@ -273,9 +273,10 @@ TEST_CASE("file-tools keeps trailing slashes, '..' and links to its workspace", 
   ConfiguredSkills skills({"file-tools"}, "file-tools", config(folders.workspace));
   const std::string secret = (folders.outside / "secret.txt").string();
 
-  for (const std::string& path : {std::string("escape/"), std::string("escape/secret.txt/"), std::string("up/outside/secret.txt"),
-                                 std::string("up/outside/secret.txt/"), std::string("sub/../../outside/secret.txt"),
-                                 secret + "/", std::string("notes.txt/")}) {
+  for (const std::string& path :
+       {std::string("escape/"), std::string("escape/secret.txt/"), std::string("up/outside/secret.txt"),
+        std::string("up/outside/secret.txt/"), std::string("sub/../../outside/secret.txt"), secret + "/",
+        std::string("notes.txt/")}) {
     INFO(path);
     const Result<Value> read = read_file(skills, path);
     CHECK_FALSE((read.has_value() && read->at("STATUS").is_keyword("SUCCESS")));

@@ -19,13 +19,11 @@ using passepartout::testing::SkillHarness;
 
 constexpr std::string_view kReason =
     "Action blocked: Missing or insufficient :explanation. Please justify your reasoning.";
-constexpr std::string_view kViolationLog =
-    "policy: POLICY VIOLATION: Action lacks sufficient explanation.";
+constexpr std::string_view kViolationLog = "policy: POLICY VIOLATION: Action lacks sufficient explanation.";
 
 // A request to the TUI whose payload carries `explanation` (an s-expression).
 std::string request_explaining(std::string_view explanation) {
-  return "(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:TEXT \"hello\" :EXPLANATION " +
-         std::string(explanation) + "))";
+  return "(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:TEXT \"hello\" :EXPLANATION " + std::string(explanation) + "))";
 }
 
 // `text` as an s-expression string literal.
@@ -80,9 +78,7 @@ TEST_CASE("policy passes an explanation of eleven characters and blocks one of t
     require_blocked(harness.verify(request_explaining(quoted("1234567890"))));
     CHECK(logged(harness, kViolationLog));
   }
-  SECTION("an empty explanation is blocked") {
-    require_blocked(harness.verify(request_explaining(quoted(""))));
-  }
+  SECTION("an empty explanation is blocked") { require_blocked(harness.verify(request_explaining(quoted("")))); }
 }
 
 TEST_CASE("policy counts an explanation's length in code points, not bytes", "[plugins]") {
@@ -98,12 +94,10 @@ TEST_CASE("policy counts an explanation's length in code points, not bytes", "[p
     require_blocked(harness.verify(request_explaining(quoted("naïve café"))));
   }
   SECTION("eleven four-byte characters pass") {
-    require_passed(
-        harness.verify(request_explaining(quoted("🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂"))));
+    require_passed(harness.verify(request_explaining(quoted("🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂"))));
   }
   SECTION("ten four-byte characters (forty bytes) are blocked") {
-    require_blocked(
-        harness.verify(request_explaining(quoted("🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂"))));
+    require_blocked(harness.verify(request_explaining(quoted("🙂🙂🙂🙂🙂🙂🙂🙂🙂🙂"))));
   }
 }
 
@@ -115,17 +109,14 @@ TEST_CASE("policy blocks an action without an explanation string", "[plugins]") 
     require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:TEXT \"hello\"))"));
   }
   SECTION("a payload that is not a property list") {
-    require_blocked(
-        harness.verify("(:TYPE :REQUEST :TARGET :TUI :PAYLOAD \"a long enough payload text\")"));
+    require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TUI :PAYLOAD \"a long enough payload text\")"));
   }
   SECTION("an explanation at the top level instead of in the payload") {
-    require_blocked(harness.verify(
-        "(:TYPE :REQUEST :TARGET :TUI :EXPLANATION \"a long enough explanation\" :PAYLOAD (:TEXT "
-        "\"hello\"))"));
+    require_blocked(
+        harness.verify("(:TYPE :REQUEST :TARGET :TUI :EXPLANATION \"a long enough explanation\" :PAYLOAD (:TEXT "
+                       "\"hello\"))"));
   }
-  SECTION("an explanation that is NIL") {
-    require_blocked(harness.verify(request_explaining("NIL")));
-  }
+  SECTION("an explanation that is NIL") { require_blocked(harness.verify(request_explaining("NIL"))); }
   SECTION("an explanation that is an integer") {
     require_blocked(harness.verify(request_explaining("123456789012345")));
   }
@@ -143,8 +134,7 @@ TEST_CASE("policy blocks an action without an explanation string", "[plugins]") 
 TEST_CASE("policy passes rejections and log lines, which are shown rather than run", "[plugins]") {
   SkillHarness harness{"policy"};
 
-  const Value result =
-      harness.verify("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"Shell command blocked\"))");
+  const Value result = harness.verify("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"Shell command blocked\"))");
   CHECK(result.at("TYPE").is_keyword("LOG"));
   CHECK(only_trace_entry(result).at("RESULT").is_keyword("PASSED"));
   CHECK_FALSE(logged(harness, kViolationLog));
@@ -175,11 +165,9 @@ TEST_CASE("policy reads its threshold from config min_explanation_length", "[plu
   }
 }
 
-TEST_CASE("policy refuses to load with a threshold that is not a non-negative integer",
-          "[plugins]") {
-  const std::string config =
-      GENERATE(as<std::string>{}, "{min_explanation_length: -1}", "{min_explanation_length: ten}",
-               "{min_explanation_length: 2.5}");
+TEST_CASE("policy refuses to load with a threshold that is not a non-negative integer", "[plugins]") {
+  const std::string config = GENERATE(as<std::string>{}, "{min_explanation_length: -1}",
+                                      "{min_explanation_length: ten}", "{min_explanation_length: 2.5}");
   CAPTURE(config);
   ConfiguredSkills skills({"policy"}, "policy", config);
   CHECK_THAT(skills.load_errors(),

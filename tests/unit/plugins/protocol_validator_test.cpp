@@ -19,12 +19,10 @@ const Value& only_trace_entry(const Value& result) {
 }
 
 // Requires that `action` was blocked with "Protocol Violation: Invalid message type '<printed>'".
-void require_invalid_type(SkillHarness& harness, std::string_view action,
-                          std::string_view printed) {
+void require_invalid_type(SkillHarness& harness, std::string_view action, std::string_view printed) {
   CAPTURE(action);
   const Value result = harness.verify(action);
-  const std::string reason =
-      "Protocol Violation: Invalid message type '" + std::string(printed) + "'";
+  const std::string reason = "Protocol Violation: Invalid message type '" + std::string(printed) + "'";
   CHECK(result.at("TYPE").is_keyword("LOG"));
   CHECK(result.path({"PAYLOAD", "LEVEL"}).is_keyword("ERROR"));
   CHECK(result.path({"PAYLOAD", "TEXT"}).text() == reason);
@@ -39,8 +37,8 @@ void require_invalid_type(SkillHarness& harness, std::string_view action,
 
 TEST_CASE("protocol-validator passes every protocol message type", "[plugins]") {
   SkillHarness harness{"protocol-validator"};
-  const std::string type = GENERATE(as<std::string>{}, ":REQUEST", ":EVENT", ":RESPONSE", ":LOG",
-                                    ":STATUS", ":request", ":Event");
+  const std::string type =
+      GENERATE(as<std::string>{}, ":REQUEST", ":EVENT", ":RESPONSE", ":LOG", ":STATUS", ":request", ":Event");
   CAPTURE(type);
 
   const Value result = harness.verify("(:TYPE " + type + " :TARGET :TUI :PAYLOAD (:TEXT \"hi\"))");
@@ -48,25 +46,18 @@ TEST_CASE("protocol-validator passes every protocol message type", "[plugins]") 
   CHECK(only_trace_entry(result).at("RESULT").is_keyword("PASSED"));
 }
 
-TEST_CASE("protocol-validator blocks an unknown or missing message type, printing it",
-          "[plugins]") {
+TEST_CASE("protocol-validator blocks an unknown or missing message type, printing it", "[plugins]") {
   SkillHarness harness{"protocol-validator"};
 
-  SECTION("no :TYPE") {
-    require_invalid_type(harness, "(:TARGET :TUI :PAYLOAD (:TEXT \"hi\"))", "NIL");
-  }
+  SECTION("no :TYPE") { require_invalid_type(harness, "(:TARGET :TUI :PAYLOAD (:TEXT \"hi\"))", "NIL"); }
   SECTION(":TYPE NIL") { require_invalid_type(harness, "(:TYPE NIL :TARGET :TUI)", "NIL"); }
-  SECTION("an unknown keyword") {
-    require_invalid_type(harness, "(:TYPE :COMMAND :TARGET :TUI)", ":COMMAND");
-  }
+  SECTION("an unknown keyword") { require_invalid_type(harness, "(:TYPE :COMMAND :TARGET :TUI)", ":COMMAND"); }
   SECTION("a bare symbol, as an unnormalised model reply leaves it") {
     require_invalid_type(harness, "(:TYPE request :PAYLOAD (ACTION MESSAGE))", "REQUEST");
   }
   SECTION("a string") { require_invalid_type(harness, "(:TYPE \"x\" :TARGET :TUI)", "\"x\""); }
   SECTION("an integer") { require_invalid_type(harness, "(:TYPE 42)", "42"); }
-  SECTION("a list") {
-    require_invalid_type(harness, "(:TYPE (:REQUEST) :TARGET :TUI)", "(:REQUEST)");
-  }
+  SECTION("a list") { require_invalid_type(harness, "(:TYPE (:REQUEST) :TARGET :TUI)", "(:REQUEST)"); }
 }
 
 TEST_CASE("protocol-validator blocks an action that is not a property list", "[plugins]") {

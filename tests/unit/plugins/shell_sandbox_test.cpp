@@ -45,14 +45,10 @@ std::string logged(const ConfiguredSkills& skills, std::string_view needle) {
   return all;
 }
 
-bool is_root() {
-  return ::geteuid() == 0;
-}
+bool is_root() { return ::geteuid() == 0; }
 
 // Whether this kernel offers Landlock at all (then the sandbox must use it).
-bool kernel_has_landlock() {
-  return ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U) >= 0;
-}
+bool kernel_has_landlock() { return ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U) >= 0; }
 
 // A file name no other run uses.
 std::string unique_name() {

@@ -31,8 +31,7 @@ inline Value shell_action(std::string_view cmd, std::string_view more = "") {
       payload = payload.with(extra->items()[i].text(), extra->items()[i + 1]);
     }
   }
-  return Value::plist(
-      {{"TYPE", Value::keyword("REQUEST")}, {"TARGET", Value::keyword("SHELL")}, {"PAYLOAD", payload}});
+  return Value::plist({{"TYPE", Value::keyword("REQUEST")}, {"TARGET", Value::keyword("SHELL")}, {"PAYLOAD", payload}});
 }
 
 inline const Value kSignal = Value::plist({{"TYPE", Value::keyword("EVENT")}});

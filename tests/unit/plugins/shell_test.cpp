@@ -58,9 +58,7 @@ TEST_CASE("shell answers a successful command with its stdout, run in the workdi
   CHECK(run(skills, "pwd -P") == fs::canonical(dir.path()).string() + "\n");
   CHECK(run(skills, "printf 'a'; echo ignored >&2") == "a");
   CHECK(run(skills, "true").empty());
-  SECTION("stdin is empty, so a command reading it does not wait") {
-    CHECK(run(skills, "cat").empty());
-  }
+  SECTION("stdin is empty, so a command reading it does not wait") { CHECK(run(skills, "cat").empty()); }
   SECTION("the command inherits no descriptor of the host beyond 0, 1 and 2") {
     CHECK(run(skills, "ls /proc/self/fd") == "0\n1\n2\n3\n");  // 3: the folder ls reads
   }

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/log.hpp"
 #include "base/executor.hpp"
+#include "base/log.hpp"
 #include "providers/cascade.hpp"
 #include "support/async_wait.hpp"
 #include "value/sexp_printer.hpp"
@@ -507,9 +507,8 @@ TEST_CASE("a lent request is the one every provider sees, and stays the caller's
   auto first = std::make_shared<AddressRecorder>("first", false);
   auto second = std::make_shared<AddressRecorder>("second", true);
   Cascade cascade({first, second});
-  cascade.set_model_selector([](std::string_view provider, const Value&) {
-    return ModelChoice::use("model-of-" + std::string(provider));
-  });
+  cascade.set_model_selector(
+      [](std::string_view provider, const Value&) { return ModelChoice::use("model-of-" + std::string(provider)); });
   ProviderRequest lent = prompt("hello");
   const auto call_lent = [&] {
     Awaited<CascadeOutcome> outcome;

@@ -1,7 +1,7 @@
 // The scripted provider: rules (first match wins, failures, tool calls,
 // streaming, delays on a real pool), hit counters, and located script errors.
-#include <catch2/catch.hpp>
 #include <re2/re2.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <fstream>

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/state_paths.hpp"
 #include "cli/history_format.hpp"
 #include "skills/audit_log.hpp"
-#include "base/state_paths.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -496,13 +496,12 @@ TEST_CASE("history text has aligned columns, newest first, and the failed step",
   SkillChange add = failed_add();
   add.id = 1;
   const std::string text = cli::format_history({swap, add});
-  CHECK(
-      text ==
-      "2024-05-01T14:03:22+00:00  swap  shell-guard  1.0.0 (3f5a01234567) -> 1.1.0 (9b0c01234567)  ok      12.3 ms  "
-      "sighup\n"
-      "2024-05-01T14:00:00+00:00  add   policy       - -> 1.0.0 (aaaaaaaaaaaa)                     failed   850 us  "
-      "cli\n"
-      "    self-test: skill 'policy': self-test failed: rules missing\n");
+  CHECK(text ==
+        "2024-05-01T14:03:22+00:00  swap  shell-guard  1.0.0 (3f5a01234567) -> 1.1.0 (9b0c01234567)  ok      12.3 ms  "
+        "sighup\n"
+        "2024-05-01T14:00:00+00:00  add   policy       - -> 1.0.0 (aaaaaaaaaaaa)                     failed   850 us  "
+        "cli\n"
+        "    self-test: skill 'policy': self-test failed: rules missing\n");
   CHECK(cli::format_history({}).empty());
 }
 

@@ -33,7 +33,8 @@ std::string error_of(std::string_view config_sexp) {
 
 TEST_CASE("config placeholders are replaced in every string, nested lists included", "[skills]") {
   CHECK(expanded("(:WORKDIR \"${workspace}\")") == "(:WORKDIR \"/srv/ws\")");
-  CHECK(expanded("(:ROOTS (\"${workspace}/a\" \"b${workspace}\") :N 3)") == "(:ROOTS (\"/srv/ws/a\" \"b/srv/ws\") :N 3)");
+  CHECK(expanded("(:ROOTS (\"${workspace}/a\" \"b${workspace}\") :N 3)") ==
+        "(:ROOTS (\"/srv/ws/a\" \"b/srv/ws\") :N 3)");
   CHECK(expanded("(:PRICE \"$5 and ${workspace}\")") == "(:PRICE \"$5 and /srv/ws\")");
   CHECK(expanded("NIL") == "NIL");
   auto config = read_sexp("(:A \"${workspace}\" :B \"plain\")");
@@ -47,10 +48,12 @@ TEST_CASE("config placeholders are replaced in every string, nested lists includ
 }
 
 TEST_CASE("an unknown or unclosed config placeholder is refused, naming the known ones", "[skills]") {
-  CHECK(error_of("(:DIR \"${home}\")") == "skill 'x': config uses ${home}, which this host does not define (known: ${workspace})");
+  CHECK(error_of("(:DIR \"${home}\")") ==
+        "skill 'x': config uses ${home}, which this host does not define (known: ${workspace})");
   CHECK(error_of("(:DIR \"${workspace\")") ==
         "skill 'x': config string \"${workspace\" opens a placeholder with ${ but never closes it with }");
   auto none = expand_config_placeholders(*read_sexp("(:DIR \"${workspace}\")"), {}, "skill 'x'");
   REQUIRE_FALSE(none.has_value());
-  CHECK(none.error().message == "skill 'x': config uses ${workspace}, which this host does not define (this host defines none)");
+  CHECK(none.error().message ==
+        "skill 'x': config uses ${workspace}, which this host does not define (this host defines none)");
 }

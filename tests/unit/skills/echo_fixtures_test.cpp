@@ -37,11 +37,11 @@ TEST_CASE("every echo fixture loads with its name and version", "[skills][fixtur
     std::string_view name;
     std::string_view version;
   };
-  for (const Expected& expected : {Expected{"echo-v1", "echo", "1.0.0"}, Expected{"echo-v2", "echo", "2.0.0"},
-                                   Expected{"echo-v3", "echo", "3.0.0"}, Expected{"echo-v1-pinned", "echo", "1.0.1"},
-                                   Expected{"echo-v1-unique", "echo", "1.0.2"},
-                                   Expected{"echo-v2-import-fails", "echo", "2.0.0"},
-                                   Expected{"depends-on-echo", "depends-on-echo", "1.0.0"}}) {
+  for (const Expected& expected :
+       {Expected{"echo-v1", "echo", "1.0.0"}, Expected{"echo-v2", "echo", "2.0.0"},
+        Expected{"echo-v3", "echo", "3.0.0"}, Expected{"echo-v1-pinned", "echo", "1.0.1"},
+        Expected{"echo-v1-unique", "echo", "1.0.2"}, Expected{"echo-v2-import-fails", "echo", "2.0.0"},
+        Expected{"depends-on-echo", "depends-on-echo", "1.0.0"}}) {
     INFO(expected.library);
     LogCapture capture;  // echo-v1-unique stays mapped after unload, and the loader says so
     SkillFixtures fx;
@@ -88,6 +88,5 @@ TEST_CASE("the broken echo 2.0.0 builds are refused with their reasons", "[skill
   CHECK(refusal("echo-v2-badabi") ==
         "skill 'echo': built for ABI 2.0, this host supports 1.x; rebuild it against the installed SDK");
   CHECK(refusal("echo-v2-throws") == "skill 'echo': create failed: echo 2.0.0 cannot start: missing stamp file");
-  CHECK(refusal("echo-v2-selftest") ==
-        "skill 'echo': self-test failed: echo 2.0.0 self-test: stamp table is empty");
+  CHECK(refusal("echo-v2-selftest") == "skill 'echo': self-test failed: echo 2.0.0 self-test: stamp table is empty");
 }

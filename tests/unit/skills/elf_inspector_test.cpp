@@ -97,7 +97,8 @@ TEST_CASE("a library built with GCC's unique symbols on reports them", "[skills]
   REQUIRE_FALSE(report->gnu_unique_symbols.empty());
   CHECK(report->gnu_unique_symbols.size() <= ElfReport::kMaxUniqueSymbols);
   bool found = false;
-  for (const std::string& name : report->gnu_unique_symbols) found = found || name.find("stamp_table") != std::string::npos;
+  for (const std::string& name : report->gnu_unique_symbols)
+    found = found || name.find("stamp_table") != std::string::npos;
   CHECK(found);
 #else
   WARN("only GCC emits STB_GNU_UNIQUE symbols; this compiler built the fixture without them");
@@ -130,8 +131,8 @@ TEST_CASE("a library truncated anywhere is incomplete and says where it ends", "
       CHECK(report.problem ==
             "truncated ELF header: file is " + std::to_string(length) + " bytes, an ELF64 header is 64");
     } else {
-      CHECK(report.problem == "file is " + std::to_string(length) + " bytes, its section headers end at " +
-                                  std::to_string(table_end));
+      CHECK(report.problem ==
+            "file is " + std::to_string(length) + " bytes, its section headers end at " + std::to_string(table_end));
     }
   }
 }
@@ -148,7 +149,8 @@ TEST_CASE("a section or segment reaching past the end of the file makes it incom
     dynsym.sh_size = bytes.size();
     write_struct(bytes, at, dynsym);
     CHECK(inspect_elf_bytes(bytes).problem == "file is " + size + " bytes, section " + std::to_string(index) +
-                                                  " (.dynsym) ends at " + std::to_string(dynsym.sh_offset + bytes.size()));
+                                                  " (.dynsym) ends at " +
+                                                  std::to_string(dynsym.sh_offset + bytes.size()));
   }
   SECTION("a section whose end overflows 64 bits") {
     const std::uint64_t index = section_index(bytes, SHT_STRTAB);
@@ -225,7 +227,9 @@ TEST_CASE("files that are not ELF shared objects say what they are", "[skills][e
   }
   SECTION("a short text") {
     CHECK(inspect_elf_bytes("ab").problem == "not an ELF file");
-    CHECK(inspect_elf_bytes("\x7f" "E").problem == "truncated ELF header: file is 2 bytes, an ELF64 header is 64");
+    CHECK(inspect_elf_bytes("\x7f"
+                            "E")
+              .problem == "truncated ELF header: file is 2 bytes, an ELF64 header is 64");
   }
 }
 
@@ -265,9 +269,15 @@ TEST_CASE("inspect_elf_bytes survives corrupted libraries", "[skills][elf]") {
     for (int f = 0; f < flips; ++f) {
       std::uint64_t at = 0;
       switch (random() % 3) {
-        case 0: at = random() % 64; break;
-        case 1: at = tables + random() % (bytes.size() - tables); break;
-        default: at = random() % bytes.size(); break;
+        case 0:
+          at = random() % 64;
+          break;
+        case 1:
+          at = tables + random() % (bytes.size() - tables);
+          break;
+        default:
+          at = random() % bytes.size();
+          break;
       }
       bytes[at] = static_cast<char>(random());
     }

@@ -54,8 +54,8 @@ struct ShellWorld {
     fs::create_directories(manifests);
     for (auto name : {"policy", "shell-guard", "shell"}) write(std::string(name) + ".yaml", bundled_manifest(name));
     if (before_boot) before_boot(*this);
-    auto created = SkillHost::create(
-        SkillHostOptions{manifests, PP_PLUGIN_DIR, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
+    auto created = SkillHost::create(SkillHostOptions{manifests, PP_PLUGIN_DIR, root.path() / "state" / "audit.sqlite3",
+                                                      true, root.path() / "workspace"});
     INFO((created ? std::string() : created.error().message));
     REQUIRE(created.has_value());
     host = std::move(*created);
@@ -131,8 +131,9 @@ TEST_CASE("a forced unload leaves the shell unable to act until its guard is bac
   REQUIRE(results.size() == 1);
   CHECK(results[0].ok());
   CHECK(results[0].change.action == "force-remove");
-  CHECK(logs.contains("skills: skill 'shell-guard' was removed with --force: the actuator :SHELL of 'shell' cannot "
-                      "act until 'shell-guard' is loaded again"));
+  CHECK(
+      logs.contains("skills: skill 'shell-guard' was removed with --force: the actuator :SHELL of 'shell' cannot "
+                    "act until 'shell-guard' is loaded again"));
   auto history = world.host->history(1);
   REQUIRE(history.has_value());
   REQUIRE(history->size() == 1);

@@ -52,7 +52,8 @@ struct World {
     }
     install("libecho-v1.so", "libecho.so");  // the file the watcher tests rewrite
     if (!boot_manifest.empty()) write("echo.yaml", boot_manifest);
-    auto created = SkillHost::create(SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
+    auto created = SkillHost::create(
+        SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
     INFO((created ? std::string() : created.error().message));
     REQUIRE(created.has_value());
     host = std::move(*created);
@@ -62,8 +63,8 @@ struct World {
 
   void install(const std::string& fixture_file, const std::string& as) {
     fs::copy_file(fs::path(PP_FIXTURE_DIR) / fixture_file, plugins / as, fs::copy_options::overwrite_existing);
-    fs::permissions(plugins / as, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                                      fs::perms::others_read);
+    fs::permissions(plugins / as,
+                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
   }
   void write(const std::string& file, std::string_view text) {
     fs::path tmp = manifests / ("." + file + ".tmp");
@@ -96,7 +97,9 @@ struct World {
     return paths.size();
   }
   // Waits until everything posted to the control thread so far (slot retirements) has run.
-  void settle() { host->control().run([] {}); }
+  void settle() {
+    host->control().run([] {});
+  }
 };
 
 }  // namespace
@@ -135,15 +138,15 @@ TEST_CASE("a failing new version leaves the old one serving and names the step",
     const char* outcome;
     const char* error;
   };
-  auto c = GENERATE(
-      Case{"libecho-v2-selftest.so", "self-test", "failed",
-           "skill 'echo': self-test failed: echo 2.0.0 self-test: stamp table is empty"},
-      Case{"libecho-v2-badabi.so", "load", "refused",
-           "skill 'echo': built for ABI 2.0, this host supports 1.x; rebuild it against the installed SDK"},
-      Case{"libecho-v2-throws.so", "create", "failed",
-           "skill 'echo': create failed: echo 2.0.0 cannot start: missing stamp file"},
-      Case{"libecho-v2-import-fails.so", "state", "failed",
-           "skill 'echo' 2.0.0 could not import the state of 1.0.0: echo 2.0.0 cannot read state from 1.0.0"});
+  auto c =
+      GENERATE(Case{"libecho-v2-selftest.so", "self-test", "failed",
+                    "skill 'echo': self-test failed: echo 2.0.0 self-test: stamp table is empty"},
+               Case{"libecho-v2-badabi.so", "load", "refused",
+                    "skill 'echo': built for ABI 2.0, this host supports 1.x; rebuild it against the installed SDK"},
+               Case{"libecho-v2-throws.so", "create", "failed",
+                    "skill 'echo': create failed: echo 2.0.0 cannot start: missing stamp file"},
+               Case{"libecho-v2-import-fails.so", "state", "failed",
+                    "skill 'echo' 2.0.0 could not import the state of 1.0.0: echo 2.0.0 cannot read state from 1.0.0"});
   World w;
   ChangeResult r = w.host->swap(w.manifest(manifest_yaml("echo", "2.0.0", c.library)), "test");
   CHECK_FALSE(r.ok());
@@ -161,9 +164,10 @@ TEST_CASE("a failing new version leaves the old one serving and names the step",
 
 TEST_CASE("a swap that would break a dependent's constraint is refused", "[skills][swap]") {
   World w;
-  REQUIRE(w.host->add(w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so",
-                                               "depends_on: [echo >=1.0 <3]\n")),
-                      "test")
+  REQUIRE(w.host
+              ->add(w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so",
+                                             "depends_on: [echo >=1.0 <3]\n")),
+                    "test")
               .ok());
   ChangeResult r = w.host->swap(w.manifest(manifest_yaml("echo", "3.0.0", "libecho-v3.so")), "test");
   CHECK_FALSE(r.ok());
@@ -177,10 +181,11 @@ TEST_CASE("a swap that would break a dependent's constraint is refused", "[skill
 
 TEST_CASE("unloading a skill others depend on is refused unless asked to cascade", "[skills][swap]") {
   World w;
-  REQUIRE(w.host->add(w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so",
-                                               "depends_on: [echo]\n")),
-                      "test")
-              .ok());
+  REQUIRE(
+      w.host
+          ->add(w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so", "depends_on: [echo]\n")),
+                "test")
+          .ok());
   auto refused = w.host->remove("echo", RemoveMode::refuse_if_needed, "test");
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].change.outcome == "refused");
@@ -199,9 +204,8 @@ TEST_CASE("unloading a skill others depend on is refused unless asked to cascade
 
 TEST_CASE("adding a skill needs its dependencies loaded and a free name", "[skills][swap]") {
   World w;
-  auto missing = w.host->add(w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so",
-                                                      "depends_on: [ghost]\n")),
-                             "test");
+  auto missing = w.host->add(
+      w.manifest(manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so", "depends_on: [ghost]\n")), "test");
   CHECK(missing.change.step == "dependencies");
   CHECK(missing.change.error == "skill 'depends-on-echo' depends on 'ghost', which is not loaded; load it first");
   auto duplicate = w.host->add(w.manifest(manifest_yaml("echo", "2.0.0", "libecho-v2.so")), "test");
@@ -356,8 +360,9 @@ TEST_CASE("the boot's loads are in the audit log, one row per skill", "[skills][
   two.write("a.yaml", manifest_yaml("echo", "1.0.0", "libecho-v1.so"));
   two.write("b.yaml", manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so"));
   two.write("c.yaml", manifest_yaml("gamma", "1.0.0", "libecho-v2-badabi.so"));
-  auto created = SkillHost::create(
-      SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3", true, two.root.path() / "workspace"});
+  auto created =
+      SkillHost::create(SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3",
+                                         true, two.root.path() / "workspace"});
   REQUIRE(created.has_value());
   static_cast<void>((*created)->boot("boot"));
   auto rows = (*created)->history(10);

@@ -72,9 +72,8 @@ TEST_CASE("loader refuses a skill table shorter than its ABI requires", "[skills
   SkillFixtures fx;
   // The fixture declares this SDK's minor, so it must hold every member up to it.
   CHECK(load_error(fx, fx.manifest("short-struct")) ==
-        "skill 'short-struct': skill table is 16 bytes, ABI 1." + std::to_string(PP_ABI_MINOR) +
-            " needs at least " + std::to_string(PP_SKILL_API_SIZE_1_1) +
-            "; the library is damaged or was built with a broken SDK");
+        "skill 'short-struct': skill table is 16 bytes, ABI 1." + std::to_string(PP_ABI_MINOR) + " needs at least " +
+            std::to_string(PP_SKILL_API_SIZE_1_1) + "; the library is damaged or was built with a broken SDK");
 }
 
 TEST_CASE("loader reports a constructor that throws as a failed create with its message", "[skills][loader]") {
@@ -115,9 +114,9 @@ TEST_CASE("loader refuses a library whose sha256 differs from the manifest's pin
   auto manifest = fx.manifest("pass-gate-2", 10, "sha256: " + pin + "\n");
   auto actual = sha256_file(fx.plugin_dir() / "libpass-gate-2.so");
   REQUIRE(actual.has_value());
-  CHECK(load_error(fx, manifest) == "skill 'pass-gate-2': sha256 of " + (fx.plugin_dir() / "libpass-gate-2.so").string() +
-                                        " is " + *actual + ", the manifest pins " + pin +
-                                        "; rebuild the pinned version or update 'sha256' in pass-gate-2.yaml");
+  CHECK(load_error(fx, manifest) ==
+        "skill 'pass-gate-2': sha256 of " + (fx.plugin_dir() / "libpass-gate-2.so").string() + " is " + *actual +
+            ", the manifest pins " + pin + "; rebuild the pinned version or update 'sha256' in pass-gate-2.yaml");
 }
 
 TEST_CASE("loader accepts a library whose sha256 matches the pin", "[skills][loader]") {

@@ -46,9 +46,7 @@ std::string error_of(const std::string& yaml, ErrorCode code = ErrorCode::invali
   return manifest.error().message;
 }
 
-Value config_of(const std::string& config_yaml) {
-  return parsed(kBase + "config:\n" + config_yaml).config;
-}
+Value config_of(const std::string& config_yaml) { return parsed(kBase + "config:\n" + config_yaml).config; }
 
 // A fresh directory under the system temporary directory, removed on scope exit.
 class TempDir {

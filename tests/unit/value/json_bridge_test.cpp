@@ -125,12 +125,12 @@ TEST_CASE("json strings keep non-ASCII text and decode escapes", "[value][json]"
 }
 
 TEST_CASE("json syntax errors name the byte offset", "[value][json]") {
-  CHECK(json_error("tru,") ==
-        "byte 3: invalid JSON: syntax error while parsing value - invalid literal");
+  CHECK(json_error("tru,") == "byte 3: invalid JSON: syntax error while parsing value - invalid literal");
   CHECK(json_error(R"({"a":1,})") ==
         "byte 7: invalid JSON: syntax error while parsing object key - unexpected '}'; expected string literal");
   CHECK(json_error("") ==
-        "byte 0: invalid JSON: syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal");
+        "byte 0: invalid JSON: syntax error while parsing value - unexpected end of input; expected '[', '{', or a "
+        "literal");
   CHECK(json_error("[1,2") ==
         "byte 4: invalid JSON: syntax error while parsing array - unexpected end of input; expected ']'");
   CHECK(json_error("12 13") ==

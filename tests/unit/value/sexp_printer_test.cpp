@@ -50,8 +50,8 @@ TEST_CASE("printer writes atoms as a Lisp peer reads them", "[value][printer]") 
 }
 
 TEST_CASE("printer separates list elements with single spaces", "[value][printer]") {
-  const Value v = Value::plist({{"TYPE", Value::keyword("EVENT")},
-                                {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
+  const Value v = Value::plist(
+      {{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
   CHECK(to_sexp(v) == "(:TYPE :EVENT :PAYLOAD (:ACTION :HANDSHAKE))");
   CHECK(to_sexp(Value::list({Value::list({Value::integer(1)}), Value::list({Value::integer(2)}), Value()})) ==
         "((1) (2) NIL)");
@@ -203,14 +203,22 @@ class ValueGenerator {
 
   Value next(int depth = 0) {
     switch (pick(depth < 4 ? 9 : 8)) {
-      case 0: return Value();
-      case 1: return Value::t();
-      case 2: return Value::integer(random_integer());
-      case 3: return Value::real(random_float());
-      case 4: return Value::string(random_text());
-      case 5: return Value::keyword(random_text());
-      case 6: return Value::symbol(random_text());
-      case 7: return Value::symbol(random_number_like());
+      case 0:
+        return Value();
+      case 1:
+        return Value::t();
+      case 2:
+        return Value::integer(random_integer());
+      case 3:
+        return Value::real(random_float());
+      case 4:
+        return Value::string(random_text());
+      case 5:
+        return Value::keyword(random_text());
+      case 6:
+        return Value::symbol(random_text());
+      case 7:
+        return Value::symbol(random_number_like());
       default: {
         std::vector<Value> items;
         const std::size_t n = pick(7);
@@ -225,10 +233,14 @@ class ValueGenerator {
 
   std::int64_t random_integer() {
     switch (pick(4)) {
-      case 0: return static_cast<std::int64_t>(rng_());
-      case 1: return std::numeric_limits<std::int64_t>::min();
-      case 2: return std::numeric_limits<std::int64_t>::max();
-      default: return static_cast<std::int64_t>(pick(2000)) - 1000;
+      case 0:
+        return static_cast<std::int64_t>(rng_());
+      case 1:
+        return std::numeric_limits<std::int64_t>::min();
+      case 2:
+        return std::numeric_limits<std::int64_t>::max();
+      default:
+        return static_cast<std::int64_t>(pick(2000)) - 1000;
     }
   }
 
@@ -240,16 +252,19 @@ class ValueGenerator {
         std::memcpy(&d, &bits, sizeof d);
         return std::isfinite(d) ? d : 0.5;
       }
-      case 1: return static_cast<double>(static_cast<float>(pick(100000)) / 64.0F);
-      case 2: return static_cast<double>(pick(1000)) / 10.0;
-      default: return std::ldexp(static_cast<double>(pick(1000)), static_cast<int>(pick(120)) - 60);
+      case 1:
+        return static_cast<double>(static_cast<float>(pick(100000)) / 64.0F);
+      case 2:
+        return static_cast<double>(pick(1000)) / 10.0;
+      default:
+        return std::ldexp(static_cast<double>(pick(1000)), static_cast<int>(pick(120)) - 60);
     }
   }
 
   std::string random_text() {
-    static const char* const kPieces[] = {
-        "a", "Z", "q", "-", "_", "*", "1", "9", ".", ":", "|", "\\", "\"", "(", ")", ";",
-        "'", "`", ",", "#", " ", "\t", "\n", "é", "😀", "NIL", "T", "x1", "+", "/", "e"};
+    static const char* const kPieces[] = {"a",  "Z",  "q", "-",   "_", "*",  "1", "9", ".", ":", "|",
+                                          "\\", "\"", "(", ")",   ";", "'",  "`", ",", "#", " ", "\t",
+                                          "\n", "é",  "😀", "NIL", "T", "x1", "+", "/", "e"};
     std::string out;
     const std::size_t n = pick(20);
     for (std::size_t i = 0; i < n; ++i) out += kPieces[pick(std::size(kPieces))];
@@ -278,7 +293,7 @@ TEST_CASE("printing then reading random Values gives them back", "[value][printe
 }
 
 TEST_CASE("printer leaves chosen keys out of property lists, whatever their length", "[value][printer]") {
-  const std::string long_name(70, 'L');                      // past the length bitmap
+  const std::string long_name(70, 'L');                        // past the length bitmap
   const std::string medium_name = "A-KEY-LONGER-THAN-INLINE";  // compared as text
   const std::string_view drop[] = {"X", medium_name, long_name};
   const auto printed = [&](const std::string& text) {
@@ -466,7 +481,7 @@ TEST_CASE("a keyword is the same keyword with or without the plain-name hint", "
     if (plain) {
       ValueAccess::set_plain_keyword(keyword, name.size());
     } else {
-      ValueAccess::set_inline_text(keyword, Kind::Keyword, name.size());
+      ValueAccess::set_inline_text(keyword, Kind::keyword, name.size());
     }
     return keyword;
   };

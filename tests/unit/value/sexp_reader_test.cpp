@@ -137,7 +137,7 @@ TEST_CASE("reader reads floats with every exponent marker", "[value][reader]") {
   CHECK(read_ok("1.e2") == Value::real(100.0));
   CHECK(read_ok("0.1d0") == Value::real(0.1));
   CHECK(read_ok("1.7976931348623157d308") == Value::real(1.7976931348623157e308));
-  CHECK(read_ok("1.5").kind() == Kind::Float);
+  CHECK(read_ok("1.5").kind() == Kind::real);
 }
 
 TEST_CASE("reader rejects floats outside the double range", "[value][reader]") {
@@ -396,8 +396,8 @@ TEST_CASE("reader never mangles odd-length lists", "[value][reader]") {
 
 TEST_CASE("reader shortens long tokens in error messages", "[value][reader]") {
   const std::string token = std::string(60, '9');
-  CHECK(error_of(token) == "byte 0: found the integer '" + std::string(40, '9') +
-                               "...', which does not fit in 64 bits");
+  CHECK(error_of(token) ==
+        "byte 0: found the integer '" + std::string(40, '9') + "...', which does not fit in 64 bits");
 }
 
 TEST_CASE("reader can be used again after an error", "[value][reader]") {

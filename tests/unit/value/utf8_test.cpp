@@ -80,8 +80,8 @@ TEST_CASE("utf8 reports the offset of an overlong encoding", "[value][utf8]") {
 }
 
 TEST_CASE("utf8 rejects surrogates and code points above U+10FFFF", "[value][utf8]") {
-  CHECK(find_invalid_utf8("abc\xED\xA0\x80") == 3u);  // U+D800
-  CHECK(find_invalid_utf8("abc\xED\xBF\xBF") == 3u);  // U+DFFF
+  CHECK(find_invalid_utf8("abc\xED\xA0\x80") == 3u);   // U+D800
+  CHECK(find_invalid_utf8("abc\xED\xBF\xBF") == 3u);   // U+DFFF
   CHECK(find_invalid_utf8("\xF4\x90\x80\x80") == 0u);  // U+110000
   CHECK(find_invalid_utf8("\xF5\x80\x80\x80") == 0u);
   CHECK(find_invalid_utf8("\xFF") == 0u);

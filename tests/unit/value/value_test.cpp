@@ -29,7 +29,7 @@ Value big_list(int n) {
 TEST_CASE("a default Value is NIL and false", "[value]") {
   const Value v;
   CHECK(v.is_nil());
-  CHECK(v.kind() == Kind::Nil);
+  CHECK(v.kind() == Kind::nil);
   CHECK(v.is_sequence());
   CHECK_FALSE(static_cast<bool>(v));
   CHECK(v.size() == 0);
@@ -54,14 +54,14 @@ TEST_CASE("scalar constructors keep their kind and content", "[value]") {
 }
 
 TEST_CASE("kinds have lower-case names", "[value]") {
-  CHECK(std::string(passepartout::to_string(Kind::Nil)) == "nil");
-  CHECK(std::string(passepartout::to_string(Kind::True)) == "t");
-  CHECK(std::string(passepartout::to_string(Kind::Integer)) == "integer");
-  CHECK(std::string(passepartout::to_string(Kind::Float)) == "float");
-  CHECK(std::string(passepartout::to_string(Kind::String)) == "string");
-  CHECK(std::string(passepartout::to_string(Kind::Keyword)) == "keyword");
-  CHECK(std::string(passepartout::to_string(Kind::Symbol)) == "symbol");
-  CHECK(std::string(passepartout::to_string(Kind::List)) == "list");
+  CHECK(std::string(passepartout::to_string(Kind::nil)) == "nil");
+  CHECK(std::string(passepartout::to_string(Kind::t)) == "t");
+  CHECK(std::string(passepartout::to_string(Kind::integer)) == "integer");
+  CHECK(std::string(passepartout::to_string(Kind::real)) == "float");
+  CHECK(std::string(passepartout::to_string(Kind::string)) == "string");
+  CHECK(std::string(passepartout::to_string(Kind::keyword)) == "keyword");
+  CHECK(std::string(passepartout::to_string(Kind::symbol)) == "symbol");
+  CHECK(std::string(passepartout::to_string(Kind::list)) == "list");
 }
 
 TEST_CASE("text of up to 14 bytes is stored inline, longer text is shared", "[value]") {
@@ -189,9 +189,9 @@ TEST_CASE("keys fixed at compile time find what the names find", "[value][plist]
   }
   const Value v = Value::list(items);
   CHECK(v.at("k"_key) == Value::string("K"));
-  CHECK(v.at("kkkkkk"_key) == Value::string("KKKKKK"));           // 6: the text ends in the first word
-  CHECK(v.at("kkkkkkk"_key) == Value::string("KKKKKKK"));         // 7: it reaches the second
-  CHECK(v.at("kkkkkkkkkkkkkk"_key) == Value::string("KKKKKKKKKKKKKK"));  // 14: the most stored inline
+  CHECK(v.at("kkkkkk"_key) == Value::string("KKKKKK"));                    // 6: the text ends in the first word
+  CHECK(v.at("kkkkkkk"_key) == Value::string("KKKKKKK"));                  // 7: it reaches the second
+  CHECK(v.at("kkkkkkkkkkkkkk"_key) == Value::string("KKKKKKKKKKKKKK"));    // 14: the most stored inline
   CHECK(v.at("KKKKKKKKKKKKKKK"_key) == Value::string("KKKKKKKKKKKKKKK"));  // 15: on the heap
   CHECK(v.at(":Payload"_key) == Value::string("PAYLOAD"));
   CHECK(v.get("PAYLOA"_key) == nullptr);
@@ -228,11 +228,11 @@ TEST_CASE("keywords too long to store inline, made from keys, are each key's key
   // More long keys than a thread keeps made (they share its slots), each made
   // several times, in both cases and with a colon.
   static constexpr passepartout::Key kKeys[] = {
-      "APPROVED-ACTION"_key, "REJECTION-TRACE"_key, ":long-key-number-01"_key, "LONG-KEY-NUMBER-02"_key,
-      "LONG-KEY-NUMBER-03"_key, "LONG-KEY-NUMBER-04"_key, "LONG-KEY-NUMBER-05"_key, "LONG-KEY-NUMBER-06"_key,
-      "LONG-KEY-NUMBER-07"_key, "LONG-KEY-NUMBER-08"_key, "LONG-KEY-NUMBER-09"_key, "LONG-KEY-NUMBER-10"_key,
-      "LONG-KEY-NUMBER-11"_key, "LONG-KEY-NUMBER-12"_key, "LONG-KEY-NUMBER-13"_key, "LONG-KEY-NUMBER-14"_key,
-      "LONG-KEY-NUMBER-15"_key, "LONG-KEY-NUMBER-16"_key, "LONG-KEY-NUMBER-17"_key, "LONG-KEY-NUMBER-18"_key};
+      "APPROVED-ACTION"_key,    "REJECTION-TRACE"_key,    ":long-key-number-01"_key, "LONG-KEY-NUMBER-02"_key,
+      "LONG-KEY-NUMBER-03"_key, "LONG-KEY-NUMBER-04"_key, "LONG-KEY-NUMBER-05"_key,  "LONG-KEY-NUMBER-06"_key,
+      "LONG-KEY-NUMBER-07"_key, "LONG-KEY-NUMBER-08"_key, "LONG-KEY-NUMBER-09"_key,  "LONG-KEY-NUMBER-10"_key,
+      "LONG-KEY-NUMBER-11"_key, "LONG-KEY-NUMBER-12"_key, "LONG-KEY-NUMBER-13"_key,  "LONG-KEY-NUMBER-14"_key,
+      "LONG-KEY-NUMBER-15"_key, "LONG-KEY-NUMBER-16"_key, "LONG-KEY-NUMBER-17"_key,  "LONG-KEY-NUMBER-18"_key};
   for (int round = 0; round < 3; ++round) {
     for (const passepartout::Key& key : kKeys) {
       std::string name(key.name());
@@ -268,16 +268,14 @@ TEST_CASE("keywords read from text are found whatever their inline storage held 
 
 TEST_CASE("plist access only looks at keys in even positions", "[value][plist]") {
   // (:A :B :B 1): the :B at position 1 is a value, the key :B is at position 2.
-  const Value v = Value::list(
-      {Value::keyword("A"), Value::keyword("B"), Value::keyword("B"), Value::integer(1)});
+  const Value v = Value::list({Value::keyword("A"), Value::keyword("B"), Value::keyword("B"), Value::integer(1)});
   REQUIRE(v.get("B") != nullptr);
   CHECK(*v.get("B") == Value::integer(1));
   CHECK(*v.get("A") == Value::keyword("B"));
 }
 
 TEST_CASE("plist access finds the first of repeated keys", "[value][plist]") {
-  const Value v = Value::list(
-      {Value::keyword("A"), Value::integer(1), Value::keyword("A"), Value::integer(2)});
+  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("A"), Value::integer(2)});
   CHECK(v.at("A") == Value::integer(1));
 }
 
@@ -295,8 +293,7 @@ TEST_CASE("plist access on something that is not a list finds nothing", "[value]
 
 TEST_CASE("path follows nested plists and gives NIL when a step is missing", "[value][plist]") {
   const Value signal = Value::plist(
-      {{"TYPE", Value::keyword("EVENT")},
-       {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
+      {{"TYPE", Value::keyword("EVENT")}, {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("HANDSHAKE")}})}});
   CHECK(signal.path({"payload", "action"}) == Value::keyword("HANDSHAKE"));
   CHECK(signal.path({":PAYLOAD", ":ACTION"}) == Value::keyword("HANDSHAKE"));
   CHECK(signal.path({"payload", "missing"}).is_nil());
@@ -391,8 +388,8 @@ TEST_CASE("with on a shared or preprinted list leaves the other holders' list as
 }
 
 TEST_CASE("without removes every occurrence of a key", "[value][plist]") {
-  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B"),
-                               Value::integer(2), Value::keyword("a"), Value::integer(3)});
+  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B"), Value::integer(2),
+                               Value::keyword("a"), Value::integer(3)});
   CHECK(passepartout::to_sexp(v.without(":a")) == "(:B 2)");
   CHECK(v.without("B").size() == 4);
   CHECK(v.without("A").without("B").is_nil());
@@ -406,8 +403,8 @@ TEST_CASE("without an absent key returns the same shared list", "[value][plist]"
 }
 
 TEST_CASE("without keeps the unpaired last element of an odd-length list", "[value][plist]") {
-  const Value v = Value::list({Value::keyword("A"), Value::integer(1), Value::keyword("B"),
-                               Value::integer(2), Value::string("tail")});
+  const Value v = Value::list(
+      {Value::keyword("A"), Value::integer(1), Value::keyword("B"), Value::integer(2), Value::string("tail")});
   CHECK(passepartout::to_sexp(v.without("A")) == "(:B 2 \"tail\")");
 }
 
@@ -474,8 +471,8 @@ TEST_CASE("printing a very deep list does not overflow the stack", "[value]") {
 }
 
 TEST_CASE("values are shared safely between threads", "[value][concurrency]") {
-  const Value shared = Value::plist({{"TEXT", Value::string("a string long enough to live on the heap")},
-                                     {"ITEMS", big_list(100)}});
+  const Value shared =
+      Value::plist({{"TEXT", Value::string("a string long enough to live on the heap")}, {"ITEMS", big_list(100)}});
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -498,8 +495,8 @@ TEST_CASE("values made on one thread can be released on another", "[value][concu
   // back intact as new values there.
   std::vector<Value> made;
   for (int i = 0; i < 2000; ++i) {
-    made.push_back(Value::plist({{"TEXT", Value::string("a string long enough to live on the heap")},
-                                 {"ITEMS", big_list(i % 7 + 1)}}));
+    made.push_back(Value::plist(
+        {{"TEXT", Value::string("a string long enough to live on the heap")}, {"ITEMS", big_list(i % 7 + 1)}}));
   }
   std::thread releaser([&made] {
     made.clear();

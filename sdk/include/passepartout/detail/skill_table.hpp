@@ -33,17 +33,14 @@ struct SkillAccess {
 /// Whether T overrides Skill::call_tool.
 template <class T>
 inline constexpr bool overrides_call_tool =
-    !std::is_same_v<decltype(&T::call_tool),
-                    ValueRef (Skill::*)(std::string_view, const ValueRef&, const Signal&)>;
+    !std::is_same_v<decltype(&T::call_tool), ValueRef (Skill::*)(std::string_view, const ValueRef&, const Signal&)>;
 /// Whether T overrides Skill::act.
 template <class T>
 inline constexpr bool overrides_act =
-    !std::is_same_v<decltype(&T::act),
-                    ValueRef (Skill::*)(std::string_view, const Action&, const Signal&)>;
+    !std::is_same_v<decltype(&T::act), ValueRef (Skill::*)(std::string_view, const Action&, const Signal&)>;
 /// Whether T overrides Skill::observe.
 template <class T>
-inline constexpr bool overrides_observe =
-    !std::is_same_v<decltype(&T::observe), void (Skill::*)(const Signal&)>;
+inline constexpr bool overrides_observe = !std::is_same_v<decltype(&T::observe), void (Skill::*)(const Signal&)>;
 /// Whether T overrides Skill::on_error.
 template <class T>
 inline constexpr bool overrides_on_error =
@@ -55,15 +52,13 @@ inline constexpr bool overrides_on_error =
 template <class T, class = void>
 struct HasName : std::false_type {};
 template <class T>
-struct HasName<T, std::void_t<decltype(T::kName)>>
-    : std::is_convertible<decltype((T::kName)), const char*> {};
+struct HasName<T, std::void_t<decltype(T::kName)>> : std::is_convertible<decltype((T::kName)), const char*> {};
 
 /// Whether T declares `kVersion` as a character array (or pointer).
 template <class T, class = void>
 struct HasVersion : std::false_type {};
 template <class T>
-struct HasVersion<T, std::void_t<decltype(T::kVersion)>>
-    : std::is_convertible<decltype((T::kVersion)), const char*> {};
+struct HasVersion<T, std::void_t<decltype(T::kVersion)>> : std::is_convertible<decltype((T::kVersion)), const char*> {};
 
 /// Whether T declares `kTools` (whatever its type; checked below).
 template <class T, class = void>
@@ -82,8 +77,7 @@ template <class T>
 constexpr bool tools_are_tool_specs() {
   if constexpr (HasTools<T>::value) {
     using Array = std::remove_reference_t<decltype(T::kTools)>;
-    return std::is_array_v<Array> &&
-           std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, ToolSpec>;
+    return std::is_array_v<Array> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, ToolSpec>;
   } else {
     return false;
   }
@@ -94,8 +88,7 @@ template <class T>
 constexpr bool actuators_are_names() {
   if constexpr (HasActuators<T>::value) {
     using Array = std::remove_reference_t<decltype(T::kActuators)>;
-    return std::is_array_v<Array> &&
-           std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, const char*>;
+    return std::is_array_v<Array> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, const char*>;
   } else {
     return false;
   }
@@ -107,9 +100,7 @@ constexpr bool is_tool_name_char(char c) noexcept {
 }
 
 /// Whether `c` may appear in an actuator name (letters, digits, '-', '_').
-constexpr bool is_actuator_name_char(char c) noexcept {
-  return is_tool_name_char(c) || (c >= 'A' && c <= 'Z');
-}
+constexpr bool is_actuator_name_char(char c) noexcept { return is_tool_name_char(c) || (c >= 'A' && c <= 'Z'); }
 
 /// Length of `name` if it is 1 to 64 characters accepted by `allowed`; 0 otherwise.
 template <class Allowed>
@@ -213,8 +204,7 @@ constexpr bool check_skill_class() {
 
 /// Whether T overrides Skill::trigger.
 template <class T>
-inline constexpr bool overrides_trigger =
-    !std::is_same_v<decltype(&T::trigger), bool (Skill::*)(const Signal&)>;
+inline constexpr bool overrides_trigger = !std::is_same_v<decltype(&T::trigger), bool (Skill::*)(const Signal&)>;
 /// Whether T overrides Skill::prompt.
 template <class T>
 inline constexpr bool overrides_prompt =
@@ -225,8 +215,7 @@ inline constexpr bool overrides_gate =
     !std::is_same_v<decltype(&T::gate), Verdict (Skill::*)(const Action&, const Signal&)>;
 /// Whether T overrides Skill::self_test.
 template <class T>
-inline constexpr bool overrides_self_test =
-    !std::is_same_v<decltype(&T::self_test), void (Skill::*)()>;
+inline constexpr bool overrides_self_test = !std::is_same_v<decltype(&T::self_test), void (Skill::*)()>;
 /// Whether T overrides Skill::export_state.
 template <class T>
 inline constexpr bool overrides_export_state =
@@ -283,8 +272,7 @@ inline const pp_value* action_value(const pp_host_api* host, pp_call* call, cons
 }
 
 /// Fills `out` for every verdict but pass (which the fast path handles).
-inline pp_status write_decision(const pp_host_api* host, pp_call* call, const Verdict& verdict,
-                                pp_verdict* out) {
+inline pp_status write_decision(const pp_host_api* host, pp_call* call, const Verdict& verdict, pp_verdict* out) {
   switch (verdict.kind()) {
     case Verdict::Kind::pass:
       break;
@@ -312,8 +300,7 @@ inline pp_status write_decision(const pp_host_api* host, pp_call* call, const Ve
 
 /// Fills `out` (zero-filled by the host, i.e. already a pass) from `verdict`.
 /// A pass touches one field and allocates nothing.
-inline pp_status write_verdict(const pp_host_api* host, pp_call* call, const Verdict& verdict,
-                               pp_verdict* out) {
+inline pp_status write_verdict(const pp_host_api* host, pp_call* call, const Verdict& verdict, pp_verdict* out) {
   if (verdict.is_pass()) {
     out->kind = PP_VERDICT_PASS;
     return PP_OK;
@@ -332,8 +319,7 @@ struct Trampolines {
 
   /// Constructs T (with the config when it takes one) while the Creation is
   /// published for the Skill base; NULL with the reason if the constructor throws.
-  static void* create(const pp_host_api* host, pp_self* self, const pp_value* config,
-                      pp_call* call) noexcept {
+  static void* create(const pp_host_api* host, pp_self* self, const pp_value* config, pp_call* call) noexcept {
     if (host == nullptr) return nullptr;
     if (host->abi_major != PP_ABI_MAJOR || host->struct_size < PP_HOST_API_SIZE_1_0) {
       // Only a table of our major with every 1.0 member is safe to call into.
@@ -366,8 +352,7 @@ struct Trampolines {
   }
 
   /// T::trigger; writes 0 first, so a failure reads as not triggered.
-  static pp_status trigger(void* instance, pp_call* call, const pp_value* signal,
-                           std::int32_t* triggered) noexcept {
+  static pp_status trigger(void* instance, pp_call* call, const pp_value* signal, std::int32_t* triggered) noexcept {
     T& self = skill(instance);
     const pp_host_api* host = SkillAccess::host(self);
     *triggered = 0;
@@ -380,8 +365,7 @@ struct Trampolines {
   }
 
   /// T::prompt; std::nullopt becomes a NULL prompt, text a string value in `call`.
-  static pp_status prompt(void* instance, pp_call* call, const pp_value* signal,
-                          const pp_value** out) noexcept {
+  static pp_status prompt(void* instance, pp_call* call, const pp_value* signal, const pp_value** out) noexcept {
     T& self = skill(instance);
     const pp_host_api* host = SkillAccess::host(self);
     *out = nullptr;
@@ -404,9 +388,7 @@ struct Trampolines {
     T& self = skill(instance);
     const pp_host_api* host = SkillAccess::host(self);
     try {
-      return write_verdict(host, call,
-                           self.T::gate(Action(host, call, action), Signal(host, call, signal)),
-                           verdict);
+      return write_verdict(host, call, self.T::gate(Action(host, call, action), Signal(host, call, signal)), verdict);
     } catch (...) {
       return fail_with_current_exception(host, call);
     }
@@ -459,8 +441,8 @@ struct Trampolines {
     try {
       constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
       if (tool >= count) throw std::out_of_range("passepartout: the host asked for a tool the skill does not offer");
-      const ValueRef out = self.T::call_tool(std::string_view(T::kTools[tool].name),
-                                             ValueRef(host, call, args), Signal(host, call, signal));
+      const ValueRef out = self.T::call_tool(std::string_view(T::kTools[tool].name), ValueRef(host, call, args),
+                                             Signal(host, call, signal));
       *result = out.handle();
       return PP_OK;
     } catch (...) {
@@ -479,8 +461,8 @@ struct Trampolines {
       if (actuator >= count) {
         throw std::out_of_range("passepartout: the host asked for an actuator the skill does not serve");
       }
-      const ValueRef out = self.T::act(std::string_view(T::kActuators[actuator]),
-                                       Action(host, call, action), Signal(host, call, signal));
+      const ValueRef out = self.T::act(std::string_view(T::kActuators[actuator]), Action(host, call, action),
+                                       Signal(host, call, signal));
       *result = out.handle();
       return PP_OK;
     } catch (...) {
@@ -502,8 +484,8 @@ struct Trampolines {
 
   /// T::on_error; `choice` arrives zero-filled (the default), a fallback's text
   /// becomes a string value in `call`.
-  static pp_status error_policy(void* instance, pp_call* call, const pp_value* signal,
-                                const pp_value* error, pp_error_choice* choice) noexcept {
+  static pp_status error_policy(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
+                                pp_error_choice* choice) noexcept {
     T& self = skill(instance);
     const pp_host_api* host = SkillAccess::host(self);
     try {

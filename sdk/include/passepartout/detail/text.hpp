@@ -9,14 +9,10 @@ namespace passepartout::sdk_detail {
 
 /// Pointer to hand the host for `text`: never NULL, even for an empty view
 /// (a default-constructed std::string_view has a NULL data pointer).
-inline const char* bytes_of(std::string_view text) noexcept {
-  return text.data() != nullptr ? text.data() : "";
-}
+inline const char* bytes_of(std::string_view text) noexcept { return text.data() != nullptr ? text.data() : ""; }
 
 /// ASCII upper-case of `c`; other bytes (including UTF-8 sequences) unchanged.
-constexpr char ascii_upper(char c) noexcept {
-  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
-}
+constexpr char ascii_upper(char c) noexcept { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
 
 /// Whether keyword names `a` and `b` are equal ignoring ASCII case and one
 /// optional leading ':' on either side (keywords compare that way, abi.h).
