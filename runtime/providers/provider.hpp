@@ -3,32 +3,146 @@
 // thread (seed D1, Decisions 9).
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/inline_function.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
 
+// One tool call a model made: the provider's id for it (Anthropic's
+// "toolu_...", OpenAI's "call_..."; made up by the driver where the API has
+// none, as Ollama's), the tool's name, and its arguments as the JSON object
+// text the model wrote, checked to be valid JSON before a reply carries it.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON object text
+};
+
+// One earlier message of a session's conversation (Decisions 5: the model
+// sees a tool's result and takes the next step). Each driver sends the
+// transcript in its API's own form.
+struct Turn {
+  enum class Role : std::uint8_t { user, assistant, tool };
+  Role role = Role::user;
+  std::string text;                  // user and assistant: the text; tool: the result
+  std::vector<ToolCall> tool_calls;  // assistant: the calls it made (text may be empty then)
+  std::string tool_call_id;          // tool: the call this result answers
+  std::string tool_name;             // tool: that call's tool
+};
+
+// A way for the caller to stop a call in flight: the client went away, the
+// session was interrupted, the daemon stops. Thread-safe. A provider that
+// answers later registers what stops its work (on_cancel); cancel() runs it
+// once, on the cancelling thread, and the provider then completes the call
+// exactly once, with FailureClass::cancelled.
+class CancelSignal {
+ public:
+  using Stop = InlineFunction<void()>;
+  // Marks the call cancelled and runs the registered stop, if any (once).
+  void cancel();
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+  // Registers `stop` (replacing one registered before); runs it at once, on
+  // this thread, when the call was already cancelled. Any thread.
+  void on_cancel(Stop stop);
+  // Forgets the registered stop (the call completed). Any thread.
+  void clear();
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  std::mutex mutex_;
+  Stop stop_;
+};
+
 struct ProviderRequest {
-  std::string system_prompt;  // seed default: "You are the Probabilistic engine."
-  std::string prompt;
-  std::string model;  // empty: the provider's default (the model selector's NIL)
-  Value tools;        // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...))
-  Value context;      // the signal being reasoned about
-  // Called with each streamed delta before the completion, when the provider
-  // streams and the caller wants chunks; may be empty.
+  std::string system_prompt;     // seed default: "You are the Probabilistic engine."
+  std::string prompt;            // the current user turn
+  std::string model;             // empty: the provider's default (the model selector's NIL)
+  Value tools;                   // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...))
+  Value context;                 // the signal being reasoned about
+  std::vector<Turn> transcript;  // the session's earlier turns, oldest first; may be empty
+  // Called with each streamed text delta before the completion, when the
+  // provider streams and the caller wants chunks; may be empty.
   InlineFunction<void(std::string_view)> on_chunk;
+  // Set by a caller that may cancel the call; may be null.
+  std::shared_ptr<CancelSignal> cancel;
+};
+
+// Why a call failed, in the classes that decide what happens next (seed
+// D2-D4, Decisions 9); is_retriable says which ones the cascade retries.
+enum class FailureClass : std::uint8_t {
+  none,            // not a failure
+  authentication,  // 401, 403: the key is missing or refused
+  bad_request,     // 400 (other than a context that is too long), 422
+  unknown_model,   // 404, or the API's model_not_found
+  context_length,  // the prompt does not fit the model's context: the next provider may take it
+  quota,           // 402, insufficient_quota, billing: waiting does not help
+  rate_limited,    // 429
+  overloaded,      // 529, 503
+  server_error,    // any other 5xx
+  transport,       // refused, reset, DNS, TLS: no complete HTTP answer
+  timeout,         // connect, first byte, or idle between two chunks
+  truncated,       // the stream ended without its end marker, or an error event came after a 200
+  unparseable,     // the body or an event is not what the API documents
+  too_large,       // the body passed its size cap
+  cancelled,       // the caller cancelled (CancelSignal)
+  other,           // a provider's own failure outside these (scripted, offline)
+};
+
+// "rate_limited", "server_error", ...: the enumerator's name.
+const char* to_string(FailureClass failure) noexcept;
+
+// True for the failures worth trying again on the same provider after a
+// pause: rate limits, overloads, server errors, transport errors, timeouts
+// and truncated streams.
+constexpr bool is_retriable(FailureClass failure) noexcept {
+  switch (failure) {
+    case FailureClass::rate_limited:
+    case FailureClass::overloaded:
+    case FailureClass::server_error:
+    case FailureClass::transport:
+    case FailureClass::timeout:
+    case FailureClass::truncated:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Tokens one call used, as the API reported them; -1 where it did not.
+struct TokenUsage {
+  std::int64_t input = -1;
+  std::int64_t output = -1;
 };
 
 struct ProviderReply {
   enum class Kind { content, tool_calls, failure };
   Kind kind = Kind::failure;
-  std::string content;  // content: the text
-  Value tool_calls;     // tool_calls: a list of (:NAME "tool" :ARGUMENTS plist)
-  std::string error;    // failure: what went wrong, for the log
+  // content: the text; tool_calls: any text the model wrote beside the calls.
+  std::string content;
+  // tool_calls: a list of (:ID "call_1" :NAME "tool" :ARGUMENTS plist), the
+  // arguments converted by json_to_value. `wire_calls` holds the same calls
+  // as the model wrote them, for the session's transcript (may be empty for
+  // a provider that has no ids, as the scripted one).
+  Value tool_calls;
+  std::vector<ToolCall> wire_calls;
+  std::string error;                          // failure: what went wrong, for the log (never a credential)
+  FailureClass failure = FailureClass::none;  // failure: its class
+  int http_status = 0;                        // the HTTP status; 0 when there was none
+  std::string request_id;                     // the provider's request id, when it sent one
+  // rate_limited, overloaded: how long the provider asked to wait
+  // (retry-after-ms, or Retry-After in seconds or as an HTTP date); negative
+  // when it did not say.
+  std::chrono::milliseconds retry_after{-1};
+  TokenUsage usage;
 
   static ProviderReply text(std::string content) {
     ProviderReply reply;
@@ -42,9 +156,10 @@ struct ProviderReply {
     reply.tool_calls = std::move(tool_calls);
     return reply;
   }
-  static ProviderReply failed(std::string error) {
+  static ProviderReply failed(std::string error, FailureClass failure = FailureClass::other) {
     ProviderReply reply;
     reply.error = std::move(error);
+    reply.failure = failure;
     return reply;
   }
   bool ok() const noexcept { return kind != Kind::failure; }
