@@ -2,6 +2,7 @@
 // call that tries them in turn until one answers (seed D2-D4, Decisions 9).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -11,9 +12,12 @@
 
 #include "base/thread_shards.hpp"
 #include "providers/provider.hpp"
+#include "providers/provider_health.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
+
+class Executor;
 
 // What the model selector decided for one provider (seed D3).
 struct ModelChoice {
@@ -30,10 +34,27 @@ struct ModelChoice {
 // thread-safe. An exception counts as that provider's failure.
 using ModelSelector = std::function<ModelChoice(std::string_view provider, const Value& context)>;
 
-// Why one provider did not answer.
+// Why one provider did not answer (one entry per attempt: a retry that
+// fails again is a second entry).
 struct ProviderFailure {
   std::string provider;
   std::string message;
+  FailureClass failure = FailureClass::other;
+  int http_status = 0;  // 0: none
+};
+
+// How the cascade retries a provider before it goes on to the next (seed
+// D2-D4, Decisions 9). Only rate limits, overloads, server and transport
+// errors, timeouts and truncated streams are retried (is_retriable); never
+// once a chunk of the attempt has reached the caller.
+struct RetryPolicy {
+  int max_retries = 2;                                             // per provider and call
+  std::chrono::milliseconds initial_backoff{500};                  // doubling for each retry ...
+  std::chrono::milliseconds max_backoff{std::chrono::seconds(8)};  // ... up to this; each wait is jittered
+  // A provider that asks (Retry-After) to wait longer than this is left for
+  // the next one instead.
+  std::chrono::milliseconds max_retry_after{std::chrono::seconds(60)};
+  CooldownPolicy cooldown;
 };
 
 // The answer of one cascade call.
@@ -43,6 +64,13 @@ struct CascadeOutcome {
   ProviderReply reply;
   std::string provider;                   // who answered; empty when none did
   std::vector<ProviderFailure> failures;  // in the order tried (skipped providers included)
+  // The attempt that failed had already delivered chunks to the caller: the
+  // cascade neither retried nor went on (nothing is sent twice), and the
+  // reply is that attempt's failure, not kExhausted.
+  bool partial = false;
+  // The caller cancelled (ProviderRequest::cancel): the reply is a failure of
+  // class cancelled.
+  bool cancelled = false;
 
   bool ok() const noexcept { return reply.ok(); }
   // One "<provider>: <message>" line per failure, for LlmError and logs.
@@ -93,21 +121,41 @@ class Cascade {
   // The list as it stands, immutable: what one call tries, in order.
   struct Lineup {
     std::vector<std::shared_ptr<Provider>> providers;
-    std::vector<std::string> names;  // the providers' names, in order
+    std::vector<std::string> names;                       // the providers' names, in order
+    std::vector<std::shared_ptr<ProviderHealth>> health;  // each provider's, kept across changes by name
     ModelSelector selector;
+    RetryPolicy retry;
+    Executor* timers = nullptr;  // where a retry waits; null: no retry
   };
   std::shared_ptr<const Lineup> lineup() const;
   // An empty selector (the default) passes each request's model unchanged.
   void set_model_selector(ModelSelector selector);
+  // Retries wait on `timers` (which must outlive the calls); without it (the
+  // default) a failed provider is never retried, only the next one tried.
+  // Tasks `timers` drops when it stops end their call as cancelled.
+  void set_retry_policy(RetryPolicy policy, Executor* timers);
+
+  // Each provider's figures, in cascade order.
+  struct ProviderStatus {
+    std::string name;
+    ProviderFigures figures;
+  };
+  std::vector<ProviderStatus> status() const;
 
   // Tries the providers in order with `request` (an empty system prompt
   // becomes kDefaultSystemPrompt); the first content or tool-calls reply is
   // the outcome. Logs, under the component PROBABILISTIC:
   //   "Attempting backend <p>..."         before each provider
   //   "Skipping <p> (filtered)"           when the selector skips it
-  //   "Backend <p> failed: <message>"     for a skip, a failure reply or an exception
+  //   "Backend <p> failed: <message>"     for a skip, a failure reply or an exception;
+  //                                       a classified failure adds "(<class>, HTTP <status>,
+  //                                       request <id>)", as much of it as is known
+  //   "Retrying backend <p> in <t> s (retry <n> of <max>)"
+  //   "Skipping <p> (cooling down ...)"   while a provider is set aside
   // Streamed chunks (request.on_chunk) from a provider that then fails have
-  // already been delivered; a caller that streams should be ready for that.
+  // already been delivered: the call then ends with that failure (partial).
+  // A cancelled request (request.cancel) ends with a cancelled outcome,
+  // exactly once, without trying further providers.
   void call(ProviderRequest&& request, CascadeCompletion&& done) const;
   // The same with a lineup taken before (to build the prompt from the names
   // the call then tries).
@@ -130,7 +178,9 @@ class Cascade {
   template <class Change>
   void update(Change&& change);
 
-  std::mutex update_mutex_;             // one change at a time (read, copy, publish)
+  std::mutex update_mutex_;  // one change at a time (read, copy, publish)
+  // Every provider's health by name, so a provider replaced or re-added keeps its figures.
+  std::vector<std::pair<std::string, std::shared_ptr<ProviderHealth>>> health_;  // under update_mutex_
   Published<const Snapshot> snapshot_;  // taken by every call: per-thread shards
 };
 
