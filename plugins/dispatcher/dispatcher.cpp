@@ -187,8 +187,9 @@ std::vector<VaultSecret> vault_secrets(const ValueRef& config, std::vector<std::
 
 // --- what an action carries ----------------------------------------------------------
 
-// The fields the checks read, extracted as seed I1 describes.
-struct Fields {
+// The fields the checks read, extracted as seed I1 describes. (Its move copies
+// string_views held inline: it never allocates, so never throws.)
+struct Fields {  // NOLINT(bugprone-exception-escape)
   // :PAYLOAD :FILEPATH and a tool's :ARGS :FILEPATH: each is checked (the
   // tools read the second, so a harmless first must not hide it).
   std::array<ValueRef, 2> filepaths;

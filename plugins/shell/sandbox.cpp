@@ -8,7 +8,6 @@
 #include <linux/seccomp.h>
 #include <pwd.h>
 #include <seccomp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <cerrno>
@@ -63,7 +63,7 @@ using bundled::error_text;
 using bundled::Fd;
 
 constexpr const char* kDevices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"};
-constexpr std::int64_t kMiB = 1024 * 1024;
+constexpr std::int64_t kMiB = std::int64_t{1024} * 1024;
 
 // The write-type accesses Landlock ABI 1 knows; reading and executing stay allowed.
 constexpr std::uint64_t kWritesAbi1 = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
@@ -168,20 +168,20 @@ bool is_digits(std::string_view text) {
 
 // What the child reports on its error pipe when a step before execve fails.
 enum Step : int {
-  kStepSignals,
-  kStepProcessGroup,
-  kStepStdio,
-  kStepCloseRange,
-  kStepLimit,  // detail: index into the limits
-  kStepSetgroups,
-  kStepSetresgid,
-  kStepSetresuid,
-  kStepDeathSignal,
-  kStepChdir,
-  kStepNoNewPrivs,
-  kStepLandlock,
-  kStepSeccomp,
-  kStepExecve,
+  step_signals,
+  step_process_group,
+  step_stdio,
+  step_close_range,
+  step_limit,  // detail: index into the limits
+  step_setgroups,
+  step_setresgid,
+  step_setresuid,
+  step_death_signal,
+  step_chdir,
+  step_no_new_privs,
+  step_landlock,
+  step_seccomp,
+  step_execve,
 };
 
 // Everything the child reads, prepared by the parent: between fork and
@@ -229,53 +229,54 @@ struct ChildPlan {
   }
   sigset_t none;
   ::sigemptyset(&none);
-  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(error_fd, kStepSignals);
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the forked child has one thread
+  if (::sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail(error_fd, step_signals);
 
-  if (::setpgid(0, 0) != 0) fail(error_fd, kStepProcessGroup);
+  if (::setpgid(0, 0) != 0) fail(error_fd, step_process_group);
 
   // Each descriptor above 2 first, so that none is overwritten by another's dup2.
   const int in = ::fcntl(plan.null_fd, F_DUPFD, 3);
   const int out = ::fcntl(plan.launch->stdout_fd, F_DUPFD, 3);
   const int err = ::fcntl(plan.launch->stderr_fd, F_DUPFD, 3);
-  if (in < 0 || out < 0 || err < 0) fail(error_fd, kStepStdio);
-  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail(error_fd, kStepStdio);
+  if (in < 0 || out < 0 || err < 0) fail(error_fd, step_stdio);
+  if (::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) fail(error_fd, step_stdio);
   // Every other descriptor closes at execve: marked, not closed, because the
   // error pipe and the Landlock ruleset are still needed until then.
-  if (::syscall(SYS_close_range, 3L, long{~0U}, long{CLOSE_RANGE_CLOEXEC}) != 0) fail(error_fd, kStepCloseRange);
+  if (::syscall(SYS_close_range, 3L, long{~0U}, long{CLOSE_RANGE_CLOEXEC}) != 0) fail(error_fd, step_close_range);
 
   for (std::size_t i = 0; i < plan.limit_count; ++i) {
     if (::syscall(SYS_prlimit64, 0L, long{plan.limit_ids[i]}, &plan.limits[i], nullptr) != 0) {
-      fail(error_fd, kStepLimit, static_cast<int>(i));
+      fail(error_fd, step_limit, static_cast<int>(i));
     }
   }
 
   // Into the workdir while still the daemon's user: the folders above it may
   // be closed to the command's (a state folder is 0700), and a process that
   // starts inside needs no search permission on them.
-  if (::chdir(plan.workdir) != 0) fail(error_fd, kStepChdir);
+  if (::chdir(plan.workdir) != 0) fail(error_fd, step_chdir);
 
   // Raw system calls: glibc's wrappers would signal every thread of the
   // process to change their credentials too, from a child that has one.
   if (plan.switches_user) {
-    if (::syscall(SYS_setgroups, 0L, nullptr) != 0) fail(error_fd, kStepSetgroups);
-    if (::syscall(SYS_setresgid, long{plan.gid}, long{plan.gid}, long{plan.gid}) != 0) fail(error_fd, kStepSetresgid);
-    if (::syscall(SYS_setresuid, long{plan.uid}, long{plan.uid}, long{plan.uid}) != 0) fail(error_fd, kStepSetresuid);
+    if (::syscall(SYS_setgroups, 0L, nullptr) != 0) fail(error_fd, step_setgroups);
+    if (::syscall(SYS_setresgid, long{plan.gid}, long{plan.gid}, long{plan.gid}) != 0) fail(error_fd, step_setresgid);
+    if (::syscall(SYS_setresuid, long{plan.uid}, long{plan.uid}, long{plan.uid}) != 0) fail(error_fd, step_setresuid);
   }
 
   // The command dies with the thread that started it; if the daemon died
   // before this line, the signal was never armed, hence the check after it.
-  if (::syscall(SYS_prctl, long{PR_SET_PDEATHSIG}, long{SIGKILL}, 0L, 0L, 0L) != 0) fail(error_fd, kStepDeathSignal);
+  if (::syscall(SYS_prctl, long{PR_SET_PDEATHSIG}, long{SIGKILL}, 0L, 0L, 0L) != 0) fail(error_fd, step_death_signal);
   if (::getppid() != plan.parent) ::_exit(127);
 
-  if (::syscall(SYS_prctl, long{PR_SET_NO_NEW_PRIVS}, 1L, 0L, 0L, 0L) != 0) fail(error_fd, kStepNoNewPrivs);
+  if (::syscall(SYS_prctl, long{PR_SET_NO_NEW_PRIVS}, 1L, 0L, 0L, 0L) != 0) fail(error_fd, step_no_new_privs);
   if (plan.ruleset_fd >= 0 && ::syscall(SYS_landlock_restrict_self, long{plan.ruleset_fd}, 0L) != 0) {
-    fail(error_fd, kStepLandlock);
+    fail(error_fd, step_landlock);
   }
   if (plan.filter != nullptr && ::syscall(SYS_seccomp, long{SECCOMP_SET_MODE_FILTER}, 0L, plan.filter) != 0) {
-    fail(error_fd, kStepSeccomp);
+    fail(error_fd, step_seccomp);
   }
   ::execve(plan.launch->path, plan.launch->argv, plan.launch->envp);
-  fail(error_fd, kStepExecve);
+  fail(error_fd, step_execve);
 }
 
 // Adds a Landlock rule allowing `access` beneath `path`; false when `path` does not exist.
@@ -342,7 +343,7 @@ void Sandbox::read_limits(const ValueRef& config) {
   }
 
   for (std::size_t i = 0; i < std::size(kLimits); ++i) {
-    const rlim_t amount = static_cast<rlim_t>(values[i] * kLimits[i].unit);
+    const auto amount = static_cast<rlim_t>(values[i] * kLimits[i].unit);
     // At the CPU limit SIGXCPU (which a command may catch), a second later SIGKILL.
     limits_.push_back({kLimits[i].resource, amount, kLimits[i].resource == RLIMIT_CPU ? amount + 1 : amount});
   }
@@ -584,35 +585,35 @@ pid_t Sandbox::spawn(const Launch& launch) const {
 std::string Sandbox::step_text(const ChildFailure& failure, const Launch& launch) const {
   const int detail = failure.detail;
   switch (failure.step) {
-    case kStepSignals:
+    case step_signals:
       return "sigprocmask";
-    case kStepProcessGroup:
+    case step_process_group:
       return "setpgid";
-    case kStepStdio:
+    case step_stdio:
       return "dup2";
-    case kStepCloseRange:
+    case step_close_range:
       return "close_range";
-    case kStepLimit:
+    case step_limit:
       return detail >= 0 && static_cast<std::size_t>(detail) < limits_.size()
                  ? std::string("setrlimit(") + resource_name(limits_[static_cast<std::size_t>(detail)].resource) + ")"
                  : "setrlimit";
-    case kStepSetgroups:
+    case step_setgroups:
       return "setgroups";
-    case kStepSetresgid:
+    case step_setresgid:
       return "setresgid(" + decimal(gid_) + ")";
-    case kStepSetresuid:
+    case step_setresuid:
       return "setresuid(" + decimal(uid_) + ")";
-    case kStepDeathSignal:
+    case step_death_signal:
       return "prctl(PR_SET_PDEATHSIG)";
-    case kStepChdir:
+    case step_chdir:
       return "chdir(" + workdir_ + ")";
-    case kStepNoNewPrivs:
+    case step_no_new_privs:
       return "prctl(PR_SET_NO_NEW_PRIVS)";
-    case kStepLandlock:
+    case step_landlock:
       return "landlock_restrict_self";
-    case kStepSeccomp:
+    case step_seccomp:
       return "seccomp";
-    case kStepExecve:
+    case step_execve:
       return "execve(" + std::string(launch.path) + ")";
     default:
       return "an unknown step";

@@ -27,8 +27,8 @@ void write_stderr(std::string_view bytes) noexcept {
 
 // Never destroyed: a thread may log during static destruction.
 HeldLines* held_lines_slots() {
-  static HeldLines* const slots = new HeldLines[kRegisteredThreads];
-  return slots;
+  static auto* const kSlots = new HeldLines[kRegisteredThreads];
+  return kSlots;
 }
 
 void write_held(HeldLines& held) noexcept {
@@ -69,7 +69,7 @@ class AltStack {
   void install() noexcept {
     stack_t current{};
     if (::sigaltstack(nullptr, &current) != 0 || (current.ss_flags & SS_DISABLE) == 0) return;
-    const std::size_t size = std::max<std::size_t>(64 * 1024, static_cast<std::size_t>(SIGSTKSZ));
+    const std::size_t size = std::max<std::size_t>(std::size_t{64} * 1024, static_cast<std::size_t>(SIGSTKSZ));
     memory_.reset(new (std::nothrow) char[size]);
     if (!memory_) return;
     stack_t mine{};

@@ -113,9 +113,9 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) 
   CrashLine line;
   const std::string_view message = "fatal signal; the process stops";
   if (writes_json_lines()) {
-    line.text("{\"time\":\"");
+    line.text(R"({"time":")");
     put_time(line, true);
-    line.text("\",\"level\":\"error\",\"component\":\"crash\",\"message\":\"").text(signal_name(number));
+    line.text(R"(","level":"error","component":"crash","message":")").text(signal_name(number));
     line.text(": ").text(message).text("\"}\n");
   } else {
     put_time(line, false);

@@ -22,8 +22,8 @@ namespace {
 // ordered among these.
 std::mutex ring_mutex;
 RecentLines& process_ring() {
-  static RecentLines* const ring = new RecentLines(kRecentLogLines);  // never destroyed: logging outlives statics
-  return *ring;
+  static auto* const kRing = new RecentLines(kRecentLogLines);  // never destroyed: logging outlives statics
+  return *kRing;
 }
 std::atomic<std::uint64_t> ring_total{0};
 
@@ -80,7 +80,7 @@ void RecentLines::compact() {
   for (Entry& entry : entries_) entry.offset -= dropped;
   first_ = 0;
   // Storage a burst of long lines needed goes back once they are gone.
-  constexpr std::size_t kKeptBytes = 16 * 1024;
+  constexpr std::size_t kKeptBytes = std::size_t{16} * 1024;
   if (text_.capacity() > kKeptBytes && text_.capacity() > 4 * text_.size()) text_.shrink_to_fit();
 }
 

@@ -74,7 +74,8 @@ Result<void> create_private_dirs(const fs::path& dir) {
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
-  for (const fs::path& folder : std::ranges::reverse_view(missing)) {
+  for (auto folder_it = missing.rbegin(); folder_it != missing.rend(); ++folder_it) {
+    const fs::path& folder = *folder_it;
     if (::mkdir(folder.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;  // another process got there first; its folder, its mode
       return fail(ErrorCode::io_error, "cannot create the folder " + folder.string() + ": " + errno_text(errno));

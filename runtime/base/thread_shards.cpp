@@ -47,8 +47,8 @@ void ShardLock::lock_contended() noexcept {
 }
 
 std::size_t thread_shard() noexcept {
-  thread_local const ShardLease lease;
-  return lease.index;
+  thread_local const ShardLease kLease;
+  return kLease.index;
 }
 
 }  // namespace passepartout

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 #include "base/state_paths.hpp"
@@ -124,7 +126,7 @@ class FieldReader {
   std::string where_;
 };
 
-Result<MemoryObjectPtr> decode_object(const Value& item, std::string where) {
+Result<MemoryObjectPtr> decode_object(const Value& item, const std::string& where) {
   if (!item.is_list()) {
     return fail(ErrorCode::invalid_input, where + ": is " + to_string(item.kind()) + ", expected a property list");
   }
@@ -287,8 +289,8 @@ Result<MemoryImage> decode_memory(std::string_view text, std::string_view source
     if (!object) return Unexpected<Error>(std::move(object).error());
     const std::string& hash = (*object)->hash;
     if (auto [at, inserted] = position.emplace(hash, index); !inserted) {
-      return fail(ErrorCode::invalid_input, who + ": history objects " + std::to_string(at->second) + " and " +
-                                                std::to_string(index) + " have the same :HASH " + hash);
+      return fail(ErrorCode::invalid_input,
+                  fmt::format("{}: history objects {} and {} have the same :HASH {}", who, at->second, index, hash));
     }
     history->emplace(hash, std::move(*object));
   }

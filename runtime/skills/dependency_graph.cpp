@@ -33,6 +33,7 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 // paths when the file names alone would not tell the manifests apart.
 std::string list_files(const std::vector<const SkillManifest*>& copies) {
   std::vector<std::string> names;
+  names.reserve(copies.size());
   for (const SkillManifest* m : copies) names.push_back(m->path.filename().string());
   std::sort(names.begin(), names.end());
   if (std::adjacent_find(names.begin(), names.end()) != names.end()) {

@@ -245,6 +245,7 @@ BootResult SkillHost::boot(std::string_view requester) {
   });
 }
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a hot swap, not std::swap; it may throw
 ChangeResult SkillHost::swap(const SkillManifest& next, std::string_view requester) {
   const auto requested = Clock::now();
   return control_.run([&] { return swap_now(next, requester, requested); });

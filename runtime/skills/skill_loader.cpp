@@ -6,11 +6,11 @@
 #include <fcntl.h>
 #include <link.h>
 #include <linux/magic.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <array>
 #include <atomic>
@@ -263,7 +263,7 @@ Result<void> write_private_copy(const fs::path& copy, const std::string& bytes, 
       std::string reason = errno_text(errno);
       ::close(fd);
       ::unlink(copy.c_str());
-      return fail(ErrorCode::io_error, who + ": cannot write " + copy.string() + ": " + reason);
+      return fail(ErrorCode::io_error, fmt::format("{}: cannot write {}: {}", who, copy.string(), reason));
     }
     written += static_cast<std::size_t>(n);
   }

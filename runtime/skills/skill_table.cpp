@@ -172,7 +172,7 @@ Result<std::vector<SkillTool>> read_tools(const pp_skill_api& table, const std::
       if (first == std::string_view::npos || (*json)[first] != '{') {
         return fail(
             ErrorCode::invalid_input,
-            where + ": the parameters must be a JSON object ({\"type\": \"object\", ...}), got " + excerpt(*json));
+            where + R"(: the parameters must be a JSON object ({"type": "object", ...}), got )" + excerpt(*json));
       }
       tool.parameters = std::move(*parsed);
       tool.parameters_json = std::string(*json);

@@ -166,7 +166,7 @@ void put_float(Writer& writer, double value) {
   char* const start = writer.reserve(kMaxLength);
   char* p = start;
   if (!std::isfinite(value)) {
-    std::memcpy(p, "NIL", 3);
+    std::memcpy(p, "NIL", 3);  // NOLINT(bugprone-not-null-terminated-result): a buffer of bytes, not a C string
     writer.advance(p + 3);
     return;
   }

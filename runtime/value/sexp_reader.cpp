@@ -49,7 +49,7 @@ class ValueStack {
   // A new NIL on top.
   Value& push_nil() {
     if (size_ == capacity_) grow();
-    Value* slot = new (data_ + size_) Value();
+    auto* slot = new (data_ + size_) Value();
     ++size_;
     return *slot;
   }
@@ -62,7 +62,7 @@ class ValueStack {
   void forget_relocated(std::size_t size) noexcept { size_ = size; }
   // Frees the storage when empty and unusually large.
   void trim() noexcept {
-    constexpr std::size_t kKeptCapacity = 64 * 1024;
+    constexpr std::size_t kKeptCapacity = std::size_t{64} * 1024;
     if (size_ == 0 && capacity_ > kKeptCapacity) {
       ::operator delete(static_cast<void*>(data_));
       data_ = nullptr;
@@ -272,7 +272,7 @@ class Reader {
   }
 
  private:
-  bool fail(std::size_t offset, std::string what, ErrorCode code = ErrorCode::invalid_input) {
+  bool fail(std::size_t offset, const std::string& what, ErrorCode code = ErrorCode::invalid_input) {
     error_ = Error{code, byte_prefix(offset) + what};
     return false;
   }

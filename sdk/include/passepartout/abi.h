@@ -40,6 +40,10 @@
 #ifndef PASSEPARTOUT_ABI_H
 #define PASSEPARTOUT_ABI_H
 
+/* A C header: typedef, <stdint.h>, (void) and the ABI's own names are C's.
+ * NOLINTBEGIN(modernize-use-using, modernize-deprecated-headers, modernize-redundant-void-arg,
+ *             readability-identifier-naming) */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -340,5 +344,8 @@ typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* NOLINTEND(modernize-use-using, modernize-deprecated-headers, modernize-redundant-void-arg,
+ *           readability-identifier-naming) */
 
 #endif /* PASSEPARTOUT_ABI_H */

@@ -30,6 +30,7 @@ struct SkillAccess {
 // `&T::hook` names the most derived declaration: while it is still Skill's, T
 // did not override the hook and the table leaves it NULL (as for the 1.0 hooks below).
 
+// NOLINTBEGIN(readability-identifier-naming): traits named as the standard library's (is_same_v)
 /// Whether T overrides Skill::call_tool.
 template <class T>
 inline constexpr bool overrides_call_tool =
@@ -45,6 +46,7 @@ inline constexpr bool overrides_observe = !std::is_same_v<decltype(&T::observe),
 template <class T>
 inline constexpr bool overrides_on_error =
     !std::is_same_v<decltype(&T::on_error), ErrorChoice (Skill::*)(const Signal&, const ValueRef&)>;
+// NOLINTEND(readability-identifier-naming)
 
 // --- checking the class ------------------------------------------------------
 
@@ -127,8 +129,8 @@ constexpr bool names_equal(const char* a, const char* b, bool fold) noexcept {
 template <class T>
 constexpr bool tool_names_valid() {
   if constexpr (tools_are_tool_specs<T>()) {
-    constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
-    for (std::size_t i = 0; i < count; ++i) {
+    constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
+    for (std::size_t i = 0; i < kCount; ++i) {
       if (valid_name_length(T::kTools[i].name, is_tool_name_char) == 0) return false;
       for (std::size_t j = 0; j < i; ++j) {
         if (names_equal(T::kTools[i].name, T::kTools[j].name, false)) return false;
@@ -142,8 +144,8 @@ constexpr bool tool_names_valid() {
 template <class T>
 constexpr bool actuator_names_valid() {
   if constexpr (actuators_are_names<T>()) {
-    constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
-    for (std::size_t i = 0; i < count; ++i) {
+    constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+    for (std::size_t i = 0; i < kCount; ++i) {
       if (valid_name_length(T::kActuators[i], is_actuator_name_char) == 0) return false;
       for (std::size_t j = 0; j < i; ++j) {
         if (names_equal(T::kActuators[i], T::kActuators[j], true)) return false;
@@ -202,6 +204,7 @@ constexpr bool check_skill_class() {
 // `&T::hook` names the most derived declaration: while it is still Skill's, T
 // did not override the hook and the table leaves it NULL.
 
+// NOLINTBEGIN(readability-identifier-naming): traits named as the standard library's (is_same_v)
 /// Whether T overrides Skill::trigger.
 template <class T>
 inline constexpr bool overrides_trigger = !std::is_same_v<decltype(&T::trigger), bool (Skill::*)(const Signal&)>;
@@ -224,6 +227,7 @@ inline constexpr bool overrides_export_state =
 template <class T>
 inline constexpr bool overrides_import_state =
     !std::is_same_v<decltype(&T::import_state), void (Skill::*)(const ValueRef&)>;
+// NOLINTEND(readability-identifier-naming)
 
 // --- errors --------------------------------------------------------------------
 
@@ -439,8 +443,8 @@ struct Trampolines {
     const pp_host_api* host = SkillAccess::host(self);
     *result = nullptr;
     try {
-      constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
-      if (tool >= count) throw std::out_of_range("passepartout: the host asked for a tool the skill does not offer");
+      constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
+      if (tool >= kCount) throw std::out_of_range("passepartout: the host asked for a tool the skill does not offer");
       const ValueRef out = self.T::call_tool(std::string_view(T::kTools[tool].name), ValueRef(host, call, args),
                                              Signal(host, call, signal));
       *result = out.handle();
@@ -457,8 +461,8 @@ struct Trampolines {
     const pp_host_api* host = SkillAccess::host(self);
     *result = nullptr;
     try {
-      constexpr std::size_t count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
-      if (actuator >= count) {
+      constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+      if (actuator >= kCount) {
         throw std::out_of_range("passepartout: the host asked for an actuator the skill does not serve");
       }
       const ValueRef out = self.T::act(std::string_view(T::kActuators[actuator]), Action(host, call, action),
