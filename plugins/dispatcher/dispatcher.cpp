@@ -298,6 +298,12 @@ class Dispatcher final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "dispatcher";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"extra_protected_paths", "list", "[]", "More path globs to protect, anchored to whole path components"},
+      {"secrets", "list", "[]", "Values never to be sent or written (at least 6 characters)"},
+      {"privacy_tags", "list", "[\"@personal\"]", "Text or :TAGS mentioning one is blocked (ignoring case)"},
+      {"network_allowlist", "list", "[api.telegram.org, matrix.org, googleapis.com, openai.com, anthropic.com]",
+       "Domains (and their subdomains) shell commands may reach without approval"}};
 
   explicit Dispatcher(const ValueRef& config)
       : protected_paths_(

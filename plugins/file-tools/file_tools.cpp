@@ -117,6 +117,12 @@ class FileTools final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "file-tools";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"workspace", "string", nullptr, "Required: the only folder the tools may touch"},
+      {"max_read_bytes", "integer", "1000000", "read-file refuses larger files"},
+      {"max_write_bytes", "integer", "1000000", "write-file refuses larger content"},
+      {"create_folders", "boolean", "true", "write-file creates missing folders inside the workspace"},
+      {"follow_symlinks", "boolean", "true", "false: refuse every symbolic link, even one that stays inside"}};
   static constexpr passepartout::ToolSpec kTools[] = {
       {"read-file", "Reads a UTF-8 text file of the workspace and returns its content.",
        R"({"type": "object",

@@ -46,6 +46,8 @@ class Policy final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "policy";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"min_explanation_length", "integer", "10", "An explanation needs more code points than this"}};
 
   explicit Policy(const ValueRef& config) : min_length_(min_explanation_length(config)) {}
 

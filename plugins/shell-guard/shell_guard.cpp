@@ -156,6 +156,9 @@ class ShellGuard final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "shell-guard";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"approve_all_shell", "boolean", "true", "false: commands that match no unsafe pattern pass without approval"},
+      {"extra_patterns", "list", "[]", "More to block: [{name: CURL-PIPE-SH, regex: '...'}]"}};
 
   // Compiles every pattern once. Throws, naming the pattern, when one does not compile.
   explicit ShellGuard(const ValueRef& config)

@@ -334,6 +334,19 @@ class Shell final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "shell";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"workdir", "string", nullptr, "Required: the folder commands run in, their HOME"},
+      {"shell", "string", "/bin/bash (else /bin/sh)", "The shell that runs commands"},
+      {"timeout", "number", "30", "Seconds a command may run unless the action asks for less or more"},
+      {"timeout_limit", "number", "600", "The most seconds an action may ask for"},
+      {"max_output", "integer", "100000", "Characters of output kept unless the action asks otherwise"},
+      {"max_output_limit", "integer", "1000000", "The most characters of output an action may ask for"},
+      {"pass_env", "list", "[]", "More environment variables passed to commands"},
+      {"user", "string", "nobody", "When the daemon is root, commands run as this user (never root)"},
+      {"allow_root", "boolean", "false", "true: commands run as root (user is ignored), with a warning"},
+      {"network", "boolean", "false", "false: commands cannot open network sockets (seccomp)"},
+      {"limits", "map", nullptr, "Per-process limits (setrlimit), each a positive integer"},
+      {"disable_landlock_for_test", "boolean", "false", "Tests only: run without the Landlock file rules"}};
   static constexpr const char* kActuators[] = {"shell"};
 
   explicit Shell(const ValueRef& config)

@@ -38,6 +38,8 @@ class ToolPermissions final : public passepartout::Skill {
  public:
   static constexpr const char kName[] = "tool-permissions";
   static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"tools", "map", nullptr, "Tool name: allow, ask or deny (names ignore case)"}};
 
   // `config :TOOLS`: a map of tool name to allow, ask or deny.
   explicit ToolPermissions(const ValueRef& config) {

@@ -1,6 +1,7 @@
 // What the YAML readers (manifests, scripted-provider scripts) share: located
 // messages and "did you mean" suggestions (typing scalars: yaml_scalars.hpp).
-// Included only by those readers' .cpp files: it brings in yaml-cpp.
+// Included only by .cpp files (those readers, and the skill table's check of a
+// manifest's config keys): it brings in yaml-cpp.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

@@ -58,6 +58,16 @@ json slot_json(const Slot& slot) {
   for (const auto& actuator : slot.actuators()) actuators.push_back(":" + actuator);
   json tools = json::array();
   for (const auto& tool : slot.tools()) tools.push_back(tool.name);
+  // null when the skill does not declare its config keys (any key is accepted);
+  // "" for a type, default or description the skill left out.
+  json config_keys = nullptr;
+  if (slot.declares_config()) {
+    config_keys = json::array();
+    for (const auto& key : slot.config_keys()) {
+      config_keys.push_back(json{
+          {"name", key.name}, {"type", key.type}, {"default", key.default_value}, {"description", key.description}});
+    }
+  }
   return json{{"name", slot.name()},
               {"version", slot.version_text()},
               {"priority", slot.priority()},
@@ -68,7 +78,24 @@ json slot_json(const Slot& slot) {
               {"actuators", actuators},
               {"tools", tools},
               {"gate", slot.has_gate()},
-              {"prompt", slot.has_prompt()}};
+              {"prompt", slot.has_prompt()},
+              {"config_keys", config_keys}};
+}
+
+// The skill's config keys for `skills check`, one line each after a heading:
+// "greeting (string, default hello): what it does"; or that it declares none.
+std::vector<std::string> describe_config_keys(const Slot& slot) {
+  if (!slot.declares_config()) return {"config keys: not declared by the skill (any key is accepted, none checked)"};
+  std::vector<std::string> lines{"config keys:"};
+  for (const auto& key : slot.config_keys()) {
+    std::string line = "  " + key.name;
+    std::string details = key.type;
+    if (!key.default_value.empty()) details += (details.empty() ? "default " : ", default ") + key.default_value;
+    if (!details.empty()) line += " (" + details + ")";
+    if (!key.description.empty()) line += ": " + key.description;
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 std::string describe_slot(const Slot& slot) {
@@ -155,6 +182,7 @@ int run_check(const CheckOptions& options) {
     std::cout << "\nLoad order:\n";
     for (std::size_t i = 0; i < result.slots.size(); ++i) {
       std::cout << "  " << (i + 1) << ". " << describe_slot(*result.slots[i]) << "\n";
+      for (const auto& line : describe_config_keys(*result.slots[i])) std::cout << "     " << line << "\n";
     }
   }
   const std::size_t problems = result.manifest_errors.size() + result.disabled.size();

@@ -180,6 +180,11 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
         continue;
       }
       out.config = convert_config(value, "config", 1);
+      for (const auto& config_entry : value) {
+        const YAML::Node& config_key = config_entry.first;
+        if (!config_key.IsScalar()) continue;
+        out.config_keys.push_back({config_key.Scalar(), config_key.Mark().line + 1, config_key.Mark().column + 1});
+      }
     } else if (k == "sha256") {
       read_sha256(key, value, out);
     } else if (k == "description") {

@@ -82,7 +82,15 @@ struct SkillManifest {
   std::vector<Dependency> depends_on;
   std::vector<Dependency> guarded_by;  // each with guard = true
   TriggerSpec trigger;
-  Value config;                       // a keyword plist, NIL when absent or empty
+  Value config;  // a keyword plist, NIL when absent or empty
+  // Each top-level key of `config:` as written, and where: the loader checks
+  // them against the keys the skill declares.
+  struct ConfigKeyAt {
+    std::string key;
+    int line = 0;  // 1-based
+    int column = 0;
+  };
+  std::vector<ConfigKeyAt> config_keys;
   std::optional<std::string> sha256;  // 64 lower-case hex digits
   std::string description;
   bool never_unload = false;

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/ascii.hpp"
 #include "base/utf8.hpp"
+#include "base/yaml_diagnostics.hpp"
 #include "value/json_bridge.hpp"
 
 namespace passepartout {
@@ -17,7 +19,9 @@ std::string abi_text(unsigned major, unsigned minor) { return std::to_string(maj
 // Bytes of the table the host may read for the skill's declared minor: every
 // member up to that minor, and nothing the skill did not promise.
 std::size_t readable_size(const pp_skill_api& table) {
-  const std::size_t declared = table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1 : PP_SKILL_API_SIZE_1_0;
+  const std::size_t declared = table.abi_minor >= 2   ? PP_SKILL_API_SIZE_1_2
+                               : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
+                                                      : PP_SKILL_API_SIZE_1_0;
   return std::min<std::size_t>({declared, table.struct_size, sizeof(pp_skill_api)});
 }
 
@@ -38,7 +42,9 @@ Result<void> check_header(const pp_skill_api& table, const SkillManifest& manife
                                              ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
                                              "; upgrade passepartout or rebuild the skill against this SDK");
   }
-  const std::uint32_t needed = table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1 : PP_SKILL_API_SIZE_1_0;
+  const std::uint32_t needed = table.abi_minor >= 2   ? PP_SKILL_API_SIZE_1_2
+                               : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
+                                                      : PP_SKILL_API_SIZE_1_0;
   if (table.struct_size < needed) {
     return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table.struct_size) +
                                              " bytes, ABI " + abi_text(table.abi_major, table.abi_minor) +
@@ -212,6 +218,82 @@ Result<std::vector<std::string>> read_actuators(const pp_skill_api& table, const
   return actuators;
 }
 
+// An optional static string of the skill's, bounded; "" when NULL.
+Result<std::string> optional_text(const char* text, const std::string& where) {
+  if (text == nullptr) return std::string();
+  const auto bounded_text = bounded(text, SkillTable::kMaxDescriptionBytes);
+  if (!bounded_text) {
+    return fail(ErrorCode::invalid_input,
+                where + " is longer than " + std::to_string(SkillTable::kMaxDescriptionBytes) + " bytes");
+  }
+  return std::string(*bounded_text);
+}
+
+// The config keys the skill declares (ABI 1.2), copied; none when it does not
+// say. Names follow the actuators' rule and are unique ignoring ASCII case, as
+// each becomes a keyword.
+Result<std::vector<SkillConfigKey>> read_config_keys(const pp_skill_api& table, const std::string& who) {
+  std::vector<SkillConfigKey> keys;
+  if (table.config_key_count == 0) return keys;
+  if (table.config_key_count > SkillTable::kMaxConfigKeys) {
+    return fail(ErrorCode::limit_exceeded, who + ": the skill declares " + std::to_string(table.config_key_count) +
+                                               " config keys, more than the limit of " +
+                                               std::to_string(SkillTable::kMaxConfigKeys));
+  }
+  if (table.config_keys == nullptr) {
+    return fail(ErrorCode::invalid_input, who + ": the skill declares " + std::to_string(table.config_key_count) +
+                                              " config keys but no table of them");
+  }
+  keys.reserve(table.config_key_count);
+  std::vector<std::string> seen;  // upper-cased, parallel to keys
+  for (std::size_t i = 0; i < table.config_key_count; ++i) {
+    const pp_config_key& key = table.config_keys[i];
+    auto name =
+        read_name(key.name, is_actuator_name_char, who, "config key", i, "1 to 64 letters, digits, '-' and '_'");
+    if (!name) return fail(name.error().code, name.error().message);
+    std::string upper;
+    append_upper_ascii(upper, *name);
+    if (std::find(seen.begin(), seen.end(), upper) != seen.end()) {
+      return fail(ErrorCode::invalid_input, who + ": config key '" + *name + "' is declared twice (names ignore case)");
+    }
+    seen.push_back(std::move(upper));
+    const std::string where = who + ": config key '" + *name + "'";
+    auto type = optional_text(key.type, where + "'s type");
+    if (!type) return fail(type.error().code, type.error().message);
+    auto default_value = optional_text(key.default_value, where + "'s default");
+    if (!default_value) return fail(default_value.error().code, default_value.error().message);
+    auto description = optional_text(key.description, where + "'s description");
+    if (!description) return fail(description.error().code, description.error().message);
+    keys.push_back({std::move(*name), std::move(*type), std::move(*default_value), std::move(*description)});
+  }
+  return keys;
+}
+
+// Every key of the manifest's `config:` is one the skill declares (ignoring
+// ASCII case, as config keys become keywords); a skill that declares none is
+// not checked.
+Result<void> check_config_keys(const SkillTable& table, const SkillManifest& manifest, const std::string& who) {
+  if (table.config_keys.empty()) return {};
+  std::vector<std::string_view> known;
+  known.reserve(table.config_keys.size());
+  for (const SkillConfigKey& key : table.config_keys) known.push_back(key.name);
+  std::string problems;
+  for (const SkillManifest::ConfigKeyAt& entry : manifest.config_keys) {
+    std::string_view key = entry.key;
+    if (!key.empty() && key[0] == ':') key.remove_prefix(1);
+    const bool declared = std::any_of(known.begin(), known.end(), [&](std::string_view name) {
+      return name.size() == key.size() && std::equal(name.begin(), name.end(), key.begin(),
+                                                     [](char a, char b) { return ascii_upper(a) == ascii_upper(b); });
+    });
+    if (declared) continue;
+    if (!problems.empty()) problems += '\n';
+    problems += manifest.path.string() + ":" + std::to_string(entry.line) + ":" + std::to_string(entry.column) + ": " +
+                unknown_key_message(key, known, " in 'config' of " + who);
+  }
+  if (problems.empty()) return {};
+  return fail(ErrorCode::invalid_input, problems);
+}
+
 }  // namespace
 
 Result<SkillTable> SkillTable::read(const pp_skill_api& table, const SkillManifest& manifest) {
@@ -228,6 +310,10 @@ Result<SkillTable> SkillTable::read(const pp_skill_api& table, const SkillManife
   auto actuators = read_actuators(out.hooks, who);
   if (!actuators) return fail(actuators.error().code, actuators.error().message);
   out.actuators = std::move(*actuators);
+  auto config_keys = read_config_keys(out.hooks, who);
+  if (!config_keys) return fail(config_keys.error().code, config_keys.error().message);
+  out.config_keys = std::move(*config_keys);
+  if (auto keys = check_config_keys(out, manifest, who); !keys) return fail(keys.error().code, keys.error().message);
   return out;
 }
 

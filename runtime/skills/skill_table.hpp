@@ -25,10 +25,19 @@ struct SkillTool {
   std::string parameters_json;
 };
 
+// A key the skill reads from its manifest's `config:` (ABI 1.2), copied.
+struct SkillConfigKey {
+  std::string name;
+  std::string type;           // "" when the skill did not say
+  std::string default_value;  // "" when none
+  std::string description;
+};
+
 // The hooks and offerings of one skill library. Plain data; copy freely.
 struct SkillTable {
   static constexpr std::size_t kMaxTools = 1024;
   static constexpr std::size_t kMaxActuators = 64;
+  static constexpr std::size_t kMaxConfigKeys = 256;
   static constexpr std::size_t kMaxNameLength = 64;
   static constexpr std::size_t kMaxDescriptionBytes = 4096;
   static constexpr std::size_t kMaxParametersBytes = 64 * 1024;
@@ -40,10 +49,15 @@ struct SkillTable {
   pp_skill_api hooks{};
   std::vector<SkillTool> tools;        // in the skill's order (its indices)
   std::vector<std::string> actuators;  // upper-case, as keywords print; the skill's order
+  // The config keys the skill declares, in its order; empty when it does not
+  // say (older than ABI 1.2, or no kConfig), so any key goes.
+  std::vector<SkillConfigKey> config_keys;
 
   // Reads `table`, which `manifest`'s library returned: the ABI version and
   // size, the required hooks, name and version against the manifest, and for
-  // ABI 1.1 the tools (names, descriptions, parameters JSON) and actuators.
+  // ABI 1.1 the tools (names, descriptions, parameters JSON) and actuators,
+  // for ABI 1.2 the config keys, refusing a manifest `config:` key the skill
+  // does not declare ("<manifest>:<line>:<col>: ... did you mean ...").
   // Every refusal names the skill and what to do. Control thread.
   static Result<SkillTable> read(const pp_skill_api& table, const SkillManifest& manifest);
 

@@ -150,6 +150,10 @@ class Slot {
 
   // The tools the skill offers, in its order (call_tool's index).
   std::span<const SkillTool> tools() const noexcept { return table_.tools; }
+  // The config keys the skill declares, in its order; declares_config() false:
+  // it does not say, and its manifest's config was not checked.
+  std::span<const SkillConfigKey> config_keys() const noexcept { return table_.config_keys; }
+  bool declares_config() const noexcept { return !table_.config_keys.empty(); }
   // The actuator targets it serves, upper-cased as keywords print ("SHELL"),
   // in its order (act's index).
   std::span<const std::string> actuators() const noexcept { return table_.actuators; }

@@ -33,6 +33,10 @@ class MySkill final : public passepartout::Skill {
   // Must equal the manifest's `name` and `version`, or the host refuses the library.
   static constexpr const char kName[] = "my-skill";
   static constexpr const char kVersion[] = "1.0.0";
+  // The keys this skill reads from its manifest's config: the host refuses any
+  // other key there (a typo), naming its line and the nearest of these.
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"forbidden_word", "string", nullptr, "Actions mentioning it are blocked (none: every action passes)"}};
 
   // `config` is the manifest's config: (:FORBIDDEN_WORD "rm"). Its text stays
   // valid for the instance's life, so a string_view into it is safe to keep.

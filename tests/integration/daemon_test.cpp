@@ -899,6 +899,62 @@ TEST_CASE("skills check shows what each skill offers and its guards, and reports
   CHECK(missing.out.find("\"guarded_by\": [\n") != std::string::npos);  // each loaded skill's guards, in JSON
 }
 
+TEST_CASE("skills check prints each skill's config keys, and refuses a manifest config key its skill does not declare",
+          "[integration][skills]") {
+  testing::TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  const auto folder = dir.path() / "manifests";
+  std::filesystem::create_directories(folder);
+  // Every bundled manifest: their config keys must all be ones their skills declare.
+  for (const auto& entry : std::filesystem::directory_iterator(PP_MANIFEST_DIR)) {
+    std::filesystem::copy_file(entry.path(), folder / entry.path().filename());
+  }
+  auto text = testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR}, env);
+  INFO(text.out << text.err);
+  CHECK(text.exit_status == 0);
+  CHECK(text.out.find("     config keys:\n       min_explanation_length (integer, default 10): An explanation needs "
+                      "more code points than this\n") != std::string::npos);
+  CHECK(text.out.find("       workdir (string): Required: the folder commands run in, their HOME\n") !=
+        std::string::npos);
+  CHECK(text.out.find("config keys: not declared by the skill (any key is accepted, none checked)") !=
+        std::string::npos);  // protocol-validator declares none
+
+  auto as_json =
+      testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR, "--json"}, env);
+  INFO(as_json.out << as_json.err);
+  CHECK(as_json.exit_status == 0);
+  const auto document = nlohmann::json::parse(as_json.out);
+  std::map<std::string, nlohmann::json> keys_of;
+  for (const auto& slot : document.at("order")) keys_of[slot.at("name").get<std::string>()] = slot.at("config_keys");
+  CHECK(keys_of.at("protocol-validator").is_null());
+  const nlohmann::json& policy = keys_of.at("policy");
+  REQUIRE(policy.is_array());
+  REQUIRE(policy.size() == 1);
+  CHECK(policy[0] == nlohmann::json{{"name", "min_explanation_length"},
+                                    {"type", "integer"},
+                                    {"default", "10"},
+                                    {"description", "An explanation needs more code points than this"}});
+  CHECK(keys_of.at("shell").size() == 12);
+
+  {
+    std::ofstream typo(folder / "policy.yaml", std::ios::app);
+    typo << "  min_explanation_lenght: 3\n";  // appended to the config map, which ends the file
+  }
+  std::ifstream written(folder / "policy.yaml");
+  int typo_line = 0;
+  std::string line_text;
+  for (int line = 1; std::getline(written, line_text); ++line) {
+    if (line_text.find("lenght") != std::string::npos) typo_line = line;
+  }
+  REQUIRE(typo_line > 0);
+  auto refused = testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR}, env);
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_status == 1);
+  CHECK(refused.out.find((folder / "policy.yaml").string() + ":" + std::to_string(typo_line) +
+                         ":3: unknown key 'min_explanation_lenght' in 'config' of skill 'policy'; did you mean "
+                         "'min_explanation_length'?") != std::string::npos);
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";

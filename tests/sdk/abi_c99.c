@@ -1,5 +1,7 @@
 /* abi.h compiled as strict C99: the header is plain C, and its layout rules
- * (version fields first, size macros covering every 1.0 and 1.1 member) hold in C. */
+ * (version fields first, size macros covering every 1.0, 1.1 and 1.2 member) hold in C.
+ * Each minor's size ends at its last member and the next minor's first member
+ * starts there: members are appended, never inserted or reordered. */
 #include "passepartout/abi.h"
 
 #include <stddef.h>
@@ -13,9 +15,18 @@ PP_C99_CHECK(skill_minor_third, offsetof(pp_skill_api, abi_minor) == 6);
 PP_C99_CHECK(host_size_first, offsetof(pp_host_api, struct_size) == 0);
 PP_C99_CHECK(host_major_second, offsetof(pp_host_api, abi_major) == 4);
 PP_C99_CHECK(host_minor_third, offsetof(pp_host_api, abi_minor) == 6);
-PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, tools));
-PP_C99_CHECK(skill_size_1_1, PP_SKILL_API_SIZE_1_1 == sizeof(pp_skill_api));
-PP_C99_CHECK(minor_1_1, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 1);
+/* ABI 1.0 ends with import_state; ABI 1.1 starts right after it with tools. */
+PP_C99_CHECK(skill_size_1_0, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, import_state) + sizeof(void*));
+PP_C99_CHECK(skill_1_1_appended, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api, tools));
+/* ABI 1.1 ends with error_policy; ABI 1.2 starts right after it with config_keys. */
+PP_C99_CHECK(skill_size_1_1, PP_SKILL_API_SIZE_1_1 == offsetof(pp_skill_api, error_policy) + sizeof(void*));
+PP_C99_CHECK(skill_1_2_appended, PP_SKILL_API_SIZE_1_1 == offsetof(pp_skill_api, config_keys));
+/* ABI 1.2 ends with config_key_count, the last member of the table. */
+PP_C99_CHECK(skill_size_1_2, PP_SKILL_API_SIZE_1_2 == offsetof(pp_skill_api, config_key_count) + sizeof(size_t));
+PP_C99_CHECK(skill_size_1_2_whole, PP_SKILL_API_SIZE_1_2 == sizeof(pp_skill_api));
+PP_C99_CHECK(sizes_grow,
+             PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 && PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2);
+PP_C99_CHECK(minor_1_2, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 2);
 PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 && PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);
@@ -55,4 +66,12 @@ pp_status pp_c99_calls_tool(const pp_skill_api* api, void* instance, pp_call* ca
   if (status == PP_OK && api->observe != NULL) status = api->observe(instance, call, args);
   if (status == PP_OK && api->error_policy != NULL) status = api->error_policy(instance, call, args, args, &choice);
   return status;
+}
+
+/* The ABI 1.2 config keys are readable from C: the first key's name, if any. */
+const char* pp_c99_first_config_key(const pp_skill_api* api);
+const char* pp_c99_first_config_key(const pp_skill_api* api) {
+  if (api->struct_size < PP_SKILL_API_SIZE_1_2 || api->abi_minor < 2) return NULL;
+  if (api->config_keys == NULL || api->config_key_count == 0) return NULL;
+  return api->config_keys[0].name;
 }

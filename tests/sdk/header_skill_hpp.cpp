@@ -81,7 +81,7 @@ static_assert(kHands.actuators == Hands::kActuators && kHands.actuator_count == 
               kHands.act == &sdk::Trampolines<Hands>::act);
 static_assert(kHands.observe == &sdk::Trampolines<Hands>::observe &&
               kHands.error_policy == &sdk::Trampolines<Hands>::error_policy);
-static_assert(kHands.struct_size == PP_SKILL_API_SIZE_1_1 && kHands.gate == nullptr);
+static_assert(kHands.struct_size == PP_SKILL_API_SIZE_1_2 && kHands.gate == nullptr);
 constexpr pp_skill_api kWatcher = sdk::skill_table<Watcher>();
 static_assert(kWatcher.tools == nullptr && kWatcher.tool_count == 0 && kWatcher.call_tool == nullptr &&
               kWatcher.actuators == nullptr && kWatcher.act == nullptr && kWatcher.error_policy == nullptr &&
@@ -105,6 +105,34 @@ struct NotToolSpecs final : passepartout::Skill {
 };
 static_assert(!sdk::tool_names_valid<BadToolName>() && !sdk::tool_names_valid<DuplicateTool>() &&
               !sdk::actuator_names_valid<DuplicateActuator>() && !sdk::tools_are_tool_specs<NotToolSpecs>());
+
+// ABI 1.2: the config keys a skill declares go into its table as they are; a
+// skill without kConfig declares none.
+struct Configured final : passepartout::Skill {
+  static constexpr const char kName[] = "configured";
+  static constexpr const char kVersion[] = "1.0.0";
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {
+      {"max_output", "integer", "100000", "Bytes of output kept"},
+      {"labels", nullptr, nullptr, nullptr},
+  };
+};
+struct DuplicateConfigKey final : passepartout::Skill {
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {{"timeout", nullptr, nullptr, nullptr},
+                                                            {"TIMEOUT", nullptr, nullptr, nullptr}};
+};
+struct BadConfigKeyName final : passepartout::Skill {
+  static constexpr passepartout::ConfigKeySpec kConfig[] = {{"max output", nullptr, nullptr, nullptr}};
+};
+struct NotConfigKeySpecs final : passepartout::Skill {
+  static constexpr const char* kConfig[] = {"max_output"};
+};
+static_assert(sdk::config_are_key_specs<Configured>() && sdk::config_names_valid<Configured>() &&
+              !sdk::config_names_valid<DuplicateConfigKey>() && !sdk::config_names_valid<BadConfigKeyName>() &&
+              !sdk::config_are_key_specs<NotConfigKeySpecs>() && !sdk::config_are_key_specs<Hands>());
+constexpr pp_skill_api kConfigured = sdk::skill_table<Configured>();
+static_assert(kConfigured.config_keys == Configured::kConfig && kConfigured.config_key_count == 2 &&
+              kConfigured.struct_size == PP_SKILL_API_SIZE_1_2 && kConfigured.abi_minor == 2);
+static_assert(kHands.config_keys == nullptr && kHands.config_key_count == 0);
 
 static_assert(sdk::overrides_gate<GateOnly> && !sdk::overrides_trigger<GateOnly> && !sdk::overrides_prompt<GateOnly> &&
               !sdk::overrides_self_test<GateOnly> && !sdk::overrides_export_state<GateOnly> &&

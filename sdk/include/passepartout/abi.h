@@ -12,7 +12,9 @@
  * N is read only when `struct_size` covers it, so newer hosts read older skills
  * and skills can probe a newer host's table the same way. ABI 1.1 appended
  * tools, actuators, `observe` and `error_policy` to `pp_skill_api`; a 1.0
- * skill still loads and simply offers none of them.
+ * skill still loads and simply offers none of them. ABI 1.2 appended the
+ * config keys a skill reads; an older skill declares none, and the host then
+ * accepts any key in its manifest's `config:`.
  *
  * Ownership. Whoever allocates frees. Pointers passed *into* a hook are
  * borrowed for the duration of that call unless a member says otherwise. Values
@@ -53,7 +55,7 @@ extern "C" {
 
 /** ABI version this header describes. */
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 1
+#define PP_ABI_MINOR 2
 
 /** Name of the one symbol a skill exports. */
 #define PP_ENTRY_SYMBOL "passepartout_skill_entry"
@@ -138,6 +140,22 @@ typedef struct pp_tool {
    *  parses it at load: text that is not a JSON object refuses the load. */
   const char* parameters;
 } pp_tool;
+
+/** A key the skill reads from its manifest's `config:` (ABI 1.2). Every
+ *  string is NUL-terminated UTF-8 with static storage duration (the host
+ *  reads them at load and keeps copies). */
+typedef struct pp_config_key {
+  /** Required: the key as the manifest writes it ("max_output"), 1 to 64
+   *  letters, digits, '-' and '_', unique within the skill ignoring ASCII case. */
+  const char* name;
+  /** The value's kind, for people: "string", "integer", "number", "boolean",
+   *  "list" or "map" (NULL: any). */
+  const char* type;
+  /** What the skill uses when the key is absent, as text (NULL: nothing). */
+  const char* default_value;
+  /** What the key does, one line (NULL: none). */
+  const char* description;
+} pp_config_key;
 
 /** What an error policy chose for a failed signal (ABI 1.1). Any other value
  *  reads as PP_ERROR_DEFAULT. */
@@ -320,6 +338,16 @@ typedef struct pp_skill_api {
    *  Optional. */
   pp_status (*error_policy)(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
                             pp_error_choice* choice);
+
+  /* --- ABI 1.2: read only when abi_minor >= 2 and struct_size covers them ---- */
+
+  /** The keys the skill reads from its manifest's `config:`: `config_key_count`
+   *  entries with static storage duration. Read once, at load: the host
+   *  refuses a manifest whose `config:` holds a key not listed, naming the
+   *  nearest listed one. A count of 0: the skill does not say, and the host
+   *  accepts any key; a count with NULL refuses the library. At most 256. */
+  const pp_config_key* config_keys;
+  size_t config_key_count;
 } pp_skill_api;
 
 /** The entry function's type. It takes no arguments, may be called more than
@@ -338,6 +366,8 @@ typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 #define PP_SKILL_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_skill_api, import_state) + sizeof(void*))
 /** Size of pp_skill_api for ABI 1.1: a table declaring minor 1 must be at least this large. */
 #define PP_SKILL_API_SIZE_1_1 PP_SIZE_U32(offsetof(pp_skill_api, error_policy) + sizeof(void*))
+/** Size of pp_skill_api for ABI 1.2: a table declaring minor 2 must be at least this large. */
+#define PP_SKILL_API_SIZE_1_2 PP_SIZE_U32(offsetof(pp_skill_api, config_key_count) + sizeof(size_t))
 /** Size of pp_host_api for ABI 1.0. */
 #define PP_HOST_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_host_api, print) + sizeof(void*))
 

@@ -87,6 +87,15 @@ enum class LogLevel { debug, info, warn, error };
 /// every entry at load (a bad name or JSON refuses the library).
 using ToolSpec = pp_tool;
 
+/// A key the skill reads from its manifest's `config:` (ABI 1.2):
+/// `{name, type, default_value, description}`, all string literals (any but
+/// `name` may be nullptr). Declared beside kTools as
+/// `static constexpr passepartout::ConfigKeySpec kConfig[] = {{"max_output",
+/// "integer", "100000", "Bytes of output kept"}};`. The host then refuses a
+/// manifest whose `config:` holds any other key, with its line and the
+/// nearest declared key; a skill without kConfig is not checked.
+using ConfigKeySpec = pp_config_key;
+
 namespace sdk_detail {
 struct SkillAccess;
 }  // namespace sdk_detail

@@ -74,6 +74,23 @@ struct HasActuators : std::false_type {};
 template <class T>
 struct HasActuators<T, std::void_t<decltype(T::kActuators)>> : std::true_type {};
 
+/// Whether T declares `kConfig` (whatever its type; checked below).
+template <class T, class = void>
+struct HasConfig : std::false_type {};
+template <class T>
+struct HasConfig<T, std::void_t<decltype(T::kConfig)>> : std::true_type {};
+
+/// Whether T's `kConfig` is an array of ConfigKeySpec (false when T has none).
+template <class T>
+constexpr bool config_are_key_specs() {
+  if constexpr (HasConfig<T>::value) {
+    using Array = std::remove_reference_t<decltype(T::kConfig)>;
+    return std::is_array_v<Array> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, ConfigKeySpec>;
+  } else {
+    return false;
+  }
+}
+
 /// Whether T's `kTools` is an array of ToolSpec (false when T has none).
 template <class T>
 constexpr bool tools_are_tool_specs() {
@@ -125,17 +142,26 @@ constexpr bool names_equal(const char* a, const char* b, bool fold) noexcept {
   }
 }
 
+/// Whether the `count` names `name_of(i)` are each valid by `allowed` and
+/// unique (ignoring ASCII case when `fold`).
+template <class NameOf, class Allowed>
+constexpr bool names_valid(std::size_t count, NameOf name_of, Allowed allowed, bool fold) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (valid_name_length(name_of(i), allowed) == 0) return false;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (names_equal(name_of(i), name_of(j), fold)) return false;
+    }
+  }
+  return true;
+}
+
 /// Whether every kTools name is valid and unique (true when T has no tools).
 template <class T>
 constexpr bool tool_names_valid() {
   if constexpr (tools_are_tool_specs<T>()) {
-    constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kTools)>>;
-    for (std::size_t i = 0; i < kCount; ++i) {
-      if (valid_name_length(T::kTools[i].name, is_tool_name_char) == 0) return false;
-      for (std::size_t j = 0; j < i; ++j) {
-        if (names_equal(T::kTools[i].name, T::kTools[j].name, false)) return false;
-      }
-    }
+    return names_valid(
+        std::extent_v<std::remove_reference_t<decltype(T::kTools)>>, [](std::size_t i) { return T::kTools[i].name; },
+        is_tool_name_char, false);
   }
   return true;
 }
@@ -144,13 +170,21 @@ constexpr bool tool_names_valid() {
 template <class T>
 constexpr bool actuator_names_valid() {
   if constexpr (actuators_are_names<T>()) {
-    constexpr std::size_t kCount = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
-    for (std::size_t i = 0; i < kCount; ++i) {
-      if (valid_name_length(T::kActuators[i], is_actuator_name_char) == 0) return false;
-      for (std::size_t j = 0; j < i; ++j) {
-        if (names_equal(T::kActuators[i], T::kActuators[j], true)) return false;
-      }
-    }
+    return names_valid(
+        std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>, [](std::size_t i) { return T::kActuators[i]; },
+        is_actuator_name_char, true);
+  }
+  return true;
+}
+
+/// Whether every kConfig name is valid (as an actuator's) and unique ignoring
+/// case (true when T has none).
+template <class T>
+constexpr bool config_names_valid() {
+  if constexpr (config_are_key_specs<T>()) {
+    return names_valid(
+        std::extent_v<std::remove_reference_t<decltype(T::kConfig)>>, [](std::size_t i) { return T::kConfig[i].name; },
+        is_actuator_name_char, true);
   }
   return true;
 }
@@ -196,6 +230,13 @@ constexpr bool check_skill_class() {
                 "digits, '-' and '_', and unique within the skill");
   static_assert(actuator_names_valid<T>(),
                 "PASSEPARTOUT_SKILL(T): every kActuators name must be 1 to 64 letters, digits, "
+                "'-' and '_', and unique ignoring case");
+  static_assert(!HasConfig<T>::value || config_are_key_specs<T>(),
+                "PASSEPARTOUT_SKILL(T): T::kConfig must be an array of config keys: "
+                "static constexpr passepartout::ConfigKeySpec kConfig[] = {{\"name\", \"type\", "
+                "\"default\", \"description\"}};");
+  static_assert(config_names_valid<T>(),
+                "PASSEPARTOUT_SKILL(T): every kConfig name must be 1 to 64 letters, digits, "
                 "'-' and '_', and unique ignoring case");
   return true;
 }
@@ -524,7 +565,8 @@ struct Trampolines {
 
 /// T's table: ABI version, name, version, create/destroy, and the hooks T
 /// overrides (the others stay NULL, so the host never calls them); tools and
-/// actuators only when T declares them and overrides call_tool or act.
+/// actuators only when T declares them and overrides call_tool or act; the
+/// config keys when T declares kConfig.
 template <class T>
 constexpr pp_skill_api skill_table() noexcept {
   static_assert(check_skill_class<T>(), "PASSEPARTOUT_SKILL(T)");
@@ -555,6 +597,10 @@ constexpr pp_skill_api skill_table() noexcept {
   }
   if constexpr (overrides_observe<T>) table.observe = &Hooks::observe;
   if constexpr (overrides_on_error<T>) table.error_policy = &Hooks::error_policy;
+  if constexpr (config_are_key_specs<T>()) {
+    table.config_keys = T::kConfig;
+    table.config_key_count = std::extent_v<std::remove_reference_t<decltype(T::kConfig)>>;
+  }
   return table;
 }
 
