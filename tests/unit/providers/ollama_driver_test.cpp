@@ -95,3 +95,13 @@ TEST_CASE("ollama driver fails on an error line after a 200 and classifies a 404
   CHECK(missing.reply.error == "HTTP 404: model \"nope\" not found, try pulling it first");
   CHECK(missing.pieces.empty());
 }
+
+TEST_CASE("ollama driver fails a whole body without done:true, and reads an error object in one", "[providers]") {
+  const auto cut =
+      decode(*kDriver, false, R"({"model":"llama3.2","message":{"role":"assistant","content":"Hi"},"done":false})");
+  CHECK(cut.reply.failure == FailureClass::truncated);
+  CHECK(cut.reply.error == "response without done:true");
+  const auto error = decode(*kDriver, false, R"({"error":"unexpected server status"})");
+  CHECK_FALSE(error.reply.ok());
+  CHECK(error.reply.error == "error event after HTTP 200: unexpected server status");
+}

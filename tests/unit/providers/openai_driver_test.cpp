@@ -6,6 +6,7 @@
 #include <string>
 
 #include "providers/driver.hpp"
+#include "providers/stream_parser.hpp"
 #include "unit/providers/driver_support.hpp"
 #include "value/sexp_printer.hpp"
 
@@ -290,4 +291,19 @@ TEST_CASE("openai driver classifies an error status from its body", "[providers]
   CHECK(decoded.reply.error ==
         "HTTP 429 insufficient_quota: You exceeded your current quota, please check your plan and billing details. "
         "(request req_q)");
+}
+
+TEST_CASE("openai driver fails an event past the parser's cap as too large, with no text from it", "[providers]") {
+  auto decoder = kDriver->decoder(true);
+  std::string text;
+  const ReplyDecoder::OnText on_text = [&](std::string_view piece) { text += piece; };
+  decoder->feed(chunk(R"({"content":"a"})"), on_text);
+  decoder->feed(
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + std::string(SseParser::kDefaultMaxEventBytes, 'x'),
+      on_text);
+  decoder->feed("\"}}]}\n\n" + kDone, on_text);
+  const ProviderReply reply = decoder->finish(200, {});
+  CHECK(text == "a");
+  CHECK(reply.failure == FailureClass::too_large);
+  CHECK(reply.error == "server-sent event larger than 1048576 bytes");
 }
