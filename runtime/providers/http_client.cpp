@@ -148,19 +148,19 @@ struct Transfer {
   HttpCallbacks callbacks;
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
-  char error_text[CURL_ERROR_SIZE] = {};
-  bool added = false;
-  // The response head being read (a 1xx head is dropped), then delivered once.
-  int status = 0;
-  HttpHeaders headers;
-  bool head_sent = false;
-  std::size_t received = 0;
-  bool too_large = false;
   // first_byte and idle timeouts: one timer, re-armed lazily to `deadline`.
-  Phase phase = Phase::connecting;
-  Clock::time_point deadline;
   asio::steady_timer watchdog;
+  Clock::time_point deadline;
+  // The response head being read (a 1xx head is dropped), then delivered once.
+  HttpHeaders headers;
+  std::size_t received = 0;
+  int status = 0;
+  Phase phase = Phase::connecting;
   bool watchdog_armed = false;
+  bool added = false;
+  bool head_sent = false;
+  bool too_large = false;
+  char error_text[CURL_ERROR_SIZE] = {};
 };
 
 struct HttpClientCore : std::enable_shared_from_this<HttpClientCore> {
@@ -613,7 +613,13 @@ HttpClient::HttpClient(asio::io_context& context) : core_(std::make_shared<detai
   core_->open();
 }
 
-HttpClient::~HttpClient() { stop(); }
+HttpClient::~HttpClient() {
+  try {
+    stop();
+  } catch (...) {  // only an allocation or a lock can fail here; nothing is left to report to
+    log_message(LogLevel::error, "http", "stopping an HTTP client failed");
+  }
+}
 
 asio::io_context& HttpClient::context() noexcept { return core_->context; }
 
@@ -690,7 +696,13 @@ HttpClients::HttpClients(const EventLoops& loops) {
   for (asio::io_context* context : loops.contexts()) clients_.push_back(std::make_unique<HttpClient>(*context));
 }
 
-HttpClients::~HttpClients() { stop(); }
+HttpClients::~HttpClients() {
+  try {
+    stop();
+  } catch (...) {  // as ~HttpClient
+    log_message(LogLevel::error, "http", "stopping the HTTP clients failed");
+  }
+}
 
 HttpTransfer HttpClients::start(HttpRequest request, HttpCallbacks callbacks) {
   for (const auto& client : clients_) {
