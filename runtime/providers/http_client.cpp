@@ -623,8 +623,6 @@ HttpClient::~HttpClient() {
 
 asio::io_context& HttpClient::context() noexcept { return core_->context; }
 
-std::size_t HttpClient::in_flight_for_test() const noexcept { return core_->transfers.size(); }
-
 HttpTransfer HttpClient::start(HttpRequest request, HttpCallbacks callbacks) {
   auto state = std::make_shared<detail::HttpTransferState>();
   state->core = core_;

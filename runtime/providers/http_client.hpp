@@ -117,9 +117,6 @@ class HttpClient {
   // itself when the loop no longer runs). Idempotent; the destructor calls it.
   void stop();
 
-  // Transfers started and not yet done. Loop thread only.
-  std::size_t in_flight_for_test() const noexcept;
-
   boost::asio::io_context& context() noexcept;
 
  private:

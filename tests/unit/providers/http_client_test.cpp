@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/executor.hpp"
@@ -386,6 +388,25 @@ TEST_CASE("stopping the HTTP client ends every transfer in flight once as cancel
   loop.client->start(get(stub.url("/late")), report_to(late));
   REQUIRE(late->done.is_set());
   CHECK(late->done.wait()->outcome == HttpOutcome::cancelled);
+}
+
+TEST_CASE("an HTTP client destroyed after its loop stopped cancels its transfer and closes its socket", "[http]") {
+  HttpStub stub;
+  stub.set_default(stream(std::vector<std::string>(100, "tick\n"), 50ms));
+  boost::asio::io_context context(1);
+  auto guard = boost::asio::make_work_guard(context);
+  std::thread thread([&context] { context.run(); });
+  auto client = std::make_unique<HttpClient>(context);
+  auto reported = std::make_shared<Reported>();
+  client->start(get(stub.url("/forever")), report_to(reported));
+  REQUIRE(reported->first_data.wait().has_value());
+  context.stop();
+  thread.join();
+
+  client.reset();  // on this thread: the loop no longer runs
+  REQUIRE(reported->done.is_set());
+  CHECK(reported->done.wait()->outcome == HttpOutcome::cancelled);
+  CHECK(stub.wait_connections_closed(1, testing::kAsyncTimeout));
 }
 
 TEST_CASE("HttpClients starts transfers on the loops from any thread and from a loop", "[http]") {
