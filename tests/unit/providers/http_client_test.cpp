@@ -1,5 +1,7 @@
 // Tests for HttpClient: transfers over loopback against the HTTP stub, their
-// timeouts, failures, cancellation, shutdown and descriptors.
+// timeouts, failures, cancellation, shutdown and descriptors. Tagged
+// [concurrency]: the loop, the stub and the test each run on their own thread,
+// so the ThreadSanitizer preset runs them.
 #include "providers/http_client.hpp"
 
 #include <arpa/inet.h>
@@ -133,7 +135,7 @@ StubResponse stream(std::vector<std::string> pieces, std::chrono::milliseconds p
 
 }  // namespace
 
-TEST_CASE("an HTTP transfer delivers the head with lower-cased names, the body and completion", "[http]") {
+TEST_CASE("an HTTP transfer delivers the head with lower-cased names, the body and completion", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   StubResponse answer = StubResponse::text("hello", 201);
@@ -168,7 +170,7 @@ TEST_CASE("an HTTP transfer delivers the head with lower-cased names, the body a
   CHECK(requests[0].header("expect").empty());
 }
 
-TEST_CASE("an HTTP stream is delivered chunk by chunk in order", "[http]") {
+TEST_CASE("an HTTP stream is delivered chunk by chunk in order", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   stub.enqueue(stream({"data: a\n\n", "data: bb\n\n", "data: ccc\n\n", "data: [DONE]\n\n"}, 30ms));
@@ -185,7 +187,7 @@ TEST_CASE("an HTTP stream is delivered chunk by chunk in order", "[http]") {
         std::vector<std::string>{"data: a\n\n", "data: bb\n\n", "data: ccc\n\n", "data: [DONE]\n\n"});
 }
 
-TEST_CASE("an HTTP transfer reaches the stub by address and by host name", "[http]") {
+TEST_CASE("an HTTP transfer reaches the stub by address and by host name", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   std::string host;
@@ -201,7 +203,7 @@ TEST_CASE("an HTTP transfer reaches the stub by address and by host name", "[htt
   }
 }
 
-TEST_CASE("two HTTP transfers one after the other reuse one connection", "[http]") {
+TEST_CASE("two HTTP transfers one after the other reuse one connection", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   for (int round = 0; round < 2; ++round) {
@@ -215,7 +217,7 @@ TEST_CASE("two HTTP transfers one after the other reuse one connection", "[http]
   CHECK(stub.connections_accepted() == 1);
 }
 
-TEST_CASE("a hundred concurrent HTTP transfers on one loop all complete", "[http]") {
+TEST_CASE("a hundred concurrent HTTP transfers on one loop all complete", "[providers][http][concurrency]") {
   HttpStub stub;
   stub.set_default(stream({"one ", "two"}, 5ms));
   Loop loop;
@@ -234,7 +236,7 @@ TEST_CASE("a hundred concurrent HTTP transfers on one loop all complete", "[http
   CHECK(stub.requests().size() == kTransfers);
 }
 
-TEST_CASE("an HTTP transfer to a port nothing listens on is a transport error", "[http]") {
+TEST_CASE("an HTTP transfer to a port nothing listens on is a transport error", "[providers][http][concurrency]") {
   Loop loop;
   auto reported = std::make_shared<Reported>();
   loop.client->start(get("http://127.0.0.1:" + std::to_string(unused_port()) + "/"), report_to(reported));
@@ -246,7 +248,7 @@ TEST_CASE("an HTTP transfer to a port nothing listens on is a transport error", 
   CHECK(reported->heads == 0);
 }
 
-TEST_CASE("an HTTP server that never answers ends the transfer at the first-byte timeout", "[http]") {
+TEST_CASE("an HTTP server that never answers ends the transfer at the first-byte timeout", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   StubResponse late = StubResponse::text("late");
@@ -265,7 +267,7 @@ TEST_CASE("an HTTP server that never answers ends the transfer at the first-byte
   CHECK(stub.wait_connections_closed(1, testing::kAsyncTimeout));
 }
 
-TEST_CASE("an HTTP stream that stalls between chunks ends at the idle timeout", "[http]") {
+TEST_CASE("an HTTP stream that stalls between chunks ends at the idle timeout", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   SECTION("a stall") {
@@ -296,7 +298,7 @@ TEST_CASE("an HTTP stream that stalls between chunks ends at the idle timeout", 
   }
 }
 
-TEST_CASE("an HTTP connection reset in the middle of the body is a transport error", "[http]") {
+TEST_CASE("an HTTP connection reset in the middle of the body is a transport error", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   StubResponse broken = stream({"data: part", "ial\n"}, 10ms);
@@ -311,7 +313,7 @@ TEST_CASE("an HTTP connection reset in the middle of the body is a transport err
   CHECK_FALSE(result->error.empty());
 }
 
-TEST_CASE("an HTTP server that closes without answering is a transport error", "[http]") {
+TEST_CASE("an HTTP server that closes without answering is a transport error", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   StubResponse silent;
@@ -324,7 +326,7 @@ TEST_CASE("an HTTP server that closes without answering is a transport error", "
   CHECK(result->outcome == HttpOutcome::transport_error);
 }
 
-TEST_CASE("an HTTP body over its cap ends the transfer as too large", "[http]") {
+TEST_CASE("an HTTP body over its cap ends the transfer as too large", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   SECTION("streamed") { stub.enqueue(stream({std::string(600, 'x'), std::string(600, 'y')}, 10ms)); }
@@ -339,7 +341,7 @@ TEST_CASE("an HTTP body over its cap ends the transfer as too large", "[http]") 
   CHECK(reported->body().size() <= 1000);
 }
 
-TEST_CASE("an HTTP stream cancelled from another thread completes once as cancelled", "[http]") {
+TEST_CASE("an HTTP stream cancelled from another thread completes once as cancelled", "[providers][http][concurrency]") {
   HttpStub stub;
   Loop loop;
   std::vector<std::string> pieces(50, "data: more\n\n");
@@ -365,7 +367,7 @@ TEST_CASE("an HTTP stream cancelled from another thread completes once as cancel
   CHECK(reported->done.times_set() == 1);
 }
 
-TEST_CASE("stopping the HTTP client ends every transfer in flight once as cancelled", "[http]") {
+TEST_CASE("stopping the HTTP client ends every transfer in flight once as cancelled", "[providers][http][concurrency]") {
   HttpStub stub;
   stub.set_default(stream(std::vector<std::string>(100, "tick\n"), 50ms));
   Loop loop;
@@ -390,7 +392,7 @@ TEST_CASE("stopping the HTTP client ends every transfer in flight once as cancel
   CHECK(late->done.wait()->outcome == HttpOutcome::cancelled);
 }
 
-TEST_CASE("an HTTP client destroyed after its loop stopped cancels its transfer and closes its socket", "[http]") {
+TEST_CASE("an HTTP client destroyed after its loop stopped cancels its transfer and closes its socket", "[providers][http][concurrency]") {
   HttpStub stub;
   stub.set_default(stream(std::vector<std::string>(100, "tick\n"), 50ms));
   boost::asio::io_context context(1);
@@ -409,7 +411,7 @@ TEST_CASE("an HTTP client destroyed after its loop stopped cancels its transfer 
   CHECK(stub.wait_connections_closed(1, testing::kAsyncTimeout));
 }
 
-TEST_CASE("HttpClients starts transfers on the loops from any thread and from a loop", "[http]") {
+TEST_CASE("HttpClients starts transfers on the loops from any thread and from a loop", "[providers][http][concurrency]") {
   HttpStub stub;
   EventLoops loops(2);
   HttpClients clients(loops);
@@ -429,7 +431,7 @@ TEST_CASE("HttpClients starts transfers on the loops from any thread and from a 
   clients.stop();
 }
 
-TEST_CASE("two hundred HTTP transfers leave no descriptor open", "[http]") {
+TEST_CASE("two hundred HTTP transfers leave no descriptor open", "[providers][http][concurrency]") {
   const auto run = [](int transfers) {
     HttpStub stub;
     Loop loop;
