@@ -68,9 +68,8 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   }
   if (rejection) {
     server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    log_message(LogLevel::warn, kComponent,
-                "connection " + std::to_string(id) + " from " + info.peer +
-                    " refused: " + std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
+    log_message(LogLevel::warn, kComponent, "connection {} from {} refused: {}", id, info.peer,
+                rejection->path({"PAYLOAD", "MESSAGE"}).text());
     refuse(server, socket, *rejection);
     return;
   }
@@ -121,7 +120,7 @@ Result<void> prepare_unix_path(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return fail(ErrorCode::io_error, "cannot remove stale unix socket '" + path + "': " + errno_text(errno));
   }
-  log_message(LogLevel::info, kComponent, "removed stale unix socket '" + path + "'");
+  log_message(LogLevel::info, kComponent, "removed stale unix socket '{}'", path);
   return {};
 }
 
