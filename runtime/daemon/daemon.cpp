@@ -1,6 +1,5 @@
-// The daemon: boot in the seed's order, request routing (operator commands,
-// everything else into the pipeline), signals, systemd notifications and the
-// orderly stop.
+// The daemon: boot in the seed's order, signals, systemd notifications and
+// the orderly stop. Requests are routed by DaemonHandler (daemon_handler.hpp).
 #include "daemon/daemon.hpp"
 
 #include <arpa/inet.h>
@@ -27,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "base/ascii.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "daemon/daemon_handler.hpp"
 #include "daemon/operator_handler.hpp"
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
@@ -38,7 +37,6 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
-#include "pipeline/signal.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
@@ -48,7 +46,6 @@
 
 namespace passepartout {
 
-using namespace key_literals;
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -62,104 +59,10 @@ constexpr std::size_t kBlockingThreads = 2;
 
 std::string version_text() { return PASSEPARTOUT_VERSION; }
 
-// The pipeline's reply interface on top of one wire reply: what the :TUI
-// actuator sends, approval notices and stream chunks go out as frames on the
-// connection the signal came from.
-class WireSink final : public ReplySink {
- public:
-  explicit WireSink(WireReply reply) : reply_(std::move(reply)) {}
-  void send(const Value& message) override { reply_.send(message); }
-  bool is_open() const override { return reply_.is_open(); }
-  bool may_request_approval() const override { return reply_.connection().authenticated; }
-
- private:
-  WireReply reply_;
-};
-
-// What an unauthenticated TCP client may send under --tcp-auth user-input:
-// an event of the user's own words, aimed nowhere.
-bool is_plain_user_input(const Value& message) {
-  if (!message.is_list() || message_type(message) != "EVENT" || message.get("TARGET"_key) != nullptr) return false;
-  const Value& sensor = message.path("PAYLOAD"_key, "SENSOR"_key);
-  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key);
-}
-
-Value with_request_id(Value response, const Value& request_id) {
-  return request_id.is_nil() ? response : response.with("REQUEST-ID", request_id);
-}
-
-// Routes every request the server does not answer itself: operator requests
-// to the OperatorHandler (when authenticated), everything else into the
-// pipeline with this connection's reply. Called on io threads; never blocks.
-class DaemonHandler final : public RequestHandler {
- public:
-  DaemonHandler(Pipeline& pipeline, OperatorHandler& operators, DaemonConfig::TcpAuth tcp_auth)
-      : pipeline_(pipeline), operators_(operators), tcp_auth_(tcp_auth) {}
-
-  void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
-    const Value request_id = message.at("REQUEST-ID"_key);
-    const bool is_operator = message_type(message) == "OPERATOR";
-    // The :INTERRUPT sensor stops every loop and then the daemon (F3, H7): a
-    // shutdown, so it needs what an operator's :SHUTDOWN needs.
-    const bool is_interrupt =
-        message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
-    const bool privileged = is_operator || is_interrupt;
-    const bool tokenless_ok = connection.transport == Transport::tcp &&
-                              tcp_auth_ == DaemonConfig::TcpAuth::user_input && !privileged &&
-                              is_plain_user_input(message);
-    if ((privileged || (connection.transport == Transport::tcp && !tokenless_ok)) && !connection.authenticated) {
-      log_message(LogLevel::warn, kComponent, "refused an unauthenticated {} from {}",
-                  is_operator    ? "operator request"
-                  : is_interrupt ? "interrupt"
-                                 : "request",
-                  connection.peer);
-      reply.finish(with_request_id(
-          make_error_response(wire_error::kUnauthorized,
-                              "this request needs :AUTH \"<token>\" over TCP (the token is in the daemon's state "
-                              "folder, file 'token'; `passepartout chat` sends it); the Unix socket needs none"),
-          request_id));
-      return;
-    }
-    if (is_operator) {
-      operators_.handle(std::move(message), "wire", [reply](Value response) mutable { reply.finish(response); });
-      return;
-    }
-    inject(std::move(message), connection, std::move(reply), request_id);
-  }
-
- private:
-  void inject(Value message, const ConnectionInfo& connection, WireReply reply, const Value& request_id) {
-    Value signal = message.is_list() ? message.without("REQUEST-ID") : as_signal(std::move(message));
-    // Without a session of its own, the connection is the session: signals
-    // of one connection stay in order, connections run in parallel.
-    signal = with_session(std::move(signal), "conn-" + std::to_string(connection.connection_id));
-    pipeline_.inject(
-        std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
-          if (request_id.is_nil()) {
-            reply.finish();
-            return;
-          }
-          const std::string stopped_by = ascii_upper(report.stopped_by.empty() ? "done" : report.stopped_by);
-          reply.finish(
-              with_request_id(make_ok_response("done", Value::plist({{"STOPPED-BY", Value::keyword(stopped_by)},
-                                                                     {"CYCLES", Value::integer(report.cycles)}})),
-                              request_id));
-        });
-  }
-
-  Pipeline& pipeline_;
-  OperatorHandler& operators_;
-  DaemonConfig::TcpAuth tcp_auth_;
-};
-
 std::string endpoint_text(const std::string& address, std::uint16_t port) {
   return address.find(':') != std::string::npos ? "[" + address + "]:" + std::to_string(port)
                                                 : address + ":" + std::to_string(port);
 }
-
-}  // namespace
-
-namespace {
 
 // Descriptors kept for everything but connections: skills' libraries,
 // SQLite, the log, commands' pipes, the listeners.
