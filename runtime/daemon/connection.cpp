@@ -327,7 +327,7 @@ void Connection::write_next() {
   writing_ = true;
   write_batch_.clear();
   batch_frames_ = std::min(writes_.size(), kMaxWriteBatch);
-  for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+  for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.emplace_back(asio::buffer(writes_[i]));
   if (non_blocking_) {
     error_code error;
     std::size_t written = socket_.write_some(write_batch_, error);

@@ -31,7 +31,8 @@ bool is_plain_user_input(const Value& message) {
 }
 
 Value with_request_id(Value response, const Value& request_id) {
-  return request_id.is_nil() ? response : response.with("REQUEST-ID", request_id);
+  if (request_id.is_nil()) return response;
+  return std::move(response).with("REQUEST-ID", request_id);
 }
 
 }  // namespace
@@ -59,7 +60,7 @@ void DaemonHandler::handle(Value message, const ConnectionInfo& connection, Wire
     return;
   }
   if (is_operator) {
-    operators_.handle(std::move(message), "wire", [reply](Value response) mutable { reply.finish(response); });
+    operators_.handle(std::move(message), "wire", [reply](const Value& response) mutable { reply.finish(response); });
     return;
   }
   inject(std::move(message), connection, std::move(reply), request_id);
@@ -71,7 +72,7 @@ void DaemonHandler::inject(Value message, const ConnectionInfo& connection, Wire
   // of one connection stay in order, connections run in parallel.
   signal = with_session(std::move(signal), "conn-" + std::to_string(connection.connection_id));
   pipeline_.inject(
-      std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
+      std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](const LoopReport& report) mutable {
         if (request_id.is_nil()) {
           reply.finish();
           return;

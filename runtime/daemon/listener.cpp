@@ -75,7 +75,7 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   }
   // Not make_shared: reply sinks may keep weak references long after the
   // connection is gone, and they should not keep its buffers allocated.
-  // NOLINTNEXTLINE(modernize-make-shared)
+  // NOLINTNEXTLINE(modernize-make-shared): weak references must not pin the connection's memory
   auto connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info)));
   {
     std::lock_guard lock(server->connections_mutex);

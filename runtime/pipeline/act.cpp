@@ -245,12 +245,12 @@ Value Run::make_feedback(const Value& action, const Value& result) {
   // whatever depth it claims (F2): the depth limit bounds every loop.
   if (result.is_list() && is_log_or_event(result))
     return result.with("DEPTH"_key, Value::integer(depth_of(signal) + 1));
-  if (result.is_nil()) return Value();
+  if (result.is_nil()) return {};
   // E4: an action that named no target of its own is never silent (the
   // :TARGET it carries was written in for the gates).
   const std::string own_target = target_implied ? std::string() : target_name(action.at("TARGET"_key));
   for (const std::string& silent : options().silent_actuators) {
-    if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
+    if (!own_target.empty() && ascii_upper(silent) == own_target) return {};
   }
   return feedback_event(
       depth_of(signal) + 1, signal.at("META"_key),
