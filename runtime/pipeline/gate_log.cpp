@@ -24,7 +24,7 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 namespace {
 
 const RE2& secret_pattern() {
-  static const RE2 pattern(
+  static const RE2 kPattern(
       "(?i)("
       "-----BEGIN [A-Z ]*PRIVATE KEY-----[\\s\\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
       "|\\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"
@@ -35,7 +35,7 @@ const RE2& secret_pattern() {
       "|\\b(?:password|passwd|secret|token|api[_-]?key)\\s*[:=]\\s*\\S+"
       "|\\b[A-Fa-f0-9]{32,}\\b"
       ")");
-  return pattern;
+  return kPattern;
 }
 
 }  // namespace
