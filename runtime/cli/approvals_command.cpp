@@ -20,7 +20,8 @@ namespace passepartout::cli {
 
 namespace {
 
-const ErrorHints kApprovalHints{"see the pending approvals with `passepartout approvals list`", ""};
+// A function, not a constant: a static ErrorHints would build its strings before main.
+ErrorHints approval_hints() { return {"see the pending approvals with `passepartout approvals list`", ""}; }
 
 // "in 14m 03s" / "3m 02s ago" relative to now; empty when `unix_ms` is not an integer.
 std::string relative_time(const Value& unix_ms) {
@@ -89,7 +90,7 @@ void print_approvals(const Value& response, std::ostream& out) {
   const Value& offset_value = response.path({"PAYLOAD", "OFFSET"});
   // A daemon that does not page sends every pending approval.
   const std::int64_t first = offset_value.is_integer() ? offset_value.as_integer() : 0;
-  const std::int64_t shown = static_cast<std::int64_t>(approvals.size());
+  const auto shown = static_cast<std::int64_t>(approvals.size());
   const std::int64_t total = total_value.is_integer() ? total_value.as_integer() : first + shown;
   if (total == 0) {
     out << "No approvals pending.\n";
@@ -113,7 +114,7 @@ int run_approvals_list(const Target& target, const ApprovalsPage& page, const Ou
   const Value limit = page.limit ? Value::integer(*page.limit) : Value();
   const Value offset = page.offset ? Value::integer(*page.offset) : Value();
   return run_operator_command(
-      target, output, {"APPROVALS", {{"LIMIT", limit}, {"OFFSET", offset}}, kApprovalHints, {"APPROVALS"}},
+      target, output, {"APPROVALS", {{"LIMIT", limit}, {"OFFSET", offset}}, approval_hints(), {"APPROVALS"}},
       print_approvals, [](OrderedJson& document, const Value& response) {
         add_action_sexps(document["approvals"], entries_of(response.path({"PAYLOAD", "APPROVALS"})));
       });
@@ -122,7 +123,7 @@ int run_approvals_list(const Target& target, const ApprovalsPage& page, const Ou
 int run_approvals_show(const Target& target, const std::string& token, const Output& output) {
   if (!is_valid_utf8(token)) return report_failure(output, "the token is not UTF-8", "", kExitUsage);
   return run_operator_command(
-      target, output, {"APPROVAL", {{"TOKEN", Value::string(token)}}, kApprovalHints, {}},
+      target, output, {"APPROVAL", {{"TOKEN", Value::string(token)}}, approval_hints(), {}},
       [&](const Value& response, std::ostream& out) {
         const Value& approval = response.path({"PAYLOAD", "APPROVAL"});
         const std::string state = json_key(display_text(approval.at("STATE")));
@@ -142,7 +143,7 @@ int run_approvals_deny_session(const Target& target, const std::string& session,
     return report_failure(output, "--all-from needs a session id (UTF-8 text)",
                           "the SESSION column of `passepartout approvals list` shows them", kExitUsage);
   }
-  return run_operator_command(target, output, {"DENY", {{"SESSION", Value::string(session)}}, kApprovalHints, {}},
+  return run_operator_command(target, output, {"DENY", {{"SESSION", Value::string(session)}}, approval_hints(), {}},
                               [&](const Value& response, std::ostream& out) {
                                 const Value& denied = response.path({"PAYLOAD", "DENIED"});
                                 const std::string fallback =
@@ -157,7 +158,7 @@ int run_approvals_deny_session(const Target& target, const std::string& session,
 int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output) {
   if (!is_valid_utf8(token)) return report_failure(output, "the token is not UTF-8", "", kExitUsage);
   return run_operator_command(
-      target, output, {approve ? "APPROVE" : "DENY", {{"TOKEN", Value::string(token)}}, kApprovalHints, {}},
+      target, output, {approve ? "APPROVE" : "DENY", {{"TOKEN", Value::string(token)}}, approval_hints(), {}},
       [&](const Value& response, std::ostream& out) {
         out << response_message(response, (approve ? "Approved " : "Denied ") + printable(token) + ".") << '\n';
         if (!approve) return;

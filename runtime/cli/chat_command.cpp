@@ -81,6 +81,7 @@ OrderedJson trace_json(const std::vector<TraceEntry>& entries) {
 void print_trace(std::ostream& out, const std::vector<TraceEntry>& entries) {
   if (entries.empty()) return;
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(entries.size());
   for (const auto& e : entries) rows.push_back({e.gate, e.verdict, e.reason});
   out << "Gate trace:\n" << render_table(rows, {}, "  ");
 }

@@ -208,9 +208,9 @@ struct VerifyOptions {
 };
 
 int run_verify(const VerifyOptions& options) {
-  auto action = read_sexp(options.action, ReaderLimits{1024 * 1024, 64});
+  auto action = read_sexp(options.action, ReaderLimits{std::size_t{1024} * 1024, 64});
   if (!action) return fail_usage("the action is not a valid s-expression: " + action.error().message, options.json);
-  auto signal = read_sexp(options.signal, ReaderLimits{1024 * 1024, 64});
+  auto signal = read_sexp(options.signal, ReaderLimits{std::size_t{1024} * 1024, 64});
   if (!signal) return fail_usage("the signal is not a valid s-expression: " + signal.error().message, options.json);
 
   std::string error;
@@ -298,9 +298,9 @@ std::string printable(std::string_view text, bool keep_layout) {
         ++i;
       }
     }
-    if (keep_layout && (byte == '\n' || byte == '\t')) {
-      out += static_cast<char>(byte);
-    } else if (code < 0x20 || code == 0x7f || (code >= 0x80 && code <= 0x9f && code != byte)) {
+    const bool is_control = code < 0x20 || code == 0x7f || (code >= 0x80 && code <= 0x9f && code != byte);
+    const bool is_kept_layout = keep_layout && (byte == '\n' || byte == '\t');
+    if (is_control && !is_kept_layout) {
       out += "\\x";
       out += kHex[code >> 4];
       out += kHex[code & 0xf];

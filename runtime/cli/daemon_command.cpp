@@ -59,7 +59,7 @@ int run_daemon(const DaemonArgs& args) {
 
   auto daemon = Daemon::start(std::move(*config));
   if (!daemon) {
-    log_message(LogLevel::error, "daemon", "could not start: " + daemon.error().message);
+    log_message(LogLevel::error, "daemon", "could not start: {}", daemon.error().message);
     std::cerr << "passepartout daemon: " << daemon.error().message << '\n';
     return daemon.error().code == ErrorCode::invalid_input ? kExitUsage : kExitProblem;
   }

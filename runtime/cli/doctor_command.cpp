@@ -61,7 +61,7 @@ fs::path find_on_path(const std::string& tool) {
   while (from <= path.size()) {
     const std::size_t end = std::min(path.find(':', from), path.size());
     const fs::path dir = end == from ? fs::path(".") : fs::path(path.substr(from, end - from));
-    const fs::path candidate = dir / tool;
+    fs::path candidate = dir / tool;
     std::error_code ec;
     if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
     from = end + 1;

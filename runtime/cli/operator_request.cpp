@@ -99,8 +99,9 @@ std::optional<Value> operator_request(const Target& target, const OperatorReques
     // An error response, or one whose :STATUS is neither :OK nor :ERROR.
     const std::string code(error_response_code(frame));
     const Value& message = frame.path({"PAYLOAD", "MESSAGE"});
-    std::string text = message.is_string() ? printable(message.text()) : std::string("the request failed");
-    text = "`" + json_key(command) + "` failed: " + text;
+    std::string text = "`" + json_key(command);
+    text += "` failed: ";
+    text += message.is_string() ? printable(message.text()) : std::string("the request failed");
     if (!code.empty()) text += " (" + code + ")";
     status = report_failure(output, text, hint_for(code, target, operation.hints),
                             code == wire_error::kBadRequest ? kExitUsage : kExitProblem, code);

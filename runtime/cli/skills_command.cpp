@@ -45,8 +45,11 @@ SkillChange wire_change(const Value& change) {
   out.duration_us = change.at("DURATION-US").as_integer();
   return out;
 }
-const ErrorHints kSkillHints{"see the loaded skills with `passepartout skills list`",
-                             "`passepartout skills history` shows the recorded changes"};
+// A function, not a constant: a static ErrorHints would build its strings before main.
+ErrorHints skill_hints() {
+  return {"see the loaded skills with `passepartout skills list`",
+          "`passepartout skills history` shows the recorded changes"};
+}
 
 // A change command (load, reload, unload, rescan): its text is the daemon's
 // message (else `fallback`), then each change.
@@ -67,7 +70,7 @@ int run_change(const Target& target, const Output& output, OperatorRequest reque
 }  // namespace
 
 int run_skills_list(const Target& target, const Output& output) {
-  return run_operator_command(target, output, {"SKILLS", {}, kSkillHints, {"SKILLS"}},
+  return run_operator_command(target, output, {"SKILLS", {}, skill_hints(), {"SKILLS"}},
                               [&](const Value& response, std::ostream& out) {
                                 const Value& skills = response.path({"PAYLOAD", "SKILLS"});
                                 const auto count = entries_of(skills).size();
@@ -91,14 +94,14 @@ int run_skills_load(const Target& target, const fs::path& manifest, const Output
       target, output,
       {"LOAD",
        {{"MANIFEST", Value::string(path)}},
-       {"check the path; the daemon reads it itself, so it must be readable by the daemon", kSkillHints.refused},
+       {"check the path; the daemon reads it itself, so it must be readable by the daemon", skill_hints().refused},
        {}},
       "Loaded " + printable(path) + ".");
 }
 
 int run_skills_reload(const Target& target, const std::string& name, const Output& output) {
   if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
-  return run_change(target, output, {"RELOAD", {{"NAME", Value::string(name)}}, kSkillHints, {}},
+  return run_change(target, output, {"RELOAD", {{"NAME", Value::string(name)}}, skill_hints(), {}},
                     "Reloaded '" + printable(name) + "'.");
 }
 
@@ -108,11 +111,11 @@ int run_skills_unload(const Target& target, const std::string& name, bool cascad
     return report_failure(output, "--cascade and --force exclude each other",
                           "--cascade unloads what needs the skill too; --force unloads a guard alone", kExitUsage);
   }
-  const ErrorHints hints{kSkillHints.not_found,
-                         cascade || force ? kSkillHints.refused
+  const ErrorHints hints{skill_hints().not_found,
+                         cascade || force ? skill_hints().refused
                                           : "to unload the skills that need it as well, add --cascade (a guard alone: "
                                             "--force, and what it guards refuses to act until it is back); " +
-                                                kSkillHints.refused};
+                                                skill_hints().refused};
   return run_change(target, output,
                     {"UNLOAD",
                      {{"NAME", Value::string(name)},
@@ -124,7 +127,7 @@ int run_skills_unload(const Target& target, const std::string& name, bool cascad
 }
 
 int run_skills_rescan(const Target& target, const Output& output) {
-  return run_change(target, output, {"RESCAN", {}, kSkillHints, {}}, "Rescanned the manifests.");
+  return run_change(target, output, {"RESCAN", {}, skill_hints(), {}}, "Rescanned the manifests.");
 }
 
 void add_skills_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen) {

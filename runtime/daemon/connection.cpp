@@ -74,9 +74,10 @@ void Connection::close_for_replies(std::size_t bytes) {
     self->server_->closed_for_replies.fetch_add(1, std::memory_order_relaxed);
     self->server_->errors.fetch_add(1, std::memory_order_relaxed);
     log_message(LogLevel::warn, kComponent,
-                self->describe() + ": closed: its " + std::to_string(bytes) +
-                    " bytes of unread replies were the most while all connections together held more than " +
-                    std::to_string(self->server_->options.max_total_queued_write_bytes) + " bytes");
+                "connection {} ({}): closed: its {} bytes of unread replies were the most while all connections "
+                "together held more than {} bytes",
+                self->info_.connection_id, self->info_.peer, bytes,
+                self->server_->options.max_total_queued_write_bytes);
     self->close_now();
   });
 }
@@ -91,9 +92,8 @@ void Connection::on_start() {
   error_code not_set;
   socket_.non_blocking(true, not_set);
   non_blocking_ = !not_set;
-  log_message(LogLevel::debug, kComponent,
-              "connection " + std::to_string(info_.connection_id) + " from " + info_.peer + " (" +
-                  to_string(info_.transport) + ") opened");
+  log_message(LogLevel::debug, kComponent, "connection {} from {} ({}) opened", info_.connection_id, info_.peer,
+              to_string(info_.transport));
   queue_frame(server_->handshake_frame);
   update_deadline();
   start_read();
@@ -180,7 +180,8 @@ void Connection::on_read(const error_code& error, std::size_t size) {
   if (error) {
     if (state_ == State::lingering || error != asio::error::eof) {
       if (state_ != State::lingering && error != asio::error::connection_reset) {
-        log_message(LogLevel::debug, kComponent, describe() + ": read failed: " + error.message());
+        log_message(LogLevel::debug, kComponent, "connection {} ({}): read failed: {}", info_.connection_id, info_.peer,
+                    error.message());
       }
       close_now();
       return;
@@ -212,8 +213,8 @@ void Connection::on_read(const error_code& error, std::size_t size) {
 void Connection::report_frame_error() {
   const FrameError& error = *decoder_.error();
   server_->errors.fetch_add(1, std::memory_order_relaxed);
-  log_message(LogLevel::warn, kComponent,
-              describe() + ": malformed frame (" + to_string(error.kind) + "): " + error.message);
+  log_message(LogLevel::warn, kComponent, "connection {} ({}): malformed frame ({}): {}", info_.connection_id,
+              info_.peer, to_string(error.kind), error.message);
   advance(State::input_closed);
   pending_.push_back(Item{Value(), make_frame_error_response(error)});
 }
@@ -271,7 +272,8 @@ void Connection::dispatch(Value message) {
 
 void Connection::fail_request(WireReply& reply, std::string_view what) {
   server_->errors.fetch_add(1, std::memory_order_relaxed);
-  log_message(LogLevel::error, kComponent, describe() + ": request handler failed: " + std::string(what));
+  log_message(LogLevel::error, kComponent, "connection {} ({}): request handler failed: {}", info_.connection_id,
+              info_.peer, what);
   reply.finish(make_error_response(wire_error::kInternal, "request failed: " + std::string(what)));
 }
 
@@ -280,7 +282,8 @@ void Connection::fail_request(WireReply& reply, std::string_view what) {
 void Connection::queue_message(const Value& message) {
   auto frame = server_->codec.encode(message);
   if (!frame) {
-    log_message(LogLevel::error, kComponent, describe() + ": cannot encode a reply: " + frame.error().message);
+    log_message(LogLevel::error, kComponent, "connection {} ({}): cannot encode a reply: {}", info_.connection_id,
+                info_.peer, frame.error().message);
     return;
   }
   queue_frame(std::move(*frame));
@@ -294,8 +297,8 @@ void Connection::queue_frame(std::string frame) {
   if (queued_write_bytes_ > server_->options.max_queued_write_bytes) {
     server_->errors.fetch_add(1, std::memory_order_relaxed);
     log_message(LogLevel::warn, kComponent,
-                describe() + ": the client is not reading (" + std::to_string(queued_write_bytes_) +
-                    " bytes of replies queued); closing");
+                "connection {} ({}): the client is not reading ({} bytes of replies queued); closing",
+                info_.connection_id, info_.peer, queued_write_bytes_);
     close_now();
     return;
   }
@@ -324,7 +327,7 @@ void Connection::write_next() {
   writing_ = true;
   write_batch_.clear();
   batch_frames_ = std::min(writes_.size(), kMaxWriteBatch);
-  for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.push_back(asio::buffer(writes_[i]));
+  for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.emplace_back(asio::buffer(writes_[i]));
   if (non_blocking_) {
     error_code error;
     std::size_t written = socket_.write_some(write_batch_, error);
@@ -353,7 +356,8 @@ void Connection::on_write(const error_code& error) {
   writing_ = false;
   if (state_ == State::closed) return;
   if (error) {
-    log_message(LogLevel::debug, kComponent, describe() + ": write failed: " + error.message());
+    log_message(LogLevel::debug, kComponent, "connection {} ({}): write failed: {}", info_.connection_id, info_.peer,
+                error.message());
     close_now();
     return;
   }
@@ -415,7 +419,7 @@ void Connection::close_now() {
   socket_.close(ignored);
   timer_.cancel();
   pending_.clear();
-  log_message(LogLevel::debug, kComponent, describe() + " closed");
+  log_message(LogLevel::debug, kComponent, "connection {} ({}) closed", info_.connection_id, info_.peer);
   server_->unregister(info_.connection_id);
 }
 
@@ -459,16 +463,16 @@ void Connection::on_deadline() {
     server_->errors.fetch_add(1, std::memory_order_relaxed);
     const std::string what =
         "no complete request within " + milliseconds_text(server_->options.handshake_timeout) + " of connecting";
-    log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+    log_message(LogLevel::warn, kComponent, "connection {} ({}): {}", info_.connection_id, info_.peer, what);
     expire(what);
   } else if (phase_ == Phase::reading) {
     server_->errors.fetch_add(1, std::memory_order_relaxed);
     const std::string what = "a frame was not complete within " + milliseconds_text(server_->options.read_timeout);
-    log_message(LogLevel::warn, kComponent, describe() + ": " + what);
+    log_message(LogLevel::warn, kComponent, "connection {} ({}): {}", info_.connection_id, info_.peer, what);
     expire(what);
   } else if (phase_ == Phase::idle) {
     const std::string what = "the connection was idle for " + milliseconds_text(server_->options.idle_timeout);
-    log_message(LogLevel::debug, kComponent, describe() + ": " + what);
+    log_message(LogLevel::debug, kComponent, "connection {} ({}): {}", info_.connection_id, info_.peer, what);
     expire(what);
   }
 }
@@ -504,10 +508,6 @@ void Connection::update_deadline() {
   // Until its first complete request, a connection has the handshake's bound too.
   if (frames_decoded_ == 0) deadline = std::min(deadline, handshake_deadline_);
   set_deadline(deadline);
-}
-
-std::string Connection::describe() const {
-  return "connection " + std::to_string(info_.connection_id) + " (" + info_.peer + ")";
 }
 
 }  // namespace passepartout::detail

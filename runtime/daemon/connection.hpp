@@ -109,8 +109,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void expire(const std::string& what);
   void update_deadline();
 
-  std::string describe() const;
-
   static constexpr std::size_t kReadBufferSize = std::size_t{16} * 1024;
 
   const std::shared_ptr<ServerState> server_;

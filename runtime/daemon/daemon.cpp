@@ -1,6 +1,5 @@
-// The daemon: boot in the seed's order, request routing (operator commands,
-// everything else into the pipeline), signals, systemd notifications and the
-// orderly stop.
+// The daemon: boot in the seed's order, signals, systemd notifications and
+// the orderly stop. Requests are routed by DaemonHandler (daemon_handler.hpp).
 #include "daemon/daemon.hpp"
 
 #include <arpa/inet.h>
@@ -27,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "base/ascii.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "daemon/daemon_handler.hpp"
 #include "daemon/operator_handler.hpp"
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
@@ -38,7 +37,6 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
-#include "pipeline/signal.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
@@ -48,7 +46,6 @@
 
 namespace passepartout {
 
-using namespace key_literals;
 namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -62,105 +59,10 @@ constexpr std::size_t kBlockingThreads = 2;
 
 std::string version_text() { return PASSEPARTOUT_VERSION; }
 
-// The pipeline's reply interface on top of one wire reply: what the :TUI
-// actuator sends, approval notices and stream chunks go out as frames on the
-// connection the signal came from.
-class WireSink final : public ReplySink {
- public:
-  explicit WireSink(WireReply reply) : reply_(std::move(reply)) {}
-  void send(const Value& message) override { reply_.send(message); }
-  bool is_open() const override { return reply_.is_open(); }
-  bool may_request_approval() const override { return reply_.connection().authenticated; }
-
- private:
-  WireReply reply_;
-};
-
-// What an unauthenticated TCP client may send under --tcp-auth user-input:
-// an event of the user's own words, aimed nowhere.
-bool is_plain_user_input(const Value& message) {
-  if (!message.is_list() || message_type(message) != "EVENT" || message.get("TARGET"_key) != nullptr) return false;
-  const Value& sensor = message.path("PAYLOAD"_key, "SENSOR"_key);
-  return sensor.is_keyword("USER-INPUT"_key) || sensor.is_keyword("CHAT-MESSAGE"_key);
-}
-
-Value with_request_id(Value response, const Value& request_id) {
-  return request_id.is_nil() ? response : response.with("REQUEST-ID", request_id);
-}
-
-// Routes every request the server does not answer itself: operator requests
-// to the OperatorHandler (when authenticated), everything else into the
-// pipeline with this connection's reply. Called on io threads; never blocks.
-class DaemonHandler final : public RequestHandler {
- public:
-  DaemonHandler(Pipeline& pipeline, OperatorHandler& operators, DaemonConfig::TcpAuth tcp_auth)
-      : pipeline_(pipeline), operators_(operators), tcp_auth_(tcp_auth) {}
-
-  void handle(Value message, const ConnectionInfo& connection, WireReply reply) override {
-    const Value request_id = message.at("REQUEST-ID"_key);
-    const bool is_operator = message_type(message) == "OPERATOR";
-    // The :INTERRUPT sensor stops every loop and then the daemon (F3, H7): a
-    // shutdown, so it needs what an operator's :SHUTDOWN needs.
-    const bool is_interrupt =
-        message.is_list() && message.path("PAYLOAD"_key, "SENSOR"_key).is_keyword("INTERRUPT"_key);
-    const bool privileged = is_operator || is_interrupt;
-    const bool tokenless_ok = connection.transport == Transport::tcp &&
-                              tcp_auth_ == DaemonConfig::TcpAuth::user_input && !privileged &&
-                              is_plain_user_input(message);
-    if ((privileged || (connection.transport == Transport::tcp && !tokenless_ok)) && !connection.authenticated) {
-      log_message(LogLevel::warn, kComponent,
-                  "refused an unauthenticated " +
-                      std::string(is_operator    ? "operator request"
-                                  : is_interrupt ? "interrupt"
-                                                 : "request") +
-                      " from " + connection.peer);
-      reply.finish(with_request_id(
-          make_error_response(wire_error::kUnauthorized,
-                              "this request needs :AUTH \"<token>\" over TCP (the token is in the daemon's state "
-                              "folder, file 'token'; `passepartout chat` sends it); the Unix socket needs none"),
-          request_id));
-      return;
-    }
-    if (is_operator) {
-      operators_.handle(std::move(message), "wire", [reply](Value response) mutable { reply.finish(response); });
-      return;
-    }
-    inject(std::move(message), connection, std::move(reply), request_id);
-  }
-
- private:
-  void inject(Value message, const ConnectionInfo& connection, WireReply reply, const Value& request_id) {
-    Value signal = message.is_list() ? message.without("REQUEST-ID") : as_signal(std::move(message));
-    // Without a session of its own, the connection is the session: signals
-    // of one connection stay in order, connections run in parallel.
-    signal = with_session(std::move(signal), "conn-" + std::to_string(connection.connection_id));
-    pipeline_.inject(
-        std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](LoopReport report) mutable {
-          if (request_id.is_nil()) {
-            reply.finish();
-            return;
-          }
-          const std::string stopped_by = ascii_upper(report.stopped_by.empty() ? "done" : report.stopped_by);
-          reply.finish(
-              with_request_id(make_ok_response("done", Value::plist({{"STOPPED-BY", Value::keyword(stopped_by)},
-                                                                     {"CYCLES", Value::integer(report.cycles)}})),
-                              request_id));
-        });
-  }
-
-  Pipeline& pipeline_;
-  OperatorHandler& operators_;
-  DaemonConfig::TcpAuth tcp_auth_;
-};
-
 std::string endpoint_text(const std::string& address, std::uint16_t port) {
   return address.find(':') != std::string::npos ? "[" + address + "]:" + std::to_string(port)
                                                 : address + ":" + std::to_string(port);
 }
-
-}  // namespace
-
-namespace {
 
 // Descriptors kept for everything but connections: skills' libraries,
 // SQLite, the log, commands' pipes, the listeners.
@@ -196,10 +98,8 @@ Result<std::size_t> connection_limit(const DaemonConfig& c) {
   }
   const std::size_t chosen = std::min<std::size_t>(1024, room);
   log_message(LogLevel::info, kComponent,
-              "connections: up to " + std::to_string(chosen) + " over TCP (" +
-                  std::to_string(c.max_connections_per_peer) + " per address) and " +
-                  std::to_string(c.max_unix_connections) + " on the Unix socket; descriptor limit " +
-                  std::to_string(descriptors));
+              "connections: up to {} over TCP ({} per address) and {} on the Unix socket; descriptor limit {}", chosen,
+              c.max_connections_per_peer, c.max_unix_connections, descriptors);
   return chosen;
 }
 
@@ -217,6 +117,7 @@ bool is_loopback_address(std::string_view address) {
 
 // Members are declared in the order they are built; the destructor's
 // explicit teardown (shutdown()) runs first, then members go in reverse.
+// NOLINTNEXTLINE(clang-analyzer-optin.performance.Padding): build order over size, and there is one Impl
 struct Daemon::Impl {
   DaemonConfig config;
   SystemdNotifier notifier;
@@ -259,7 +160,16 @@ struct Daemon::Impl {
   bool shut_down = false;  // serve()'s thread only
 
   explicit Impl(DaemonConfig c) : config(std::move(c)) {}
-  ~Impl() { shutdown(); }
+  // A destructor must not throw: what shutdown() throws is logged instead.
+  ~Impl() {
+    try {
+      shutdown();
+    } catch (const std::exception& error) {
+      log_message(LogLevel::error, kComponent, "stopping the daemon failed: {}", error.what());
+    } catch (...) {
+      log_message(LogLevel::error, kComponent, "stopping the daemon failed");
+    }
+  }
 
   void run_io() {
     work.emplace(io.get_executor());
@@ -270,7 +180,7 @@ struct Daemon::Impl {
             io.run();
             return;
           } catch (const std::exception& e) {
-            log_message(LogLevel::error, kComponent, std::string("io thread: ") + e.what());
+            log_message(LogLevel::error, kComponent, "io thread: {}", e.what());
           }
         }
       });
@@ -288,7 +198,7 @@ struct Daemon::Impl {
     signals.async_wait([this](const boost::system::error_code& error, int number) {
       if (error) return;  // cancelled at shutdown
       if (number == SIGHUP) {
-        log_message(LogLevel::info, kComponent, "SIGHUP: rescanning " + config.manifest_dir.string());
+        log_message(LogLevel::info, kComponent, "SIGHUP: rescanning {}", config.manifest_dir.string());
         rescan("sighup");
       } else {
         request_stop(number == SIGTERM ? "SIGTERM received" : "SIGINT received");
@@ -306,8 +216,8 @@ struct Daemon::Impl {
     handler->handle(Value::plist({{"TYPE", Value::keyword("OPERATOR")}, {"COMMAND", Value::keyword("RESCAN")}}),
                     std::move(requester), [](const Value& response) {
                       const Value& message = response.path({"PAYLOAD", "MESSAGE"});
-                      log_message(is_ok_response(response) ? LogLevel::info : LogLevel::warn, kComponent,
-                                  "rescan: " + std::string(message.text()));
+                      log_message(is_ok_response(response) ? LogLevel::info : LogLevel::warn, kComponent, "rescan: {}",
+                                  message.text());
                     });
   }
 
@@ -354,8 +264,8 @@ struct Daemon::Impl {
     HealthReport next = evaluate_health();
     std::lock_guard lock(health_mutex);
     if (next.status != health.status && health.checked) {
-      log_message(next.status == "HEALTHY" ? LogLevel::info : LogLevel::warn, kComponent,
-                  "health is now " + next.status + " (was " + health.status + ")");
+      log_message(next.status == "HEALTHY" ? LogLevel::info : LogLevel::warn, kComponent, "health is now {} (was {})",
+                  next.status, health.status);
     }
     health = std::move(next);
   }
@@ -394,8 +304,8 @@ Result<void> Daemon::Impl::boot() {
     return fail(ErrorCode::io_error, "cannot create the state folder " + c.state_dir.string() + ": " + ec.message());
   }
   ::chmod(c.state_dir.c_str(), 0700);
-  log_message(LogLevel::info, kComponent,
-              "passepartout " + version_text() + " starting; state in " + c.state_dir.string());
+  log_message(LogLevel::info, kComponent, "passepartout {} starting; state in {}", version_text(),
+              c.state_dir.string());
   if (::geteuid() == 0) {
     log_message(LogLevel::warn, kComponent,
                 "running as root: every skill runs with root's privileges (the shell runs its commands as an "
@@ -409,13 +319,13 @@ Result<void> Daemon::Impl::boot() {
     memory_ok = false;
     memory_saves = false;
     log_message(LogLevel::error, kComponent,
-                "memory not loaded, starting empty; it will not be saved over " + c.memory_file.string() +
-                    " until that file is fixed or moved: " + loaded.error().message);
+                "memory not loaded, starting empty; it will not be saved over {} until that file is fixed or moved: {}",
+                c.memory_file.string(), loaded.error().message);
+  } else if (*loaded) {
+    log_message(LogLevel::info, kComponent, "memory loaded from {} ({} objects)", c.memory_file.string(),
+                memory.size());
   } else {
-    log_message(
-        LogLevel::info, kComponent,
-        *loaded ? "memory loaded from " + c.memory_file.string() + " (" + std::to_string(memory.size()) + " objects)"
-                : "no memory saved yet at " + c.memory_file.string());
+    log_message(LogLevel::info, kComponent, "no memory saved yet at {}", c.memory_file.string());
   }
 
   if (auto store = ApprovalStore::open(approvals_file(c.state_dir), {c.approval_lifetime,
@@ -426,8 +336,8 @@ Result<void> Daemon::Impl::boot() {
       store) {
     approvals = std::move(*store);
   } else {
-    log_message(LogLevel::error, kComponent,
-                "approvals unavailable (actions that need one are refused): " + store.error().message);
+    log_message(LogLevel::error, kComponent, "approvals unavailable (actions that need one are refused): {}",
+                store.error().message);
   }
 
   // H6 (3, 4): actuators and skills.
@@ -435,8 +345,8 @@ Result<void> Daemon::Impl::boot() {
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;
-    log_message(LogLevel::error, kComponent,
-                "the audit log is unusable, skill changes are kept in memory only: " + host.error().message);
+    log_message(LogLevel::error, kComponent, "the audit log is unusable, skill changes are kept in memory only: {}",
+                host.error().message);
     host_options.audit_file.clear();
     host = SkillHost::create(host_options);
     if (!host) return fail(host.error().code, host.error().message);
@@ -447,11 +357,10 @@ Result<void> Daemon::Impl::boot() {
   std::string loaded;
   for (const auto& slot : booted.slots)
     loaded += (loaded.empty() ? "" : ", ") + slot->name() + " " + slot->version_text();
-  log_message(LogLevel::info, kComponent,
-              "skills from " + c.manifest_dir.string() + ": " + std::to_string(booted.slots.size()) + " loaded" +
-                  (loaded.empty() ? "" : " (" + loaded + ")"));
+  log_message(LogLevel::info, kComponent, "skills from {}: {} loaded{}{}{}", c.manifest_dir.string(),
+              booted.slots.size(), loaded.empty() ? "" : " (", loaded, loaded.empty() ? "" : ")");
   for (const auto& d : booted.disabled) {
-    log_message(LogLevel::warn, kComponent, "skill '" + d.name + "' disabled: " + d.reason);
+    log_message(LogLevel::warn, kComponent, "skill '{}' disabled: {}", d.name, d.reason);
   }
   for (const auto& e : booted.manifest_errors) log_message(LogLevel::warn, kComponent, e.message);
 
@@ -461,8 +370,8 @@ Result<void> Daemon::Impl::boot() {
     if (name == "scripted") {
       auto script = ScriptedScript::load(c.script);
       if (!script) return fail(ErrorCode::invalid_input, script.error().message);
-      log_message(LogLevel::info, kComponent,
-                  "provider scripted: " + std::to_string(script->rules.size()) + " rules from " + c.script.string());
+      log_message(LogLevel::info, kComponent, "provider scripted: {} rules from {}", script->rules.size(),
+                  c.script.string());
       providers.push_back(std::make_shared<ScriptedProvider>(std::move(*script), &pool));
     } else {
       log_message(LogLevel::warn, kComponent,
@@ -506,7 +415,7 @@ Result<void> Daemon::Impl::boot() {
     if (started_watcher) {
       watcher = std::move(*started_watcher);
     } else {
-      log_message(LogLevel::warn, kComponent, "not watching for skill changes: " + started_watcher.error().message);
+      log_message(LogLevel::warn, kComponent, "not watching for skill changes: {}", started_watcher.error().message);
     }
   }
   return {};
@@ -520,15 +429,15 @@ void Daemon::Impl::diagnostics() {
     log_message(LogLevel::info, kComponent, "DAEMON: Health check passed. Starting services.");
     return;
   }
-  log_message(LogLevel::warn, kComponent, "DAEMON: Health check found issues (health " + report.status + ").");
+  log_message(LogLevel::warn, kComponent, "DAEMON: Health check found issues (health {}).", report.status);
   if (skills->snapshot()->gates().empty()) {
     log_message(LogLevel::error, kComponent, "no gate is loaded: nothing verifies the model's proposals");
   }
   for (const auto& [name, entry] : problems.disabled()) {
-    log_message(LogLevel::warn, kComponent, "  skill '" + name + "' disabled: " + entry.reason);
+    log_message(LogLevel::warn, kComponent, "  skill '{}' disabled: {}", name, entry.reason);
   }
-  log_message(LogLevel::warn, kComponent,
-              "  see `passepartout skills check " + config.manifest_dir.string() + "` for the skills");
+  log_message(LogLevel::warn, kComponent, "  see `passepartout skills check {}` for the skills",
+              config.manifest_dir.string());
 }
 
 Result<void> Daemon::Impl::listen() {
@@ -563,15 +472,11 @@ Result<void> Daemon::Impl::listen() {
 
   // The lines scripts and tests wait for.
   std::printf("listening on unix:%s\n", server->unix_socket_path().c_str());
-  if (c.listen_tcp) {
-    const std::string where = endpoint_text(c.listen_address, server->tcp_port());
-    std::printf("listening on %s\n", where.c_str());
-  }
+  const std::string tcp_where = c.listen_tcp ? endpoint_text(c.listen_address, server->tcp_port()) : std::string();
+  if (c.listen_tcp) std::printf("listening on %s\n", tcp_where.c_str());
   std::fflush(stdout);
-  log_message(LogLevel::info, kComponent,
-              "serving: unix " + server->unix_socket_path().string() +
-                  (c.listen_tcp ? ", tcp " + endpoint_text(c.listen_address, server->tcp_port()) : std::string()) +
-                  "; health " + current_health().status);
+  log_message(LogLevel::info, kComponent, "serving: unix {}{}{}; health {}", server->unix_socket_path().string(),
+              c.listen_tcp ? ", tcp " : "", tcp_where, current_health().status);
 
   std::string status = "STATUS=serving; health " + current_health().status;
   notifier.notify("READY=1\n" + status);
@@ -585,11 +490,10 @@ bool Daemon::Impl::save_memory(std::string_view why) {
   if (!memory_saves) return true;
   auto saved = memory.save_if_dirty(config.memory_file);
   if (!saved) {
-    log_message(LogLevel::error, kComponent, std::string(why) + ": memory not saved: " + saved.error().message);
+    log_message(LogLevel::error, kComponent, "{}: memory not saved: {}", why, saved.error().message);
     return false;
   }
-  if (*saved)
-    log_message(LogLevel::info, kComponent, std::string(why) + ": memory saved to " + config.memory_file.string());
+  if (*saved) log_message(LogLevel::info, kComponent, "{}: memory saved to {}", why, config.memory_file.string());
   return true;
 }
 
@@ -607,8 +511,8 @@ int Daemon::Impl::shutdown() {
     // Poll: the pipeline reports only a count, and the wait is bounded.
     while (pipeline->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
     if (pipeline->in_flight() > 0) {
-      log_message(LogLevel::warn, kComponent,
-                  std::to_string(pipeline->in_flight()) + " signal(s) still in flight after the grace; interrupting");
+      log_message(LogLevel::warn, kComponent, "{} signal(s) still in flight after the grace; interrupting",
+                  pipeline->in_flight());
       pipeline->interrupt();
     }
   }
@@ -636,8 +540,10 @@ int Daemon::Impl::shutdown() {
 
 Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
   std::signal(SIGPIPE, SIG_IGN);
+  // Before Impl starts the pools' threads: it unsets the variables it reads.
+  SystemdNotifier notifier = SystemdNotifier::from_environment();
   auto impl = std::make_unique<Impl>(std::move(config));
-  impl->notifier = SystemdNotifier::from_environment();
+  impl->notifier = std::move(notifier);
   // Signals are watched from the start, so a SIGTERM during boot stops cleanly.
   impl->watch_signals();
   impl->run_io();
@@ -657,7 +563,7 @@ int Daemon::serve() {
     impl_->stop_wanted.wait(lock, [&] { return impl_->stop_requested; });
     reason = impl_->stop_reason;
   }
-  log_message(LogLevel::info, kComponent, "SHUTDOWN: " + reason + ". Saving memory...");
+  log_message(LogLevel::info, kComponent, "SHUTDOWN: {}. Saving memory...", reason);
   return impl_->shutdown();
 }
 

@@ -166,6 +166,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws) {
                 located(origin, root.Mark(), "expected a map of settings (key: value), one per line"));
   }
   std::vector<std::string_view> known;
+  known.reserve(kSettings.size());
   for (const DaemonSetting& s : kSettings) known.push_back(s.key);
   const fs::path base = file.parent_path();
   for (const auto& entry : root) {
@@ -412,7 +413,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
         Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
         Count{"max-unix-connections", &config.max_unix_connections, 1, 10000, "a number of connections"},
         Count{"max-connections-per-peer", &config.max_connections_per_peer, 1, 100000, "a number of connections"},
-        Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, 1024 * 1024, "a number of MiB",
+        Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, std::uint64_t{1024} * 1024, "a number of MiB",
               std::size_t{1024} * 1024},
         Count{"max-pending-approvals", &config.max_pending_approvals, 1, 1'000'000, "a number of approvals"},
         Count{"max-pending-approvals-per-session", &config.max_pending_approvals_per_session, 1, 1'000'000,
@@ -532,6 +533,7 @@ Result<std::size_t> load_env_file(const fs::path& file) {
   std::size_t set = 0;
   for (const auto& [name, value] : entries) {
     if (std::getenv(name.c_str()) != nullptr) continue;  // the environment wins
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): called before the daemon starts any thread (see the header)
     if (::setenv(name.c_str(), value.c_str(), 0) == 0) ++set;
   }
   return set;

@@ -128,6 +128,7 @@ std::filesystem::path default_env_file();
 // each variable the environment does not already set. A missing file sets
 // nothing (returns 0). Returns how many variables were set; invalid_input
 // names the file and line of a malformed line, and then nothing is set.
+// Call before the process starts any thread (setenv is not thread-safe).
 Result<std::size_t> load_env_file(const std::filesystem::path& file);
 
 }  // namespace passepartout

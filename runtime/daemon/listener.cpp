@@ -68,15 +68,14 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   }
   if (rejection) {
     server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    log_message(LogLevel::warn, kComponent,
-                "connection " + std::to_string(id) + " from " + info.peer +
-                    " refused: " + std::string(rejection->path({"PAYLOAD", "MESSAGE"}).text()));
+    log_message(LogLevel::warn, kComponent, "connection {} from {} refused: {}", id, info.peer,
+                rejection->path({"PAYLOAD", "MESSAGE"}).text());
     refuse(server, socket, *rejection);
     return;
   }
   // Not make_shared: reply sinks may keep weak references long after the
   // connection is gone, and they should not keep its buffers allocated.
-  // NOLINTNEXTLINE(modernize-make-shared)
+  // NOLINTNEXTLINE(modernize-make-shared): weak references must not pin the connection's memory
   auto connection = std::shared_ptr<Connection>(new Connection(server, std::move(socket), std::move(info)));
   {
     std::lock_guard lock(server->connections_mutex);
@@ -121,7 +120,7 @@ Result<void> prepare_unix_path(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return fail(ErrorCode::io_error, "cannot remove stale unix socket '" + path + "': " + errno_text(errno));
   }
-  log_message(LogLevel::info, kComponent, "removed stale unix socket '" + path + "'");
+  log_message(LogLevel::info, kComponent, "removed stale unix socket '{}'", path);
   return {};
 }
 

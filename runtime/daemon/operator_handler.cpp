@@ -194,7 +194,7 @@ void OperatorHandler::handle(Value request, std::string requester, Answer answer
     try {
       run(request, requester, reply);
     } catch (const std::exception& e) {
-      log_message(LogLevel::error, kComponent, std::string("operator command failed: ") + e.what());
+      log_message(LogLevel::error, kComponent, "operator command failed: {}", e.what());
       reply(make_error_response(wire_error::kInternal, std::string("the command failed: ") + e.what()));
     }
   });
@@ -413,7 +413,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     if (token == nullptr) return answer(error);
     services_.pipeline.approve(std::string(token->text()), "wire", [answer](Result<Value> result) {
       if (!result) {
-        log_message(LogLevel::warn, kComponent, "approval refused: " + result.error().message);
+        log_message(LogLevel::warn, kComponent, "approval refused: {}", result.error().message);
         answer(make_error_response(code_for(result.error().code), result.error().message));
         return;
       }
@@ -434,7 +434,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     const std::string message = *denied == 0 ? "no pending approvals of session '" + session_id + "'"
                                              : "denied " + std::to_string(*denied) + " pending approval" +
                                                    (*denied == 1 ? "" : "s") + " of session '" + session_id + "'";
-    if (*denied > 0) log_message(LogLevel::info, kComponent, message + " (" + requester + ")");
+    if (*denied > 0) log_message(LogLevel::info, kComponent, "{} ({})", message, requester);
     answer(make_ok_response(
         message, Value::plist({{"DENIED", num(static_cast<std::int64_t>(*denied))}, {"SESSION", str(session_id)}})));
     return;
@@ -451,7 +451,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     return;
   }
   if (name == "SHUTDOWN") {
-    log_message(LogLevel::info, kComponent, "shutdown requested by an operator (" + requester + ")");
+    log_message(LogLevel::info, kComponent, "shutdown requested by an operator ({})", requester);
     answer(make_ok_response("shutting down"));
     if (services_.shutdown) services_.shutdown();
     return;

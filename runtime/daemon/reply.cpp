@@ -27,7 +27,7 @@ bool WireReply::send(const Value& frame) {
   if (!state_ || state_->finished.load(std::memory_order_acquire)) return false;
   auto encoded = state_->hub->codec.encode(frame);
   if (!encoded) {
-    log_message(LogLevel::warn, kComponent, "reply frame not sent: " + encoded.error().message);
+    log_message(LogLevel::warn, kComponent, "reply frame not sent: {}", encoded.error().message);
     return false;
   }
   return state_->post(std::move(*encoded), false);
@@ -38,7 +38,7 @@ bool WireReply::finish(const Value& frame) {
   const FrameCodec& codec = state_->hub->codec;
   auto encoded = codec.encode(frame);
   if (!encoded) {
-    log_message(LogLevel::warn, kComponent, "final reply frame not sent: " + encoded.error().message);
+    log_message(LogLevel::warn, kComponent, "final reply frame not sent: {}", encoded.error().message);
     auto replacement = codec.encode(make_error_response(wire_error::kReplyTooLarge, encoded.error().message));
     state_->post(replacement ? std::optional<std::string>(std::move(*replacement)) : std::nullopt, true);
     return false;

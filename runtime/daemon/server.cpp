@@ -176,7 +176,7 @@ struct Server::Impl {
     if (error) return fail(ErrorCode::invalid_input, "'" + options.tcp_address + "' is not an IP address");
     const std::string where = options.tcp_address + ":" + std::to_string(options.tcp_port);
     if (!address.is_loopback()) {
-      log_message(LogLevel::warn, kComponent, "listening on " + where + ", which is not a loopback address");
+      log_message(LogLevel::warn, kComponent, "listening on {}, which is not a loopback address", where);
     }
     tcp_listener = std::make_shared<TcpListener>(contexts, state, Transport::tcp);
     auto& acceptor = tcp_listener->acceptor();
@@ -221,7 +221,7 @@ Server::~Server() {
   try {
     stop();
   } catch (const std::exception& error) {
-    log_message(LogLevel::error, kComponent, std::string("stopping the server failed: ") + error.what());
+    log_message(LogLevel::error, kComponent, "stopping the server failed: {}", error.what());
   } catch (...) {
     log_message(LogLevel::error, kComponent, "stopping the server failed");
   }
@@ -244,7 +244,7 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, std::shared
           context->run();
           return;
         } catch (const std::exception& error) {
-          log_message(LogLevel::error, kComponent, std::string("io thread: ") + error.what());
+          log_message(LogLevel::error, kComponent, "io thread: {}", error.what());
         } catch (...) {
           log_message(LogLevel::error, kComponent, "io thread: unknown exception");
         }
@@ -285,10 +285,10 @@ Result<std::unique_ptr<Server>> Server::start(std::vector<asio::io_context*> con
   if (impl->unix_listener) impl->unix_listener->start();
   if (impl->tcp_listener) impl->tcp_listener->start();
   if (impl->tcp_listener) {
-    log_message(LogLevel::info, kComponent, "listening on " + opts.tcp_address + ":" + std::to_string(impl->tcp_port));
+    log_message(LogLevel::info, kComponent, "listening on {}:{}", opts.tcp_address, impl->tcp_port);
   }
   if (impl->unix_listener)
-    log_message(LogLevel::info, kComponent, "listening on unix socket " + impl->unix_path.string());
+    log_message(LogLevel::info, kComponent, "listening on unix socket {}", impl->unix_path.string());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -333,9 +333,8 @@ void Server::stop(std::chrono::milliseconds grace) {
     if (!state.connections_changed.wait_for(lock, grace, all_closed)) {
       std::vector<std::shared_ptr<Connection>> left = state.open_connections();
       lock.unlock();
-      log_message(LogLevel::warn, kComponent,
-                  std::to_string(left.size()) + " connection(s) still busy after " + milliseconds_text(grace) +
-                      "; closing them");
+      log_message(LogLevel::warn, kComponent, "{} connection(s) still busy after {}; closing them", left.size(),
+                  milliseconds_text(grace));
       for (const auto& connection : left) connection->force_close();
       left.clear();
       lock.lock();

@@ -31,9 +31,9 @@ SystemdNotifier SystemdNotifier::from_environment() {
   }
   // Read once at start-up, before any other thread exists, and unset so that
   // children (skills' commands) do not notify in the daemon's name.
-  ::unsetenv("NOTIFY_SOCKET");  // NOLINT(concurrency-mt-unsafe): no other thread yet
-  ::unsetenv("WATCHDOG_USEC");  // NOLINT(concurrency-mt-unsafe)
-  ::unsetenv("WATCHDOG_PID");   // NOLINT(concurrency-mt-unsafe)
+  ::unsetenv("NOTIFY_SOCKET");  // NOLINT(concurrency-mt-unsafe): called before any other thread starts
+  ::unsetenv("WATCHDOG_USEC");  // NOLINT(concurrency-mt-unsafe): called before any other thread starts
+  ::unsetenv("WATCHDOG_PID");   // NOLINT(concurrency-mt-unsafe): called before any other thread starts
   if (socket.size() < 2 || (socket.front() != '/' && socket.front() != '@')) socket.clear();
   return {std::move(socket), watchdog};
 }

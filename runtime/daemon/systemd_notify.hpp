@@ -17,6 +17,7 @@ class SystemdNotifier {
  public:
   // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID, then removes them
   // from the environment so the daemon's children do not inherit them.
+  // Call before the process starts any thread (unsetenv is not thread-safe).
   static SystemdNotifier from_environment();
   // For tests: a notifier sending to `socket` with the given watchdog period.
   SystemdNotifier(std::string socket, std::optional<std::chrono::microseconds> watchdog);

@@ -70,13 +70,13 @@ void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
   auto approval = store->create(action, signal.at("META"_key), std::move(gates),
                                 reason.is_string() ? std::string(reason.text()) : std::string());
   if (!approval && approval.error().code == ErrorCode::limit_exceeded) {  // too many pending: a flood, or a backlog
-    log_message(LogLevel::warn, kPipelineComponent, "ACT: " + approval.error().message);
+    log_message(LogLevel::warn, kPipelineComponent, "ACT: {}", approval.error().message);
     refuse("Action not run: " + approval.error().message);
     return;
   }
   if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
-  log_message(LogLevel::info, kPipelineComponent,
-              "ACT: Action requires approval — creating Flight Plan + HITL (" + approval->token + ")");
+  log_message(LogLevel::info, kPipelineComponent, "ACT: Action requires approval — creating Flight Plan + HITL ({})",
+              approval->token);
   const std::string text = "Approval required" + (approval->reason.empty() ? std::string() : ": " + approval->reason) +
                            ". Approve with `passepartout approvals approve " + approval->token +
                            "` or deny with `passepartout approvals deny " + approval->token + "`.";
@@ -208,16 +208,16 @@ void Run::dispatch(Value action, const std::string& target) {
       tool_actuator(actuator, action);
       return;
     case Actuator::Kind::none:
-      log_message(LogLevel::error, kPipelineComponent,
-                  "ACT ERROR: No actuator registered for '" + ascii_lower(target) + "'");
+      log_message(LogLevel::error, kPipelineComponent, "ACT ERROR: No actuator registered for '{}'",
+                  ascii_lower(target));
       acted(Value());
       return;
     case Actuator::Kind::skill:
       break;
   }
   if (actuator.actuator->unguarded != nullptr) {  // the gates ran on this snapshot and failed it: never reached
-    log_message(LogLevel::error, kPipelineComponent,
-                "ACT ERROR: " + *actuator.actuator->unguarded + "; the action did not run");
+    log_message(LogLevel::error, kPipelineComponent, "ACT ERROR: {}; the action did not run",
+                *actuator.actuator->unguarded);
     acted(Value());
     return;
   }
@@ -231,7 +231,7 @@ void Run::dispatch(Value action, const std::string& target) {
         self->post(self, [self, result = std::move(result), shown = std::move(shown), action, target]() mutable {
           self->show_acted(std::move(shown));
           if (!result) {
-            log_message(LogLevel::error, kPipelineComponent, "ACT ERROR [" + target + "]: " + result.error().message);
+            log_message(LogLevel::error, kPipelineComponent, "ACT ERROR [{}]: {}", target, result.error().message);
             self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
             return;
           }
@@ -245,12 +245,12 @@ Value Run::make_feedback(const Value& action, const Value& result) {
   // whatever depth it claims (F2): the depth limit bounds every loop.
   if (result.is_list() && is_log_or_event(result))
     return result.with("DEPTH"_key, Value::integer(depth_of(signal) + 1));
-  if (result.is_nil()) return Value();
+  if (result.is_nil()) return {};
   // E4: an action that named no target of its own is never silent (the
   // :TARGET it carries was written in for the gates).
   const std::string own_target = target_implied ? std::string() : target_name(action.at("TARGET"_key));
   for (const std::string& silent : options().silent_actuators) {
-    if (!own_target.empty() && ascii_upper(silent) == own_target) return Value();
+    if (!own_target.empty() && ascii_upper(silent) == own_target) return {};
   }
   return feedback_event(
       depth_of(signal) + 1, signal.at("META"_key),

@@ -59,8 +59,7 @@ ActionRecord::ActionRecord(std::string_view target, const Value& action)
     what_ = command.is_string() ? std::string(command.text()) : to_sexp(payload);
   }
   session_ = session_id_of(action);
-  log_message(LogLevel::info, "act",
-              "ACT START [" + label_ + "] (session " + loggable(session_) + "): " + loggable(what_));
+  log_message(LogLevel::info, "act", "ACT START [{}] (session {}): {}", label_, loggable(session_), loggable(what_));
 }
 
 Value ActionRecord::finish(const Result<Value>& result) const {
@@ -70,9 +69,9 @@ Value ActionRecord::finish(const Result<Value>& result) const {
   // The shell answers a failed command with "ERROR ..." as its output (seed
   // I3); a tool may answer (:STATUS :ERROR :MESSAGE ...).
   const bool ok = result && output.rfind("ERROR", 0) != 0 && !result->at("STATUS"_key).is_keyword("ERROR"_key);
-  log_message(ok ? LogLevel::info : LogLevel::warn, "act",
-              "ACT END [" + label_ + "] (session " + loggable(session_) + "): " + (ok ? "ok" : "failed") + " in " + ms +
-                  " ms" + (output.empty() ? std::string(", no output") : ": " + loggable(output)));
+  log_message(ok ? LogLevel::info : LogLevel::warn, "act", "ACT END [{}] (session {}): {} in {} ms{}{}", label_,
+              loggable(session_), ok ? "ok" : "failed", ms, output.empty() ? ", no output" : ": ",
+              output.empty() ? std::string() : loggable(output));
 
   std::string text = "Ran " + what_ + (target_ == "TOOL" ? std::string() : " on " + label_) +
                      (ok ? std::string() : " (failed)") + ":\n" +

@@ -59,13 +59,13 @@ void system_actuator(const Value& action) {
   const Value& command = action.path("PAYLOAD"_key, "ACTION"_key);
   if (command.is_keyword("MESSAGE"_key)) {
     const Value& text = action.path("PAYLOAD"_key, "TEXT"_key);
-    log_message(LogLevel::info, "system",
-                "ACT [System]: " + (text.is_string() ? std::string(text.text()) : to_sexp(text)));
+    log_message(LogLevel::info, "system", "ACT [System]: {}",
+                text.is_string() ? std::string(text.text()) : to_sexp(text));
   } else if (command.is_keyword("EVAL"_key)) {
     log_message(LogLevel::error, "system",
                 "ACT ERROR [System]: :EVAL is refused: Passepartout has no evaluator (use a skill's tool instead)");
   } else {
-    log_message(LogLevel::error, "system", "ACT ERROR [System]: Unknown command '" + to_sexp(command) + "'");
+    log_message(LogLevel::error, "system", "ACT ERROR [System]: Unknown command '{}'", to_sexp(command));
   }
 }
 

@@ -362,11 +362,11 @@ Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file,
   if (!interrupted->empty()) {
     std::string tokens;
     for (const std::string& token : *interrupted) tokens += (tokens.empty() ? "" : ", ") + token;
+    const bool one = interrupted->size() == 1;
     log_message(LogLevel::warn, "approvals",
-                std::to_string(interrupted->size()) + " approved action" +
-                    (interrupted->size() == 1 ? " was" : "s were") +
-                    " still running when the daemon stopped; recorded as interrupted (whether " +
-                    (interrupted->size() == 1 ? "it" : "they") + " completed is not known): " + tokens);
+                "{} approved action{} still running when the daemon stopped; recorded as interrupted (whether {} "
+                "completed is not known): {}",
+                interrupted->size(), one ? " was" : "s were", one ? "it" : "they", tokens);
   }
   return std::unique_ptr<ApprovalStore>(new ApprovalStore(std::move(state)));
 }

@@ -113,30 +113,29 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     }
     run = std::move(*planned);
   }
-  log_message(LogLevel::info, kPipelineComponent,
-              "ACT: running approved action " + token + " (approved by " + who + ")");
-  impl_->services.blocking.post([store, token = std::move(token), snapshot, run = std::move(*run),
-                                 done = std::move(done)] {
-    // Recorded as running, durably, before it runs: a daemon that dies
-    // during the run finds it so when it starts again (then: interrupted).
-    // Without that record it does not run.
-    if (auto started = store->record_run(token, Approval::Run::running); !started) {
-      log_message(LogLevel::error, kPipelineComponent,
-                  "ACT: approved action " + token + " not run: " + started.error().message);
-      done(fail(started.error().code, "the action did not run: " + started.error().message));
-      return;
-    }
-    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
-    Result<Value> result =
-        run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
-    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
-    auto ended = result ? store->record_run(token, Approval::Run::done)
-                        : store->record_run(token, Approval::Run::failed, result.error().message);
-    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
-      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action " + token + ": " + ended.error().message);
-    }
-    done(std::move(result));
-  });
+  log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
+  impl_->services.blocking.post(
+      [store, token = std::move(token), snapshot, run = std::move(*run), done = std::move(done)] {
+        // Recorded as running, durably, before it runs: a daemon that dies
+        // during the run finds it so when it starts again (then: interrupted).
+        // Without that record it does not run.
+        if (auto started = store->record_run(token, Approval::Run::running); !started) {
+          log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {} not run: {}", token,
+                      started.error().message);
+          done(fail(started.error().code, "the action did not run: " + started.error().message));
+          return;
+        }
+        const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
+        Result<Value> result = run.actuator != nullptr ? run.actuator->act(run.action, run.context)
+                                                       : run.tool->call(run.args, run.context);
+        static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
+        auto ended = result ? store->record_run(token, Approval::Run::done)
+                            : store->record_run(token, Approval::Run::failed, result.error().message);
+        if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
+          log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {}: {}", token, ended.error().message);
+        }
+        done(std::move(result));
+      });
 }
 
 Result<Approval> Pipeline::deny(const std::string& token, const std::string& who) {

@@ -22,8 +22,8 @@ bool Run::policy_decides(const PassepartoutError& error) {
     choice.reset();
   }
   if (!choice) return false;
-  log_message(LogLevel::info, kPipelineComponent,
-              std::string("ERROR POLICY: ") + error.kind() + " error handled by '" + to_string(choice->kind) + "'");
+  log_message(LogLevel::info, kPipelineComponent, "ERROR POLICY: {} error handled by '{}'", error.kind(),
+              to_string(choice->kind));
   const std::int64_t depth = depth_of(signal);
   switch (choice->kind) {
     case ErrorChoice::Kind::skip:
@@ -47,7 +47,7 @@ bool Run::policy_decides(const PassepartoutError& error) {
 void Run::crash(const PassepartoutError& error) {
   const std::string sensor(sensor_name(signal));
   const std::string message = error.what();
-  log_message(LogLevel::error, kPipelineComponent, "METABOLISM CRASH [" + sensor + "]: " + message);
+  log_message(LogLevel::error, kPipelineComponent, "METABOLISM CRASH [{}]: {}", sensor, message);
   if (policy_decides(error)) return;  // a skill's error policy chooses first
   const std::int64_t depth = depth_of(signal);
   const bool quiet_sensor = sensor == "LOOP-ERROR" || sensor == "TOOL-ERROR" || sensor == "SYNTAX-ERROR";

@@ -24,7 +24,7 @@ void verify_and_record(std::string_view stage, const Snapshot& snapshot, const V
 namespace {
 
 const RE2& secret_pattern() {
-  static const RE2 pattern(
+  static const RE2 kPattern(
       "(?i)("
       "-----BEGIN [A-Z ]*PRIVATE KEY-----[\\s\\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
       "|\\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}"
@@ -35,7 +35,7 @@ const RE2& secret_pattern() {
       "|\\b(?:password|passwd|secret|token|api[_-]?key)\\s*[:=]\\s*\\S+"
       "|\\b[A-Fa-f0-9]{32,}\\b"
       ")");
-  return pattern;
+  return kPattern;
 }
 
 }  // namespace
@@ -56,29 +56,15 @@ void log_gate_decisions(std::string_view stage, const Verification& verification
   }
   if (all_passed) return;
   const std::string digest = action_digest(action);
-  const std::string micros = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
   for (std::size_t i = 0; i < verification.trace.size(); ++i) {
     const GateTraceView entry = verification.trace[i];
-    std::string line = "GATE DECISION [";
-    line += stage;
-    line += "]: ";
-    line += entry.name();
-    line += '@';
-    line += entry.version();
-    line += ' ';
-    line += to_string(entry.result);
-    if (entry.reason.is_string()) {
-      line += ": ";
-      line += mask_secrets(entry.reason.text());
-    }
-    line += " (action ";
-    line += digest;
-    line += ", ";
-    line += to_string(verification.outcome);
-    line += " in ";
-    line += micros;
-    line += " us)";
-    log_message(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates", line);
+    const bool has_reason = entry.reason.is_string();
+    log_message(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates",
+                "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", stage, entry.name(), entry.version(),
+                to_string(entry.result), has_reason ? ": " : "",
+                has_reason ? mask_secrets(entry.reason.text()) : std::string(), digest, to_string(verification.outcome),
+                micros);
   }
 }
 

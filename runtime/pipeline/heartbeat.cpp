@@ -51,7 +51,7 @@ struct Heartbeat::State : std::enable_shared_from_this<Heartbeat::State> {
         save_memory();
         saves.fetch_add(1, std::memory_order_relaxed);
       } catch (const std::exception& e) {
-        log_message(LogLevel::error, "heartbeat", std::string("memory auto-save failed: ") + e.what());
+        log_message(LogLevel::error, "heartbeat", "memory auto-save failed: {}", e.what());
       }
     }
     if (!heartbeat_in_flight.exchange(true, std::memory_order_acq_rel)) {
@@ -60,8 +60,7 @@ struct Heartbeat::State : std::enable_shared_from_this<Heartbeat::State> {
         if (auto self = weak.lock()) self->heartbeat_in_flight.store(false, std::memory_order_release);
       });
     } else {
-      log_message(LogLevel::debug, "heartbeat",
-                  "the previous heartbeat is still being processed; tick " + std::to_string(n) + " skips");
+      log_message(LogLevel::debug, "heartbeat", "the previous heartbeat is still being processed; tick {} skips", n);
     }
     if (running.load(std::memory_order_acquire)) schedule();
   }

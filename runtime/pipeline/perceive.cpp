@@ -32,7 +32,7 @@ Value Run::perceive(Value incoming) {
     if (sensor.is_keyword("BUFFER-UPDATE"_key) && incoming.path("PAYLOAD"_key, "AST"_key).is_list()) {
       memory->snapshot();
       if (auto ingested = memory->ingest(incoming.path("PAYLOAD"_key, "AST"_key)); !ingested) {
-        log_message(LogLevel::warn, kPipelineComponent, "PERCEIVE: " + ingested.error().message);
+        log_message(LogLevel::warn, kPipelineComponent, "PERCEIVE: {}", ingested.error().message);
       }
     } else if (sensor.is_keyword("POINT-UPDATE"_key) && incoming.path("PAYLOAD"_key, "ELEMENT"_key).is_list()) {
       // The element at the client's point: the session's focus from now on.
@@ -40,7 +40,7 @@ Value Run::perceive(Value incoming) {
       memory->snapshot();
       auto ingested = memory->ingest(element);
       if (!ingested) {
-        log_message(LogLevel::warn, kPipelineComponent, "PERCEIVE: " + ingested.error().message);
+        log_message(LogLevel::warn, kPipelineComponent, "PERCEIVE: {}", ingested.error().message);
       } else {
         session->foveal_focus = *ingested;
       }
@@ -58,7 +58,7 @@ Value Run::perceive(Value incoming) {
     const TriggerSpec& trigger = slot->manifest().trigger;
     if (!trigger.declared() || !trigger.matches(incoming)) continue;
     if (auto observed = slot->observe(incoming); !observed) {
-      log_message(LogLevel::warn, slot->name(), "observe failed: " + observed.error().message);
+      log_message(LogLevel::warn, slot->name(), "observe failed: {}", observed.error().message);
     }
   }
   return std::move(incoming).with("STATUS"_key, Value::keyword("PERCEIVED"_key));

@@ -162,8 +162,8 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     request.on_chunk = nullptr;
   }
   if (!outcome.ok()) {
-    log_message(LogLevel::warn, kPipelineComponent,
-                "REASON: no provider answered (" + std::to_string(outcome.failures.size()) + " failed)");
+    log_message(LogLevel::warn, kPipelineComponent, "REASON: no provider answered ({} failed)",
+                outcome.failures.size());
     // A skill may handle it; by default the user is told (D11: the
     // exhaustion message is the answer).
     if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
@@ -194,9 +194,8 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     case VerifyOutcome::blocked: {
       last_rejection = verification.to_value();
       if (attempt < options().max_attempts) {
-        log_message(LogLevel::info, kPipelineComponent,
-                    "REASON: proposal rejected (attempt " + std::to_string(attempt) + " of " +
-                        std::to_string(options().max_attempts) + "); asking again");
+        log_message(LogLevel::info, kPipelineComponent, "REASON: proposal rejected (attempt {} of {}); asking again",
+                    attempt, options().max_attempts);
         reasoning =
             reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
         think();

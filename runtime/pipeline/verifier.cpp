@@ -182,7 +182,7 @@ namespace {
     out.trace.push_back(gate.slot, GateResult::blocked, reason);
     out.outcome = VerifyOutcome::blocked;
     out.action = rejection(verdict_warns(verdict) ? "WARN" : "ERROR", std::string(reason.text()));
-    log_message(LogLevel::info, "verifier", gate_label(*gate.slot) + " blocked: " + std::string(reason.text()));
+    log_message(LogLevel::info, "verifier", "{} blocked: {}", gate_label(*gate.slot), reason.text());
     out.reason = std::move(reason);
     return true;
   } else {
@@ -196,7 +196,7 @@ namespace {
   out.outcome = VerifyOutcome::blocked;
   out.reason = std::move(reason);
   out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
-  log_message(LogLevel::warn, "verifier", gate_label(*gate.slot) + " failed: " + failure);
+  log_message(LogLevel::warn, "verifier", "{} failed: {}", gate_label(*gate.slot), failure);
   return true;
 }
 
@@ -207,7 +207,7 @@ namespace {
   out.outcome = VerifyOutcome::blocked;
   out.reason = std::move(reason);
   out.action = rejection("ERROR", "Action blocked: " + why + "; it cannot act until the guard is loaded");
-  log_message(LogLevel::warn, "verifier", "guard rule failed: " + why);
+  log_message(LogLevel::warn, "verifier", "guard rule failed: {}", why);
 }
 
 }  // namespace
