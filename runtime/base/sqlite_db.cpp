@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>  // renameat2 (glibc declares it in stdio.h)
 
 #include <cerrno>
@@ -74,8 +75,8 @@ Result<void> create_private_dirs(const fs::path& dir) {
     missing.push_back(p);
     if (p == p.parent_path()) break;
   }
-  for (auto folder_it = missing.rbegin(); folder_it != missing.rend(); ++folder_it) {
-    const fs::path& folder = *folder_it;
+  std::reverse(missing.begin(), missing.end());  // outermost first
+  for (const fs::path& folder : missing) {
     if (::mkdir(folder.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;  // another process got there first; its folder, its mode
       return fail(ErrorCode::io_error, "cannot create the folder " + folder.string() + ": " + errno_text(errno));

@@ -81,7 +81,7 @@ void Run::next_cycle(Value feedback) {
 
 // --- Pipeline --------------------------------------------------------------------------------
 
-Pipeline::Pipeline(Services services, PipelineOptions options)
+Pipeline::Pipeline(const Services& services, PipelineOptions options)
     : impl_(std::make_shared<Impl>(services, std::move(options))) {
   impl_->self.publish(impl_);
 }

@@ -116,7 +116,7 @@ class Pipeline {
     std::function<void()> on_interrupt = {};
   };
 
-  Pipeline(Services services, PipelineOptions options);
+  Pipeline(const Services& services, PipelineOptions options);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "providers/http_headers.hpp"
 #include "providers/provider.hpp"
 
 namespace passepartout {
 
-using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 // The value of the first header named `name` (ASCII case-insensitive), or
 // nullptr.

@@ -406,8 +406,8 @@ void HttpClientCore::begin(const std::shared_ptr<HttpTransferState>& state, Http
   if (req.method != "GET" && req.method != "POST" && req.method != "HEAD") {
     curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
-  for (const HttpHeader& header : req.headers) {
-    const std::string line = header.name + ": " + header.value;
+  for (const auto& [name, value] : req.headers) {
+    const std::string line = name + ": " + value;
     transfer.header_list = curl_slist_append(transfer.header_list, line.c_str());
   }
   // No "Expect: 100-continue" round trip before a large body.
@@ -549,8 +549,7 @@ std::size_t HttpClientCore::on_header(char* bytes, std::size_t size, std::size_t
   }
   const std::size_t colon = line.find(':');
   if (colon != std::string_view::npos) {
-    transfer.headers.push_back(
-        HttpHeader{lower_case(trim(line.substr(0, colon))), std::string(trim(line.substr(colon + 1)))});
+    transfer.headers.emplace_back(lower_case(trim(line.substr(0, colon))), std::string(trim(line.substr(colon + 1))));
   }
   return length;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/inline_function.hpp"
+#include "providers/http_headers.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -21,11 +22,6 @@ namespace passepartout {
 
 class EventLoops;
 
-struct HttpHeader {
-  std::string name;  // response headers: lower case
-  std::string value;
-};
-using HttpHeaders = std::vector<HttpHeader>;
 
 // How long a transfer may wait. No total cap: a healthy stream runs as long as
 // its chunks keep coming.

@@ -127,7 +127,10 @@ Result<CascadeSelection> select_cascade(const std::vector<ProviderConfig>& all,
       auto found = std::find_if(all.begin(), all.end(), [&](const ProviderConfig& p) { return p.name == name; });
       if (found == all.end()) {
         std::string known;
-        for (const ProviderConfig& p : all) known += (known.empty() ? "" : ", ") + p.name;
+        for (const ProviderConfig& p : all) {
+          if (!known.empty()) known += ", ";
+          known += p.name;
+        }
         return fail(ErrorCode::invalid_input,
                     order->where + ": names an unknown provider '" + name + "' (known: " + known + ")");
       }
@@ -180,7 +183,7 @@ Result<std::string> read_key_file(const std::string& file) {
     return fail(ErrorCode::refused,
                 "key file " + file + ": readable by others than its owner; run 'chmod 600 " + file + "'");
   }
-  auto text = read_bounded_file(file, 64 * 1024);
+  auto text = read_bounded_file(file, std::size_t{64} * 1024);
   if (!text) return fail(text.error().code, "key file " + file + ": " + text.error().message);
   std::string key = std::move(*text);
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) {

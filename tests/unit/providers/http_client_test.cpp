@@ -59,8 +59,8 @@ struct Reported {
   }
   std::string header(std::string_view name) {
     std::lock_guard lock(mutex);
-    for (const HttpHeader& header : headers) {
-      if (header.name == name) return header.value;
+    for (const auto& [header_name, value] : headers) {
+      if (header_name == name) return value;
     }
     return "<absent>";
   }
