@@ -38,6 +38,8 @@
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
+#include "providers/http_client.hpp"
+#include "providers/http_provider.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
 #include "skills/audit_log.hpp"
@@ -139,6 +141,7 @@ struct Daemon::Impl {
 
   // Before the pipeline (it holds references to them); stopped explicitly.
   EventLoops pool{kPipelineThreads, config.idle_poll};
+  std::unique_ptr<HttpClients> http;  // the real providers' transfers, on the loops; stopped before them
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
   Cascade cascade;
@@ -373,13 +376,26 @@ Result<void> Daemon::Impl::boot() {
       log_message(LogLevel::info, kComponent, "provider scripted: {} rules from {}", script->rules.size(),
                   c.script.string());
       providers.push_back(std::make_shared<ScriptedProvider>(std::move(*script), &pool));
+    } else if (auto endpoint = std::find_if(c.endpoints.begin(), c.endpoints.end(),
+                                            [&](const ProviderConfig& p) { return p.name == name; });
+               endpoint != c.endpoints.end()) {
+      if (!http) http = std::make_unique<HttpClients>(pool);
+      // The key's source, never the key.
+      log_message(LogLevel::info, kComponent, "provider {}: {} at {}, model {}{}", endpoint->name, endpoint->kind,
+                  endpoint->base_url, endpoint->model,
+                  endpoint->key_source.empty() ? std::string(", no key") : ", key from " + endpoint->key_source);
+      providers.push_back(std::make_shared<HttpProvider>(*endpoint, *http));
     } else {
       log_message(LogLevel::warn, kComponent,
                   "provider offline: no language model is configured; replies explain how to configure one");
       providers.push_back(std::make_shared<OfflineProvider>());
     }
   }
+  for (const std::string& skipped : c.skipped_providers) {
+    log_message(LogLevel::warn, kComponent, "provider {} (left out of the cascade)", skipped);
+  }
   cascade.set_providers(std::move(providers));
+  cascade.set_retry_policy(RetryPolicy{}, &pool);
 
   PipelineOptions options;
   options.version = version_text();
@@ -522,6 +538,7 @@ int Daemon::Impl::shutdown() {
     server->stop(std::max<std::chrono::milliseconds>(left, 500ms));
   }
   control.stop();
+  if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
   pool.stop();
   blocking.stop();
   const bool saved = save_memory("shutdown");

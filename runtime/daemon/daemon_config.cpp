@@ -19,6 +19,7 @@
 #include "base/state_paths.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "daemon/frame_codec.hpp"
+#include "providers/provider_config_yaml.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
 
@@ -57,8 +58,14 @@ constexpr std::array kSettings{
     DaemonSetting{"watch", "PASSEPARTOUT_WATCH", "",
                   "Rescan when a manifest or library in those folders changes (inotify)"},
     DaemonSetting{"provider", "PASSEPARTOUT_PROVIDER", "NAMES",
-                  "Model providers to try, in order, separated by commas: scripted, offline (default: scripted\n"
-                  "when --script is given, else offline, which says that no model is reachable)"},
+                  "Model providers to try, in order, separated by commas: scripted, offline, or the name of\n"
+                  "a real one (default: scripted when --script is given, else the --provider-cascade, else\n"
+                  "offline, which says that no model is reachable)"},
+    DaemonSetting{"provider-cascade", "PROVIDER_CASCADE", "NAMES",
+                  "Real providers to try, in order, separated by commas (the config file's providers: and the\n"
+                  "presets ollama, openrouter, openai, anthropic, groq, gemini); default: those the config\n"
+                  "file declares, then the presets whose key is set, ollama when OLLAMA_HOST is set.\n"
+                  "The environment variable wins over the config file's provider_cascade:"},
     DaemonSetting{"script", "PASSEPARTOUT_SCRIPT", "FILE",
                   "The scripted provider's YAML rules (match / reply / delay_ms / stream / fail / tool_call)"},
     DaemonSetting{"memory-file", "MEMORY_SNAPSHOT_PATH", "FILE",
@@ -145,7 +152,10 @@ std::string scalar_text(const YAML::Node& node) {
 }
 
 // Reads the config file: a map whose keys are settings' keys.
-Result<void> read_config_file(const fs::path& file, RawMap& raws) {
+// Reads the config file: a map whose keys are settings' keys, and the
+// providers: list (into `declared`).
+Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<ProviderConfig>& declared,
+                              const EnvLookup& env) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return fail(ErrorCode::io_error, "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
@@ -166,20 +176,27 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws) {
                 located(origin, root.Mark(), "expected a map of settings (key: value), one per line"));
   }
   std::vector<std::string_view> known;
-  known.reserve(kSettings.size());
+  known.reserve(kSettings.size() + 1);
   for (const DaemonSetting& s : kSettings) known.push_back(s.key);
+  known.emplace_back("providers");
   const fs::path base = file.parent_path();
   for (const auto& entry : root) {
     const YAML::Node& key = entry.first;
     const YAML::Node& value = entry.second;
-    const std::string name = key.IsScalar() ? key.Scalar() : std::string("?");
+    std::string name = key.IsScalar() ? key.Scalar() : std::string("?");
+    if (name == "providers") {
+      read_provider_list(value, problems, env, base, declared);
+      continue;
+    }
+    if (name == "provider_cascade") name = "provider-cascade";  // as the providers: list spells its keys
     auto setting =
         std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
     if (setting == kSettings.end()) {
       problems.problem(key.Mark(), unknown_key_message(name, known, ""));
       continue;
     }
-    const bool list_ok = name == "silent-actuators" || name == "provider" || name == "privacy-tags";
+    const bool list_ok =
+        name == "silent-actuators" || name == "provider" || name == "privacy-tags" || name == "provider-cascade";
     if (value.IsNull() || !value.IsDefined()) {
       problems.problem_at(key, value, name + ": needs a value");
       continue;
@@ -291,10 +308,16 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (s.env.empty() || !sources.env) continue;
     if (auto value = sources.env(s.env)) raws[std::string(s.key)] = Raw{*value, std::string(s.env), {}};
   }
+  const EnvLookup env_lookup = [&](std::string_view name) -> std::optional<std::string> {
+    return sources.env ? sources.env(name) : std::nullopt;
+  };
+  std::vector<ProviderConfig> declared;
   if (!sources.config_file.empty()) {
-    if (auto read = read_config_file(sources.config_file, raws); !read)
+    if (auto read = read_config_file(sources.config_file, raws, declared, env_lookup); !read)
       return fail(read.error().code, read.error().message);
   }
+  // PROVIDER_CASCADE wins over the file's provider_cascade: (the seed's variable).
+  if (auto order = env_lookup("PROVIDER_CASCADE")) raws["provider-cascade"] = Raw{*order, "PROVIDER_CASCADE", {}};
   for (const auto& [key, text] : sources.command_line) raws[key] = Raw{text, "--" + key, {}};
   auto raw = [&](std::string_view key) -> const Raw* {
     auto it = raws.find(key);
@@ -367,19 +390,42 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (r->text.empty()) return bad(*r, "is not a file");
     config.script = parse_path(*r);
   }
+  // The real providers: the seed's presets with the config file's declared over them.
+  const std::vector<ProviderConfig> endpoints = merge_providers(preset_providers(env_lookup), std::move(declared));
+  std::string known = "scripted, offline";
+  for (const ProviderConfig& p : endpoints) {
+    known += ", ";
+    known += p.name;
+  }
   if (const Raw* r = raw("provider")) {
     for (std::string_view name : split_list(r->text)) {
       const std::string folded = ascii_lower(name);
+      if (std::find(config.providers.begin(), config.providers.end(), folded) != config.providers.end()) continue;
       if (folded != "scripted" && folded != "offline") {
-        return bad(*r, "names an unknown provider '" + std::string(name) + "' (known: scripted, offline)");
+        auto endpoint =
+            std::find_if(endpoints.begin(), endpoints.end(), [&](const ProviderConfig& p) { return p.name == folded; });
+        if (endpoint == endpoints.end()) {
+          return bad(*r, "names an unknown provider '" + std::string(name) + "' (known: " + known + ")");
+        }
+        if (!endpoint->usable()) {
+          return bad(*r, "names the provider '" + folded + "', which cannot be used: " + endpoint->unusable);
+        }
+        config.endpoints.push_back(*endpoint);
       }
-      if (std::find(config.providers.begin(), config.providers.end(), folded) == config.providers.end()) {
-        config.providers.push_back(folded);
-      }
+      config.providers.push_back(folded);
     }
-    if (config.providers.empty()) return bad(*r, "names no provider (known: scripted, offline)");
+    if (config.providers.empty()) return bad(*r, "names no provider (known: " + known + ")");
+  } else if (!config.script.empty()) {
+    config.providers = {"scripted"};
   } else {
-    config.providers = {config.script.empty() ? "offline" : "scripted"};
+    std::optional<CascadeOrder> order;
+    if (const Raw* given = raw("provider-cascade")) order = CascadeOrder{split_cascade(given->text), given->where};
+    auto selection = select_cascade(endpoints, order, env_lookup("OLLAMA_HOST").has_value());
+    if (!selection) return fail(selection.error().code, selection.error().message);
+    config.endpoints = std::move(selection->providers);
+    config.skipped_providers = std::move(selection->skipped);
+    for (const ProviderConfig& p : config.endpoints) config.providers.push_back(p.name);
+    if (config.providers.empty()) config.providers = {"offline"};
   }
   const bool scripted =
       std::find(config.providers.begin(), config.providers.end(), "scripted") != config.providers.end();

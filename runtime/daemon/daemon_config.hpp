@@ -18,6 +18,7 @@
 #include "base/result.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
+#include "providers/provider_config.hpp"
 
 namespace passepartout {
 
@@ -67,9 +68,11 @@ struct DaemonConfig {
   TcpAuth tcp_auth = TcpAuth::all;
   std::filesystem::path manifest_dir;
   std::filesystem::path plugin_dir;
-  bool watch = false;                  // rescan when the manifest or plugin folder changes
-  std::vector<std::string> providers;  // "scripted", "offline", in cascade order
-  std::filesystem::path script;        // the scripted provider's rules
+  bool watch = false;                          // rescan when the manifest or plugin folder changes
+  std::vector<std::string> providers;          // "scripted", "offline" or a real one's name, in cascade order
+  std::vector<ProviderConfig> endpoints;       // the real ones of `providers`, each with its settings
+  std::vector<std::string> skipped_providers;  // "anthropic: ANTHROPIC_API_KEY is not set": named, unusable
+  std::filesystem::path script;                // the scripted provider's rules
   std::filesystem::path memory_file;
   std::size_t memory_history_limit = MemoryStore::kDefaultHistoryLimit;  // 0: none
 

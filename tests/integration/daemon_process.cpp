@@ -140,7 +140,7 @@ DaemonProcess::DaemonProcess(Options options) {
                                 "--state-dir",
                                 state_dir().string(),
                                 "--provider",
-                                "scripted",
+                                options.provider,
                                 "--script",
                                 script.string(),
                                 "--context-log-limit",

@@ -51,6 +51,7 @@ class DaemonProcess {
     std::vector<std::string> extra_env;   // more NAME=value
     bool copy_manifests = false;          // run from a copy of the bundled manifests (to change them)
     std::filesystem::path state_from;     // start from a copy of this state folder (a restart)
+    std::string provider = "scripted";    // --provider
   };
 
   explicit DaemonProcess(Options options);

@@ -1,0 +1,138 @@
+// The daemon with a real provider: an openai endpoint declared in the config
+// file (played by the loopback HTTP stub) answers a chat, streaming its text
+// as :STREAM-CHUNK frames; its key, taken from the environment, appears in
+// no log line; and an endpoint that refuses the key leaves the user with the
+// cascade's exhaustion message.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "integration/daemon_process.hpp"
+#include "support/http_stub.hpp"
+#include "support/loopback.hpp"
+#include "support/skill_fixtures.hpp"
+#include "value/sexp_printer.hpp"
+
+using namespace passepartout;
+using namespace std::chrono_literals;
+using passepartout::testing::DaemonProcess;
+using passepartout::testing::HttpStub;
+using passepartout::testing::StubChunk;
+using passepartout::testing::StubResponse;
+using passepartout::testing::TempDir;
+using passepartout::testing::WireClient;
+
+namespace {
+
+constexpr std::string_view kKey = "sk-integration-secret-4242";
+
+std::string chunk(std::string_view content) {
+  return R"(data: {"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":")" +
+         std::string(content) + R"("},"finish_reason":null}]})" + "\n\n";
+}
+
+// A config file declaring `local`, an openai endpoint at the stub.
+std::string write_config(const TempDir& dir, const HttpStub& stub) {
+  const auto file = dir.path() / "passepartout.yaml";
+  std::ofstream(file) << "providers:\n"
+                         "  - name: local\n"
+                         "    kind: openai\n"
+                         "    base_url: "
+                      << stub.url("/v1")
+                      << "\n"
+                         "    model: stub-model\n"
+                         "    api_key_env: LOCAL_KEY\n";
+  return file.string();
+}
+
+DaemonProcess::Options with_provider(const std::string& config) {
+  DaemonProcess::Options options;
+  options.script = "rules: []\n";
+  options.provider = "local";
+  options.extra_args = {"--config", config};
+  options.extra_env = {"LOCAL_KEY=" + std::string(kKey)};
+  return options;
+}
+
+std::string chat(std::string_view text, std::string_view token) {
+  return "(:TYPE :EVENT :META (:SOURCE :TUI) :AUTH \"" + std::string(token) +
+         "\" :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
+}
+
+}  // namespace
+
+TEST_CASE("a daemon with an openai endpoint in its config answers from it, streaming the text",
+          "[integration][providers]") {
+  HttpStub stub;
+  StubResponse answer;
+  answer.headers = {{"content-type", "text/event-stream"}};
+  for (const char* piece : {"Hello ", "from the ", "model"}) answer.chunks.push_back(StubChunk{chunk(piece), 5ms});
+  answer.chunks.push_back(StubChunk{"data: [DONE]\n\n", 0ms});
+  stub.enqueue(answer);
+  TempDir dir;
+  DaemonProcess daemon(with_provider(write_config(dir, stub)));
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("hello there", daemon.token()));
+  std::string streamed;
+  Value reply;
+  for (;;) {
+    reply = client.expect_frame();
+    if (reply.path({"TYPE"}).text() != "STREAM-CHUNK") break;
+    streamed += reply.path({"PAYLOAD", "TEXT"}).text();
+  }
+  INFO(to_sexp(reply) << "\n" << daemon.log());
+  CHECK(streamed == "Hello from the model");
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Hello from the model");
+  const auto requests = stub.requests();
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].target == "/v1/chat/completions");
+  CHECK(requests[0].header("authorization") == "Bearer " + std::string(kKey));
+  CHECK(requests[0].body.find("hello there") != std::string::npos);
+  CHECK(requests[0].body.find("\"model\":\"stub-model\"") != std::string::npos);
+  CHECK(daemon.wait_for_log("provider local: openai at " + stub.url("/v1") + ", model stub-model, key from LOCAL_KEY"));
+  CHECK(daemon.log().find(kKey) == std::string::npos);
+}
+
+TEST_CASE("an endpoint that refuses the key leaves the user with the exhaustion message, the key in no log",
+          "[integration][providers]") {
+  HttpStub stub;
+  stub.set_default(StubResponse::text(
+      R"({"error":{"message":"Incorrect API key provided: sk-integ***4242","type":"invalid_request_error","code":"invalid_api_key"}})",
+      401));
+  TempDir dir;
+  DaemonProcess daemon(with_provider(write_config(dir, stub)));
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("hello", daemon.token()));
+  const Value reply = client.expect_frame();
+  INFO(to_sexp(reply) << "\n" << daemon.log());
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Neural Cascade Failure: All providers exhausted.");
+  CHECK(daemon.wait_for_log("Backend local failed: "));
+  CHECK(daemon.wait_for_log("(authentication, HTTP 401"));
+  CHECK(stub.requests().size() == 1);  // an authentication failure is not retried
+  CHECK(daemon.log().find(kKey) == std::string::npos);
+}
+
+TEST_CASE("the daemon refuses a provider it cannot use, and a bad providers: entry, naming file and line",
+          "[integration][providers]") {
+  TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  SECTION("named but without its key") {
+    auto run = testing::run_passepartout(
+        {"daemon", "--state-dir", (dir.path() / "state").string(), "--provider", "anthropic"}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find("--provider: 'anthropic' names the provider 'anthropic', which cannot be used: "
+                       "ANTHROPIC_API_KEY is not set") != std::string::npos);
+  }
+  SECTION("a typo in the config file") {
+    const auto config = dir.path() / "bad.yaml";
+    std::ofstream(config) << "providers:\n  - name: local\n    kind: openai\n    model: m\n    base_ulr: http://x\n";
+    auto run = testing::run_passepartout(
+        {"daemon", "--state-dir", (dir.path() / "state").string(), "--config", config.string()}, env);
+    CHECK(run.exit_status == 2);
+    CHECK(run.err.find(config.string() + ":5:5: unknown key 'base_ulr' in provider 1; did you mean 'base_url'?") !=
+          std::string::npos);
+  }
+}
