@@ -2,7 +2,6 @@
 // in the way of libcurl's own event-loop examples (hiperfifo.c, ghiper.c).
 #include "providers/http_client.hpp"
 
-#include <curl/curl.h>
 #include <poll.h>
 #include <sys/stat.h>
 
@@ -26,6 +25,7 @@
 
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "providers/curl_library.hpp"
 
 namespace passepartout {
 
@@ -65,11 +65,9 @@ struct HttpTransferState {
 
 namespace {
 
-// libcurl's process-wide set-up, once, before the first multi handle.
-bool init_curl_once() {
-  static const bool kReady = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  return kReady;
-}
+// libcurl, loaded and set up by the first client (curl_library.hpp); every
+// call below goes through it, once HttpClientCore::open() found it loaded.
+const CurlLibrary& curl() noexcept { return *curl_library(nullptr); }
 
 // The identity of the socket behind a descriptor number: a number curl closed
 // (without telling, as its resolver's socketpair once did) and reused for a
@@ -135,8 +133,8 @@ struct Transfer {
            HttpCallbacks&& reports)
       : state(std::move(shared)), request(std::move(asked)), callbacks(std::move(reports)), watchdog(context) {}
   ~Transfer() {
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    if (header_list != nullptr) curl_slist_free_all(header_list);
+    if (easy != nullptr) curl().easy_cleanup(easy);
+    if (header_list != nullptr) curl().slist_free_all(header_list);
   }
   Transfer(const Transfer&) = delete;
   Transfer& operator=(const Transfer&) = delete;
@@ -206,14 +204,17 @@ struct HttpClientCore : std::enable_shared_from_this<HttpClientCore> {
 };
 
 void HttpClientCore::open() {
-  if (!init_curl_once()) throw std::runtime_error("curl_global_init failed");
-  multi = curl_multi_init();
+  const char* error = nullptr;
+  if (curl_library(&error) == nullptr) {
+    throw std::runtime_error(error != nullptr ? error : "libcurl could not be loaded");
+  }
+  multi = curl().multi_init();
   if (multi == nullptr) throw std::runtime_error("curl_multi_init failed");
-  curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &HttpClientCore::on_socket);
-  curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &HttpClientCore::on_timer);
-  curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
-  curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  curl().multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &HttpClientCore::on_socket);
+  curl().multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+  curl().multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &HttpClientCore::on_timer);
+  curl().multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+  curl().multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
 }
 
 // --- sockets and the timer ---------------------------------------------------
@@ -328,7 +329,7 @@ void HttpClientCore::act(curl_socket_t fd, int events) {
   if (multi == nullptr) return;
   int running = 0;
   ++in_curl;
-  curl_multi_socket_action(multi, fd, events, &running);
+  curl().multi_socket_action(multi, fd, events, &running);
   --in_curl;
   drain();
 }
@@ -337,11 +338,11 @@ void HttpClientCore::act(curl_socket_t fd, int events) {
 void HttpClientCore::drain() {
   int left = 0;
   while (multi != nullptr && !stopped) {
-    CURLMsg* message = curl_multi_info_read(multi, &left);
+    CURLMsg* message = curl().multi_info_read(multi, &left);
     if (message == nullptr) break;
     if (message->msg != CURLMSG_DONE) continue;
     char* data = nullptr;
-    curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &data);
+    curl().easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &data);
     auto& transfer = *static_cast<Transfer*>(static_cast<void*>(data));
     const CURLcode code = message->data.result;
     HttpResult result;
@@ -353,10 +354,10 @@ void HttpClientCore::drain() {
     } else if (code == CURLE_OPERATION_TIMEDOUT) {
       // The only curl timeout set is the connect one.
       result.outcome = HttpOutcome::connect_timeout;
-      result.error = transfer.error_text[0] != '\0' ? transfer.error_text : curl_easy_strerror(code);
+      result.error = transfer.error_text[0] != '\0' ? transfer.error_text : curl().easy_strerror(code);
     } else {
       result.outcome = HttpOutcome::transport_error;
-      result.error = transfer.error_text[0] != '\0' ? transfer.error_text : curl_easy_strerror(code);
+      result.error = transfer.error_text[0] != '\0' ? transfer.error_text : curl().easy_strerror(code);
     }
     finish(transfer, std::move(result));
   }
@@ -372,7 +373,7 @@ void HttpClientCore::begin(const std::shared_ptr<HttpTransferState>& state, Http
   }
   auto owned = std::make_unique<Transfer>(context, state, std::move(request), std::move(callbacks));
   Transfer& transfer = *owned;
-  transfer.easy = curl_easy_init();
+  transfer.easy = curl().easy_init();
   if (transfer.easy == nullptr) {
     if (transfer.callbacks.on_done) {
       transfer.callbacks.on_done(HttpResult{HttpOutcome::transport_error, 0, "curl_easy_init failed"});
@@ -381,45 +382,46 @@ void HttpClientCore::begin(const std::shared_ptr<HttpTransferState>& state, Http
   }
   CURL* easy = transfer.easy;
   const HttpRequest& req = transfer.request;
-  curl_easy_setopt(easy, CURLOPT_URL, req.url.c_str());
-  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
-  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer.error_text);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.timeouts.connect.count()));
-  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-  if (req.url.rfind("https:", 0) == 0) curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
-  curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, &HttpClientCore::on_prereq);
-  curl_easy_setopt(easy, CURLOPT_PREREQDATA, &transfer);
-  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &HttpClientCore::on_header);
-  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &HttpClientCore::on_body);
-  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &transfer);
+  curl().easy_setopt(easy, CURLOPT_URL, req.url.c_str());
+  curl().easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl().easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
+  curl().easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer.error_text);
+  curl().easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(req.timeouts.connect.count()));
+  curl().easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  curl().easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl().easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+  if (req.url.rfind("https:", 0) == 0) curl().easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+  curl().easy_setopt(easy, CURLOPT_PREREQFUNCTION, &HttpClientCore::on_prereq);
+  curl().easy_setopt(easy, CURLOPT_PREREQDATA, &transfer);
+  curl().easy_setopt(easy, CURLOPT_HEADERFUNCTION, &HttpClientCore::on_header);
+  curl().easy_setopt(easy, CURLOPT_HEADERDATA, &transfer);
+  curl().easy_setopt(easy, CURLOPT_WRITEFUNCTION, &HttpClientCore::on_body);
+  curl().easy_setopt(easy, CURLOPT_WRITEDATA, &transfer);
   if (req.method == "HEAD") {
-    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+    curl().easy_setopt(easy, CURLOPT_NOBODY, 1L);
   } else if (req.method == "POST" || !req.body.empty()) {
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req.body.data());
-    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl().easy_setopt(easy, CURLOPT_POSTFIELDS, req.body.data());
+    curl().easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
   }
   if (req.method != "GET" && req.method != "POST" && req.method != "HEAD") {
-    curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    curl().easy_setopt(easy, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
   for (const auto& [name, value] : req.headers) {
-    const std::string line = name + ": " + value;
-    transfer.header_list = curl_slist_append(transfer.header_list, line.c_str());
+    std::string line = name;
+    line.append(": ").append(value);
+    transfer.header_list = curl().slist_append(transfer.header_list, line.c_str());
   }
   // No "Expect: 100-continue" round trip before a large body.
-  transfer.header_list = curl_slist_append(transfer.header_list, "Expect:");
-  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer.header_list);
+  transfer.header_list = curl().slist_append(transfer.header_list, "Expect:");
+  curl().easy_setopt(easy, CURLOPT_HTTPHEADER, transfer.header_list);
 
   transfers.emplace(state.get(), std::move(owned));
   ++in_curl;
-  const CURLMcode code = curl_multi_add_handle(multi, easy);
+  const CURLMcode code = curl().multi_add_handle(multi, easy);
   --in_curl;
   if (code != CURLM_OK) {
-    finish(transfer, HttpResult{HttpOutcome::transport_error, 0, curl_multi_strerror(code)});
+    finish(transfer, HttpResult{HttpOutcome::transport_error, 0, curl().multi_strerror(code)});
     return;
   }
   transfer.added = true;
@@ -446,7 +448,7 @@ void HttpClientCore::finish(Transfer& transfer, HttpResult result) {
   owned->watchdog.cancel();
   if (owned->added) {
     ++in_curl;
-    curl_multi_remove_handle(multi, owned->easy);
+    curl().multi_remove_handle(multi, owned->easy);
     --in_curl;
     owned->added = false;
   }
@@ -511,7 +513,7 @@ void HttpClientCore::deliver_head(Transfer& transfer) {
   transfer.head_sent = true;
   if (transfer.status == 0) {
     long code = 0;  // curl's type
-    curl_easy_getinfo(transfer.easy, CURLINFO_RESPONSE_CODE, &code);
+    curl().easy_getinfo(transfer.easy, CURLINFO_RESPONSE_CODE, &code);
     transfer.status = static_cast<int>(code);
   }
   if (transfer.callbacks.on_head) transfer.callbacks.on_head(transfer.status, std::move(transfer.headers));
@@ -587,7 +589,7 @@ void HttpClientCore::stop_here() {
   while (!watches.empty()) forget(watches.begin()->first);
   closing = true;
   ++in_curl;
-  curl_multi_cleanup(multi);  // closes the kept connections
+  curl().multi_cleanup(multi);  // closes the kept connections
   --in_curl;
   multi = nullptr;
 }
