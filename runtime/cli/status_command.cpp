@@ -33,6 +33,31 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   if (p.at("APPROVALS-REFUSED").as_integer() > 0) refused += " (past --max-pending-approvals[-per-session])";
   rows.push_back({"approvals refused", refused});
   out << render_table(rows, {}, "  ");
+  const auto providers = entries_of(p.at("PROVIDERS"));
+  if (!providers.empty()) {
+    out << "\nProviders (in cascade order):\n";
+    std::vector<std::vector<std::string>> table;
+    for (const Value& e : providers) {
+      std::string where = display_text(e.at("MODEL"));
+      if (!display_text(e.at("BASE-URL")).empty()) where += " at " + display_text(e.at("BASE-URL"));
+      std::string figures;
+      if (e.at("CALLS").is_integer()) {
+        figures = integer_text(e.at("CALLS")) + " calls";
+        const auto failures = e.at("FAILURES").items();
+        for (std::size_t i = 0; i + 1 < failures.size(); i += 2) {
+          figures += ", " + integer_text(failures[i + 1]) + " " + display_text(failures[i]);
+        }
+        if (e.at("SUCCESSES").as_integer() > 0) {
+          figures += ", p50 " + integer_text(e.at("LATENCY-P50-MS")) + " ms, p99 " +
+                     integer_text(e.at("LATENCY-P99-MS")) + " ms, tokens " + integer_text(e.at("TOKENS-IN")) +
+                     " in / " + integer_text(e.at("TOKENS-OUT")) + " out";
+        }
+      }
+      table.push_back(
+          {display_text(e.at("NAME")), display_text(e.at("KIND")), where, display_text(e.at("STATE")), figures});
+    }
+    out << render_table(table, {}, "  ");
+  }
   const auto skills = entries_of(p.at("SKILLS"));
   out << "\nSkills (" << skills.size() << ", in load order):\n";
   if (skills.empty()) {

@@ -30,6 +30,7 @@
 #include "base/log.hpp"
 #include "daemon/daemon_handler.hpp"
 #include "daemon/operator_handler.hpp"
+#include "daemon/provider_status.hpp"
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
@@ -413,7 +414,8 @@ Result<void> Daemon::Impl::boot() {
       *skills, *pipeline, approvals.get(), control, problems, version_text(), started,
       [this] { return current_health(); },
       [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
-      [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); }});
+      [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
+      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).

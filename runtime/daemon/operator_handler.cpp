@@ -269,6 +269,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
+             {"PROVIDERS", services_.providers ? services_.providers() : Value()},
              {"SKILLS", skills_value()}})));
     return;
   }

@@ -72,6 +72,7 @@ class OperatorHandler {
     std::function<std::uint64_t()> connections;  // open connections, for STATUS
     std::function<void()> shutdown;              // begins the daemon's stop (SHUTDOWN)
     std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
+    std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
   };
   using Answer = std::function<void(Value response)>;
 

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "integration/daemon_process.hpp"
@@ -93,6 +94,28 @@ TEST_CASE("a daemon with an openai endpoint in its config answers from it, strea
   CHECK(requests[0].body.find("\"model\":\"stub-model\"") != std::string::npos);
   CHECK(daemon.wait_for_log("provider local: openai at " + stub.url("/v1") + ", model stub-model, key from LOCAL_KEY"));
   CHECK(daemon.log().find(kKey) == std::string::npos);
+
+  // status shows the provider, its endpoint (never its key) and its figures.
+  const auto env = testing::hermetic_env(daemon.dir());
+  const auto status = testing::run_passepartout({"status", "--socket", daemon.socket_path().string()}, env);
+  INFO(status.out << status.err);
+  CHECK(status.exit_status == 0);
+  CHECK(status.out.find("Providers (in cascade order):") != std::string::npos);
+  CHECK(status.out.find("stub-model at " + stub.url("/v1")) != std::string::npos);
+  CHECK(status.out.find("1 calls") != std::string::npos);
+  CHECK(status.out.find(kKey) == std::string::npos);
+  const auto json = testing::run_passepartout({"status", "--json", "--socket", daemon.socket_path().string()}, env);
+  const auto document = nlohmann::json::parse(json.out);
+  REQUIRE(document["providers"].size() == 1);
+  const auto& local = document["providers"][0];
+  CHECK(local["name"] == "local");
+  CHECK(local["kind"] == "openai");
+  CHECK(local["model"] == "stub-model");
+  CHECK(local["base_url"] == stub.url("/v1"));
+  CHECK(local["state"] == "ready");
+  CHECK(local["calls"] == 1);
+  CHECK(local["successes"] == 1);
+  CHECK(local["failures"].is_null());  // none
 }
 
 TEST_CASE("an endpoint that refuses the key leaves the user with the exhaustion message, the key in no log",

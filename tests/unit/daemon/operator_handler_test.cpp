@@ -10,9 +10,11 @@
 
 #include "base/executor.hpp"
 #include "daemon/operator_handler.hpp"
+#include "daemon/provider_status.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
+#include "providers/offline_provider.hpp"
 #include "skills/skill_host.hpp"
 #include "support/async_wait.hpp"
 #include "support/skill_fixtures.hpp"
@@ -63,7 +65,8 @@ struct OperatorRig {
         [] {
           return HealthReport{"DEGRADED", true};
         },
-        [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; }});
+        [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
+        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); }});
   }
 
   ~OperatorRig() {
@@ -105,6 +108,18 @@ TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skill
   CHECK(payload.at("IN-FLIGHT").as_integer() == 0);
   CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
   CHECK(payload.at("APPROVALS-REFUSED").as_integer() == 0);
+  CHECK(payload.at("PROVIDERS").items().size() == 1);  // an empty cascade: only the one left out
+  rig.cascade.add(std::make_shared<OfflineProvider>());
+  const Value providers = rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS)").path({"PAYLOAD", "PROVIDERS"});
+  INFO(to_sexp(providers));
+  REQUIRE(providers.items().size() == 2);
+  const Value& offline = providers.items()[0];
+  CHECK(offline.at("NAME").text() == "offline");
+  CHECK(offline.at("KIND").text() == "offline");
+  CHECK(offline.at("STATE").text() == "ready");
+  CHECK(offline.at("CALLS").as_integer() == 0);
+  CHECK(providers.items()[1].at("NAME").text() == "anthropic");
+  CHECK(providers.items()[1].at("STATE").text() == "ANTHROPIC_API_KEY is not set");
 
   const Value skills = rig.ask("(:TYPE :OPERATOR :COMMAND :SKILLS)").path({"PAYLOAD", "SKILLS"});
   REQUIRE(skills.size() == 3);
