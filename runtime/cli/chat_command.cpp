@@ -128,6 +128,8 @@ class Exchange {
     acted_ = OrderedJson::array();
     streamed_.clear();
     blocked_ = false;
+    model_failures_.clear();
+    model_failed_ = false;
 
     ClientError error;
     if (!client_.send(message, Clock::now() + target_.reply_timeout, error)) {
@@ -198,6 +200,14 @@ class Exchange {
     const std::string text = reply_text(frame);
     OrderedJson reply{{"type", json_key(message_type(frame))}, {"text", text}, {"gate_trace", trace_json(trace)}};
     if (blocked) reply["blocked"] = true;
+    // No model answered: the daemon says which providers failed and why.
+    if (const Value& failure = frame.at("MODEL-FAILURE"); failure.is_list()) {
+      model_failed_ = true;
+      for (const Value& f : failure.at("FAILURES").items()) {
+        model_failures_.push_back(printable(display_text(f.at("PROVIDER"))) + ": " +
+                                  printable(display_text(f.at("MESSAGE"))));
+      }
+    }
     // What an actuator or tool ran, as the daemon tells it (ActionRecord).
     if (const Value& acted = frame.path({"PAYLOAD", "ACTED"}); acted.is_list()) {
       OrderedJson record = value_json(acted);
@@ -276,7 +286,12 @@ class Exchange {
     const Value& cycles = payload.at("CYCLES");
     int status = approvals_.empty() ? (blocked_ ? kExitBlocked : kExitOk) : kExitApproval;
     std::string note;
-    if (stopped_by == "error" || stopped_by == "abort") {
+    if (model_failed_) {
+      status = kExitNoModel;
+      note = "no model answered";
+      if (model_failures_.empty()) note += " (no provider is configured: see `passepartout daemon --help`)";
+      for (const std::string& line : model_failures_) note += "\n  " + line;
+    } else if (stopped_by == "error" || stopped_by == "abort") {
       status = kExitProblem;
       note = "the daemon stopped this exchange (" + stopped_by + "); its log says why";
     } else if (stopped_by == "depth") {
@@ -285,11 +300,13 @@ class Exchange {
       note = "the exchange was interrupted";
     }
     if (output_.json) {
-      document_["ok"] = status != kExitProblem;
+      document_["ok"] = status != kExitProblem && status != kExitNoModel;
       document_["outcome"] = status == kExitApproval  ? "approval_required"
                              : status == kExitBlocked ? "blocked"
+                             : status == kExitNoModel ? "no_model"
                              : status == kExitOk      ? "done"
                                                       : "error";
+      if (model_failed_) document_["model_failures"] = model_failures_;
       if (!stopped_by.empty()) document_["stopped_by"] = stopped_by;
       if (cycles.is_integer()) document_["cycles"] = cycles.as_integer();
       if (!note.empty()) document_["note"] = note;
@@ -337,6 +354,8 @@ class Exchange {
   std::string streamed_;  // chunks since the last reply frame
   bool stream_line_closed_ = false;
   bool blocked_ = false;
+  bool model_failed_ = false;                // a reply said no model answered (:MODEL-FAILURE)
+  std::vector<std::string> model_failures_;  // "provider: why", one per failed attempt
 };
 
 }  // namespace
@@ -394,7 +413,8 @@ void add_chat_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed
   add_connection_options(*chat, *parsed, kChatReplyTimeoutS);
   chat->footer(
       "Exit status: 0 the exchange ended; 1 the daemon could not be reached, failed or closed the\n"
-      "connection; 2 bad usage; 3 a gate blocked the reply's action; 4 an action waits for approval\n"
+      "connection; 2 bad usage; 3 a gate blocked the reply's action; 4 an action waits for approval;\n"
+      "5 no model answered (every provider failed; each one's reason is printed)\n"
       "(interactive: the status of the last exchange). With --json: one JSON document per exchange.");
   chat->callback([parsed, &chosen] {
     choose(chosen, parsed, kChatReplyTimeoutS, [parsed](const Target& target, const Output& output) {

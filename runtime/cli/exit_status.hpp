@@ -9,5 +9,6 @@ inline constexpr int kExitProblem = 1;   // something would not load, a command 
 inline constexpr int kExitUsage = 2;     // bad arguments or unreadable input
 inline constexpr int kExitBlocked = 3;   // verify, chat: the gates blocked the action
 inline constexpr int kExitApproval = 4;  // verify, chat: the gates want a human's approval
+inline constexpr int kExitNoModel = 5;   // chat: no model answered (every provider failed)
 
 }  // namespace passepartout::cli

@@ -196,6 +196,7 @@ void Run::dispatch(Value action, const std::string& target) {
         Value payload = sent.at("PAYLOAD"_key).with("RULE-COUNT"_key, Value::integer(static_cast<std::int64_t>(rules)));
         sent = std::move(sent).with("PAYLOAD"_key, std::move(payload));
       }
+      if (!model_failure.is_nil()) sent = std::move(sent).with("MODEL-FAILURE"_key, model_failure);
       deliver(sent);
       acted(Value());
       return;

@@ -161,9 +161,11 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     request.tools = Value();
     request.on_chunk = nullptr;
   }
+  model_failure = Value();
   if (!outcome.ok()) {
     log_message(LogLevel::warn, kPipelineComponent, "REASON: no provider answered ({} failed)",
                 outcome.failures.size());
+    model_failure = outcome.failure_value().path({"PAYLOAD"});
     // A skill may handle it; by default the user is told (D11: the
     // exhaustion message is the answer).
     if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;

@@ -131,6 +131,11 @@ struct Run : std::enable_shared_from_this<Run> {
   // without an allocation; see InlineFunction). reasoned() reads it only
   // before it asks the cascade again, whose completion overwrites it.
   CascadeOutcome cascade_outcome;
+  // When no provider answered this cycle's call, (:TEXT "<the exhaustion
+  // message>" :FAILURES ((:PROVIDER "p" :MESSAGE "...") ...)), which a reply
+  // to the client carries as :MODEL-FAILURE, added after the gates (they
+  // judge the action, not this); NIL otherwise.
+  Value model_failure;
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }

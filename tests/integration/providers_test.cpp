@@ -136,6 +136,30 @@ TEST_CASE("an endpoint that refuses the key leaves the user with the exhaustion 
   CHECK(daemon.wait_for_log("(authentication, HTTP 401"));
   CHECK(stub.requests().size() == 1);  // an authentication failure is not retried
   CHECK(daemon.log().find(kKey) == std::string::npos);
+  // The reply says no model answered, and why, after the gates.
+  const Value& failure = reply.at("MODEL-FAILURE");
+  REQUIRE(failure.is_list());
+  CHECK(failure.at("TEXT").text() == "Neural Cascade Failure: All providers exhausted.");
+  REQUIRE(failure.at("FAILURES").items().size() == 1);
+  CHECK(failure.at("FAILURES").items()[0].at("PROVIDER").text() == "local");
+
+  // passepartout chat: the exhaustion message, each provider's reason, exit status 5.
+  const auto env = testing::hermetic_env(daemon.dir());
+  const auto chat_run =
+      testing::run_passepartout({"chat", "--socket", daemon.socket_path().string(), "hello again"}, env);
+  INFO(chat_run.out << chat_run.err);
+  CHECK(chat_run.exit_status == 5);
+  CHECK(chat_run.out.find("Neural Cascade Failure: All providers exhausted.") != std::string::npos);
+  CHECK(chat_run.err.find("no model answered") != std::string::npos);
+  CHECK(chat_run.err.find("local: HTTP 401") != std::string::npos);
+  const auto json_run =
+      testing::run_passepartout({"chat", "--json", "--socket", daemon.socket_path().string(), "and again"}, env);
+  CHECK(json_run.exit_status == 5);
+  const auto document = nlohmann::json::parse(json_run.out);
+  CHECK(document["ok"] == false);
+  CHECK(document["outcome"] == "no_model");
+  REQUIRE(document["model_failures"].size() == 1);
+  CHECK(document["model_failures"][0].get<std::string>().find("local: HTTP 401") == 0);
 }
 
 TEST_CASE("the daemon refuses a provider it cannot use, and a bad providers: entry, naming file and line",
