@@ -13,7 +13,6 @@
 
 namespace passepartout {
 
-
 // The value of the first header named `name` (ASCII case-insensitive), or
 // nullptr.
 const std::string* find_header(const HttpHeaders& headers, std::string_view name) noexcept;

@@ -22,7 +22,6 @@ namespace passepartout {
 
 class EventLoops;
 
-
 // How long a transfer may wait. No total cap: a healthy stream runs as long as
 // its chunks keep coming.
 struct HttpTimeouts {

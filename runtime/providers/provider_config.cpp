@@ -7,6 +7,8 @@
 #include <cmath>
 #include <system_error>
 
+#include <fmt/format.h>
+
 #include "base/ascii.hpp"
 #include "base/errno_text.hpp"
 #include "base/file_io.hpp"
@@ -132,7 +134,7 @@ Result<CascadeSelection> select_cascade(const std::vector<ProviderConfig>& all,
           known += p.name;
         }
         return fail(ErrorCode::invalid_input,
-                    order->where + ": names an unknown provider '" + name + "' (known: " + known + ")");
+                    fmt::format("{}: names an unknown provider '{}' (known: {})", order->where, name, known));
       }
       if (found->usable()) {
         selection.providers.push_back(*found);

@@ -142,7 +142,9 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
   }
   SECTION("an unknown provider") {
     s.sources.command_line["provider"] = "gpt";
-    CHECK(error_of(s.resolve()).find("unknown provider 'gpt' (known: scripted, offline, ollama, openrouter, openai, anthropic, groq, gemini)") != std::string::npos);
+    CHECK(error_of(s.resolve())
+              .find("unknown provider 'gpt' (known: scripted, offline, ollama, openrouter, openai, anthropic, groq, "
+                    "gemini)") != std::string::npos);
   }
   SECTION("the scripted provider without a script") {
     s.sources.command_line["provider"] = "scripted";
