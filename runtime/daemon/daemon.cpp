@@ -36,6 +36,7 @@
 #include "daemon/token_file.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
+#include "pipeline/credential_rule.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -396,6 +397,12 @@ Result<void> Daemon::Impl::boot() {
     log_message(LogLevel::warn, kComponent, "provider {} (left out of the cascade)", skipped);
   }
   cascade.set_providers(std::move(providers));
+  // The host's credential rule knows every configured key (never a skill).
+  std::vector<KnownCredential> keys;
+  for (const ProviderConfig& endpoint : c.endpoints) {
+    if (!endpoint.api_key.empty()) keys.push_back({endpoint.api_key, endpoint.key_source});
+  }
+  KnownCredentials::set(std::move(keys));
   cascade.set_retry_policy(RetryPolicy{}, &pool);
 
   PipelineOptions options;
@@ -404,6 +411,7 @@ Result<void> Daemon::Impl::boot() {
   options.silent_actuators = c.silent_actuators;
   options.assistant_name = c.assistant_name;
   options.log_lines = c.context_log_limit;
+  options.transcript_tokens = c.transcript_tokens;
   options.privacy_tags = c.privacy_tags;
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),

@@ -84,6 +84,9 @@ constexpr std::array kSettings{
                   "(default cli,system-message,emacs)"},
     DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
     DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
+    DaemonSetting{"transcript-tokens", "PASSEPARTOUT_TRANSCRIPT_TOKENS", "N",
+                  "Estimated tokens of a session's conversation sent to a real model; past it the oldest\n"
+                  "exchanges are dropped (default 0: a quarter of the 8192-token context, 2048)"},
     DaemonSetting{"approval-lifetime", "PASSEPARTOUT_APPROVAL_LIFETIME", "SECONDS",
                   "How long an action waits for a human's approval before it expires (default 86400: 24 h)"},
     DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",
@@ -455,6 +458,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   for (const Count& n :
        {Count{"memory-history-limit", &config.memory_history_limit, 0, 1'000'000'000, "a number of versions"},
         Count{"context-log-limit", &config.context_log_limit, 0, 100, "a number of log lines"},
+        Count{"transcript-tokens", &config.transcript_tokens, 0, 10'000'000, "a number of tokens"},
         Count{"max-frame", &config.max_frame, 64, kMaxFrameCodePoints, "a frame size in code points"},
         Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
         Count{"max-unix-connections", &config.max_unix_connections, 1, 10000, "a number of connections"},

@@ -6,6 +6,7 @@
 #include "base/digest.hpp"
 #include "base/interval_clock.hpp"
 #include "base/log.hpp"
+#include "pipeline/credential_rule.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
 #include "value/sexp_printer.hpp"
@@ -42,6 +43,7 @@ const RE2& secret_pattern() {
 
 std::string mask_secrets(std::string_view text) {
   std::string out(text);
+  KnownCredentials::mask(out);  // the exact keys first: some match no pattern
   RE2::GlobalReplace(&out, secret_pattern(), "[MASKED]");
   return out;
 }

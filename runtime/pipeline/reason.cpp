@@ -131,6 +131,7 @@ void Run::think() {
   request.system_prompt.clear();
   append_system_prompt(request.system_prompt, parts);
   raw_prompt(request.prompt);
+  converse(request, lineup->reads_transcript);
   request.model.clear();
   request.context = reasoning;
   request.tools = tools.values;
@@ -154,12 +155,89 @@ void Run::think() {
                                });
 }
 
+namespace {
+
+// What answers a call of the model's that was not run (the APIs refuse a
+// conversation in which a call has no result).
+constexpr std::string_view kCallNotRun = "No result: the call was not run.";
+constexpr std::string_view kCallOneAtATime = "Not run: one call is run at a time; call it again if it is still needed.";
+constexpr std::string_view kCallAwaitsApproval =
+    "Not run yet: it waits for a human's approval; its result will come in a later message.";
+
+bool is_tool_result(const Value& signal) {
+  const Value& sensor = sensor_of(signal);
+  return sensor.is_keyword("TOOL-OUTPUT"_key) || sensor.is_keyword("TOOL-ERROR"_key);
+}
+
+}  // namespace
+
+void Run::converse(ProviderRequest& request, bool conversing) {
+  if (!conversing) {
+    if (!request.transcript.empty()) request.transcript.clear();
+    request.prompt_in_transcript = false;
+    return;
+  }
+  Transcript& transcript = session->transcript;
+  if (attempt == 1) {  // the cycle's current turn; later attempts end with their rejection
+    if (!open_call.id.empty() && is_tool_result(reasoning)) {
+      transcript.add_tool_result(open_call, request.prompt);
+    } else {
+      for (const ToolCall& call : transcript.unanswered_calls()) transcript.add_tool_result(call, kCallNotRun);
+      if (!transcript_begun) {
+        transcript.begin_signal();
+        transcript_begun = true;
+      }
+      transcript.add_user(request.prompt);
+    }
+    open_call = ToolCall{};
+  }
+  const std::size_t budget =
+      options().transcript_tokens != 0 ? options().transcript_tokens : options().context_tokens / 4;
+  transcript.trim(budget);
+  transcript.copy_to(request.transcript);
+  request.prompt_in_transcript = true;
+}
+
+void Run::record_answer(const ProviderReply& answer) {
+  Transcript& transcript = session->transcript;
+  transcript.add_assistant(answer.content, answer.wire_calls);
+  if (answer.wire_calls.empty()) return;
+  open_call = answer.wire_calls.front();  // the one the action carries (D11: the first call only)
+  for (std::size_t i = 1; i < answer.wire_calls.size(); ++i) {
+    transcript.add_tool_result(answer.wire_calls[i], kCallOneAtATime);
+  }
+}
+
+void Run::record_verdict(const Verification& verification) {
+  Transcript& transcript = session->transcript;
+  switch (verification.outcome) {
+    case VerifyOutcome::passed:
+      return;  // a call's result answers it when it comes back
+    case VerifyOutcome::approval_required:
+      if (!open_call.id.empty()) transcript.add_tool_result(open_call, kCallAwaitsApproval);
+      break;
+    case VerifyOutcome::blocked: {
+      const Value& text = verification.action.path("PAYLOAD"_key, "TEXT"_key);
+      const std::string why(text.is_string() ? text.text() : std::string_view("Action blocked by a gate."));
+      if (!open_call.id.empty()) {
+        transcript.add_tool_result(open_call, why + " The call was not run.");
+      } else {
+        transcript.add_user("Your proposed action was not carried out. " + why);
+      }
+      break;
+    }
+  }
+  open_call = ToolCall{};
+}
+
 void Run::reasoned(const CascadeOutcome& outcome) {
+  bool conversing = false;
   {  // the call is over: the session's request lets go of the signal and of the callback into this run
     ProviderRequest& request = session->request;
     request.context = Value();
     request.tools = Value();
     request.on_chunk = nullptr;
+    conversing = request.prompt_in_transcript;
   }
   model_failure = Value();
   if (!outcome.ok()) {
@@ -171,11 +249,13 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
   }
   target_implied = false;
+  if (conversing && outcome.ok()) record_answer(outcome.reply);
   Value action = parse_response(outcome.reply);
   const std::string target = target_of(action, false);
   action = aimed(std::move(action), target, false);
   Verification verification;
   verify_and_record("reason", *snapshot, action, reasoning, verification);
+  if (conversing) record_verdict(verification);
   switch (verification.outcome) {
     case VerifyOutcome::approval_required: {
       approval_gates = approving_gates(verification);

@@ -22,6 +22,7 @@
 #include "pipeline/errors.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
+#include "pipeline/transcript.hpp"
 #include "pipeline/verifier.hpp"
 #include "providers/cascade.hpp"
 #include "skills/registry.hpp"
@@ -74,6 +75,8 @@ struct Pipeline::Impl {
     // time): its buffers, the long system prompt's among them, serve every
     // call. Between calls it holds no Value and no reply sink.
     ProviderRequest request;
+    // The conversation so far (Decisions 5), for providers that send it.
+    Transcript transcript;
     SessionShard& shard;  // the one it is kept in (by the hash of its id)
   };
   // Looks a session up by a string_view of its id (no string made per signal).
@@ -136,6 +139,11 @@ struct Run : std::enable_shared_from_this<Run> {
   // to the client carries as :MODEL-FAILURE, added after the gates (they
   // judge the action, not this); NIL otherwise.
   Value model_failure;
+  // The model's tool call the action being acted on came from (its id
+  // empty when none): its result, the next cycle's signal, answers it in
+  // the session's transcript.
+  ToolCall open_call;
+  bool transcript_begun = false;  // this signal's first turn is in the session's transcript
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }
@@ -193,6 +201,13 @@ struct Run : std::enable_shared_from_this<Run> {
   // Builds the prompt and hands it to the cascade; reasoned() goes on from its answer.
   void think();
   void reasoned(const CascadeOutcome& outcome);
+  // The session's transcript for this call, when the cascade sends one:
+  // the current turn added (attempt 1), trimmed, copied into the request.
+  void converse(ProviderRequest& request, bool conversing);
+  // Records the model's answer; for a rejected or held proposal, what
+  // answers it (the rejection reaches the next attempt).
+  void record_answer(const ProviderReply& answer);
+  void record_verdict(const Verification& verification);
 
   // --- Act (E1): act.cpp -----------------------------------------------------------
   // The gate whose block or failure decided `verification` ("" when none did).

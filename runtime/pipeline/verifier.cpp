@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/log.hpp"
+#include "pipeline/credential_rule.hpp"
 #include "pipeline/gate_watchdog.hpp"
 #include "skills/host_api.hpp"
 
@@ -92,10 +93,11 @@ Value GateTrace::to_value() const {
   }
   for (std::size_t i = 0; i < size_; ++i) {
     const GateTraceView e = (*this)[i];
-    if (e.slot == nullptr) {  // the host's guard rule
-      entries[i] = Value::list({Value::keyword("GATE"), Value::string(kGuardRuleName), Value::keyword("VERSION"),
-                                Value::string(kGuardRuleVersion), Value::keyword("RESULT"), Value::keyword("FAILED"),
-                                Value::keyword("REASON"), e.reason});
+    if (e.slot == nullptr) {  // a host rule
+      const bool blocked = e.result == GateResult::blocked;
+      entries[i] = Value::list({Value::keyword("GATE"), Value::string(e.name()), Value::keyword("VERSION"),
+                                Value::string(kGuardRuleVersion), Value::keyword("RESULT"),
+                                Value::keyword(blocked ? "BLOCKED" : "FAILED"), Value::keyword("REASON"), e.reason});
       continue;
     }
     if (e.result == GateResult::passed && e.reason.is_nil()) {
@@ -210,6 +212,17 @@ namespace {
   log_message(LogLevel::warn, "verifier", "guard rule failed: {}", why);
 }
 
+// The credential rule blocked: no gate is asked.
+[[gnu::noinline, gnu::cold]] void block_credential(const std::string& origin, Verification& out) {
+  Value reason = Value::string("the action contains the key of a configured provider (" + origin +
+                               "); a key is never sent anywhere");
+  out.trace.push_back(nullptr, GateResult::blocked, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.reason = std::move(reason);
+  out.action = rejection("ERROR", "Action blocked: it contains the key of a configured provider (" + origin + ").");
+  log_message(LogLevel::warn, "verifier", "credential rule blocked an action: it contains the key from {}", origin);
+}
+
 }  // namespace
 
 void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out) {
@@ -226,6 +239,12 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
   if (const std::string* unguarded = snapshot.unguarded(action)) [[unlikely]] {
     fail_unguarded(*unguarded, out);
     return;
+  }
+  if (!KnownCredentials::empty()) [[unlikely]] {
+    if (const std::string* origin = KnownCredentials::found_in(action)) {
+      block_credential(*origin, out);
+      return;
+    }
   }
 
   pp_call call;  // owns what gates build during this verification

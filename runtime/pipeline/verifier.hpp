@@ -31,18 +31,24 @@ struct GateTraceEntry {
   std::uint32_t reason;  // index into the trace's reasons + 1; 0: none
 };
 
-// The name and version a trace shows for the host's own check that the
-// action's actuator or tool has its guards (an entry without a slot).
+// The names and version a trace shows for the host's own rules (an entry
+// without a slot): the guard rule, which *fails* an action whose actuator or
+// tool is missing its guards, and the credential rule, which *blocks* an
+// action carrying a configured key (pipeline/credential_rule.hpp).
 inline constexpr std::string_view kGuardRuleName = "guard-rule";
+inline constexpr std::string_view kCredentialRuleName = "credential-rule";
 inline constexpr std::string_view kGuardRuleVersion = "host";
 
 // What a reader of the trace sees of one entry.
 struct GateTraceView {
-  const Slot* slot;  // nullptr: the host's guard rule, which failed
+  const Slot* slot;  // nullptr: a host rule (failed: the guard rule; blocked: the credential rule)
   GateResult result;
   const Value& reason;  // blocked, approval, failed: why (a string); NIL otherwise
 
-  std::string_view name() const noexcept { return slot != nullptr ? std::string_view(slot->name()) : kGuardRuleName; }
+  std::string_view name() const noexcept {
+    if (slot != nullptr) return slot->name();
+    return result == GateResult::blocked ? kCredentialRuleName : kGuardRuleName;
+  }
   std::string_view version() const noexcept {
     return slot != nullptr ? std::string_view(slot->version_text()) : kGuardRuleVersion;
   }
@@ -156,7 +162,9 @@ struct Verification {
 // skill missing one of its guards (Snapshot::unguarded) *fails* before any
 // gate runs, with a trace entry of the host's (kGuardRuleName) saying which
 // guard is missing: no loaded set of skills lets an actuator act without the
-// gates its manifest trusts.
+// gates its manifest trusts. Then the credential rule: an action carrying a
+// configured provider key (KnownCredentials) is *blocked*, with a trace
+// entry of the host's (kCredentialRuleName) naming where the key came from.
 //
 // Contract (seed D15, Decisions 2): gates run highest priority first, ties by
 // name; pass continues with the same action; rewrite continues with the new

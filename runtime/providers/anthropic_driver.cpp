@@ -186,7 +186,7 @@ class AnthropicDriver final : public Driver {
           break;
       }
     }
-    messages.add_text("user", request.prompt);
+    if (!request.prompt_in_transcript) messages.add_text("user", request.prompt);
 
     Json body = {{"model", driver_detail::model_of(settings, request)}, {"max_tokens", settings.max_tokens}};
     if (!request.system_prompt.empty()) body["system"] = request.system_prompt;

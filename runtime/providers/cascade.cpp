@@ -367,8 +367,10 @@ void Cascade::update(Change&& change) {
   change(*next);
   next->names.clear();
   next->health.clear();
+  next->reads_transcript = false;
   for (const auto& provider : next->providers) {
     next->names.emplace_back(provider->name());
+    next->reads_transcript = next->reads_transcript || provider->reads_transcript();
     auto known =
         std::find_if(health_.begin(), health_.end(), [&](const auto& h) { return h.first == provider->name(); });
     if (known == health_.end()) {

@@ -125,7 +125,8 @@ class Cascade {
     std::vector<std::shared_ptr<ProviderHealth>> health;  // each provider's, kept across changes by name
     ModelSelector selector;
     RetryPolicy retry;
-    Executor* timers = nullptr;  // where a retry waits; null: no retry
+    Executor* timers = nullptr;     // where a retry waits; null: no retry
+    bool reads_transcript = false;  // a provider sends the session's transcript (Provider::reads_transcript)
   };
   std::shared_ptr<const Lineup> lineup() const;
   // An empty selector (the default) passes each request's model unchanged.

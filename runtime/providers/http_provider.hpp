@@ -24,6 +24,7 @@ class HttpProvider final : public Provider {
   HttpProvider(ProviderConfig config, HttpClients& clients);
 
   std::string_view name() const noexcept override { return config_.name; }
+  bool reads_transcript() const noexcept override { return true; }
   // Starts the transfer; the completion runs on an event loop once the
   // answer is in, failed (classified: transport, timeout, the status's
   // class, truncated, unparseable, too_large), or cancelled through

@@ -140,7 +140,7 @@ class OllamaDriver final : public Driver {
           break;
       }
     }
-    messages.push_back({{"role", "user"}, {"content", request.prompt}});
+    if (!request.prompt_in_transcript) messages.push_back({{"role", "user"}, {"content", request.prompt}});
 
     Json body = {{"model", driver_detail::model_of(settings, request)}, {"messages", std::move(messages)}};
     body["stream"] = stream;

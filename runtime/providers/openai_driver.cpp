@@ -206,7 +206,7 @@ class OpenAiDriver final : public Driver {
           break;
       }
     }
-    messages.push_back({{"role", "user"}, {"content", request.prompt}});
+    if (!request.prompt_in_transcript) messages.push_back({{"role", "user"}, {"content", request.prompt}});
 
     Json body = {{"model", driver_detail::model_of(settings, request)}, {"messages", std::move(messages)}};
     body[settings.token_limit_field.empty() ? "max_tokens" : settings.token_limit_field] = settings.max_tokens;

@@ -69,6 +69,11 @@ struct ProviderRequest {
   Value tools;                   // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...))
   Value context;                 // the signal being reasoned about
   std::vector<Turn> transcript;  // the session's earlier turns, oldest first; may be empty
+  // The transcript ends with the current turn (the user's text, a tool's
+  // result, a rejection): a driver sends the transcript alone. Otherwise it
+  // sends `prompt` after it, as the user's message. `prompt` is set either
+  // way, for providers that read only the prompt (the scripted one).
+  bool prompt_in_transcript = false;
   // Called with each streamed text delta before the completion, when the
   // provider streams and the caller wants chunks; may be empty.
   InlineFunction<void(std::string_view)> on_chunk;
@@ -174,6 +179,9 @@ class Provider {
   virtual ~Provider() = default;
   // The provider's name as the cascade and the CONFIG section show it ("scripted").
   virtual std::string_view name() const noexcept = 0;
+  // True when the provider sends a session's transcript to its model: the
+  // pipeline keeps transcripts only while one in the cascade does.
+  virtual bool reads_transcript() const noexcept { return false; }
   // Starts one request. Must not block; must not throw (a failure is a reply).
   // `request` stays valid until `done` is called (the caller keeps it for
   // the whole call: a cascade tries each provider with the same request);
