@@ -80,6 +80,20 @@ bool KnownCredentials::mask(std::string& text) {
   return masked;
 }
 
+std::size_t KnownCredentials::longest() noexcept {
+  const Set* set = load();
+  return set == nullptr ? 0 : set->front().secret.size();  // sorted longest first
+}
+
+std::size_t CredentialStreamMask::ready_length(std::size_t hold) const noexcept {
+  const std::size_t keep = hold > 0 ? hold - 1 : 0;
+  if (held_.size() <= keep) return 0;
+  std::size_t ready = held_.size() - keep;
+  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
+  while (ready > 0 && ready < held_.size() && (static_cast<unsigned char>(held_[ready]) & 0xC0U) == 0x80U) --ready;
+  return ready;
+}
+
 std::string KnownCredentials::masked(std::string_view text) {
   std::string out(text);
   mask(out);

@@ -138,8 +138,7 @@ void Run::think() {
   if (reply_open()) {
     // Chunks come before the completion, which holds the run (and its sink) alive.
     request.on_chunk = [run = this](std::string_view delta) {
-      run->reply->send(Value::plist(
-          {{"TYPE", Value::keyword("STREAM-CHUNK"_key)}, {"PAYLOAD", Value::plist({{"TEXT", Value::string(delta)}})}}));
+      run->stream_mask.feed(delta, [run](std::string_view text) { run->send_chunk(text); });
     };
   }
   // The completion may run on any thread; the run is idle meanwhile, and
@@ -170,6 +169,12 @@ bool is_tool_result(const Value& signal) {
 }
 
 }  // namespace
+
+void Run::send_chunk(std::string_view text) {
+  if (!reply_open()) return;
+  reply->send(Value::plist(
+      {{"TYPE", Value::keyword("STREAM-CHUNK"_key)}, {"PAYLOAD", Value::plist({{"TEXT", Value::string(text)}})}}));
+}
 
 void Run::converse(ProviderRequest& request, bool conversing) {
   if (!conversing) {
@@ -239,6 +244,7 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     request.on_chunk = nullptr;
     conversing = request.prompt_in_transcript;
   }
+  stream_mask.flush([this](std::string_view text) { send_chunk(text); });
   model_failure = Value();
   if (!outcome.ok()) {
     log_message(LogLevel::warn, kPipelineComponent, "REASON: no provider answered ({} failed)",

@@ -19,6 +19,7 @@
 #include "base/log.hpp"
 #include "base/thread_shards.hpp"
 #include "pipeline/actuators.hpp"
+#include "pipeline/credential_rule.hpp"
 #include "pipeline/errors.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
@@ -143,6 +144,8 @@ struct Run : std::enable_shared_from_this<Run> {
   // empty when none): its result, the next cycle's signal, answers it in
   // the session's transcript.
   ToolCall open_call;
+  // Streamed text on its way to the client: no configured key passes.
+  CredentialStreamMask stream_mask;
   bool transcript_begun = false;  // this signal's first turn is in the session's transcript
 
   const PipelineOptions& options() const { return pipeline->options; }
@@ -216,6 +219,8 @@ struct Run : std::enable_shared_from_this<Run> {
   static std::vector<std::string> approving_gates(const Verification& verification);
   // E1 step 1: record the approval, tell the source, suspend (no feedback).
   void suspend(const Value& approval_event, std::vector<std::string> gates);
+  // A :STREAM-CHUNK frame of streamed text to the source (A15).
+  void send_chunk(std::string_view text);
   // Sends `message` to the signal's source when it has an open reply sink.
   void deliver(const Value& message) {
     if (reply_open()) reply->send(message);

@@ -61,6 +61,57 @@ std::string chat(std::string_view text, std::string_view token) {
          "\" :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
 }
 
+// One streamed chunk of an openai answer whose delta is `delta` (JSON).
+std::string delta_chunk(std::string_view delta, std::string_view finish = "null") {
+  return R"(data: {"id":"c2","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":)" +
+         std::string(delta) + R"(,"finish_reason":)" + std::string(finish) + "}]}\n\n";
+}
+
+// A streamed tool call of `tool` with the id `id`, its arguments in three
+// pieces split inside a JSON string.
+StubResponse streamed_tool_call(std::string_view id, std::string_view tool, std::string_view path) {
+  StubResponse response;
+  response.headers = {{"content-type", "text/event-stream"}};
+  const std::string arguments = R"({\"filepath\": \")" + std::string(path) + R"(\"})";
+  const std::size_t cut = arguments.size() / 2;
+  response.chunks.push_back(StubChunk{
+      delta_chunk(R"({"role":"assistant","content":null,"tool_calls":[{"index":0,"id":")" + std::string(id) +
+                  R"(","type":"function","function":{"name":")" + std::string(tool) + R"(","arguments":""}}]})"),
+      0ms});
+  for (const std::string& piece : {arguments.substr(0, cut), arguments.substr(cut)}) {
+    response.chunks.push_back(
+        StubChunk{delta_chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":")" + piece + R"("}}]})"), 0ms});
+  }
+  response.chunks.push_back(StubChunk{delta_chunk("{}", R"("tool_calls")"), 0ms});
+  response.chunks.push_back(StubChunk{"data: [DONE]\n\n", 0ms});
+  return response;
+}
+
+StubResponse streamed_text(std::string_view text) {
+  StubResponse response;
+  response.headers = {{"content-type", "text/event-stream"}};
+  response.chunks.push_back(StubChunk{chunk(text), 0ms});
+  response.chunks.push_back(StubChunk{"data: [DONE]\n\n", 0ms});
+  return response;
+}
+
+// The messages of a request the stub received.
+nlohmann::json messages_of(const testing::StubRequest& request) {
+  return nlohmann::json::parse(request.body).at("messages");
+}
+
+// Reads frames until the one that is not a stream chunk and carries `text`
+// (tool results and chunks come first); the frames read, in order.
+std::vector<Value> frames_until(WireClient& client, std::string_view text) {
+  std::vector<Value> frames;
+  for (int i = 0; i < 64; ++i) {
+    frames.push_back(client.expect_frame());
+    const Value& frame = frames.back();
+    if (frame.path({"TYPE"}).text() == "STREAM-CHUNK") continue;
+    if (to_sexp(frame).find(text) != std::string::npos) break;
+  }
+  return frames;
+}
 }  // namespace
 
 TEST_CASE("a daemon with an openai endpoint in its config answers from it, streaming the text",
@@ -181,5 +232,111 @@ TEST_CASE("the daemon refuses a provider it cannot use, and a bad providers: ent
     CHECK(run.exit_status == 2);
     CHECK(run.err.find(config.string() + ":5:5: unknown key 'base_ulr' in provider 1; did you mean 'base_url'?") !=
           std::string::npos);
+  }
+}
+
+TEST_CASE("a model's tool call runs a bundled tool through the gates, its result goes back as a tool message",
+          "[integration][providers][conversation]") {
+  HttpStub stub;
+  stub.enqueue(streamed_tool_call("call_abc", "read-file", "notes.txt"));
+  stub.enqueue(streamed_text("The notes say hello."));
+  TempDir dir;
+  DaemonProcess daemon(with_provider(write_config(dir, stub)));
+  std::ofstream(daemon.state_dir() / "workspace" / "notes.txt") << "hello from the notes file";
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("what do my notes say?", daemon.token()));
+  const auto frames = frames_until(client, "The notes say hello.");
+  std::string shown;
+  for (const Value& frame : frames) shown += to_sexp(frame) + "\n";
+  INFO(shown << daemon.log());
+  CHECK(shown.find("hello from the notes file") != std::string::npos);  // the tool's result, shown to the user
+  CHECK(to_sexp(frames.back()).find("The notes say hello.") != std::string::npos);
+
+  REQUIRE(stub.requests().size() == 2);
+  const auto messages = messages_of(stub.requests()[1]);
+  // system, the user's text, the assistant's call, the tool's result answering it
+  REQUIRE(messages.size() == 4);
+  CHECK(messages[1]["role"] == "user");
+  CHECK(messages[1]["content"] == "what do my notes say?");
+  CHECK(messages[2]["role"] == "assistant");
+  CHECK(messages[2]["tool_calls"][0]["id"] == "call_abc");
+  CHECK(messages[2]["tool_calls"][0]["function"]["name"] == "read-file");
+  CHECK(nlohmann::json::parse(messages[2]["tool_calls"][0]["function"]["arguments"].get<std::string>()) ==
+        nlohmann::json{{"filepath", "notes.txt"}});
+  CHECK(messages[3]["role"] == "tool");
+  CHECK(messages[3]["tool_call_id"] == "call_abc");
+  CHECK(messages[3]["content"].get<std::string>().find("hello from the notes file") != std::string::npos);
+
+  // The next chat of the session continues the conversation.
+  stub.enqueue(streamed_text("You are welcome."));
+  client.send(chat("thanks", daemon.token()));
+  frames_until(client, "You are welcome.");
+  REQUIRE(stub.requests().size() == 3);
+  const auto next = messages_of(stub.requests()[2]);
+  REQUIRE(next.size() == 6);
+  CHECK(next[4]["role"] == "assistant");
+  CHECK(next[4]["content"] == "The notes say hello.");
+  CHECK(next[5]["content"] == "thanks");
+}
+
+TEST_CASE("a blocked tool call's rejection reaches the model's next attempt as that call's result",
+          "[integration][providers][conversation]") {
+  HttpStub stub;
+  stub.enqueue(streamed_tool_call("call_key", "read-file", ".ssh/id_rsa"));  // harmless: no such file, never read
+  stub.enqueue(streamed_text("I may not read that file."));
+  TempDir dir;
+  DaemonProcess daemon(with_provider(write_config(dir, stub)));
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("show me my ssh key", daemon.token()));
+  const auto frames = frames_until(client, "I may not read that file.");
+  INFO(to_sexp(frames.back()) << "\n" << daemon.log());
+  CHECK(to_sexp(frames.back()).find("I may not read that file.") != std::string::npos);
+  REQUIRE(stub.requests().size() == 2);
+  const auto messages = messages_of(stub.requests()[1]);
+  REQUIRE(messages.size() == 4);
+  CHECK(messages[3]["role"] == "tool");
+  CHECK(messages[3]["tool_call_id"] == "call_key");
+  const std::string rejection = messages[3]["content"];
+  CHECK(rejection.find("protected path") != std::string::npos);
+  CHECK(rejection.find("The call was not run.") != std::string::npos);
+  CHECK(daemon.wait_for_log("GATE DECISION [reason]: dispatcher@"));
+}
+
+TEST_CASE("an action carrying a configured key is blocked by the host, whichever gates are loaded",
+          "[integration][providers][credentials]") {
+  // A key no secret pattern recognises: only the host knows it is one.
+  constexpr std::string_view kPlainKey = "correct-horse-battery-staple-4242";
+  HttpStub stub;
+  const std::string proposal = R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo )" + std::string(kPlainKey) +
+                               R"(\" :EXPLANATION \"Printing the key to check it is set.\")))";
+  stub.set_default(streamed_text(proposal));
+  TempDir dir;
+  DaemonProcess::Options options = with_provider(write_config(dir, stub));
+  options.extra_env = {"LOCAL_KEY=" + std::string(kPlainKey)};
+  DaemonProcess daemon(options);
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("check my key works", daemon.token()));
+  const auto frames = frames_until(client, "credential-rule");
+  std::string streamed;
+  for (const Value& frame : frames) {
+    if (frame.path({"TYPE"}).text() == "STREAM-CHUNK") streamed += frame.path({"PAYLOAD", "TEXT"}).text();
+  }
+  CHECK(streamed.find("(:CMD \"echo [MASKED]\"") != std::string::npos);  // streamed text is masked too
+  const std::string shown = to_sexp(frames.back());
+  INFO(shown << "\n" << daemon.log());
+  CHECK(shown.find(":GATE \"credential-rule\" :VERSION \"host\" :RESULT :BLOCKED") != std::string::npos);
+  CHECK(shown.find("(LOCAL_KEY)") != std::string::npos);
+  CHECK(shown.find(kPlainKey) == std::string::npos);
+  CHECK(daemon.wait_for_log("credential rule blocked an action: it contains the key from LOCAL_KEY"));
+  CHECK(daemon.log().find(kPlainKey) == std::string::npos);
+  // Every attempt was blocked; what the model is sent back never holds the key.
+  REQUIRE(stub.requests().size() == 3);
+  for (std::size_t i = 1; i < 3; ++i) {
+    const std::string body = stub.requests()[i].body;
+    CHECK(body.find(kPlainKey) == std::string::npos);
+    CHECK(body.find("[MASKED]") != std::string::npos);
   }
 }

@@ -65,8 +65,8 @@ class ConversingModel final : public Provider {
 
 // A reply calling `tool` (with the id the API gave it) with (:TEXT "ping").
 ProviderReply tool_call(const std::string& id, const std::string& tool) {
-  ProviderReply reply = ProviderReply::calls(
-      sexp("((:ID \"" + id + "\" :NAME \"" + tool + "\" :ARGUMENTS (:TEXT \"ping\")))"));
+  ProviderReply reply =
+      ProviderReply::calls(sexp("((:ID \"" + id + "\" :NAME \"" + tool + "\" :ARGUMENTS (:TEXT \"ping\")))"));
   reply.wire_calls.push_back(ToolCall{id, tool, R"({"text":"ping"})"});
   return reply;
 }
@@ -84,7 +84,8 @@ Value user_input(const std::string& text, const std::string& session) {
 
 }  // namespace
 
-TEST_CASE("a tool call's result goes back to the model as a tool message answering its id", "[pipeline][conversation]") {
+TEST_CASE("a tool call's result goes back to the model as a tool message answering its id",
+          "[pipeline][conversation]") {
   Rig rig({{"policy", 0, {}, true}, {"toolbox-a", 50}}, {});
   auto model = install(rig);
   model->enqueue(tool_call("call_1", "echo-args"));

@@ -113,9 +113,9 @@ TEST_CASE("trimming drops an assistant turn with its results and starts again at
   transcript.add_assistant("second answer", {});
   transcript.begin_signal();
   transcript.add_user("third");
-  const std::size_t keep =
-      Transcript::estimate_tokens(transcript.turns()[5]) + Transcript::estimate_tokens(transcript.turns()[6]) +
-      Transcript::estimate_tokens(transcript.turns()[7]);
+  const std::size_t keep = Transcript::estimate_tokens(transcript.turns()[5]) +
+                           Transcript::estimate_tokens(transcript.turns()[6]) +
+                           Transcript::estimate_tokens(transcript.turns()[7]);
   transcript.trim(keep);
   REQUIRE(transcript.turns().size() == 3);
   CHECK(transcript.turns()[0].text == "second");
@@ -129,4 +129,30 @@ TEST_CASE("a long turn is cut on a UTF-8 boundary", "[transcript]") {
   const std::string cut = bounded_turn_text(text);
   CHECK(cut.substr(0, Transcript::kMaxTurnChars - 1) == std::string(Transcript::kMaxTurnChars - 1, 'a'));
   CHECK(cut[Transcript::kMaxTurnChars - 1] == '\n');  // the é is left out whole
+}
+
+TEST_CASE("streamed text is masked whatever the split of a key across pieces", "[credentials]") {
+  const WithKeys keys({{std::string(kKey), "LOCAL_KEY"}});
+  const std::string text = "before local-key-0123456789 middle \xC3\xA9t\xC3\xA9 local-key-0123456789";
+  for (std::size_t cut = 1; cut < text.size(); ++cut) {
+    CredentialStreamMask stream;
+    std::string out;
+    const auto emit = [&](std::string_view piece) {
+      CHECK(piece.find(kKey) == std::string_view::npos);
+      out += piece;
+    };
+    stream.feed(std::string_view(text).substr(0, cut), emit);
+    stream.feed(std::string_view(text).substr(cut), emit);
+    stream.flush(emit);
+    CHECK(out == "before [MASKED] middle \xC3\xA9t\xC3\xA9 [MASKED]");
+  }
+}
+
+TEST_CASE("with no key configured streamed pieces pass at once, unchanged", "[credentials]") {
+  KnownCredentials::set({});
+  CredentialStreamMask stream;
+  std::vector<std::string> out;
+  stream.feed("abc", [&](std::string_view piece) { out.emplace_back(piece); });
+  stream.feed("def", [&](std::string_view piece) { out.emplace_back(piece); });
+  CHECK(out == std::vector<std::string>{"abc", "def"});
 }
