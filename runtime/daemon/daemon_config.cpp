@@ -86,7 +86,7 @@ constexpr std::array kSettings{
     DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
     DaemonSetting{"transcript-tokens", "PASSEPARTOUT_TRANSCRIPT_TOKENS", "N",
                   "Estimated tokens of a session's conversation sent to a real model; past it the oldest\n"
-                  "exchanges are dropped (default 0: a quarter of the 8192-token context, 2048)"},
+                  "exchanges are dropped (default 0: a quarter of the providers' smallest context_window)"},
     DaemonSetting{"approval-lifetime", "PASSEPARTOUT_APPROVAL_LIFETIME", "SECONDS",
                   "How long an action waits for a human's approval before it expires (default 86400: 24 h)"},
     DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",

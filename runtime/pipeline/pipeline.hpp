@@ -90,8 +90,9 @@ struct PipelineOptions {
   std::vector<std::string> privacy_tags = {"@personal"};
   std::size_t context_tokens = 8192;
   // What a session's transcript may hold, in estimated tokens, before its
-  // oldest exchanges are dropped; 0: a quarter of context_tokens. Kept only
-  // while a provider of the cascade sends transcripts (a real model).
+  // oldest exchanges are dropped; 0: a quarter of the smallest context
+  // window of the cascade's providers (context_tokens when none is known).
+  // Kept only while a provider of the cascade sends transcripts (a real model).
   std::size_t transcript_tokens = 0;
   // Standing mandates (D8): each gets the signal and returns a line or "".
   std::vector<std::function<std::string(const Value&)>> mandates;

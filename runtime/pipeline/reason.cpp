@@ -131,7 +131,7 @@ void Run::think() {
   request.system_prompt.clear();
   append_system_prompt(request.system_prompt, parts);
   raw_prompt(request.prompt);
-  converse(request, lineup->reads_transcript);
+  converse(request, *lineup);
   request.model.clear();
   request.context = reasoning;
   request.tools = tools.values;
@@ -176,8 +176,8 @@ void Run::send_chunk(std::string_view text) {
       {{"TYPE", Value::keyword("STREAM-CHUNK"_key)}, {"PAYLOAD", Value::plist({{"TEXT", Value::string(text)}})}}));
 }
 
-void Run::converse(ProviderRequest& request, bool conversing) {
-  if (!conversing) {
+void Run::converse(ProviderRequest& request, const Cascade::Lineup& lineup) {
+  if (!lineup.reads_transcript) {
     if (!request.transcript.empty()) request.transcript.clear();
     request.prompt_in_transcript = false;
     return;
@@ -196,8 +196,10 @@ void Run::converse(ProviderRequest& request, bool conversing) {
     }
     open_call = ToolCall{};
   }
-  const std::size_t budget =
-      options().transcript_tokens != 0 ? options().transcript_tokens : options().context_tokens / 4;
+  // A quarter of the smallest context window among the providers that send
+  // transcripts, unless the operator set the budget.
+  const std::size_t window = lineup.context_window != 0 ? lineup.context_window : options().context_tokens;
+  const std::size_t budget = options().transcript_tokens != 0 ? options().transcript_tokens : window / 4;
   transcript.trim(budget);
   transcript.copy_to(request.transcript);
   request.prompt_in_transcript = true;

@@ -206,7 +206,7 @@ struct Run : std::enable_shared_from_this<Run> {
   void reasoned(const CascadeOutcome& outcome);
   // The session's transcript for this call, when the cascade sends one:
   // the current turn added (attempt 1), trimmed, copied into the request.
-  void converse(ProviderRequest& request, bool conversing);
+  void converse(ProviderRequest& request, const Cascade::Lineup& lineup);
   // Records the model's answer; for a rejected or held proposal, what
   // answers it (the rejection reaches the next attempt).
   void record_answer(const ProviderReply& answer);

@@ -368,9 +368,14 @@ void Cascade::update(Change&& change) {
   next->names.clear();
   next->health.clear();
   next->reads_transcript = false;
+  next->context_window = 0;
   for (const auto& provider : next->providers) {
     next->names.emplace_back(provider->name());
-    next->reads_transcript = next->reads_transcript || provider->reads_transcript();
+    if (provider->reads_transcript()) {
+      next->reads_transcript = true;
+      const std::size_t window = provider->context_window();
+      if (window != 0 && (next->context_window == 0 || window < next->context_window)) next->context_window = window;
+    }
     auto known =
         std::find_if(health_.begin(), health_.end(), [&](const auto& h) { return h.first == provider->name(); });
     if (known == health_.end()) {

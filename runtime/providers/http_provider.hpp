@@ -25,6 +25,9 @@ class HttpProvider final : public Provider {
 
   std::string_view name() const noexcept override { return config_.name; }
   bool reads_transcript() const noexcept override { return true; }
+  std::size_t context_window() const noexcept override {
+    return config_.context_window > 0 ? static_cast<std::size_t>(config_.context_window) : 0;
+  }
   // Starts the transfer; the completion runs on an event loop once the
   // answer is in, failed (classified: transport, timeout, the status's
   // class, truncated, unparseable, too_large), or cancelled through

@@ -182,6 +182,8 @@ class Provider {
   // True when the provider sends a session's transcript to its model: the
   // pipeline keeps transcripts only while one in the cascade does.
   virtual bool reads_transcript() const noexcept { return false; }
+  // The model's context window in tokens, when known (0: not known).
+  virtual std::size_t context_window() const noexcept { return 0; }
   // Starts one request. Must not block; must not throw (a failure is a reply).
   // `request` stays valid until `done` is called (the caller keeps it for
   // the whole call: a cascade tries each provider with the same request);
