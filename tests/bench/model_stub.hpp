@@ -1,10 +1,11 @@
 // A loopback model API for the provider benchmarks: an OpenAI-compatible
 // `/chat/completions` that answers every request with a streamed "pong"
 // (server-sent events), at once or after a pause, on Asio in its own thread.
-// Unlike tests/support/http_stub.hpp (a scripted queue, one connection at a
-// time in order) it serves any number of connections concurrently, each
-// pause a timer, and can stream chunks one at a time on the caller's cue
-// while it notes when each was written.
+// Like tests/support/http_stub.hpp it serves any number of connections at
+// once, each pause a timer; unlike it, it answers the same way for ever and
+// keeps only the last request (a benchmark sends tens of thousands), and can
+// stream chunks one at a time on the caller's cue while it notes when each
+// was written.
 #pragma once
 
 #include <atomic>
