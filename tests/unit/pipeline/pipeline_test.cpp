@@ -1170,7 +1170,6 @@ TEST_CASE("the client going away cancels its signal's model call once, and the l
   CHECK(sink->messages() == 0);  // no :MODEL-FAILURE, nothing else
   CHECK(rig.logged("the model call was cancelled (the client went away)"));
   CHECK_FALSE(rig.logged("no provider answered"));
-  CHECK(rig.pipeline->in_flight() == 0);
 }
 
 TEST_CASE("a sink closed before the model call cancels it as it starts", "[pipeline][loop][cancel]") {
