@@ -291,7 +291,7 @@ class Exchange {
       note = "no model answered";
       if (model_failures_.empty()) note += " (no provider is configured: see `passepartout daemon --help`)";
       for (const std::string& line : model_failures_) note += "\n  " + line;
-    } else if (stopped_by == "error" || stopped_by == "abort") {
+    } else if (stopped_by == "error" || stopped_by == "abort" || stopped_by == "cancelled") {
       status = kExitProblem;
       note = "the daemon stopped this exchange (" + stopped_by + "); its log says why";
     } else if (stopped_by == "depth") {

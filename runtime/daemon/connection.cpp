@@ -11,6 +11,8 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
 #include <utility>
 
 #include "base/log.hpp"
@@ -66,6 +68,57 @@ void Connection::deliver(std::uint64_t request_id, std::optional<std::string> fr
     inbox_.push_back(Delivery{request_id, std::move(frame), final});
   }
   if (first) asio::defer(strand_, [self = shared_from_this()] { self->take_inbox(); });
+}
+
+void Connection::on_close(std::uint64_t request_id, InlineFunction<void()> hook) {
+  {
+    std::lock_guard lock(close_hooks_mutex_);
+    if (!hooks_run_) {
+      if (request_id <= hooks_ended_through_) return;
+      auto found = std::find_if(close_hooks_.begin(), close_hooks_.end(),
+                                [request_id](const CloseHook& kept) { return kept.request_id == request_id; });
+      if (found != close_hooks_.end()) {
+        if (hook) {
+          found->hook = std::move(hook);
+        } else {
+          close_hooks_.erase(found);
+        }
+      } else if (hook) {
+        close_hooks_.push_back(CloseHook{request_id, std::move(hook)});
+      }
+      return;
+    }
+  }
+  if (hook) hook();  // closed already
+}
+
+void Connection::drop_close_hooks(std::uint64_t request_id) {
+  std::vector<CloseHook> dropped;  // destroyed after the lock is released
+  std::lock_guard lock(close_hooks_mutex_);
+  hooks_ended_through_ = std::max(hooks_ended_through_, request_id);
+  if (close_hooks_.empty()) return;
+  auto ended = std::stable_partition(close_hooks_.begin(), close_hooks_.end(),
+                                     [request_id](const CloseHook& kept) { return kept.request_id > request_id; });
+  std::move(ended, close_hooks_.end(), std::back_inserter(dropped));
+  close_hooks_.erase(ended, close_hooks_.end());
+}
+
+// Outside the lock: a hook may register another (it then runs at once).
+void Connection::run_close_hooks() {
+  std::vector<CloseHook> hooks;
+  {
+    std::lock_guard lock(close_hooks_mutex_);
+    hooks_run_ = true;
+    hooks.swap(close_hooks_);
+  }
+  for (CloseHook& kept : hooks) {
+    try {
+      kept.hook();
+    } catch (const std::exception& error) {
+      log_message(LogLevel::error, kComponent, "connection {} ({}): a close hook failed: {}", info_.connection_id,
+                  info_.peer, error.what());
+    }
+  }
 }
 
 void Connection::close_for_replies(std::size_t bytes) {
@@ -130,6 +183,7 @@ void Connection::on_deliver(std::uint64_t request_id, std::optional<std::string>
   if (state_ == State::closed || request_id != handling_) return;
   if (frame) queue_frame(std::move(*frame));
   if (final) {
+    drop_close_hooks(request_id);
     handling_ = 0;
     process_next();
   }
@@ -421,6 +475,7 @@ void Connection::close_now() {
   pending_.clear();
   log_message(LogLevel::debug, kComponent, "connection {} ({}) closed", info_.connection_id, info_.peer);
   server_->unregister(info_.connection_id);
+  run_close_hooks();
 }
 
 // --- deadlines -------------------------------------------------------------

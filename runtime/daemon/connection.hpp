@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/inline_function.hpp"
 #include "daemon/frame_codec.hpp"
 #include "daemon/server.hpp"
 #include "daemon/server_state.hpp"
@@ -41,6 +42,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // end of its request, say) and writes their frames together.
   void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final);
   bool is_closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+  // Runs `hook` once when the connection closes, on its strand; at once, on
+  // the calling thread, when it has closed already. One hook per request: a
+  // later one replaces it, null removes it, and the end of the request drops
+  // it (a hook for a request that has ended is dropped). Any thread.
+  void on_close(std::uint64_t request_id, InlineFunction<void()> hook);
   // Reply bytes queued and not yet written, as of the strand's last change.
   std::size_t queued_bytes() const noexcept { return queued_shared_.load(std::memory_order_relaxed); }
   // Closes the connection for holding `bytes` of unread replies, the most of
@@ -101,6 +107,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void begin_close();
   void shutdown_output();
   void close_now();
+  // Drops the close hooks of the requests up to `request_id`, which has ended.
+  void drop_close_hooks(std::uint64_t request_id);
+  void run_close_hooks();
 
   void wait_deadline();
   void set_deadline(Clock::time_point deadline);
@@ -147,6 +156,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<Delivery> taken_;                // take_inbox()'s, kept for its capacity
   std::mutex inbox_mutex_;                     // guards inbox_
   std::vector<Delivery> inbox_;                // deliveries not yet taken by the strand
+
+  struct CloseHook {
+    std::uint64_t request_id;
+    InlineFunction<void()> hook;
+  };
+  std::mutex close_hooks_mutex_;           // guards close_hooks_, hooks_ended_through_, hooks_run_
+  std::vector<CloseHook> close_hooks_;     // at most one per request; a request at a time, mostly
+  std::uint64_t hooks_ended_through_ = 0;  // the last request that ended: later hooks for it are dropped
+  bool hooks_run_ = false;                 // the connection closed: a new hook runs at once
 };
 
 }  // namespace passepartout::detail

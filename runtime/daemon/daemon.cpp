@@ -523,8 +523,9 @@ bool Daemon::Impl::save_memory(std::string_view why) {
   return true;
 }
 
-// The stop (seed H7, without its abrupt exit): stop accepting, let signals in
-// flight finish within the grace, save memory, stop every thread.
+// The stop (seed H7, without its abrupt exit): stop accepting, cancel the
+// model calls in flight (nobody is to wait on a model's timeout), let signals
+// in flight finish within the grace, save memory, stop every thread.
 int Daemon::Impl::shutdown() {
   if (shut_down) return 0;
   shut_down = true;
@@ -534,6 +535,9 @@ int Daemon::Impl::shutdown() {
   const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;
   if (server) server->begin_stop();
   if (pipeline) {
+    // Before the loops and pools stop: each call ends as cancelled, its
+    // transfer removed, and its signal's loop ends.
+    pipeline->cancel_calls();
     // Poll: the pipeline reports only a count, and the wait is bounded.
     while (pipeline->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
     if (pipeline->in_flight() > 0) {

@@ -56,6 +56,16 @@ bool WireReply::is_open() const noexcept {
   return target && !target->is_closed();
 }
 
+void WireReply::on_close(InlineFunction<void()> hook) {
+  if (!state_ || state_->finished.load(std::memory_order_acquire)) return;
+  const std::shared_ptr<Connection> target = state_->connection.lock();
+  if (!target) {  // the connection is gone
+    if (hook) hook();
+    return;
+  }
+  target->on_close(state_->request_id, std::move(hook));
+}
+
 const ConnectionInfo& WireReply::connection() const noexcept {
   static const ConnectionInfo kNone;
   return state_ ? state_->info : kNone;

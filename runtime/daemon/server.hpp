@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/inline_function.hpp"
 #include "base/result.hpp"
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
@@ -63,6 +64,12 @@ class WireReply {
   void finish();
   // The reply has not finished and the connection is still open.
   bool is_open() const noexcept;
+  // Runs `hook` once if the connection closes before the reply has finished
+  // (the client went away, a reset, the server cut it off): on the
+  // connection's strand, or at once, on this thread, when it has closed
+  // already. A reply keeps one hook: a later call replaces it, null removes
+  // it; once the reply has finished it is dropped. The hook must not block.
+  void on_close(InlineFunction<void()> hook);
   // The connection the request came from (empty for a default sink).
   const ConnectionInfo& connection() const noexcept;
 

@@ -1,5 +1,6 @@
 // WireSink: the pipeline's ReplySink on top of one request's WireReply, so
-// what a signal's loop sends goes out as frames on its connection.
+// what a signal's loop sends goes out as frames on its connection, and the
+// connection's closing cancels the signal's model call in flight.
 #pragma once
 
 #include <utility>
@@ -16,6 +17,7 @@ class WireSink final : public ReplySink {
   explicit WireSink(WireReply reply) : reply_(std::move(reply)) {}
   void send(const Value& message) override { reply_.send(message); }
   bool is_open() const override { return reply_.is_open(); }
+  void on_close(InlineFunction<void()> hook) override { reply_.on_close(std::move(hook)); }
   bool may_request_approval() const override { return reply_.connection().authenticated; }
 
  private:

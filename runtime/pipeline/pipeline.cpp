@@ -19,6 +19,7 @@ void Pipeline::Impl::raise_interrupt() noexcept {
   if (interrupt_flag.exchange(true, std::memory_order_acq_rel)) return;
   log_message(LogLevel::warn, kPipelineComponent,
               "METABOLISM: interrupt flag set; every loop stops at its next cycle.");
+  cancel_calls_in_flight();  // nobody waits for their answers any more
   if (!services.on_interrupt) return;
   try {
     services.on_interrupt();

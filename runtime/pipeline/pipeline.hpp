@@ -8,7 +8,9 @@
 // signal waiting on a provider holds no thread: the cascade answers through a
 // completion, and the loop continues from there. Actuators and tools, which
 // may block for their bounded time (a shell command), run on a separate
-// executor so they never hold a reasoning thread.
+// executor so they never hold a reasoning thread. A model call is cancelled,
+// from any thread, when its reply sink closes, on interrupt() and on
+// cancel_calls(); its completion then ends the loop ("cancelled").
 //
 // The steps of a signal's loop (members of Run, pipeline/run.hpp), what comes
 // after each, and where it runs: "event loop" is Services::executor (the
@@ -23,7 +25,7 @@
 //   think                 the cascade's call; reasoned, posted          event loop; no thread waits on the call
 //   (cascade completion)  reasoned, posted                              any: where the provider answered
 //   reasoned              act, think (a block, attempts left),          event loop
-//                         or the error tiers
+//                         the error tiers, or finish (cancelled)
 //   act                   suspend, or dispatch (after the last-mile     event loop
 //                         gates), or acted (a heartbeat, a block)
 //   suspend               finish                                        event loop
@@ -71,6 +73,13 @@ class ReplySink {
   virtual void send(const Value& message) = 0;
   // False once the other end has gone.
   virtual bool is_open() const = 0;
+  // Runs `hook` once when the other end goes away (the client's connection
+  // closed): on whichever thread notices, or at once, on this thread, when it
+  // has gone already. A sink keeps one hook: a later call replaces it, null
+  // removes it. The pipeline cancels the model call in flight this way. A
+  // sink that cannot tell keeps none (the default). Any thread; the hook must
+  // not block.
+  virtual void on_close(InlineFunction<void()> hook) { (void)hook; }
   // Whether the client may ask a human to approve an action (an
   // unauthenticated TCP client may not: it cannot flood the operator's
   // queue). When false, an action that needs approval is blocked instead.
@@ -102,7 +111,9 @@ struct PipelineOptions {
 struct LoopReport {
   int cycles = 0;     // signals processed, the injected one and its feedback
   Value last_signal;  // the last signal as the loop left it (with :STATUS)
-  // "done", "depth", "interrupt", "error", "skip", "abort": static text.
+  // "done", "depth", "interrupt", "error", "skip", "abort", "cancelled"
+  // (its model call was cancelled: the client went away, or the pipeline
+  // stopped making calls): static text.
   std::string_view stopped_by;
 };
 
@@ -145,9 +156,15 @@ class Pipeline {
 
   // F3: sets the interrupt flag; every loop stops at its next cycle, and
   // every signal injected after it ends at once ("interrupt"). It is never
-  // cleared: an interrupted pipeline is shutting down.
+  // cleared: an interrupted pipeline is shutting down. Model calls in flight
+  // are cancelled (their loops end "interrupt").
   void interrupt() noexcept;
   bool interrupted() const noexcept;
+  // Cancels every model call in flight, and every later one as it starts:
+  // their loops end quietly ("cancelled"); the rest of a loop (an actuator
+  // running) goes on. For a host that stops and will not wait on a model.
+  // Never undone. Any thread.
+  void cancel_calls() noexcept;
 
   // Signals processed (cycles run) since start, for status.
   std::uint64_t signals_processed() const noexcept;

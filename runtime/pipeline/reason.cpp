@@ -146,6 +146,7 @@ void Run::think() {
   // posted even when the answer comes during the call: with two loops, a
   // signal run start to end in one task measured about a fifth slower
   // once, and no faster since.
+  request.cancel = begin_call();
   services().cascade.call_lent(std::move(lineup), request,
                                [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
                                  Run& run = *self;
@@ -246,6 +247,7 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     request.on_chunk = nullptr;
     conversing = request.prompt_in_transcript;
   }
+  if (call_ended(outcome)) return;  // cancelled: the loop has ended
   stream_mask.flush([this](std::string_view text) { send_chunk(text); });
   model_failure = Value();
   if (!outcome.ok()) {

@@ -40,8 +40,17 @@ struct Pipeline::Impl {
   Services services;
   PipelineOptions options;
   std::atomic<bool> interrupt_flag{false};
-  // Sets the flag; the first to set it tells the host (Services::on_interrupt).
+  // Sets the flag; the first to set it tells the host (Services::on_interrupt)
+  // and cancels the model calls in flight.
   void raise_interrupt() noexcept;
+  // Pipeline::cancel_calls(): set, model calls are cancelled as they start.
+  std::atomic<bool> calls_cancelled{false};
+  // No model call may run: interrupted, or cancel_calls().
+  bool calls_stopped() const noexcept {
+    return interrupt_flag.load(std::memory_order_acquire) || calls_cancelled.load(std::memory_order_acquire);
+  }
+  // Cancels the model call of every session that has one in flight (call_cancel.cpp).
+  void cancel_calls_in_flight() noexcept;
   ShardedCounter processed;  // cycles run
   ShardedCounter active;     // signals injected and not finished
 
@@ -78,6 +87,9 @@ struct Pipeline::Impl {
     ProviderRequest request;
     // The conversation so far (Decisions 5), for providers that send it.
     Transcript transcript;
+    // The cancel signal of the session's model call in flight; null between
+    // calls. Under shard.mutex: cancel_calls_in_flight() reads it from any thread.
+    std::shared_ptr<CancelSignal> call;
     SessionShard& shard;  // the one it is kept in (by the hash of its id)
   };
   // Looks a session up by a string_view of its id (no string made per signal).
@@ -147,6 +159,8 @@ struct Run : std::enable_shared_from_this<Run> {
   // Streamed text on its way to the client: no configured key passes.
   CredentialStreamMask stream_mask;
   bool transcript_begun = false;  // this signal's first turn is in the session's transcript
+  // The model call in flight's cancel signal (also the session's call); null between calls.
+  std::shared_ptr<CancelSignal> call_cancel;
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }
@@ -211,6 +225,16 @@ struct Run : std::enable_shared_from_this<Run> {
   // answers it (the rejection reaches the next attempt).
   void record_answer(const ProviderReply& answer);
   void record_verdict(const Verification& verification);
+
+  // --- cancelling a model call: call_cancel.cpp ---------------------------------------
+  // A new call's cancel signal, for the session's request: cancelled when the
+  // reply sink closes (the client went away), the pipeline is interrupted,
+  // or cancel_calls() was called, before the call or during it.
+  std::shared_ptr<CancelSignal> begin_call();
+  // The call is over (its outcome in hand): forgets its signal; when the
+  // cascade ended it as cancelled, logs why and ends the loop quietly (no
+  // failure reply, no error policy) and returns true.
+  bool call_ended(const CascadeOutcome& outcome);
 
   // --- Act (E1): act.cpp -----------------------------------------------------------
   // The gate whose block or failure decided `verification` ("" when none did).

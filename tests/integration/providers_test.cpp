@@ -1,10 +1,13 @@
 // The daemon with a real provider: an openai endpoint declared in the config
 // file (played by the loopback HTTP stub) answers a chat, streaming its text
 // as :STREAM-CHUNK frames; its key, taken from the environment, appears in
-// no log line; and an endpoint that refuses the key leaves the user with the
-// cascade's exhaustion message.
+// no log line; an endpoint that refuses the key leaves the user with the
+// cascade's exhaustion message; and a call nobody waits for any more (the
+// client went away, the daemon stops) is cancelled, its connection closed.
+#include <signal.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,8 +46,16 @@ std::string write_config(const TempDir& dir, const HttpStub& stub) {
                       << stub.url("/v1")
                       << "\n"
                          "    model: stub-model\n"
-                         "    api_key_env: LOCAL_KEY\n";
+                         "    api_key_env: LOCAL_KEY\n"
+                         "    timeouts: {connect: 10s, first_byte: 120s, idle: 60s}\n";
   return file.string();
+}
+
+// An answer that does not begin for a minute: a model that is slow to start.
+StubResponse stalled() {
+  StubResponse answer = StubResponse::text("{}");
+  answer.head_pause = 60s;
+  return answer;
 }
 
 DaemonProcess::Options with_provider(const std::string& config) {
@@ -339,4 +350,64 @@ TEST_CASE("an action carrying a configured key is blocked by the host, whichever
     CHECK(body.find(kPlainKey) == std::string::npos);
     CHECK(body.find("[MASKED]") != std::string::npos);
   }
+}
+
+TEST_CASE("a client that goes away cancels its model call: the endpoint sees its connection closed",
+          "[integration][providers][cancel]") {
+  HttpStub stub;
+  stub.enqueue(stalled());
+  StubResponse answer;
+  answer.headers = {{"content-type", "text/event-stream"}};
+  answer.chunks = {StubChunk{chunk("Still here"), 0ms}, StubChunk{"data: [DONE]\n\n", 0ms}};
+  stub.enqueue(answer);
+  TempDir dir;
+  DaemonProcess daemon(with_provider(write_config(dir, stub)));
+  {
+    WireClient client = WireClient::tcp(daemon.port());
+    client.expect_handshake();
+    client.send(chat("take your time", daemon.token()));
+    REQUIRE(stub.wait_requests(1, 30s));
+    client.reset();  // gone, without waiting for the answer
+  }
+  INFO(daemon.log());
+  CHECK(stub.wait_connections_closed(1, 30s));
+  CHECK(daemon.wait_for_log("the model call was cancelled (the client went away); the loop ends"));
+  CHECK(daemon.log().find("Neural Cascade Failure") == std::string::npos);  // no failover, no exhaustion
+  CHECK(daemon.log().find("Retrying backend") == std::string::npos);
+
+  // The daemon goes on serving: the next client's call is answered.
+  WireClient next = WireClient::tcp(daemon.port());
+  next.expect_handshake();
+  next.send(chat("are you there?", daemon.token()));
+  Value reply = next.expect_frame();
+  while (reply.path({"TYPE"}).text() == "STREAM-CHUNK") reply = next.expect_frame();
+  INFO(to_sexp(reply));
+  CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Still here");
+  CHECK(stub.requests().size() == 2);
+}
+
+TEST_CASE("SIGTERM with a model call in flight cancels it, and the daemon exits 0 well within its grace",
+          "[integration][providers][cancel]") {
+  HttpStub stub;
+  stub.set_default(stalled());
+  TempDir dir;
+  DaemonProcess::Options options = with_provider(write_config(dir, stub));
+  options.extra_args.insert(options.extra_args.end(), {"--shutdown-grace", "30"});
+  DaemonProcess daemon(options);
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("take your time", daemon.token()));
+  REQUIRE(stub.wait_requests(1, 30s));
+
+  const auto stopping = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  const auto status = daemon.wait_exit(30s);
+  const auto took = std::chrono::steady_clock::now() - stopping;
+  INFO(daemon.log());
+  CHECK(status == 0);
+  CHECK(took < 10s);  // the grace is 30 s; the model would take a minute
+  CHECK(stub.wait_connections_closed(1, 5s));
+  CHECK(daemon.log().find("1 model call(s) in flight cancelled") != std::string::npos);
+  CHECK(daemon.log().find("the model call was cancelled (model calls were stopped)") != std::string::npos);
+  CHECK(client.closed_by_server());  // the request ended without an answer, then the connection
 }

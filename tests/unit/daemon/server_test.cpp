@@ -912,3 +912,39 @@ TEST_CASE("past the total reply budget the connection holding the most unread re
   CHECK(is_ok_response(polite.expect_frame()));
   CHECK(server->counters().queued_write_bytes < options.max_total_queued_write_bytes);
 }
+
+TEST_CASE("a reply's close hook runs once when its client resets, at once when registered after, never after the reply",
+          "[daemon][cancel][concurrency]") {
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(tcp_options(), handler);
+  WireClient client = WireClient::tcp(server->tcp_port());
+  client.expect_handshake();
+
+  // A reply that finished drops its hook: the request's end is not the client's.
+  client.send("(:TYPE :REQUEST :N 1)");
+  WireReply answered = handler->wait_sink(0);
+  std::atomic<int> answered_hooks{0};
+  answered.on_close([&answered_hooks] { ++answered_hooks; });
+  REQUIRE(answered.finish(make_ok_response("done")));
+  REQUIRE(client.read_frame().has_value());
+
+  client.send("(:TYPE :REQUEST :N 2)");
+  WireReply pending = handler->wait_sink(1);
+  std::promise<void> closed;
+  std::atomic<int> hooks{0};
+  std::atomic<int> replaced_hooks{0};
+  pending.on_close([&replaced_hooks] { ++replaced_hooks; });  // replaced by the next one
+  pending.on_close([&hooks, &closed] {
+    if (++hooks == 1) closed.set_value();
+  });
+  client.reset();
+  REQUIRE(closed.get_future().wait_for(kWait) == std::future_status::ready);
+  CHECK_FALSE(pending.is_open());
+  bool late = false;
+  pending.on_close([&late] { late = true; });  // the connection has closed: on this thread, at once
+  CHECK(late);
+  CHECK(hooks == 1);
+  CHECK(replaced_hooks == 0);
+  CHECK(answered_hooks == 0);
+  handler->release_all();
+}

@@ -933,6 +933,178 @@ TEST_CASE("a signal waiting on its provider holds no thread", "[pipeline][loop][
   CHECK(held_sink->messages()[0].path({"PAYLOAD", "TEXT"}).text() == "answered after the hold");
 }
 
+// Never answers by itself: each call registers a stop with its cancel signal,
+// which completes the call, as cancelled.
+class StallingProvider final : public Provider {
+ public:
+  std::string_view name() const noexcept override { return "stalling"; }
+  void complete(const ProviderRequest& request, ProviderCompletion done) override {
+    if (!request.cancel) {
+      unsignalled_.fetch_add(1);
+      done(ProviderReply::failed("no cancel signal"));
+      return;
+    }
+    auto held = std::make_shared<ProviderCompletion>(std::move(done));
+    request.cancel->on_cancel([this, held] {
+      stops_.fetch_add(1);
+      ProviderCompletion completion = std::move(*held);
+      completion(ProviderReply::failed("cancelled", FailureClass::cancelled));
+    });
+    started_.arrive();
+  }
+  bool wait_started() { return started_.wait(); }
+  int stops() const { return stops_.load(); }
+  int unsignalled() const { return unsignalled_.load(); }
+  explicit StallingProvider(std::size_t calls) : started_(calls) {}
+
+ private:
+  testing::CountDown started_;
+  std::atomic<int> stops_{0};
+  std::atomic<int> unsignalled_{0};
+};
+
+// A sink the test closes, as a connection closes; keeps its close hook.
+class ClosingSink final : public ReplySink {
+ public:
+  void send(const Value& message) override {
+    std::lock_guard lock(mutex_);
+    if (open_) messages_.push_back(message);
+  }
+  bool is_open() const override {
+    std::lock_guard lock(mutex_);
+    return open_;
+  }
+  void on_close(InlineFunction<void()> hook) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++hooks_set_;
+      if (open_) {
+        hook_ = std::move(hook);
+        return;
+      }
+    }
+    if (hook) hook();
+  }
+  void close() {
+    InlineFunction<void()> hook;
+    {
+      std::lock_guard lock(mutex_);
+      open_ = false;
+      hook = std::move(hook_);
+      hook_ = nullptr;
+    }
+    if (hook) hook();
+  }
+  std::size_t messages() const {
+    std::lock_guard lock(mutex_);
+    return messages_.size();
+  }
+  int hooks_set() const {
+    std::lock_guard lock(mutex_);
+    return hooks_set_;
+  }
+
+ private:
+  mutable std::mutex mutex_;  // guards every member
+  bool open_ = true;
+  int hooks_set_ = 0;
+  InlineFunction<void()> hook_;
+  std::vector<Value> messages_;
+};
+
+// Injects `signal` with `sink`; the loop's report arrives in the returned Awaited.
+std::shared_ptr<testing::Awaited<LoopReport>> inject_watched(Rig& rig, Value signal, std::shared_ptr<ReplySink> sink) {
+  auto report = std::make_shared<testing::Awaited<LoopReport>>();
+  rig.pipeline->inject(std::move(signal), std::move(sink), [report](LoopReport r) { report->set(std::move(r)); });
+  return report;
+}
+
+TEST_CASE("the client going away cancels its signal's model call once, and the loop ends quietly",
+          "[pipeline][loop][cancel][concurrency]") {
+  Rig rig({}, {});
+  auto provider = std::make_shared<StallingProvider>(1);
+  rig.cascade.add(provider);
+  auto sink = std::make_shared<ClosingSink>();
+  auto report = inject_watched(rig, user_input_signal("wait for me", "a"), sink);
+  REQUIRE(provider->wait_started());
+  CHECK_FALSE(report->is_set());
+  CHECK(sink->hooks_set() == 1);
+
+  sink->close();  // from this thread, as a connection's strand would
+  const auto ended = report->wait();
+  REQUIRE(ended.has_value());
+  CHECK(ended->stopped_by == "cancelled");
+  CHECK(ended->cycles == 1);
+  CHECK(report->times_set() == 1);
+  CHECK(provider->stops() == 1);
+  CHECK(provider->unsignalled() == 0);
+  CHECK(sink->messages() == 0);  // no :MODEL-FAILURE, nothing else
+  CHECK(rig.logged("the model call was cancelled (the client went away)"));
+  CHECK_FALSE(rig.logged("no provider answered"));
+}
+
+TEST_CASE("a sink closed before the model call cancels it as it starts", "[pipeline][loop][cancel]") {
+  Rig rig({}, {});
+  auto provider = std::make_shared<StallingProvider>(0);
+  rig.cascade.add(provider);
+  auto sink = std::make_shared<ClosingSink>();
+  sink->close();
+  auto report = inject_watched(rig, user_input_signal("anyone there?", "a"), sink);
+  const auto ended = report->wait();
+  REQUIRE(ended.has_value());
+  CHECK(ended->stopped_by == "cancelled");
+  CHECK(provider->stops() <= 1);  // the cascade may see the cancellation before it calls the provider
+  CHECK(sink->messages() == 0);
+}
+
+TEST_CASE("an interrupt cancels every model call in flight", "[pipeline][loop][cancel][concurrency]") {
+  Rig rig({}, {});
+  auto provider = std::make_shared<StallingProvider>(3);
+  rig.cascade.add(provider);
+  std::vector<std::shared_ptr<ClosingSink>> sinks;
+  std::vector<std::shared_ptr<testing::Awaited<LoopReport>>> reports;
+  for (const char* session : {"a", "b", "c"}) {
+    sinks.push_back(std::make_shared<ClosingSink>());
+    reports.push_back(inject_watched(rig, user_input_signal("think hard", session), sinks.back()));
+  }
+  REQUIRE(provider->wait_started());
+
+  rig.pipeline->interrupt();
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const auto ended = reports[i]->wait();
+    REQUIRE(ended.has_value());
+    CHECK(ended->stopped_by == "interrupt");
+    CHECK(reports[i]->times_set() == 1);
+    CHECK(sinks[i]->messages() == 0);
+  }
+  CHECK(provider->stops() == 3);
+  CHECK(rig.interrupts == 1);
+  CHECK(rig.logged("3 model call(s) in flight cancelled"));
+  CHECK(rig.logged("the model call was cancelled (the pipeline was interrupted)"));
+}
+
+TEST_CASE("cancel_calls ends the model calls in flight and cancels later ones as they start",
+          "[pipeline][loop][cancel][concurrency]") {
+  Rig rig({}, {});
+  auto provider = std::make_shared<StallingProvider>(1);
+  rig.cascade.add(provider);
+  auto first = inject_watched(rig, user_input_signal("first", "a"), std::make_shared<ClosingSink>());
+  REQUIRE(provider->wait_started());
+
+  rig.pipeline->cancel_calls();
+  const auto ended = first->wait();
+  REQUIRE(ended.has_value());
+  CHECK(ended->stopped_by == "cancelled");
+  CHECK(rig.logged("the model call was cancelled (model calls were stopped)"));
+
+  // Not an interrupt: a later signal still runs, and its call ends at once.
+  const LoopReport later = rig.run(user_input_signal("second", "b"));
+  CHECK(later.stopped_by == "cancelled");
+  CHECK(later.cycles == 1);
+  CHECK(rig.interrupts == 0);
+  CHECK_FALSE(rig.pipeline->interrupted());
+}
+
 TEST_CASE("approvals survive a restart and expire", "[pipeline][approvals]") {
   TempDir dir;
   const auto file = dir.path() / "approvals.sqlite3";

@@ -80,7 +80,7 @@ ProviderReply call(HttpProvider& provider, ProviderRequest& request) {
 }  // namespace
 
 TEST_CASE("an openai endpoint streams its answer to the caller and sends the key as a bearer token",
-          "[providers][http]") {
+          "[providers][http][concurrency]") {
   HttpStub stub;
   stub.enqueue(streamed({chunk(R"({"role":"assistant","content":""})"), chunk(R"({"content":"Hel"})"),
                          chunk(R"({"content":"lo!"})"), chunk("{}", "\"stop\""), "data: [DONE]\n\n"}));
@@ -104,7 +104,7 @@ TEST_CASE("an openai endpoint streams its answer to the caller and sends the key
 }
 
 TEST_CASE("a rate limit is classified with its status, request id and Retry-After, and streams nothing",
-          "[providers][http]") {
+          "[providers][http][concurrency]") {
   HttpStub stub;
   StubResponse limited = StubResponse::text(
       R"({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}})", 429);
@@ -126,7 +126,7 @@ TEST_CASE("a rate limit is classified with its status, request id and Retry-Afte
   CHECK(reply.error.find("sk-test-key") == std::string::npos);
 }
 
-TEST_CASE("a refused connection is a transport failure naming the URL", "[providers][http]") {
+TEST_CASE("a refused connection is a transport failure naming the URL", "[providers][http][concurrency]") {
   std::string url;
   {
     HttpStub gone;
@@ -146,7 +146,8 @@ TEST_CASE("a refused connection is a transport failure naming the URL", "[provid
   CHECK(reply.error.find(url + "/chat/completions") == 0);
 }
 
-TEST_CASE("cancelling a call stops the transfer: the server sees its connection closed", "[providers][http]") {
+TEST_CASE("cancelling a call stops the transfer: the server sees its connection closed",
+          "[providers][http][concurrency]") {
   HttpStub stub;
   StubResponse slow = streamed({chunk(R"({"content":"a"})"), chunk(R"({"content":"b"})")});
   slow.chunks[1].pause = 30s;  // never reached: the call is cancelled first
@@ -169,7 +170,8 @@ TEST_CASE("cancelling a call stops the transfer: the server sees its connection 
   CHECK(reply.times_set() == 1);
 }
 
-TEST_CASE("a cascade of two endpoints fails over from a 500 to the second, which answers", "[providers][http]") {
+TEST_CASE("a cascade of two endpoints fails over from a 500 to the second, which answers",
+          "[providers][http][concurrency]") {
   HttpStub first;
   first.set_default(StubResponse::text(R"({"error":{"message":"boom","type":"server_error"}})", 500));
   HttpStub second;
@@ -189,4 +191,50 @@ TEST_CASE("a cascade of two endpoints fails over from a 500 to the second, which
   REQUIRE(got->failures.size() == 1);
   CHECK(got->failures[0].failure == FailureClass::server_error);
   CHECK(got->failures[0].http_status == 500);
+}
+
+TEST_CASE("a cascade retries an overloaded endpoint on a real loop, and a cancel while the retry waits ends it once",
+          "[providers][http][cascade][concurrency]") {
+  HttpStub stub;
+  StubResponse overloaded = StubResponse::text(R"({"error":{"message":"busy","type":"overloaded"}})", 503);
+  Loops loops;
+  Cascade cascade({std::make_shared<HttpProvider>(openai_at(stub), loops.clients)});
+  RetryPolicy policy;
+  SECTION("the retry answers") {
+    policy.initial_backoff = 10ms;
+    cascade.set_retry_policy(policy, &loops.loops);
+    stub.enqueue(overloaded);
+    stub.enqueue(streamed({chunk(R"({"content":"second time"})"), chunk("{}", "\"stop\""), "data: [DONE]\n\n"}));
+    Awaited<CascadeOutcome> outcome;
+    ProviderRequest request;
+    request.prompt = "hello";
+    cascade.call(std::move(request), [&](CascadeOutcome&& o) { outcome.set(std::move(o)); });
+    const auto got = outcome.wait();
+    REQUIRE(got.has_value());
+    REQUIRE(got->ok());
+    CHECK(got->reply.content == "second time");
+    CHECK(stub.requests().size() == 2);
+    CHECK(outcome.times_set() == 1);
+  }
+  SECTION("cancelled from another thread while the retry waits") {
+    policy.initial_backoff = 60s;  // never reached: the cancel comes first
+    policy.max_backoff = 60s;
+    cascade.set_retry_policy(policy, &loops.loops);
+    stub.set_default(overloaded);
+    Awaited<CascadeOutcome> outcome;
+    ProviderRequest request;
+    request.prompt = "hello";
+    auto cancel = std::make_shared<CancelSignal>();
+    request.cancel = cancel;
+    cascade.call(std::move(request), [&](CascadeOutcome&& o) { outcome.set(std::move(o)); });
+    REQUIRE(stub.wait_requests(1, 10s));
+    // The 503 may still be on its way to the cascade: cancel from here either way.
+    cancel->cancel();
+    const auto got = outcome.wait();
+    REQUIRE(got.has_value());
+    CHECK(got->cancelled);
+    CHECK(got->reply.failure == FailureClass::cancelled);
+    CHECK(stub.requests().size() == 1);
+    CHECK(outcome.times_set() == 1);
+  }
 }
