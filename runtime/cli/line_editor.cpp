@@ -39,7 +39,7 @@ class TerminalEditor final : public LineReader {
     if (editor_ == nullptr || history_ == nullptr) return;
     HistEvent event;
     history(history_, &event, H_SETSIZE, static_cast<int>(kHistoryLines));
-    history(history_, &event, H_SETUNIQUE, 1);  // no run of the same line
+    history(history_, &event, H_SETUNIQUE, 1);                             // no run of the same line
     if (!file_.empty()) history(history_, &event, H_LOAD, file_.c_str());  // none yet: an empty history
     el_set(editor_, EL_CLIENTDATA, this);
     el_set(editor_, EL_EDITOR, "emacs");
@@ -48,7 +48,7 @@ class TerminalEditor final : public LineReader {
     el_set(editor_, EL_PROMPT, &TerminalEditor::prompt_of);
     // Ctrl-C at the prompt clears the line instead of ending the client:
     // while editing it is a key (no SIGINT), bound to clear_line.
-    el_set(editor_, EL_SETTY, "setty", "-d", "-isig", nullptr);
+    el_set(editor_, EL_SETTY, "-d", "-isig", nullptr);
     el_set(editor_, EL_ADDFN, "pp-clear-line", "Clear the line and start a new one", &TerminalEditor::clear_line);
     el_set(editor_, EL_BIND, "^C", "pp-clear-line", nullptr);
     el_source(editor_, nullptr);  // the user's ~/.editrc
@@ -115,7 +115,9 @@ class TerminalEditor final : public LineReader {
   void save() {
     if (file_.empty()) return;
     std::error_code ignored;
-    std::filesystem::create_directories(file_.parent_path(), ignored);
+    if (std::filesystem::create_directories(file_.parent_path(), ignored)) {
+      std::filesystem::permissions(file_.parent_path(), std::filesystem::perms::owner_all, ignored);  // as the daemon's
+    }
     const int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return;
     const bool private_file = ::fchmod(fd, 0600) == 0;
