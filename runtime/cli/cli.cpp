@@ -472,7 +472,8 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
-      "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval.");
+      "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval;\n"
+      "5 (chat) no model answered; 6 (interactive chat) the daemon could not be reached again.");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what happens (to standard error)");
 

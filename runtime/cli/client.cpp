@@ -199,6 +199,16 @@ bool Client::open(const Endpoint& endpoint, std::chrono::milliseconds connect_ti
   return true;
 }
 
+bool Client::alive() const noexcept {
+  if (fd_ < 0 || eof_) return false;
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;  // nothing to read: still there
+  if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) return false;
+  char byte = 0;
+  const ssize_t got = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
 std::string Client::daemon_version() const {
   const Value& version = handshake_.path({"PAYLOAD", "VERSION"});
   return version.is_string() ? std::string(version.text()) : std::string();

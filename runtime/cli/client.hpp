@@ -61,6 +61,9 @@ class Client {
   // an error response instead (BUSY, SHUTTING-DOWN) fails with its message.
   bool open(const Endpoint& endpoint, std::chrono::milliseconds connect_timeout, ClientError& error);
   bool is_open() const noexcept { return fd_ >= 0; }
+  // False when the daemon has ended the connection (a restart, a stop)
+  // since the last read: looked at without waiting and without reading.
+  bool alive() const noexcept;
   // The handshake frame the daemon sent first.
   const Value& handshake() const noexcept { return handshake_; }
   // The handshake's :PAYLOAD :VERSION, or empty.

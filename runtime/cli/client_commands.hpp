@@ -57,12 +57,18 @@ struct Output {
 };
 
 struct ChatOptions {
-  // The message; empty: interactive, one exchange per line of `in` until
-  // end of input or "/exit".
+  // The message; empty: interactive, one exchange per line read until the
+  // end of input or /quit (see run_chat).
   std::optional<std::string> text;
-  std::string session_id;  // :META :SESSION-ID; empty: the connection is the session
-  bool prompt = false;     // print "> " before reading each line (a terminal)
+  // :META :SESSION-ID; empty: the connection is the session (one message),
+  // or a new id for the whole interactive run.
+  std::string session_id;
 };
+
+class LineReader;
+
+// The interactive history, in the state folder.
+inline constexpr const char* kChatHistoryFile = "chat_history";
 
 // `passepartout chat`: sends user input with a :REQUEST-ID and prints, as
 // they arrive, the streamed chunks, each reply's text with its gate trace and
@@ -70,6 +76,17 @@ struct ChatOptions {
 // kExitOk, kExitBlocked when a reply was blocked by a gate, kExitApproval
 // when an action waits for approval (interactive: of the last exchange), or
 // kExitProblem. With json: one JSON document per exchange.
+//
+// Interactive (no text): each line from `lines` is one exchange in one
+// session; slash commands (/help, /approve TOKEN, /deny TOKEN, /status,
+// /quit, /exit) are handled here and never sent; an action a gate holds for
+// approval is shown and asked about ("Run it? [y/N]", the answer from the
+// next line); a connection the daemon dropped is reopened, and a line that
+// was not sent goes out on the new one. Returns kExitOk at the end of input
+// or /quit, kExitDisconnected when reconnecting failed (or the first
+// connection's failure status).
+int run_chat(const Target& target, const ChatOptions& options, LineReader& lines, const Output& output);
+// The same with plain lines from `in`.
 int run_chat(const Target& target, const ChatOptions& options, std::istream& in, const Output& output);
 
 // Operator requests; each returns kExitOk or the failure's status.

@@ -38,15 +38,22 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
-// Spawns the executable with stdin from /dev/null, stdout into a pipe (its
-// read end returned in `out_fd`) and stderr into `err_file`.
+// Spawns the executable with stdin from /dev/null (or, given `in_fd`, from a
+// pipe whose write end it returns there), stdout into a pipe (its read end
+// returned in `out_fd`) and stderr into `err_file`.
 pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, int& out_fd,
-            const fs::path& err_file) {
+            const fs::path& err_file, int* in_fd = nullptr) {
   int pipe_fds[2];
   REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+  int input_fds[2] = {-1, -1};
+  if (in_fd != nullptr) REQUIRE(::pipe2(input_fds, O_CLOEXEC) == 0);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (in_fd != nullptr) {
+    posix_spawn_file_actions_adddup2(&actions, input_fds[0], 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
   posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   std::vector<std::string> argv_strings{PP_PASSEPARTOUT_EXE};
@@ -58,11 +65,14 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
   const int spawned = ::posix_spawn(&pid, PP_PASSEPARTOUT_EXE, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);
+  if (in_fd != nullptr) ::close(input_fds[0]);
   if (spawned != 0) {
     ::close(pipe_fds[0]);
+    if (in_fd != nullptr) ::close(input_fds[1]);
     FAIL("posix_spawn " << PP_PASSEPARTOUT_EXE << ": " << std::strerror(spawned));
   }
   out_fd = pipe_fds[0];
+  if (in_fd != nullptr) *in_fd = input_fds[1];
   return pid;
 }
 
@@ -129,7 +139,69 @@ ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vec
   return run;
 }
 
-DaemonProcess::DaemonProcess(Options options) {
+ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                            std::string_view input) {
+  InteractiveProcess process(args, env);
+  process.write(input);
+  return process.finish();
+}
+
+InteractiveProcess::InteractiveProcess(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  ::signal(SIGPIPE, SIG_IGN);  // a child that exited early makes write() fail, not the test die
+  pid_ = spawn(args, env, out_fd_, dir_.path() / "stderr", &in_fd_);
+}
+
+InteractiveProcess::~InteractiveProcess() {
+  if (in_fd_ >= 0) ::close(in_fd_);
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+void InteractiveProcess::write(std::string_view text) {
+  REQUIRE(in_fd_ >= 0);
+  while (!text.empty()) {
+    const ssize_t put = ::write(in_fd_, text.data(), text.size());
+    if (put < 0 && errno == EINTR) continue;
+    REQUIRE(put > 0);
+    text.remove_prefix(static_cast<std::size_t>(put));
+  }
+}
+
+bool InteractiveProcess::wait_for_output(std::string_view text, std::size_t count, std::chrono::milliseconds timeout) {
+  auto seen = [&](const std::string& so_far) {
+    std::size_t n = 0;
+    for (auto at = so_far.find(text); at != std::string::npos; at = so_far.find(text, at + text.size())) ++n;
+    return n >= count;
+  };
+  const auto deadline = Clock::now() + timeout;
+  while (!seen(out_)) {
+    const std::string more = read_until(out_fd_, deadline, [](const std::string& got) { return !got.empty(); });
+    if (more.empty()) return seen(out_);  // the deadline, or the end of its output
+    out_ += more;
+  }
+  return true;
+}
+
+std::string InteractiveProcess::err() const { return read_text_file(dir_.path() / "stderr"); }
+
+ProcessRun InteractiveProcess::finish() {
+  if (in_fd_ >= 0) ::close(in_fd_);
+  in_fd_ = -1;
+  const auto deadline = Clock::now() + kProcessWait;
+  ProcessRun run;
+  run.out = out_ + read_until(out_fd_, deadline, [](const std::string&) { return false; });  // to EOF
+  ::close(out_fd_);
+  out_fd_ = -1;
+  const auto status = wait_child(pid_, deadline, reaped_);
+  run.exit_status = status.value_or(-1);
+  run.err = err();
+  return run;
+}
+
+DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
   const fs::path script = dir_.path() / "script.yaml";
   std::ofstream(script) << options.script;
   std::vector<std::string> args{"daemon",

@@ -31,6 +31,38 @@ struct ProcessRun {
 // Runs `passepartout <args>` to completion (at most kProcessWait) with
 // `env` as its whole environment.
 ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vector<std::string>& env);
+// The same with `input` as its standard input (then its end).
+ProcessRun run_passepartout(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                            std::string_view input);
+
+// `passepartout <args>` running with a pipe for its standard input, written
+// a piece at a time, and its standard output read as it comes (an
+// interactive command). The destructor kills it if it still runs.
+class InteractiveProcess {
+ public:
+  InteractiveProcess(const std::vector<std::string>& args, const std::vector<std::string>& env);
+  ~InteractiveProcess();
+  InteractiveProcess(const InteractiveProcess&) = delete;
+  InteractiveProcess& operator=(const InteractiveProcess&) = delete;
+
+  // Writes `text` to its standard input.
+  void write(std::string_view text);
+  // Waits until its standard output so far holds `text` `count` times;
+  // false when the timeout passes first.
+  bool wait_for_output(std::string_view text, std::size_t count = 1, std::chrono::milliseconds timeout = kProcessWait);
+  // Its standard error so far.
+  std::string err() const;
+  // Ends its standard input and waits (at most kProcessWait) for it to exit.
+  ProcessRun finish();
+
+ private:
+  TempDir dir_;
+  pid_t pid_ = -1;
+  int in_fd_ = -1;
+  int out_fd_ = -1;
+  bool reaped_ = false;
+  std::string out_;
+};
 
 // A hermetic environment for the child: PATH, HOME=`home`, and the
 // sanitizers' options when set; nothing else leaks in from the test's own.
@@ -52,6 +84,7 @@ class DaemonProcess {
     bool copy_manifests = false;          // run from a copy of the bundled manifests (to change them)
     std::filesystem::path state_from;     // start from a copy of this state folder (a restart)
     std::string provider = "scripted";    // --provider
+    std::filesystem::path socket{};       // the Unix socket; empty: s.sock in dir()
   };
 
   explicit DaemonProcess(Options options);
@@ -63,7 +96,7 @@ class DaemonProcess {
   std::uint16_t port() const noexcept { return port_; }
   pid_t pid() const noexcept { return pid_; }
   const std::filesystem::path& dir() const { return dir_.path(); }
-  std::filesystem::path socket_path() const { return dir_.path() / "s.sock"; }
+  std::filesystem::path socket_path() const { return socket_.empty() ? dir_.path() / "s.sock" : socket_; }
   std::filesystem::path state_dir() const { return dir_.path() / "state"; }
   std::filesystem::path manifest_dir() const { return dir_.path() / "manifests"; }
   // The daemon's standard error so far (its log).
@@ -82,6 +115,7 @@ class DaemonProcess {
 
  private:
   TempDir dir_;
+  std::filesystem::path socket_;
   pid_t pid_ = -1;
   bool reaped_ = false;
   std::uint16_t port_ = 0;

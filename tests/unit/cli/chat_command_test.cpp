@@ -156,7 +156,7 @@ TEST_CASE("interactive chat sends each line in one session until /exit", "[cli]"
   FakeDaemonServer server;
   Captured captured;
   const int status = chat_lines(server.unix_target(), "hello\n\n   \r\nrm\r\n/exit\nhello\n", captured);
-  CHECK(status == cli::kExitBlocked);  // the status of the last exchange
+  CHECK(status == cli::kExitOk);  // the end of input ends a conversation well, whatever the last reply was
   const auto requests = server.daemon().requests();
   REQUIRE(requests.size() == 2);
   CHECK(requests[0].path({"PAYLOAD", "TEXT"}).text() == "hello");
@@ -254,4 +254,18 @@ TEST_CASE("chat gives up when the daemon sends nothing for the timeout", "[cli]"
   Captured captured;
   CHECK(chat(target, "silence", captured) == cli::kExitProblem);
   CHECK(captured.err.str().find("sent nothing for 0.2 s; allow more time with --timeout SECONDS") != std::string::npos);
+}
+
+TEST_CASE("interactive chat says when a reply was cut off and exits 6 when the daemon does not come back", "[cli]") {
+  RawPeer peer(RawPeer::frame("(:TYPE :STREAM-CHUNK :PAYLOAD (:TEXT \"partial\"))"));
+  cli::Target target = peer.target();
+  target.connect_timeout = 100ms;  // the peer accepts once: a second connection never gets its handshake
+  target.reply_timeout = 300ms;    // and reconnecting is tried for no longer than this
+  Captured captured;
+  CHECK(chat_lines(target, "hello\nnever sent\n", captured) == cli::kExitDisconnected);
+  CHECK(captured.out.str() == "partial\n");
+  const std::string err = captured.err.str();
+  CHECK(err.rfind("passepartout: connection to the daemon lost; reconnecting", 0) == 0);
+  CHECK(err.find("could not reconnect to the daemon within 0.3") != std::string::npos);
+  CHECK(err.find("closed the connection before the reply ended") == std::string::npos);  // said once, as a drop
 }
