@@ -201,7 +201,7 @@ struct ProviderCheck {
 };
 
 // A row about no provider in particular (the settings are refused): the table only.
-ProviderCheck settings_row(std::string detail, std::string hint) {
+ProviderCheck settings_row(const std::string& detail, std::string hint) {
   ProviderCheck row;
   row.check = {"model providers", Verdict::fail, printable(detail), std::move(hint)};
   return row;
