@@ -1,7 +1,8 @@
 // Probing providers for `doctor`: the drivers' model-list requests and their
 // decoding, model names matched the way servers spell them, and probes
-// against the loopback stub (listed, refused key, missing model, no list,
-// refused connection, a stalled server), run at once and bounded in time.
+// against loopback servers (listed, refused key, missing model, no list,
+// rate limit and quota, TLS to a plain server, refused connection, a stalled
+// server), run at once and bounded in time.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "providers/driver.hpp"
@@ -232,4 +234,61 @@ TEST_CASE("404 for both the list and a chat points at the base URL, not the mode
     INFO(results[0].detail);
     CHECK(results[0].detail.starts_with("model 'stub-model' not found at " + stub.url("/v1")));
   }
+}
+
+TEST_CASE("rate limits and exhausted quotas are told apart", "[providers][probe]") {
+  HttpStub stub;
+  SECTION("rate limited, with the wait asked for") {
+    StubResponse limited = StubResponse::text(R"({"error":{"message":"slow down","code":"rate_limit_exceeded"}})", 429);
+    limited.headers.emplace_back("retry-after", "7");
+    stub.enqueue(limited);
+    const auto results = probe_providers({openai_at(stub)}, ProbeLimits{});
+    INFO(results[0].detail);
+    CHECK(results[0].detail.starts_with("429 from local: rate limited"));
+    CHECK(contains(results[0].hint, "it asks for 7 s"));
+  }
+  SECTION("quota") {
+    stub.enqueue(StubResponse::text(
+        R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})",
+        429));
+    const auto results = probe_providers({openai_at(stub)}, ProbeLimits{});
+    INFO(results[0].detail);
+    CHECK(results[0].detail.starts_with("429 from local: the account's quota or credit is exhausted"));
+    CHECK(contains(results[0].hint, "add credit"));
+  }
+}
+
+TEST_CASE("https to a server that speaks plain http is a TLS error", "[providers][probe]") {
+  // A one-shot plain HTTP server: it answers the TLS ClientHello with an HTTP status line.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  const timeval bound{10, 0};  // accept and read give up after it, so the join is bounded
+  REQUIRE(::setsockopt(listener, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound) == 0);
+  socklen_t size = sizeof address;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+  std::thread server([listener, bound] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    char hello[512];
+    if (::read(fd, hello, sizeof hello) > 0) {
+      constexpr std::string_view kAnswer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      (void)!::write(fd, kAnswer.data(), kAnswer.size());
+    }
+    ::close(fd);
+  });
+  const std::string url = "https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/v1";
+  ProviderConfig config = endpoint("openai", url, "m");
+  const auto results = probe_providers({config}, ProbeLimits{});
+  server.join();
+  ::close(listener);
+  INFO(results[0].detail);
+  CHECK_FALSE(results[0].usable);
+  CHECK(results[0].detail.starts_with("TLS error with " + url));
+  CHECK(contains(results[0].hint, "a local server usually wants http://"));
 }
