@@ -13,6 +13,8 @@
 
 #include "base/result.hpp"
 #include "cli/client.hpp"
+#include "providers/provider_config.hpp"
+#include "providers/provider_probe.hpp"
 #include "value/value.hpp"
 
 namespace passepartout::cli {
@@ -116,7 +118,14 @@ struct DoctorOptions {
   std::filesystem::path state_dir;          // must exist and be writable
   std::filesystem::path manifest_dir;       // the bundled skills must load from here
   std::filesystem::path plugin_dir;
-  bool check_provider = true;  // informational: an API key or a local Ollama
+  // The model providers the daemon would use (its settings as `daemon` resolves
+  // them from config_file and env), each asked for its models.
+  bool check_provider = true;
+  bool network = true;                // false: report what is configured, send no request (--no-network)
+  std::filesystem::path config_file;  // the daemon's --config file (its providers: list); empty: none
+  EnvLookup env;                      // the environment settings are read from; empty: none
+  ProbeLimits probe_limits;
+  std::string env_file_error;  // the .env file could not be read: why (a check fails with it)
 };
 
 // `passepartout doctor`: each check with OK, FAIL or INFO and a hint; kExitOk

@@ -1,9 +1,11 @@
 // `passepartout doctor`: whether Passepartout can run here (tools, the state
-// folder, the bundled skills, the daemon and its health; a model, for information).
+// folder, the bundled skills, the daemon and its health, each model provider).
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -15,7 +17,9 @@
 #include "cli/client_output.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
+#include "daemon/daemon_config.hpp"
 #include "daemon/protocol.hpp"
+#include "providers/provider_probe.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
@@ -184,50 +188,136 @@ Check check_daemon(const Target& target) {
   }
 }
 
-Check check_provider() {
-  Check check{"language model", Verdict::info, "", ""};
-  static constexpr const char* kKeys[] = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY",
-                                          "GEMINI_API_KEY"};
-  std::string found;
-  for (const char* key : kKeys) {
-    if (!env(key).empty()) found += (found.empty() ? "" : ", ") + std::string(key);
+// One provider's row, for the table and for --json's `providers`.
+struct ProviderCheck {
+  Check check;
+  std::string name;
+  std::string kind;
+  std::string base_url;
+  std::string model;
+  int http_status = 0;
+  std::int64_t elapsed_ms = -1;  // -1: no request was made
+  bool left_out = false;         // known, but not in the cascade (detail: why)
+};
+
+// A row about no provider in particular (the settings are refused): the table only.
+ProviderCheck settings_row(const std::string& detail, std::string hint) {
+  ProviderCheck row;
+  row.check = {"model providers", Verdict::fail, printable(detail), std::move(hint)};
+  return row;
+}
+
+// The built-in scripted or offline provider's row.
+ProviderCheck builtin_row(const std::string& name, std::string detail, std::string hint) {
+  ProviderCheck row;
+  row.check = {"provider " + name, Verdict::info, std::move(detail), std::move(hint)};
+  row.name = name;
+  row.kind = name;
+  return row;
+}
+
+ProviderCheck configured(const ProviderConfig& p, Verdict verdict, std::string detail, std::string hint) {
+  ProviderCheck row;
+  row.check = {"provider " + p.name, verdict, std::move(detail), std::move(hint)};
+  row.name = p.name;
+  row.kind = p.kind;
+  row.base_url = p.base_url;
+  row.model = p.model;
+  return row;
+}
+
+// Why a known provider is not in the cascade.
+std::string left_out_reason(const ProviderConfig& p, bool order_given) {
+  if (!p.usable()) return p.unusable;
+  if (order_given) return "not named in the provider cascade";
+  if (p.name == "ollama") return "OLLAMA_HOST is not set and no providers: entry declares it";
+  return "not in the cascade";
+}
+
+constexpr const char* kConfigureHint =
+    "set OPENAI_API_KEY, ANTHROPIC_API_KEY (or another preset's key), OLLAMA_HOST for a local Ollama, "
+    "or declare providers: in the config file (docs/operating.md#models)";
+
+// The providers the daemon would try, in its cascade order, each probed for
+// real (all at once, bounded by options.probe_limits) unless options.network
+// is off; then those left out, with why. One that cannot be used is a
+// failure when none can, else a warning (the cascade moves on to the next).
+std::vector<ProviderCheck> check_providers(const DoctorOptions& options) {
+  std::vector<ProviderCheck> rows;
+  const EnvLookup env = options.env ? options.env : EnvLookup([](std::string_view) { return std::nullopt; });
+  if (!options.env_file_error.empty()) {
+    rows.push_back(settings_row(options.env_file_error, "fix that line: the daemon refuses to start with it too"));
+    return rows;
   }
-  std::string detail;
-  if (const std::string cascade = env("PROVIDER_CASCADE"); !cascade.empty()) {
-    detail = "PROVIDER_CASCADE=" + printable(cascade) + "; ";
+  // Exactly what `passepartout daemon` resolves, from the same sources.
+  SettingSources sources;
+  sources.config_file = options.config_file;
+  sources.env = env;
+  auto config = resolve_daemon_config(sources);
+  if (!config) {
+    rows.push_back(settings_row(config.error().message,
+                                "the daemon refuses these settings too: fix them (passepartout daemon --help)"));
+    return rows;
   }
-  // This daemon's providers are scripted and offline: what is found here is
-  // reported as the seed's doctor does, and said to be unused.
-  constexpr std::string_view kUnused = " (unused: the daemon's providers are scripted and offline)";
-  if (!found.empty()) {
-    check.detail = detail + found + " set" + std::string(kUnused);
-    return check;
+  const std::optional<std::string> chosen = env("PASSEPARTOUT_PROVIDER");
+  const std::string given = chosen ? "PASSEPARTOUT_PROVIDER=" + printable(*chosen) + ": " : "";
+
+  std::vector<ProbeResult> probes;
+  if (options.network && !config->endpoints.empty()) probes = probe_providers(config->endpoints, options.probe_limits);
+  const bool any_usable = std::any_of(probes.begin(), probes.end(), [](const ProbeResult& r) { return r.usable; });
+  std::string first_usable;
+  for (std::size_t i = 0; i < probes.size() && first_usable.empty(); ++i) {
+    if (probes[i].usable) first_usable = config->endpoints[i].name;
   }
-  // A local Ollama: OLLAMA_HOST is host:port (default localhost:11434).
-  std::string host = env("OLLAMA_HOST");
-  if (host.empty()) host = "localhost:11434";
-  if (const auto scheme = host.find("://"); scheme != std::string::npos) host = host.substr(scheme + 3);
-  Endpoint ollama;
-  ollama.host = host;
-  ollama.port = 11434;
-  if (const auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) {
-    ollama.host = host.substr(0, colon);
-    const std::string port = host.substr(colon + 1);
-    if (!port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos) {
-      const int number = std::stoi(port);
-      if (number > 0 && number < 65536) ollama.port = static_cast<std::uint16_t>(number);
+
+  std::size_t endpoint = 0;
+  for (const std::string& name : config->providers) {
+    if (name == "scripted") {
+      rows.push_back(builtin_row(
+          "scripted",
+          given + "the scripted provider answers from its rules in " + config->script.string() + " (no request made)",
+          ""));
+      continue;
+    }
+    if (name == "offline") {
+      // Alone and not chosen: nothing is configured, and the daemon falls back to it.
+      const bool fallback = config->providers.size() == 1 && !chosen;
+      const std::string detail = (fallback ? "no model provider is configured: " : given) +
+                                 "the offline provider answers that no model is reachable";
+      rows.push_back(builtin_row("offline", detail, fallback ? kConfigureHint : ""));
+      continue;
+    }
+    const ProviderConfig& p = config->endpoints.at(endpoint);
+    const std::string what = p.kind + " " + p.model + " at " + p.base_url;
+    if (!options.network) {
+      rows.push_back(configured(p, Verdict::info, what + " (not checked: --no-network)", ""));
+      ++endpoint;
+      continue;
+    }
+    const ProbeResult& probe = probes.at(endpoint);
+    Verdict verdict = probe.usable ? Verdict::ok : (any_usable ? Verdict::warn : Verdict::fail);
+    std::string hint = probe.hint;
+    if (verdict == Verdict::warn) {
+      hint += (hint.empty() ? "" : "; ") + std::string("meanwhile the cascade answers from ") + first_usable;
+    }
+    ProviderCheck row = configured(p, verdict, probe.detail, hint);
+    row.http_status = probe.http_status;
+    row.elapsed_ms = probe.elapsed.count();
+    rows.push_back(std::move(row));
+    ++endpoint;
+  }
+  // Those left out: all of them when the daemon would use only scripted or
+  // offline because PASSEPARTOUT_PROVIDER says so is not news.
+  if (!chosen) {
+    const bool order_given = env("PROVIDER_CASCADE").has_value() || !config->skipped_providers.empty();
+    for (const ProviderConfig& p : config->known_providers) {
+      if (std::find(config->providers.begin(), config->providers.end(), p.name) != config->providers.end()) continue;
+      ProviderCheck row = configured(p, Verdict::info, left_out_reason(p, order_given), "");
+      row.left_out = true;
+      rows.push_back(std::move(row));
     }
   }
-  std::string why;
-  if (is_listening(ollama, std::chrono::seconds(1), why)) {
-    check.detail = detail + "something listens at " + ollama.describe() + " (Ollama?)" + std::string(kUnused);
-    return check;
-  }
-  check.detail = detail + "no API key set and nothing listens at " + ollama.describe();
-  check.hint =
-      "the daemon answers with the scripted provider when given its rules (--script FILE), "
-      "otherwise with the offline provider, which says that no model is reachable";
-  return check;
+  return rows;
 }
 
 // Which user the daemon runs as: the owner of its Unix socket, else (over
@@ -262,7 +352,18 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
   checks.push_back(check_skills(options.manifest_dir, options.plugin_dir));
   checks.push_back(check_daemon(target));
   checks.push_back(check_user(target));
-  if (options.check_provider) checks.push_back(check_provider());
+  std::vector<ProviderCheck> providers;
+  if (options.check_provider) providers = check_providers(options);
+  // Left-out providers share one row in the table; --json lists each.
+  std::string left_out;
+  for (const auto& p : providers) {
+    if (p.left_out) {
+      left_out += (left_out.empty() ? "" : ", ") + p.name + " (" + p.check.detail + ")";
+    } else {
+      checks.push_back(p.check);
+    }
+  }
+  if (!left_out.empty()) checks.push_back({"providers left out", Verdict::info, left_out, ""});
 
   std::size_t failed = 0;
   for (const auto& check : checks) failed += check.verdict == Verdict::fail ? 1 : 0;
@@ -275,7 +376,22 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
       if (!check.hint.empty()) entry["hint"] = check.hint;
       list.push_back(std::move(entry));
     }
-    print_json(output.out, OrderedJson{{"ok", healthy}, {"failed", failed}, {"checks", list}});
+    OrderedJson provider_list = OrderedJson::array();
+    for (const auto& p : providers) {
+      if (p.name.empty()) continue;  // the settings' row: in `checks` only
+      OrderedJson entry{{"name", p.name},
+                        {"kind", p.kind},
+                        {"base_url", p.base_url},
+                        {"model", p.model},
+                        {"verdict", json_key(to_label(p.check.verdict))},
+                        {"detail", p.check.detail},
+                        {"hint", p.check.hint},
+                        {"http_status", p.http_status}};
+      entry["elapsed_ms"] = p.elapsed_ms >= 0 ? OrderedJson(p.elapsed_ms) : OrderedJson(nullptr);
+      provider_list.push_back(std::move(entry));
+    }
+    print_json(output.out,
+               OrderedJson{{"ok", healthy}, {"failed", failed}, {"checks", list}, {"providers", provider_list}});
     return healthy ? kExitOk : kExitProblem;
   }
   std::vector<std::vector<std::string>> rows;
@@ -303,11 +419,12 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
 
 void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen) {
   // doctor
+  auto no_network = std::make_shared<bool>(false);
   auto* doctor = app.add_subcommand(
       "doctor",
       "Check that Passepartout can run here: the tools the bundled skills need, the state folder,\n"
-      "the bundled skills, the running daemon and its health, and (for information) a language model.\n"
-      "Prints each check with OK, FAIL or INFO and a hint.");
+      "the bundled skills, the running daemon and its health, and each model provider the daemon would\n"
+      "use (a real request to each). Prints each check with OK, WARN, FAIL or INFO and a hint.");
   doctor
       ->add_option("--manifests", parsed->doctor.manifest_dir,
                    "Folder of the manifests to check (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)")
@@ -320,11 +437,28 @@ void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& pars
       ->add_option("--state-dir", parsed->doctor.state_dir,
                    "The state folder to check (default: " + default_state_dir().string() + ")")
       ->type_name("DIR");
+  doctor
+      ->add_option("--config", parsed->doctor.config_file,
+                   "The daemon's config file (as `passepartout daemon --config FILE`), for its providers:\n"
+                   "list and provider_cascade")
+      ->type_name("FILE");
+  doctor->add_flag("--no-network", *no_network,
+                   "Report the model providers the daemon would use without sending them any request");
   add_connection_options(*doctor, *parsed, kReplyTimeoutS);
-  doctor->footer("Exit status: 0 every required check passed; 1 a check failed; 2 bad usage.");
-  doctor->callback([parsed, &chosen] {
-    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+  doctor->footer(
+      "Each model provider the daemon would use (the same settings: the environment, the .env file,\n"
+      "--config) is asked for its list of models, all at once, each within 5 s (connect: 3 s), and the\n"
+      "configured model is looked for there; where a server has no list, it is asked for one token.\n"
+      "A provider that does not work is a warning when another one does, a failure when none does.\n"
+      "PASSEPARTOUT_PROVIDER=scripted or offline: no request is made.\n"
+      "Exit status: 0 every required check passed; 1 a check failed; 2 bad usage.");
+  doctor->callback([parsed, &chosen, no_network] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed, no_network](const Target& target, const Output& output) {
       DoctorOptions options = parsed->doctor;
+      options.network = !*no_network;
+      options.env = process_env;
+      // As the daemon does: .env fills what the environment leaves unset.
+      if (auto loaded = load_env_file(default_env_file()); !loaded) options.env_file_error = loaded.error().message;
       if (options.manifest_dir.empty()) options.manifest_dir = default_manifest_dir();
       if (options.plugin_dir.empty()) options.plugin_dir = default_plugin_dir();
       if (options.state_dir.empty()) options.state_dir = default_state_dir();

@@ -395,6 +395,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   }
   // The real providers: the seed's presets with the config file's declared over them.
   const std::vector<ProviderConfig> endpoints = merge_providers(preset_providers(env_lookup), std::move(declared));
+  config.known_providers = endpoints;
   std::string known = "scripted, offline";
   for (const ProviderConfig& p : endpoints) {
     known += ", ";

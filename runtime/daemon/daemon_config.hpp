@@ -72,7 +72,10 @@ struct DaemonConfig {
   std::vector<std::string> providers;          // "scripted", "offline" or a real one's name, in cascade order
   std::vector<ProviderConfig> endpoints;       // the real ones of `providers`, each with its settings
   std::vector<std::string> skipped_providers;  // "anthropic: ANTHROPIC_API_KEY is not set": named, unusable
-  std::filesystem::path script;                // the scripted provider's rules
+  // Every real provider the presets and the config file define, usable or
+  // not, in table order (what `doctor` reports as left out of the cascade).
+  std::vector<ProviderConfig> known_providers;
+  std::filesystem::path script;  // the scripted provider's rules
   std::filesystem::path memory_file;
   std::size_t memory_history_limit = MemoryStore::kDefaultHistoryLimit;  // 0: none
 

@@ -223,6 +223,19 @@ class AnthropicDriver final : public Driver {
     return std::make_unique<WholeDecoder>();
   }
 
+  // limit=1000: the API pages its list (20 by default); one page holds them all.
+  HttpCall encode_model_list(const EndpointSettings& settings) const override {
+    HttpCall call{"GET", driver_detail::join_url(settings.base_url, "/v1/models?limit=1000"), {}, {}};
+    call.headers.emplace_back("anthropic-version", "2023-06-01");
+    if (!settings.api_key.empty()) call.headers.emplace_back("x-api-key", settings.api_key);
+    call.headers.insert(call.headers.end(), settings.headers.begin(), settings.headers.end());
+    return call;
+  }
+
+  Result<std::vector<std::string>> decode_model_list(std::string_view body) const override {
+    return driver_detail::list_field(body, "data", "id");
+  }
+
   const char* kind() const noexcept override { return "anthropic"; }
 };
 

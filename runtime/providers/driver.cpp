@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "providers/driver_detail.hpp"
 #include "value/json_bridge.hpp"
 #include "value/json_bridge_detail.hpp"
@@ -131,6 +133,20 @@ std::string string_field(const Json& object, const char* name) {
   if (!object.is_object()) return {};
   const auto found = object.find(name);
   return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+Result<std::vector<std::string>> list_field(std::string_view body, const char* array_name, const char* field) {
+  const Json document = Json::parse(body, nullptr, false);
+  if (document.is_discarded()) return fail(ErrorCode::invalid_input, "the model list is not JSON");
+  const auto array = document.is_object() ? document.find(array_name) : document.end();
+  if (array == document.end() || !array->is_array()) {
+    return fail(ErrorCode::invalid_input, fmt::format("the model list has no \"{}\" array", array_name));
+  }
+  std::vector<std::string> names;
+  for (const Json& entry : *array) {
+    if (std::string name = string_field(entry, field); !name.empty()) names.push_back(std::move(name));
+  }
+  return names;
 }
 
 std::int64_t integer_field(const Json& object, const char* name) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/inline_function.hpp"
+#include "base/result.hpp"
 #include "providers/failure.hpp"
 #include "providers/provider.hpp"
 
@@ -70,6 +71,13 @@ class Driver {
   virtual HttpCall encode(const EndpointSettings& settings, const ProviderRequest& request, bool stream) const = 0;
   // A decoder for one response to a request encoded with the same `stream`.
   virtual std::unique_ptr<ReplyDecoder> decoder(bool stream) const = 0;
+  // The request listing the models the endpoint offers (openai: GET
+  // {base_url}/models; ollama: GET {base_url}/api/tags; anthropic: GET
+  // {base_url}/v1/models), with the same credential and extra headers as encode().
+  virtual HttpCall encode_model_list(const EndpointSettings& settings) const = 0;
+  // The model names in a 2xx answer to that request, in the order listed;
+  // invalid_input saying what is missing when the body is not such a list.
+  virtual Result<std::vector<std::string>> decode_model_list(std::string_view body) const = 0;
   // "openai", "ollama" or "anthropic".
   virtual const char* kind() const noexcept = 0;
 };

@@ -82,6 +82,10 @@ inline std::string dump(const Json& json) { return json.dump(-1, ' ', false, Jso
 
 // A string field of `object`, or empty when absent or not a string.
 std::string string_field(const Json& object, const char* name);
+// The string field `field` of each object in the array `array_name` of the
+// JSON document `body` ({"data": [{"id": "gpt-4o"}, ...]}); invalid_input
+// naming what is missing when the body has no such array.
+Result<std::vector<std::string>> list_field(std::string_view body, const char* array_name, const char* field);
 // An integer field of `object`, or -1.
 std::int64_t integer_field(const Json& object, const char* name);
 

@@ -171,6 +171,17 @@ class OllamaDriver final : public Driver {
     return std::make_unique<WholeDecoder>();
   }
 
+  HttpCall encode_model_list(const EndpointSettings& settings) const override {
+    HttpCall call{"GET", driver_detail::join_url(settings.base_url, "/api/tags"), {}, {}};
+    if (!settings.api_key.empty()) call.headers.emplace_back("authorization", "Bearer " + settings.api_key);
+    call.headers.insert(call.headers.end(), settings.headers.begin(), settings.headers.end());
+    return call;
+  }
+
+  Result<std::vector<std::string>> decode_model_list(std::string_view body) const override {
+    return driver_detail::list_field(body, "models", "name");
+  }
+
   const char* kind() const noexcept override { return "ollama"; }
 };
 
