@@ -63,7 +63,8 @@ const Run::ToolView& Run::tool_view() const {
     listings.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
     values.push_back(Value::plist({{"NAME", Value::string(tool.name)},
                                    {"DESCRIPTION", Value::string(tool.description)},
-                                   {"PARAMETERS", tool.parameters}}));
+                                   {"PARAMETERS", tool.parameters},
+                                   {"PARAMETERS-JSON", Value::string(tool.parameters_json)}}));
   }
   view.belt = tool_belt(std::move(listings));
   view.values = Value::list(values);

@@ -35,9 +35,18 @@ std::vector<ToolSpec> tool_specs(const Value& tools) {
     ToolSpec spec;
     spec.name = std::string(tool.at("NAME").text());
     spec.description = std::string(tool.at("DESCRIPTION").text());
+    // The schema as the skill wrote it, where the descriptor carries it: its
+    // keys keep their case (additionalProperties, minLength), which the
+    // keyword plist of :PARAMETERS does not.
+    const Value& written = tool.at("PARAMETERS-JSON");
+    Json schema = written.is_string() ? Json::parse(written.text(), nullptr, false) : Json();
     const Value& parameters = tool.at("PARAMETERS");
-    spec.parameters = parameters.is_nil() ? Json{{"type", "object"}, {"properties", Json::object()}}
-                                          : Json(value_to_json_dom(parameters));
+    if (schema.is_object()) {
+      spec.parameters = std::move(schema);
+    } else {
+      spec.parameters = parameters.is_nil() ? Json{{"type", "object"}, {"properties", Json::object()}}
+                                            : Json(value_to_json_dom(parameters));
+    }
     if (!spec.name.empty()) specs.push_back(std::move(spec));
   }
   return specs;

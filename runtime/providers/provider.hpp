@@ -63,10 +63,13 @@ class CancelSignal {
 };
 
 struct ProviderRequest {
-  std::string system_prompt;     // seed default: "You are the Probabilistic engine."
-  std::string prompt;            // the current user turn
-  std::string model;             // empty: the provider's default (the model selector's NIL)
-  Value tools;                   // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...))
+  std::string system_prompt;  // seed default: "You are the Probabilistic engine."
+  std::string prompt;         // the current user turn
+  std::string model;          // empty: the provider's default (the model selector's NIL)
+  // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...)
+  // :PARAMETERS-JSON "{...}"): the schema as a plist and, when the skill gave
+  // one, as the JSON text it wrote, which drivers send (its keys keep their case).
+  Value tools;
   Value context;                 // the signal being reasoned about
   std::vector<Turn> transcript;  // the session's earlier turns, oldest first; may be empty
   // The transcript ends with the current turn (the user's text, a tool's

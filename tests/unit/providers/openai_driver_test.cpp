@@ -307,3 +307,27 @@ TEST_CASE("openai driver fails an event past the parser's cap as too large, with
   CHECK(reply.failure == FailureClass::too_large);
   CHECK(reply.error == "server-sent event larger than 1048576 bytes");
 }
+
+TEST_CASE("openai driver sends a tool's schema as the skill wrote it, keys in their case", "[providers]") {
+  const auto settings = testing::settings_for("openai", "https://api.openai.com/v1", "");
+  ProviderRequest request;
+  request.prompt = "p";
+  request.tools = Value::list(
+      {Value::plist({{"NAME", Value::string("write-file")},
+                     {"DESCRIPTION", Value::string("Writes")},
+                     {"PARAMETERS", Value::plist({{"TYPE", Value::string("object")}})},
+                     {"PARAMETERS-JSON",
+                      Value::string(R"({"type":"object","properties":{"filePath":{"type":"string","minLength":1}},)"
+                                    R"("additionalProperties":false})")}})});
+  const HttpCall call = kDriver->encode(settings, request, false);
+  CHECK(call.body.find(R"("parameters":{"type":"object","properties":{"filePath":{"type":"string","minLength":1}},)"
+                       R"("additionalProperties":false})") != std::string::npos);
+
+  SECTION("a schema text that is not a JSON object falls back to the plist") {
+    request.tools = Value::list({Value::plist({{"NAME", Value::string("t")},
+                                               {"PARAMETERS", Value::plist({{"TYPE", Value::string("object")}})},
+                                               {"PARAMETERS-JSON", Value::string("[1,2")}})});
+    CHECK(kDriver->encode(settings, request, false).body.find(R"("parameters":{"type":"object"})") !=
+          std::string::npos);
+  }
+}
