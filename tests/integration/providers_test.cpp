@@ -289,6 +289,19 @@ TEST_CASE("a model's tool call runs a bundled tool through the gates, its result
   CHECK(next[4]["role"] == "assistant");
   CHECK(next[4]["content"] == "The notes say hello.");
   CHECK(next[5]["content"] == "thanks");
+
+  // passepartout chat shows the tool's result, then the model's answer, and exits 0.
+  stub.enqueue(streamed_tool_call("call_def", "read-file", "notes.txt"));
+  stub.enqueue(streamed_text("Your notes greet you."));
+  const auto run = testing::run_passepartout({"chat", "--socket", daemon.socket_path().string(), "read my notes"},
+                                             testing::hermetic_env(daemon.dir()));
+  INFO(run.out << run.err);
+  CHECK(run.exit_status == 0);
+  const auto result_at = run.out.find("hello from the notes file");
+  const auto answer_at = run.out.find("Your notes greet you.");
+  CHECK(result_at != std::string::npos);
+  CHECK(answer_at != std::string::npos);
+  CHECK(result_at < answer_at);
 }
 
 TEST_CASE("a blocked tool call's rejection reaches the model's next attempt as that call's result",
