@@ -80,14 +80,20 @@ bool KnownCredentials::mask(std::string& text) {
   return masked;
 }
 
-std::size_t KnownCredentials::longest() noexcept {
-  const Set* set = load();
-  return set == nullptr ? 0 : set->front().secret.size();  // sorted longest first
-}
-
-std::size_t CredentialStreamMask::ready_length(std::size_t hold) const noexcept {
-  const std::size_t keep = hold > 0 ? hold - 1 : 0;
-  if (held_.size() <= keep) return 0;
+std::size_t CredentialStreamMask::ready_length() const noexcept {
+  std::size_t keep = 0;  // the longest end of held_ that is the start of a key
+  if (const Set* set = load()) {
+    const std::string_view held(held_);
+    for (const KnownCredential& credential : *set) {
+      const std::string_view key(credential.secret);
+      for (std::size_t length = std::min(key.size() - 1, held.size()); length > keep; --length) {
+        if (held.substr(held.size() - length) == key.substr(0, length)) {
+          keep = length;
+          break;
+        }
+      }
+    }
+  }
   std::size_t ready = held_.size() - keep;
   // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
   while (ready > 0 && ready < held_.size() && (static_cast<unsigned char>(held_[ready]) & 0xC0U) == 0x80U) --ready;

@@ -47,26 +47,23 @@ class KnownCredentials {
   static std::string masked(std::string_view text);
   // Masks every known key in `text` in place; false when there was none.
   static bool mask(std::string& text);
-  // The length of the longest key (0 when there is none).
-  static std::size_t longest() noexcept;
 };
 
-// Masks keys in streamed text, whose pieces may split a key anywhere: a
-// piece is passed on once what follows it can no longer complete a key (the
-// last longest()-1 bytes are held back), and flush() passes on the rest.
-// With no key configured every piece passes at once, unchanged.
+// Masks keys in streamed text, whose pieces may split a key anywhere: only
+// an end of the text that could be the start of a key is held back until
+// the next piece tells (ordinary text passes at once), and flush() passes
+// on the rest. With no key configured every piece passes at once, unchanged.
 class CredentialStreamMask {
  public:
   template <class Emit>
   void feed(std::string_view piece, Emit&& emit) {
-    const std::size_t hold = KnownCredentials::longest();
-    if (hold == 0 && held_.empty()) {
+    if (KnownCredentials::empty() && held_.empty()) {
       emit(piece);
       return;
     }
     held_ += piece;
     KnownCredentials::mask(held_);
-    const std::size_t ready = ready_length(hold);
+    const std::size_t ready = ready_length();
     if (ready == 0) return;
     emit(std::string_view(held_).substr(0, ready));
     held_.erase(0, ready);
@@ -80,9 +77,9 @@ class CredentialStreamMask {
   }
 
  private:
-  // How much of held_ may go: all but the last hold-1 bytes, cut back to the
-  // start of a UTF-8 character.
-  std::size_t ready_length(std::size_t hold) const noexcept;
+  // How much of held_ may go: all but its longest end that begins a key,
+  // cut back to the start of a UTF-8 character.
+  std::size_t ready_length() const noexcept;
   std::string held_;
 };
 

@@ -148,6 +148,22 @@ TEST_CASE("streamed text is masked whatever the split of a key across pieces", "
   }
 }
 
+TEST_CASE("streamed text that cannot begin a key passes at once, an end that could waits for the next piece",
+          "[credentials]") {
+  const WithKeys keys({{std::string(kKey), "LOCAL_KEY"}});
+  CredentialStreamMask stream;
+  std::vector<std::string> out;
+  const auto emit = [&](std::string_view piece) { out.emplace_back(piece); };
+  stream.feed("Hello there, ", emit);
+  CHECK(out == std::vector<std::string>{"Hello there, "});
+  stream.feed("the key is local-", emit);  // "local-" may begin the key
+  CHECK(out.back() == "the key is ");
+  stream.feed("kettle.", emit);  // it did not
+  CHECK(out.back() == "local-kettle.");
+  stream.flush(emit);
+  CHECK(out.size() == 3);
+}
+
 TEST_CASE("with no key configured streamed pieces pass at once, unchanged", "[credentials]") {
   KnownCredentials::set({});
   CredentialStreamMask stream;
