@@ -14,6 +14,7 @@
 
 #include "integration/daemon_process.hpp"
 #include "support/http_stub.hpp"
+#include "support/loopback.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -26,20 +27,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr std::string_view kKey = "sk-doctor-secret-31337";
-
-// A port nothing listens on: bound, read, closed.
-std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-  socklen_t size = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // The environment and the arguments of a doctor run with no daemon (its
 // check fails; the provider checks are what these tests read).
@@ -130,7 +117,9 @@ TEST_CASE("doctor names the refused key's variable and never prints the key", "[
 
 TEST_CASE("doctor says to start ollama when its port refuses", "[integration][doctor]") {
   Doctor doctor;
-  const std::string host = "127.0.0.1:" + std::to_string(closed_port());
+  const std::uint16_t closed = passepartout::testing::closed_loopback_port();  // nothing listens
+  REQUIRE(closed != 0);
+  const std::string host = "127.0.0.1:" + std::to_string(closed);
   doctor.env.push_back("OLLAMA_HOST=" + host);
   const auto text = doctor.run();
   INFO(text.out << text.err);

@@ -1,4 +1,5 @@
-// Test support: a blocking TCP connection to a port on 127.0.0.1.
+// Test support: a blocking TCP connection to a port on 127.0.0.1, and a
+// port on it that nothing listens on.
 #pragma once
 
 #include <arpa/inet.h>
@@ -26,6 +27,21 @@ inline int connect_loopback(std::uint16_t port) noexcept {
     return -error;
   }
   return fd;
+}
+
+// A loopback port nothing listens on (bound, never listened, closed), for a
+// refused connection; 0 when none could be had.
+inline std::uint16_t closed_loopback_port() noexcept {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
+  ::close(fd);
+  return bound ? ntohs(address.sin_port) : 0;
 }
 
 }  // namespace passepartout::testing

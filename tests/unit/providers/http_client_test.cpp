@@ -27,6 +27,7 @@
 #include "providers/provider.hpp"
 #include "support/async_wait.hpp"
 #include "support/http_stub.hpp"
+#include "support/loopback.hpp"
 
 using namespace passepartout;
 using passepartout::testing::Awaited;
@@ -113,19 +114,6 @@ std::size_t open_descriptors() {
   }
   ::closedir(dir);
   return count - 1;  // the directory's own descriptor
-}
-
-// A loopback port nothing listens on: bound, never listened, then closed.
-std::uint16_t unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // A name /etc/hosts maps to 127.0.0.1, other than localhost (which curl
@@ -269,7 +257,9 @@ TEST_CASE("a hundred concurrent HTTP transfers on one loop all complete", "[prov
 TEST_CASE("an HTTP transfer to a port nothing listens on is a transport error", "[providers][http][concurrency]") {
   Loop loop;
   auto reported = std::make_shared<Reported>();
-  loop.client->start(get("http://127.0.0.1:" + std::to_string(unused_port()) + "/"), report_to(reported));
+  const std::uint16_t closed = passepartout::testing::closed_loopback_port();  // nothing listens
+  REQUIRE(closed != 0);
+  loop.client->start(get("http://127.0.0.1:" + std::to_string(closed) + "/"), report_to(reported));
   const auto result = reported->done.wait();
   REQUIRE(result.has_value());
   CHECK(result->outcome == HttpOutcome::transport_error);

@@ -17,6 +17,7 @@
 #include "providers/driver.hpp"
 #include "providers/provider_probe.hpp"
 #include "support/http_stub.hpp"
+#include "support/loopback.hpp"
 #include "unit/providers/driver_support.hpp"
 
 using namespace passepartout;
@@ -43,20 +44,6 @@ ProviderConfig openai_at(const HttpStub& stub, std::string model = "stub-model")
   config.api_key = std::string(kKey);
   config.key_source = "OPENAI_API_KEY";
   return config;
-}
-
-// A port nothing listens on: bound, read, closed.
-std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-  socklen_t size = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
@@ -189,7 +176,9 @@ TEST_CASE("a server without a model list is asked for one token instead", "[prov
 }
 
 TEST_CASE("a refused connection to ollama says to start it", "[providers][probe]") {
-  const std::string url = "http://127.0.0.1:" + std::to_string(closed_port());
+  const std::uint16_t closed = passepartout::testing::closed_loopback_port();  // nothing listens
+  REQUIRE(closed != 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(closed);
   const auto results = probe_providers({endpoint("ollama", url, "llama3")}, ProbeLimits{});
   INFO(results[0].detail);
   CHECK_FALSE(results[0].usable);
