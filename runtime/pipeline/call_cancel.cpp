@@ -18,7 +18,6 @@ std::shared_ptr<CancelSignal> Run::begin_call() {
     std::lock_guard lock(session->shard.mutex);
     session->call = cancel;
   }
-  call_cancel = cancel;
   // Read after the call is registered (both sides take the shard's lock): a
   // stop that came before is seen here, one that comes after finds the call.
   if (pipeline->calls_stopped()) {
@@ -33,8 +32,8 @@ std::shared_ptr<CancelSignal> Run::begin_call() {
 }
 
 bool Run::call_ended(const CascadeOutcome& outcome) {
-  const std::shared_ptr<CancelSignal> cancel = std::move(call_cancel);
-  call_cancel = nullptr;
+  // The call's signal, which the session's lent request held for it.
+  const std::shared_ptr<CancelSignal> cancel = std::move(session->request.cancel);
   session->request.cancel = nullptr;
   {
     std::lock_guard lock(session->shard.mutex);

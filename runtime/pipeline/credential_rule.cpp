@@ -61,11 +61,6 @@ const std::string* KnownCredentials::found_in(const Value& value) {
   return set == nullptr ? nullptr : search(*set, value);
 }
 
-const std::string* KnownCredentials::found_in(std::string_view text) {
-  const Set* set = load();
-  return set == nullptr ? nullptr : search(*set, text);
-}
-
 bool KnownCredentials::mask(std::string& text) {
   const Set* set = load();
   if (set == nullptr) return false;
@@ -98,12 +93,6 @@ std::size_t CredentialStreamMask::ready_length() const noexcept {
   // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
   while (ready > 0 && ready < held_.size() && (static_cast<unsigned char>(held_[ready]) & 0xC0U) == 0x80U) --ready;
   return ready;
-}
-
-std::string KnownCredentials::masked(std::string_view text) {
-  std::string out(text);
-  mask(out);
-  return out;
 }
 
 }  // namespace passepartout

@@ -41,10 +41,6 @@ class KnownCredentials {
   // The origin of the first key found in any string of `value` (keywords
   // and symbols too), or nullptr.
   static const std::string* found_in(const Value& value);
-  // The origin of the first key found in `text`, or nullptr.
-  static const std::string* found_in(std::string_view text);
-  // `text` with every known key replaced by "[MASKED]".
-  static std::string masked(std::string_view text);
   // Masks every known key in `text` in place; false when there was none.
   static bool mask(std::string& text);
 };

@@ -159,8 +159,6 @@ struct Run : std::enable_shared_from_this<Run> {
   // Streamed text on its way to the client: no configured key passes.
   CredentialStreamMask stream_mask;
   bool transcript_begun = false;  // this signal's first turn is in the session's transcript
-  // The model call in flight's cancel signal (also the session's call); null between calls.
-  std::shared_ptr<CancelSignal> call_cancel;
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }
