@@ -548,6 +548,7 @@ int run(int argc, char** argv) {
   Runner chosen;
   add_daemon_command(app, chosen);
   add_client_commands(app, *skills, chosen);
+  add_decisions_command(app, chosen);
 
   try {
     app.parse(argc, argv);

@@ -32,6 +32,16 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   std::string refused = integer_text(p.at("APPROVALS-REFUSED"));
   if (p.at("APPROVALS-REFUSED").as_integer() > 0) refused += " (past --max-pending-approvals[-per-session])";
   rows.push_back({"approvals refused", refused});
+  if (p.at("DECISION-LOG").is_keyword()) {
+    std::string decisions = "off";
+    const std::string state = display_text(p.at("DECISION-LOG"));
+    if (state != "OFF" && state != "off") {
+      decisions =
+          integer_text(p.at("DECISIONS-WRITTEN")) + " written, " + integer_text(p.at("DECISIONS-DROPPED")) + " dropped";
+      if (p.at("DECISIONS-DROPPED").as_integer() > 0) decisions += " (the writer fell behind; see the log's warnings)";
+    }
+    rows.push_back({"decision log", decisions});
+  }
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));
   if (!providers.empty()) {

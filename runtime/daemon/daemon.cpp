@@ -37,6 +37,7 @@
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/credential_rule.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -136,6 +137,8 @@ struct Daemon::Impl {
   bool memory_saves = true;  // false after a load failure: never overwrite a file we could not read
   bool memory_ok = true;
   std::unique_ptr<ApprovalStore> approvals;
+  // Outlives the pipeline: a signal's run may still hand it a record as it ends.
+  std::unique_ptr<DecisionLog> decisions;
   std::unique_ptr<SkillHost> skills;
   bool audit_ok = true;
   SkillProblems problems;
@@ -345,6 +348,21 @@ Result<void> Daemon::Impl::boot() {
                 store.error().message);
   }
 
+  if (c.decision_log) {
+    DecisionLogOptions log_options;
+    log_options.folder = decisions_folder(c.state_dir);
+    log_options.max_file_bytes = c.decision_log_file_bytes;
+    log_options.max_files = c.decision_log_files;
+    log_options.max_age = std::chrono::duration_cast<std::chrono::seconds>(c.decision_log_rotate);
+    log_options.sample_passed = static_cast<std::uint32_t>(c.decision_log_sample);
+    log_options.buffer = c.decision_log_buffer;
+    if (auto log = DecisionLog::open(std::move(log_options)); log) {
+      decisions = std::move(*log);
+    } else {
+      log_message(LogLevel::error, kComponent, "decisions are not recorded: {}", log.error().message);
+    }
+  }
+
   // H6 (3, 4): actuators and skills.
   SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir), true, c.workspace};
   auto host = SkillHost::create(host_options);
@@ -415,7 +433,8 @@ Result<void> Daemon::Impl::boot() {
   options.privacy_tags = c.privacy_tags;
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
-                         [this] { request_stop("Interrupt flag set"); }},  // seed H7
+                         [this] { request_stop("Interrupt flag set"); },  // seed H7
+                         decisions.get()},
       std::move(options));
 
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
@@ -423,7 +442,7 @@ Result<void> Daemon::Impl::boot() {
       [this] { return current_health(); },
       [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
-      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }});
+      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get()});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -555,6 +574,7 @@ int Daemon::Impl::shutdown() {
   if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
   pool.stop();
   blocking.stop();
+  if (decisions) decisions->flush();  // what the signals recorded, on disk before the process ends
   const bool saved = save_memory("shutdown");
   boost::system::error_code ignored;
   signals.cancel(ignored);

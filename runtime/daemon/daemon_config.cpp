@@ -98,6 +98,22 @@ constexpr std::array kSettings{
     DaemonSetting{"max-pending-approvals-per-session", "PASSEPARTOUT_MAX_PENDING_APPROVALS_PER_SESSION", "N",
                   "Approvals that may wait at once in one session (:META :SESSION-ID); past it the session's\n"
                   "new requests are refused the same way (default 20)"},
+    DaemonSetting{"no-decision-log", "PASSEPARTOUT_NO_DECISION_LOG", "",
+                  "Do not record verifications in <state dir>/decisions/ (the decision log, on by default;\n"
+                  "`passepartout decisions` reads it)"},
+    DaemonSetting{"decision-log-file-size", "PASSEPARTOUT_DECISION_LOG_FILE_SIZE", "MIB",
+                  "The decision log's current file is rotated before it grows past this (default 64)"},
+    DaemonSetting{"decision-log-files", "PASSEPARTOUT_DECISION_LOG_FILES", "N",
+                  "Decision log files kept, the current one included; the oldest rotated ones are deleted\n"
+                  "(default 8: with the default size at most 512 MiB)"},
+    DaemonSetting{"decision-log-rotate", "PASSEPARTOUT_DECISION_LOG_ROTATE", "SECONDS",
+                  "The decision log's current file is rotated once this old (default 86400: daily; 0: by size only)"},
+    DaemonSetting{"decision-log-sample", "PASSEPARTOUT_DECISION_LOG_SAMPLE", "N",
+                  "Record 1 in N verifications that passed (default 1: all); blocks, failures and approvals\n"
+                  "are always recorded"},
+    DaemonSetting{"decision-log-buffer", "PASSEPARTOUT_DECISION_LOG_BUFFER", "N",
+                  "Decisions each pipeline thread may have waiting for the writer; past it they are dropped and\n"
+                  "counted (`status`, and a warning once a minute), never waited for (default 4096)"},
     DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
                   "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
                   "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},
@@ -382,6 +398,9 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     }
   }
   if (auto r = flag("watch", config.watch); !r) return fail(r.error().code, r.error().message);
+  bool no_decision_log = false;
+  if (auto r = flag("no-decision-log", no_decision_log); !r) return fail(r.error().code, r.error().message);
+  config.decision_log = !no_decision_log;
   bool log_json = false;
   if (auto r = flag("log-json", log_json); !r) return fail(r.error().code, r.error().message);
   config.log_format = log_json ? LogFormat::json : LogFormat::text;
@@ -467,6 +486,11 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
         Count{"max-queued-replies", &config.max_queued_reply_bytes, 1, std::uint64_t{1024} * 1024, "a number of MiB",
               std::size_t{1024} * 1024},
         Count{"max-pending-approvals", &config.max_pending_approvals, 1, 1'000'000, "a number of approvals"},
+        Count{"decision-log-file-size", &config.decision_log_file_bytes, 1, 65536, "a number of MiB",
+              std::size_t{1024} * 1024},
+        Count{"decision-log-files", &config.decision_log_files, 1, 10000, "a number of files"},
+        Count{"decision-log-sample", &config.decision_log_sample, 1, 1'000'000, "a sampling rate (1 in N)"},
+        Count{"decision-log-buffer", &config.decision_log_buffer, 16, 1'000'000, "a number of decisions"},
         Count{"max-pending-approvals-per-session", &config.max_pending_approvals_per_session, 1, 1'000'000,
               "a number of approvals"}}) {
     const Raw* r = raw(n.key);
@@ -486,6 +510,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
         Duration{"memory-auto-save-interval", &config.auto_save_interval, false},
         Duration{"approval-lifetime", &config.approval_lifetime, false},
         Duration{"approval-retention", &config.approval_retention, true},
+        Duration{"decision-log-rotate", &config.decision_log_rotate, true},
         Duration{"idle-timeout", &config.idle_timeout, true}, Duration{"read-timeout", &config.read_timeout, false},
         Duration{"handshake-timeout", &config.handshake_timeout, true},
         Duration{"shutdown-grace", &config.shutdown_grace, true}}) {

@@ -91,6 +91,13 @@ struct DaemonConfig {
   std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;              // zero: for ever
   std::size_t max_pending_approvals = ApprovalOptions::kDefaultMaxPending;                        // more than zero
   std::size_t max_pending_approvals_per_session = ApprovalOptions::kDefaultMaxPendingPerSession;  // more than zero
+  // The decision log (<state dir>/decisions/, pipeline/decision_log.hpp).
+  bool decision_log = true;
+  std::size_t decision_log_file_bytes = std::size_t{64} * 1024 * 1024;
+  std::size_t decision_log_files = 8;                                     // the current one included
+  std::chrono::milliseconds decision_log_rotate{std::chrono::hours(24)};  // zero: by size only
+  std::size_t decision_log_sample = 1;                                    // 1 in N passes recorded
+  std::size_t decision_log_buffer = 4096;                                 // per pipeline thread
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points
   // TCP connections; 0: as many as the descriptor limit leaves room for, at

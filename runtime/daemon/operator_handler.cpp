@@ -10,6 +10,7 @@
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "pipeline/approvals.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_manifest.hpp"
@@ -269,6 +270,11 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
+             {"DECISION-LOG", Value::keyword(services_.decisions != nullptr ? "ON" : "OFF")},
+             {"DECISIONS-WRITTEN",
+              num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->written() : 0))},
+             {"DECISIONS-DROPPED",
+              num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->dropped() : 0))},
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
              {"SKILLS", skills_value()}})));
     return;

@@ -19,6 +19,7 @@ namespace passepartout {
 class SkillHost;
 class Pipeline;
 class ApprovalStore;
+class DecisionLog;
 class Executor;
 struct BootResult;
 struct ChangeResult;
@@ -73,6 +74,7 @@ class OperatorHandler {
     std::function<void()> shutdown;              // begins the daemon's stop (SHUTDOWN)
     std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
     std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
+    const DecisionLog* decisions = nullptr;      // STATUS's decision log figures; null: the log is off
   };
   using Answer = std::function<void(Value response)>;
 

@@ -75,6 +75,7 @@ void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
     return;
   }
   if (!approval) throw PipelineError("cannot record the approval: " + approval.error().message);
+  held_decision.submit(approval->token);
   log_message(LogLevel::info, kPipelineComponent, "ACT: Action requires approval — creating Flight Plan + HITL ({})",
               approval->token);
   const std::string text = "Approval required" + (approval->reason.empty() ? std::string() : ": " + approval->reason) +
@@ -137,7 +138,7 @@ void Run::act(const Value& approved, const Value* untraced) {
   if (!is_log_or_event(action) || acts(target)) {
     Verification last_mile;
     if (bare.is_nil()) bare = action.without("GATE-TRACE");
-    verify_and_record("last-mile", *snapshot, bare, signal, last_mile);
+    verify_and_record(DecisionStage::last_mile, snapshot, bare, signal, last_mile, decision_context());
     if (last_mile.outcome == VerifyOutcome::blocked) {
       log_message(LogLevel::warn, kPipelineComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
       signal = signal.without("APPROVED-ACTION");

@@ -30,13 +30,17 @@ struct ApprovedRun {
 // blocks still stops it; approval requests from the gates that were approved
 // (same name and version) are satisfied; a new one is not. Then its target
 // must be an actuator or a tool of `snapshot`.
-Result<ApprovedRun> plan_approved_run(const Snapshot& snapshot, const Approval& approval) {
+Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& snapshot, const Approval& approval,
+                                      DecisionLog* decisions) {
   ApprovedRun run;
   run.context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
                               {"META", approval.meta},
                               {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
   Verification check;
-  verify_and_record("approval", snapshot, approval.action, run.context, check);
+  DecisionContext context;
+  context.log = decisions;
+  context.approval_token = approval.token;
+  verify_and_record(DecisionStage::approval, snapshot, approval.action, run.context, check, context);
   if (check.outcome == VerifyOutcome::blocked) {
     return fail(ErrorCode::refused,
                 "the gates now block the action: " + std::string(check.reason.is_string() ? check.reason.text() : ""));
@@ -54,7 +58,7 @@ Result<ApprovedRun> plan_approved_run(const Snapshot& snapshot, const Approval& 
     run.action = run.action.with("META"_key, approval.meta);
   }
   const std::string target = target_name(run.action.at("TARGET"_key));
-  const Actuator found = find_actuator(snapshot, target, run.action);
+  const Actuator found = find_actuator(*snapshot, target, run.action);
   switch (found.kind) {
     case Actuator::Kind::tool:
       if (found.tool == nullptr) {
@@ -91,7 +95,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   auto snapshot = impl_->services.registry.snapshot();
   std::optional<ApprovedRun> run;
   if (auto found = store->find(token); found && found->state == Approval::State::pending) {
-    auto planned = plan_approved_run(*snapshot, *found);
+    auto planned = plan_approved_run(snapshot, *found, impl_->services.decisions);
     if (!planned) {
       done(fail(planned.error().code, planned.error().message + "; it is still pending"));
       return;
@@ -105,7 +109,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     return;
   }
   if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
-    auto planned = plan_approved_run(*snapshot, *approval);
+    auto planned = plan_approved_run(snapshot, *approval, impl_->services.decisions);
     if (!planned) {
       static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
       done(fail(planned.error().code, planned.error().message));

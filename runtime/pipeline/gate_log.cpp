@@ -7,6 +7,7 @@
 #include "base/interval_clock.hpp"
 #include "base/log.hpp"
 #include "pipeline/credential_rule.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
 #include "value/sexp_printer.hpp"
@@ -14,12 +15,21 @@
 
 namespace passepartout {
 
-void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
-                       Verification& out) {
+void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
+                       const Value& signal, Verification& out, const DecisionContext& context) {
   const IntervalClock::Ticks start = IntervalClock::now();
-  Verifier::verify(snapshot, action, signal, out);
+  if (context.log == nullptr) {
+    Verifier::verify(*snapshot, action, signal, out);
+    if (out.trace.all_plain_passes()) return;
+    log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
+    return;
+  }
+  GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
+  Verifier::verify(*snapshot, action, signal, out, &times);
+  const IntervalClock::Ticks end = IntervalClock::now();
+  context.log->record(stage, snapshot, action, signal, out, times, start, end, context);
   if (out.trace.all_plain_passes()) return;
-  log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
+  log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, end));
 }
 
 namespace {
@@ -50,7 +60,7 @@ std::string mask_secrets(std::string_view text) {
 
 std::string action_digest(const Value& action) { return sha256_hex(to_sexp(action)).substr(0, 16); }
 
-void log_gate_decisions(std::string_view stage, const Verification& verification, const Value& action,
+void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action,
                         std::chrono::nanoseconds took) {
   bool all_passed = true;
   for (std::size_t i = 0; i < verification.trace.size() && all_passed; ++i) {
@@ -63,8 +73,8 @@ void log_gate_decisions(std::string_view stage, const Verification& verification
     const GateTraceView entry = verification.trace[i];
     const bool has_reason = entry.reason.is_string();
     log_message(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates",
-                "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", stage, entry.name(), entry.version(),
-                to_string(entry.result), has_reason ? ": " : "",
+                "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", to_string(stage), entry.name(),
+                entry.version(), to_string(entry.result), has_reason ? ": " : "",
                 has_reason ? mask_secrets(entry.reason.text()) : std::string(), digest, to_string(verification.outcome),
                 micros);
   }

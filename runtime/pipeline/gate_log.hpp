@@ -3,10 +3,13 @@
 // logged (skill, version, verdict, reason, how long the verification took,
 // a digest of the action), with anything that looks like a secret masked.
 // A verification where every gate passed is only counted (gate counters):
-// logging it would cost more than the verification itself.
+// logging it would cost more than the verification itself. Every verification
+// also goes to the decision log, when there is one (pipeline/decision_log.hpp).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -15,16 +18,40 @@ namespace passepartout {
 class Value;
 class Snapshot;
 struct Verification;
+class DecisionLog;
+class PendingDecision;
+
+// Where a verification ran: the Reason stage, the last-mile check before an
+// actuator, or an approved action checked again before it runs.
+enum class DecisionStage : std::uint8_t { reason, last_mile, approval };
+
+// "reason", "last-mile", "approval".
+const char* to_string(DecisionStage stage) noexcept;
+
+// What the decision log records of a verification besides what the gates
+// saw: who proposed the action, and the approval it belongs to. The session,
+// sensor and source are read from the signal. Views: valid for the call.
+struct DecisionContext {
+  DecisionLog* log = nullptr;  // null: nothing is recorded
+  std::string_view provider;   // the provider whose answer the action came from; empty: none
+  std::string_view model;
+  // An outcome "approval" whose token is not minted yet: its record waits
+  // here for PendingDecision::submit(token). Null: recorded at once.
+  PendingDecision* pending = nullptr;
+  // The approval an approved action belongs to (stage approval): its token,
+  // of which only the SHA-256 is recorded.
+  std::string_view approval_token;
+};
 
 // Runs the gates of `snapshot` on `action` (Verifier::verify) and logs their
 // decisions when any gate did not simply pass; the usual verification, all
-// plain passes, reads the clock once. Any thread.
-void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
-                       Verification& out);
+// plain passes, reads the clock once (and once per gate while the decision
+// log records). Records the decision in `context.log`. Any thread.
+void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
+                       const Value& signal, Verification& out, const DecisionContext& context = {});
 
-// `stage` names where the verification ran: "reason", "last-mile", "approval".
 // Logs nothing when every gate passed. Any thread.
-void log_gate_decisions(std::string_view stage, const Verification& verification, const Value& action,
+void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action,
                         std::chrono::nanoseconds took);
 
 // `text` with credentials replaced by "[MASKED]": API keys and tokens of the

@@ -46,6 +46,7 @@ void Run::cycle(Value next) {
   ++report.cycles;
   pipeline->processed.add(1);
   snapshot = services().registry.snapshot();
+  model_proposed = false;
   signal = perceive(std::move(next));
   if (is_reasoned(signal)) {
     attempt = 0;

@@ -62,6 +62,7 @@ class Cascade;
 class Executor;
 class MemoryStore;
 class ApprovalStore;
+class DecisionLog;
 struct Approval;
 
 // Where the outcome of a signal goes: the connection (or test) that sent it.
@@ -130,6 +131,8 @@ class Pipeline {
     // is first set (the :INTERRUPT sensor, or interrupt()): the host's cue to
     // shut down (seed H7). Optional.
     std::function<void()> on_interrupt = {};
+    // Optional: every verification is recorded there (pipeline/decision_log.hpp).
+    DecisionLog* decisions = nullptr;
   };
 
   Pipeline(const Services& services, PipelineOptions options);

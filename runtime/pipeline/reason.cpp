@@ -148,12 +148,30 @@ void Run::think() {
   // signal run start to end in one task measured about a fifth slower
   // once, and no faster since.
   request.cancel = begin_call();
+  if (services().decisions != nullptr) decision_lineup = lineup;
   services().cascade.call_lent(std::move(lineup), request,
                                [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
                                  Run& run = *self;
                                  run.cascade_outcome = std::move(answer);
                                  run.post(std::move(self), [&run] { run.reasoned(run.cascade_outcome); });
                                });
+}
+
+DecisionContext Run::decision_context() {
+  DecisionContext context;
+  context.log = services().decisions;
+  if (context.log == nullptr) return context;
+  context.pending = &held_decision;
+  if (!model_proposed) return context;
+  context.provider = cascade_outcome.provider;
+  context.model = session->request.model;  // what the answering attempt asked for
+  if (context.model.empty() && decision_lineup != nullptr) {
+    const auto& names = decision_lineup->names;
+    for (std::size_t i = 0; i < names.size() && i < decision_lineup->providers.size(); ++i) {
+      if (names[i] == context.provider) context.model = decision_lineup->providers[i]->default_model();
+    }
+  }
+  return context;
 }
 
 namespace {
@@ -265,7 +283,8 @@ void Run::reasoned(const CascadeOutcome& outcome) {
   const std::string target = target_of(action, false);
   action = aimed(std::move(action), target, false);
   Verification verification;
-  verify_and_record("reason", *snapshot, action, reasoning, verification);
+  model_proposed = outcome.ok();
+  verify_and_record(DecisionStage::reason, snapshot, action, reasoning, verification, decision_context());
   if (conversing) record_verdict(verification);
   switch (verification.outcome) {
     case VerifyOutcome::approval_required: {

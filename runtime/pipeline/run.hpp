@@ -20,6 +20,7 @@
 #include "base/thread_shards.hpp"
 #include "pipeline/actuators.hpp"
 #include "pipeline/credential_rule.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/errors.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
@@ -159,6 +160,16 @@ struct Run : std::enable_shared_from_this<Run> {
   // Streamed text on its way to the client: no configured key passes.
   CredentialStreamMask stream_mask;
   bool transcript_begun = false;  // this signal's first turn is in the session's transcript
+  // The decision log's view of who proposed the action being acted on: set
+  // when this cycle's model answer was verified (reasoned), cleared by the
+  // next cycle. The lineup, held only while the log records, names the
+  // answering provider's default model.
+  bool model_proposed = false;
+  std::shared_ptr<const Cascade::Lineup> decision_lineup;
+  // A verification that asked for approval waits here for the token (suspend()).
+  PendingDecision held_decision;
+  // What the decision log records besides what the gates saw.
+  DecisionContext decision_context();
 
   const PipelineOptions& options() const { return pipeline->options; }
   const Pipeline::Services& services() const { return pipeline->services; }

@@ -225,7 +225,8 @@ namespace {
 
 }  // namespace
 
-void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out) {
+void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
+                      GateTimes* times) {
   out.trace.clear();
   out.trace.set_prebuilt(snapshot.passed_trace());
   out.reason = Value();
@@ -251,6 +252,7 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
   const Value* current = &action;
   bool approval = false;
   Value approval_action;
+  if (times != nullptr) times->mark();
 
   for (const Snapshot::Gate& gate : snapshot.gates()) {
     pp_verdict verdict{};
@@ -260,6 +262,7 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
     const std::uint64_t ticket = watch.start();
     const pp_status status = gate.fn(gate.instance, &call, to_handle(*current), signal_handle, &verdict);
     const bool late = watch.finish(ticket);
+    if (times != nullptr) times->mark();
     GateCounters& counters = gate.slot->counters();
     if (timed) [[unlikely]] {
       counters.add(shard, GateCounters::timed_calls);

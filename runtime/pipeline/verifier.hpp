@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "base/interval_clock.hpp"
 #include "skills/registry.hpp"
 #include "value/value.hpp"
 
@@ -156,6 +157,21 @@ struct Verification {
   Value to_value() const;
 };
 
+// When each gate of one verification ended, for the decision log: at[0] is
+// read before the first gate, at[i + 1] after gate i; gates past kMax are
+// not timed. Never zero-filled.
+struct GateTimes {
+  static constexpr std::size_t kMax = 32;
+  IntervalClock::Ticks at[kMax + 1];
+  std::size_t count = 0;
+
+  void mark() noexcept {
+    if (count <= kMax) at[count++] = IntervalClock::now();
+  }
+  // Whether gate `i` (its trace entry's index) was timed.
+  bool timed(std::size_t i) const noexcept { return i + 1 < count; }
+};
+
 // Runs the gates. Stateless; any thread, concurrently.
 //
 // First the guard rule: an action whose actuator or tool is served by a
@@ -176,7 +192,9 @@ struct Verification {
 // :FAILED, distinct from :BLOCKED.
 class Verifier {
  public:
-  static void verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out);
+  // `times`, when given, gets a clock reading before the first gate and after each.
+  static void verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
+                     GateTimes* times = nullptr);
   static Verification verify(const Snapshot& snapshot, const Value& action, const Value& signal) {
     Verification out;
     verify(snapshot, action, signal, out);

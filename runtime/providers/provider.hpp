@@ -187,6 +187,8 @@ class Provider {
   virtual bool reads_transcript() const noexcept { return false; }
   // The model's context window in tokens, when known (0: not known).
   virtual std::size_t context_window() const noexcept { return 0; }
+  // The model a request that names none goes to ("" when the provider has no such name).
+  virtual std::string_view default_model() const noexcept { return {}; }
   // Starts one request. Must not block; must not throw (a failure is a reply).
   // `request` stays valid until `done` is called (the caller keeps it for
   // the whole call: a cascade tries each provider with the same request);

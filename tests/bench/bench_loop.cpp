@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "base/executor.hpp"
 #include "bench_gates.hpp"
 #include "daemon/frame_codec.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
@@ -50,9 +52,11 @@ struct LoopWorld {
   EventLoops pool;  // the pipeline's, as in the daemon
   ThreadPool blocking{1};
   Cascade cascade;
+  std::filesystem::path decisions_dir;  // with a decision log: a temporary folder
+  std::unique_ptr<DecisionLog> decisions;
   std::unique_ptr<Pipeline> pipeline;
 
-  LoopWorld(std::size_t threads, bool bundled)
+  LoopWorld(std::size_t threads, bool bundled, bool record_decisions = false)
       : gates(bundled ? bench::LoadedGates::bundled() : bench::LoadedGates::pass_through(10)), pool(threads) {
     auto script = ScriptedScript::parse(
         "rules:\n"
@@ -64,12 +68,26 @@ struct LoopWorld {
     cascade.add(std::make_shared<ScriptedProvider>(std::move(*script), nullptr, "scripted"));
     PipelineOptions options;  // the daemon's defaults: the prompt's LOGS section shows the last 20 lines
     options.version = "bench";
+    if (record_decisions) {  // the daemon's default settings: every decision recorded
+      std::string dir = (std::filesystem::temp_directory_path() / "pp-bench-decisions-XXXXXX").string();
+      if (::mkdtemp(dir.data()) == nullptr) die("cannot make a temporary folder");
+      decisions_dir = dir;
+      DecisionLogOptions log_options;
+      log_options.folder = decisions_dir;
+      auto log = DecisionLog::open(log_options);
+      if (!log) die(log.error().message);
+      decisions = std::move(*log);
+    }
     pipeline = std::make_unique<Pipeline>(
-        Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr}, options);
+        Pipeline::Services{gates->registry, cascade, pool, blocking, nullptr, nullptr, {}, decisions.get()}, options);
   }
   ~LoopWorld() {
     pool.stop();
     blocking.stop();
+    pipeline.reset();
+    decisions.reset();
+    std::error_code ignored;
+    if (!decisions_dir.empty()) std::filesystem::remove_all(decisions_dir, ignored);
   }
 };
 
@@ -178,10 +196,34 @@ void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const 
   state.counters[key] = rate;
 }
 
+// The same with the decision log on, every decision recorded (two per
+// signal: at reasoning and at the last mile), and how many were written and
+// dropped (the writer fell behind) during the measured run.
+void BM_LoopDecisionLog(benchmark::State& state) {
+  LoopWorld world(2, false, true);
+  drive(world, std::chrono::milliseconds(20), 64, 256);
+  world.decisions->flush();
+  double rate = 0;
+  std::uint64_t written = 0;
+  std::uint64_t dropped = 0;
+  for (auto _ : state) {
+    const std::uint64_t written_before = world.decisions->written();
+    const std::uint64_t dropped_before = world.decisions->dropped();
+    rate = drive(world, std::chrono::milliseconds(200), 64, 256);
+    dropped = world.decisions->dropped() - dropped_before;  // before the flush: what the buffer could not hold
+    world.decisions->flush();
+    written = world.decisions->written() - written_before;
+  }
+  state.counters["loop_signals_per_s_decision_log"] = rate;
+  state.counters["decision_log_written"] = static_cast<double>(written);
+  state.counters["decision_log_dropped"] = static_cast<double>(dropped);
+}
+
 void BM_Loop(benchmark::State& state) { run_loop(state, 2, false, "loop_signals_per_s"); }
 void BM_Loop1Core(benchmark::State& state) { run_loop(state, 1, false, "loop_signals_per_s_1_core"); }
 void BM_LoopBundled(benchmark::State& state) { run_loop(state, 2, true, "loop_bundled_signals_per_s"); }
 BENCHMARK(BM_Loop)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LoopDecisionLog)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop1Core)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopBundled)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

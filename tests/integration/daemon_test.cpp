@@ -19,6 +19,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1076,6 +1077,52 @@ TEST_CASE("daemon --help explains every flag and the environment", "[integration
     INFO(needle);
     CHECK(run.out.find(needle) != std::string::npos);
   }
+}
+
+}  // namespace passepartout
+
+namespace passepartout {
+
+TEST_CASE("killed with SIGKILL while it records, the daemon leaves every written decision whole", "[integration]") {
+  DaemonProcess daemon(options());
+  WireClient client = WireClient::tcp(daemon.port());
+  client.expect_handshake();
+  client.send(chat("my disk is full", "r-0", daemon.token()));  // shell-guard blocks it
+  CHECK(client.expect_frame().at("TYPE").is_keyword("LOG"));
+  CHECK(client.expect_frame().at("REQUEST-ID").text() == "r-0");
+  // The writer has put it on disk once STATUS counts it.
+  CHECK(poll_status(daemon, [](const Value& response) {
+    return response.path({"PAYLOAD", "DECISIONS-WRITTEN"}).as_integer() >= 1;
+  }));
+  // A burst still being recorded when the process dies.
+  for (int i = 0; i < 300; ++i) client.send(chat("hello", "", daemon.token()));
+  CHECK(client.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
+  daemon.signal(SIGKILL);
+  CHECK_FALSE(daemon.wait_exit().has_value());  // a signal ended it
+
+  const std::filesystem::path folder = daemon.state_dir() / "decisions";
+  const std::string text = testing::read_text_file(folder / "decisions.jsonl");
+  REQUIRE_FALSE(text.empty());
+  CHECK(text.back() == '\n');
+  std::size_t lines = 0;
+  bool blocked = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line); ++lines) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    INFO(line);
+    REQUIRE_FALSE(record.is_discarded());
+    blocked = blocked || (record["outcome"] == "blocked" && record["gates"].back()["name"] == "shell-guard");
+  }
+  CHECK(lines >= 1);
+  CHECK(blocked);
+
+  const auto env = testing::hermetic_env(daemon.dir());
+  auto listed = testing::run_passepartout(
+      {"decisions", "--state-dir", daemon.state_dir().string(), "--verdict", "blocked", "--json"}, env);
+  INFO(listed.out << listed.err);
+  CHECK(listed.exit_status == 0);
+  CHECK(listed.err.find("malformed") == std::string::npos);
+  CHECK(listed.out.find("shell-guard") != std::string::npos);
 }
 
 }  // namespace passepartout

@@ -21,6 +21,7 @@
 #include "base/log.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
+#include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
@@ -74,12 +75,13 @@ struct Rig {
   Cascade cascade;
   MemoryStore memory;
   std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<DecisionLog> decisions;  // with record_decisions: <state>/decisions
   std::unique_ptr<Pipeline> pipeline;
   std::vector<std::shared_ptr<ScriptedProvider>> providers;
   std::atomic<int> interrupts{0};  // Services::on_interrupt calls
 
   Rig(std::vector<SkillSpec> skills, std::vector<std::string> scripts, std::size_t loops = 2,
-      const std::function<void(PipelineOptions&)>& configure = {})
+      const std::function<void(PipelineOptions&)>& configure = {}, bool record_decisions = false)
       : pool(loops) {
     std::vector<SkillManifest> manifests;
     guard_toolboxes(skills);
@@ -111,9 +113,17 @@ struct Rig {
     PipelineOptions options;
     options.version = "0.1.0";
     if (configure) configure(options);
-    pipeline = std::make_unique<Pipeline>(
-        Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(), [this] { ++interrupts; }},
-        options);
+    if (record_decisions) {
+      DecisionLogOptions log_options;
+      log_options.folder = state.path() / "decisions";
+      auto log = DecisionLog::open(log_options);
+      REQUIRE(log.has_value());
+      decisions = std::move(*log);
+    }
+    pipeline =
+        std::make_unique<Pipeline>(Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(),
+                                                      [this] { ++interrupts; }, decisions.get()},
+                                   options);
   }
 
   // A toolbox offers tools and actuators, so it names a guard: the rig's

@@ -1,0 +1,270 @@
+// `passepartout decisions`: the decision log's records, newest first, filtered,
+// as one line each or as JSON. Reads the files alone (no daemon needed).
+#include "cli/decisions_command.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+#include "cli/cli11.hpp"
+
+#include "base/state_paths.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "cli/terminal_text.hpp"
+
+namespace passepartout::cli {
+
+namespace fs = std::filesystem;
+using OrderedJson = nlohmann::ordered_json;
+
+namespace {
+
+constexpr std::size_t kNamedMalformed = 10;  // malformed lines named on stderr; the rest counted
+
+std::string utc_text(std::int64_t unix_s) {
+  const auto seconds = static_cast<std::time_t>(unix_s);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S.000000Z", &utc);
+  return text;
+}
+
+// The log's files, newest first: the current one, then the rotated ones by
+// the time and sequence in their names, latest first.
+std::vector<fs::path> files_newest_first(const fs::path& folder) {
+  struct Rotated {
+    std::string stamp;
+    long n;
+    fs::path path;
+  };
+  std::vector<Rotated> rotated;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("decisions-") || !name.ends_with(".jsonl")) continue;
+    const std::string middle = name.substr(10, name.size() - 10 - 6);
+    const std::size_t dash = middle.rfind('-');
+    if (dash == std::string::npos) continue;
+    rotated.push_back({middle.substr(0, dash), std::strtol(middle.c_str() + dash + 1, nullptr, 10), entry.path()});
+  }
+  std::sort(rotated.begin(), rotated.end(),
+            [](const Rotated& a, const Rotated& b) { return a.stamp != b.stamp ? a.stamp > b.stamp : a.n > b.n; });
+  std::vector<fs::path> files;
+  if (fs::exists(folder / "decisions.jsonl", ec)) files.push_back(folder / "decisions.jsonl");
+  for (const Rotated& r : rotated) files.push_back(r.path);
+  return files;
+}
+
+std::string text_of(const OrderedJson& record, const char* key) {
+  auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Whether `record` is one the query asks for.
+bool matches(const OrderedJson& record, const DecisionQuery& query, const std::string& since) {
+  const std::string outcome = text_of(record, "outcome");
+  if (!since.empty() && text_of(record, "time") < since) return false;
+  if (!query.verdict.empty() && outcome != query.verdict) return false;
+  if (!query.session.empty() && text_of(record, "session") != query.session) return false;
+  if (!query.skill.empty()) {
+    auto gates = record.find("gates");
+    if (gates == record.end() || !gates->is_array()) return false;
+    bool found = false;
+    for (const auto& gate : *gates) {
+      if (!gate.is_object() || text_of(gate, "name") != query.skill) continue;
+      // With a verdict other than passed, the gate must have given it itself.
+      if (query.verdict.empty() || query.verdict == "passed" || text_of(gate, "verdict") == query.verdict) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+// The gate that decided: the last whose verdict is the outcome.
+std::string deciding_gate(const OrderedJson& record, const std::string& outcome) {
+  auto gates = record.find("gates");
+  if (gates == record.end() || !gates->is_array()) return {};
+  for (auto it = gates->rbegin(); it != gates->rend(); ++it) {
+    if (it->is_object() && text_of(*it, "verdict") == outcome) return text_of(*it, "name");
+  }
+  return {};
+}
+
+std::string one_line(const OrderedJson& record) {
+  const std::string outcome = text_of(record, "outcome");
+  std::string line = text_of(record, "time") + "  " + outcome;
+  line.append(outcome.size() < 8 ? 8 - outcome.size() : 0, ' ');
+  const std::string stage = text_of(record, "stage");
+  line += "  " + stage;
+  line.append(stage.size() < 9 ? 9 - stage.size() : 0, ' ');
+  line += "  session " + printable(text_of(record, "session"));
+  if (outcome == "passed") {
+    auto gates = record.find("gates");
+    const std::size_t n = gates != record.end() && gates->is_array() ? gates->size() : 0;
+    std::string action = printable(text_of(record, "action"));
+    if (action.size() > 100) action = action.substr(0, 97) + "...";
+    line += "  " + std::to_string(n) + (n == 1 ? " gate: " : " gates: ") + action;
+  } else {
+    const std::string gate = deciding_gate(record, outcome);
+    line += "  " + (gate.empty() ? std::string() : printable(gate) + ": ") + printable(text_of(record, "reason"));
+  }
+  return line;
+}
+
+}  // namespace
+
+std::optional<std::string> since_time(std::string_view text, std::int64_t now_unix_s) {
+  if (text.size() >= 2 && std::isdigit(static_cast<unsigned char>(text.back())) == 0) {
+    std::int64_t n = 0;
+    const char* end = text.data() + text.size() - 1;
+    auto [ptr, ec] = std::from_chars(text.data(), end, n);
+    if (ec != std::errc() || ptr != end || n < 0) return std::nullopt;
+    std::int64_t unit = 0;
+    switch (text.back()) {
+      case 's':
+        unit = 1;
+        break;
+      case 'm':
+        unit = 60;
+        break;
+      case 'h':
+        unit = 3600;
+        break;
+      case 'd':
+        unit = 86400;
+        break;
+      default:
+        return std::nullopt;
+    }
+    if (n > 100 * 366 * std::int64_t{86400} / unit) return std::nullopt;
+    return utc_text(now_unix_s - n * unit);
+  }
+  // An RFC 3339 UTC time, e.g. 2026-11-27T05:00:00Z (fraction optional).
+  std::tm tm{};
+  const std::string stamp(text);
+  const char* rest = ::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr || stamp.size() < 20 || stamp.back() != 'Z') return std::nullopt;
+  return stamp;
+}
+
+int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  if (!fs::is_directory(query.folder, ec)) {
+    err << "passepartout: no decision log at " << query.folder.string()
+        << " (the daemon writes one there unless --no-decision-log; give --state-dir for another state folder)\n";
+    return kExitProblem;
+  }
+  std::string since;
+  if (!query.since.empty()) {
+    auto parsed = since_time(query.since, std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count());
+    if (!parsed) {
+      err << "passepartout: --since '" << printable(query.since)
+          << "' is neither a duration (30s, 15m, 1h, 2d) nor a UTC time (2026-11-27T05:00:00Z)\n";
+      return kExitUsage;
+    }
+    since = *parsed;
+  }
+
+  std::vector<OrderedJson> found;
+  std::size_t malformed = 0;
+  for (const fs::path& file : files_newest_first(query.folder)) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      err << "passepartout: cannot read " << file.string() << "\n";
+      continue;
+    }
+    std::string line;
+    std::size_t number = 0;
+    bool any = false;      // the file holds a record
+    bool all_old = true;   // every record of the file is before --since
+    while (std::getline(in, line)) {
+      ++number;
+      if (line.empty()) continue;
+      OrderedJson record = OrderedJson::parse(line, nullptr, false);
+      if (record.is_discarded() || !record.is_object() || !record.contains("time") || !record["time"].is_string()) {
+        if (malformed++ < kNamedMalformed) {
+          err << "passepartout: skipped a malformed line: " << file.string() << ":" << number << "\n";
+        }
+        continue;
+      }
+      any = true;
+      if (since.empty() || text_of(record, "time") >= since) all_old = false;
+      if (matches(record, query, since)) found.push_back(std::move(record));
+    }
+    // Older files hold older records: once enough are found, or a whole
+    // file was before --since, the rest need not be read.
+    if (found.size() >= query.limit || (!since.empty() && any && all_old)) break;
+  }
+  if (malformed > kNamedMalformed) {
+    err << "passepartout: skipped " << malformed << " malformed lines in all\n";
+  }
+  std::stable_sort(found.begin(), found.end(), [](const OrderedJson& a, const OrderedJson& b) {
+    return text_of(a, "time") > text_of(b, "time");
+  });
+  if (found.size() > query.limit) found.resize(query.limit);
+
+  if (query.json) {
+    OrderedJson document{{"decisions", OrderedJson::array()}};
+    for (OrderedJson& record : found) document["decisions"].push_back(std::move(record));
+    out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return kExitOk;
+  }
+  if (found.empty()) {
+    out << "No decisions match (" << query.folder.string() << ").\n";
+    return kExitOk;
+  }
+  for (const OrderedJson& record : found) out << one_line(record) << '\n';
+  return kExitOk;
+}
+
+void add_decisions_command(CLI::App& app, Runner& chosen) {
+  const fs::path state_dir = default_state_dir();
+  auto query = std::make_shared<DecisionQuery>();
+  auto state = std::make_shared<fs::path>();
+  const std::string help =
+      "List recorded gate decisions, newest first: when, the outcome (passed, blocked, failed,\n"
+      "approval), where the verification ran (reason, last-mile, approval), the session, and the\n"
+      "deciding gate with its reason (for a pass, the gates and the action). Every verification is\n"
+      "recorded by the daemon in <state dir>/decisions/ (docs/decision-log.md), credentials masked.\n"
+      "The files are read directly: a daemon need not run. Malformed lines are skipped and named\n"
+      "on standard error. State dir here: " +
+      state_dir.string();
+  auto* cmd = app.add_subcommand("decisions", help);
+  cmd->add_option("--since", query->since, "Only decisions since then: a duration back (30s, 15m, 1h, 2d) or a UTC time")
+      ->type_name("WHEN");
+  cmd->add_option("--skill", query->skill,
+                  "Only decisions in which the gate NAME ran; with --verdict blocked, failed or approval, those\n"
+                  "in which it gave that verdict itself")
+      ->type_name("NAME");
+  cmd->add_option("--verdict", query->verdict, "Only decisions with this outcome")
+      ->type_name("OUTCOME")
+      ->check(CLI::IsMember({"passed", "blocked", "failed", "approval"}));
+  cmd->add_option("--session", query->session, "Only decisions of this session")->type_name("ID");
+  cmd->add_option("--limit", query->limit, "At most this many decisions (default 50)")
+      ->type_name("N")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}));
+  cmd->add_flag("--json", query->json, "Print one JSON document: {\"decisions\": [...]}, each a record as written");
+  cmd->add_option("--state-dir", *state, "The state folder holding decisions/ (default: " + state_dir.string() + ")")
+      ->type_name("DIR");
+  cmd->callback([&chosen, query, state, state_dir] {
+    chosen = [query, state, state_dir] {
+      query->folder = (state->empty() ? state_dir : *state) / "decisions";
+      return list_decisions(*query, std::cout, std::cerr);
+    };
+  });
+}
+
+}  // namespace passepartout::cli
