@@ -125,11 +125,14 @@ std::string one_line(const OrderedJson& record) {
 }  // namespace
 
 std::optional<std::string> since_time(std::string_view text, std::int64_t now_unix_s) {
-  if (text.size() >= 2 && std::isdigit(static_cast<unsigned char>(text.back())) == 0) {
+  const bool duration = text.size() >= 2 && std::all_of(text.begin(), text.end() - 1, [](char c) {
+                          return std::isdigit(static_cast<unsigned char>(c)) != 0;
+                        });
+  if (duration) {
     std::int64_t n = 0;
     const char* end = text.data() + text.size() - 1;
     auto [ptr, ec] = std::from_chars(text.data(), end, n);
-    if (ec != std::errc() || ptr != end || n < 0) return std::nullopt;
+    if (ec != std::errc() || ptr != end) return std::nullopt;
     std::int64_t unit = 0;
     switch (text.back()) {
       case 's':
@@ -150,12 +153,26 @@ std::optional<std::string> since_time(std::string_view text, std::int64_t now_un
     if (n > 100 * 366 * std::int64_t{86400} / unit) return std::nullopt;
     return utc_text(now_unix_s - n * unit);
   }
-  // An RFC 3339 UTC time, e.g. 2026-11-27T05:00:00Z (fraction optional).
+  // An RFC 3339 UTC time, 2026-11-27T05:00:00Z, a fraction optional: as the
+  // log writes times (six decimals), so that the texts compare as the times do.
+  if (text.size() < 20 || text.back() != 'Z') return std::nullopt;
   std::tm tm{};
-  const std::string stamp(text);
+  const std::string stamp(text.substr(0, 19));
   const char* rest = ::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr || stamp.size() < 20 || stamp.back() != 'Z') return std::nullopt;
-  return stamp;
+  if (rest == nullptr || *rest != '\0') return std::nullopt;
+  std::string_view fraction = text.substr(19, text.size() - 20);
+  std::string digits;
+  if (!fraction.empty()) {
+    if (fraction.front() != '.' || fraction.size() < 2 || fraction.size() > 7) return std::nullopt;
+    fraction.remove_prefix(1);
+    if (!std::all_of(fraction.begin(), fraction.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; })) {
+      return std::nullopt;
+    }
+    digits = fraction;
+  }
+  digits.resize(6, '0');
+  return stamp + "." + digits + "Z";
 }
 
 int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& err) {
@@ -167,9 +184,9 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
   }
   std::string since;
   if (!query.since.empty()) {
-    auto parsed = since_time(query.since, std::chrono::duration_cast<std::chrono::seconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count());
+    auto parsed = since_time(
+        query.since,
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
     if (!parsed) {
       err << "passepartout: --since '" << printable(query.since)
           << "' is neither a duration (30s, 15m, 1h, 2d) nor a UTC time (2026-11-27T05:00:00Z)\n";
@@ -188,8 +205,8 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     }
     std::string line;
     std::size_t number = 0;
-    bool any = false;      // the file holds a record
-    bool all_old = true;   // every record of the file is before --since
+    bool any = false;     // the file holds a record
+    bool all_old = true;  // every record of the file is before --since
     while (std::getline(in, line)) {
       ++number;
       if (line.empty()) continue;
@@ -211,9 +228,8 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
   if (malformed > kNamedMalformed) {
     err << "passepartout: skipped " << malformed << " malformed lines in all\n";
   }
-  std::stable_sort(found.begin(), found.end(), [](const OrderedJson& a, const OrderedJson& b) {
-    return text_of(a, "time") > text_of(b, "time");
-  });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const OrderedJson& a, const OrderedJson& b) { return text_of(a, "time") > text_of(b, "time"); });
   if (found.size() > query.limit) found.resize(query.limit);
 
   if (query.json) {
@@ -243,7 +259,8 @@ void add_decisions_command(CLI::App& app, Runner& chosen) {
       "on standard error. State dir here: " +
       state_dir.string();
   auto* cmd = app.add_subcommand("decisions", help);
-  cmd->add_option("--since", query->since, "Only decisions since then: a duration back (30s, 15m, 1h, 2d) or a UTC time")
+  cmd->add_option("--since", query->since,
+                  "Only decisions since then: a duration back (30s, 15m, 1h, 2d) or a UTC time")
       ->type_name("WHEN");
   cmd->add_option("--skill", query->skill,
                   "Only decisions in which the gate NAME ran; with --verdict blocked, failed or approval, those\n"

@@ -91,7 +91,7 @@ void append_field(std::string& out, std::string_view key, std::string_view text)
 // Microseconds with three decimals (a gate often takes less than one), "0.042".
 void append_micros(std::string& out, std::chrono::nanoseconds took) {
   const std::int64_t ns = std::max<std::int64_t>(took.count(), 0);
-  char text[32];
+  char text[64];
   const int n = std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(ns / 1000),
                               static_cast<long long>(ns % 1000));
   std::string_view printed(text, static_cast<std::size_t>(n));
@@ -102,10 +102,11 @@ void append_micros(std::string& out, std::chrono::nanoseconds took) {
 
 // RFC 3339, UTC, microseconds: "2026-11-27T05:11:20.123456Z".
 std::string rfc3339_micros(std::int64_t unix_us) {
+  unix_us = std::max<std::int64_t>(unix_us, 0);
   const std::time_t seconds = static_cast<std::time_t>(unix_us / 1'000'000);
   std::tm utc{};
   ::gmtime_r(&seconds, &utc);
-  char text[40];
+  char text[96];
   std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", utc.tm_year + 1900, utc.tm_mon + 1,
                 utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<long long>(unix_us % 1'000'000));
   return text;
@@ -114,7 +115,7 @@ std::string rfc3339_micros(std::int64_t unix_us) {
 std::string compact_utc(std::time_t seconds) {
   std::tm utc{};
   ::gmtime_r(&seconds, &utc);
-  char text[24];
+  char text[64];
   std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
   return text;
 }
@@ -148,8 +149,7 @@ const char* outcome_text(const DecisionRecord& record) {
 }
 
 std::int64_t wall_now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -416,8 +416,8 @@ struct DecisionLog::State {
       const ssize_t n = ::write(fd, rest.data(), rest.size());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        log_message(LogLevel::error, kComponent, "cannot write {}: {}",
-                    current_decisions_file(options.folder).string(), errno_text(errno));
+        log_message(LogLevel::error, kComponent, "cannot write {}: {}", current_decisions_file(options.folder).string(),
+                    errno_text(errno));
         ok = false;
         break;
       }
@@ -533,7 +533,7 @@ Result<std::unique_ptr<DecisionLog>> DecisionLog::open(DecisionLogOptions option
   ::chmod(options.folder.c_str(), 0700);
   auto state = std::make_unique<State>(std::move(options));
   if (auto opened = state->open_current(); !opened) return fail(opened.error().code, opened.error().message);
-  char prefix[16];
+  char prefix[32];
   std::snprintf(prefix, sizeof prefix, "%08llx-",
                 static_cast<unsigned long long>(static_cast<std::uint32_t>(wall_now_us() / 1'000'000)));
   state->id_prefix = prefix;
@@ -556,8 +556,7 @@ DecisionLog::~DecisionLog() {
 
 void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
                          const Value& signal, const Verification& verification, const GateTimes& times,
-                         IntervalClock::Ticks started, IntervalClock::Ticks finished,
-                         const DecisionContext& context) {
+                         IntervalClock::Ticks started, IntervalClock::Ticks finished, const DecisionContext& context) {
   if (verification.outcome == VerifyOutcome::passed && state_->options.sample_passed > 1) {
     thread_local std::uint64_t passes = 0;
     if (++passes % state_->options.sample_passed != 0) return;

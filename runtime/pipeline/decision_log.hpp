@@ -42,6 +42,9 @@ struct ShadowDisagreement {
 // which the snapshot keeps alive (a record whose `snapshot` is null relies
 // on an earlier record of the same batch holding the same one).
 struct DecisionRecord {
+  // User-provided, so that a record made in a buffer's slot (emplace_back())
+  // is not zero-filled first: its arrays are written up to their counts.
+  DecisionRecord() noexcept {}  // NOLINT(modernize-use-equals-default): see above
   DecisionStage stage = DecisionStage::reason;
   VerifyOutcome outcome = VerifyOutcome::passed;
   Value action;  // as the gates were given it
@@ -66,12 +69,12 @@ struct DecisionLogOptions {
   static constexpr std::chrono::seconds kDefaultMaxAge{std::chrono::hours(24)};
   static constexpr std::size_t kDefaultBuffer = 4096;
 
-  std::filesystem::path folder;                 // <state dir>/decisions, created mode 0700
+  std::filesystem::path folder;                         // <state dir>/decisions, created mode 0700
   std::uint64_t max_file_bytes = kDefaultMaxFileBytes;  // the current file is rotated before it passes this
-  std::size_t max_files = kDefaultMaxFiles;     // files kept, the current one included; older ones deleted
-  std::chrono::seconds max_age = kDefaultMaxAge;  // the current file is rotated once this old (0: never)
-  std::uint32_t sample_passed = 1;              // 1 in N passed verifications recorded; others always
-  std::size_t buffer = kDefaultBuffer;          // records each thread may have waiting for the writer
+  std::size_t max_files = kDefaultMaxFiles;             // files kept, the current one included; older ones deleted
+  std::chrono::seconds max_age = kDefaultMaxAge;        // the current file is rotated once this old (0: never)
+  std::uint32_t sample_passed = 1;                      // 1 in N passed verifications recorded; others always
+  std::size_t buffer = kDefaultBuffer;                  // records each thread may have waiting for the writer
   // How often the writer looks for records when no thread's buffer is half full.
   std::chrono::milliseconds interval{100};
 };

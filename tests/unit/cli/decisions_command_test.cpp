@@ -135,7 +135,9 @@ TEST_CASE("since_time reads durations and UTC times", "[cli][decisions]") {
   CHECK(since_time("1h", 1'795'000'000) == "2026-11-18T10:06:40.000000Z");
   CHECK(since_time("30m", 1'795'000'000) == "2026-11-18T10:36:40.000000Z");
   CHECK(since_time("2d", 1'795'000'000) == "2026-11-16T11:06:40.000000Z");
-  CHECK(since_time("2026-11-27T05:00:00Z", 0) == "2026-11-27T05:00:00Z");
+  CHECK(since_time("2026-11-27T05:00:00Z", 0) == "2026-11-27T05:00:00.000000Z");
+  CHECK(since_time("2026-11-27T05:00:00.25Z", 0) == "2026-11-27T05:00:00.250000Z");
+  CHECK_FALSE(since_time("2026-11-27T05:00:00+01:00", 0).has_value());
   CHECK_FALSE(since_time("1w", 0).has_value());
   CHECK_FALSE(since_time("h", 0).has_value());
   CHECK_FALSE(since_time("2026-11-27", 0).has_value());

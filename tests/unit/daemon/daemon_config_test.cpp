@@ -323,4 +323,30 @@ TEST_CASE("the event loops' idle poll is set in microseconds and bounded", "[dae
   CHECK(error_of(s.resolve()).find("PASSEPARTOUT_IDLE_POLL: '-5' is not a number of microseconds") == 0);
 }
 
+TEST_CASE("the decision log is on by default, bounded on disk, and its settings are checked", "[daemon][config]") {
+  Sources s;
+  auto defaults = s.resolve();
+  REQUIRE(defaults.has_value());
+  CHECK(defaults->decision_log);
+  CHECK(defaults->decision_log_file_bytes == std::size_t{64} * 1024 * 1024);
+  CHECK(defaults->decision_log_files == 8);
+  CHECK(defaults->decision_log_rotate == std::chrono::hours(24));
+  CHECK(defaults->decision_log_sample == 1);
+  CHECK(defaults->decision_log_buffer == 4096);
+  s.env["PASSEPARTOUT_NO_DECISION_LOG"] = "1";
+  s.sources.command_line["decision-log-file-size"] = "16";
+  s.sources.command_line["decision-log-files"] = "3";
+  s.sources.command_line["decision-log-rotate"] = "3600";
+  s.sources.command_line["decision-log-sample"] = "10";
+  auto set = s.resolve();
+  REQUIRE(set.has_value());
+  CHECK_FALSE(set->decision_log);
+  CHECK(set->decision_log_file_bytes == std::size_t{16} * 1024 * 1024);
+  CHECK(set->decision_log_files == 3);
+  CHECK(set->decision_log_rotate == std::chrono::hours(1));
+  CHECK(set->decision_log_sample == 10);
+  s.sources.command_line["decision-log-sample"] = "0";
+  CHECK(error_of(s.resolve()) == "--decision-log-sample: '0' is not a sampling rate (1 in N) (1 to 1000000)");
+}
+
 }  // namespace passepartout

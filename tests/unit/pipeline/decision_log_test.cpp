@@ -55,9 +55,8 @@ std::vector<json> with(const std::vector<json>& all, const std::string& stage, c
 }
 
 bool is_hex64(const std::string& text) {
-  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // A verification decided by a host rule alone: no snapshot needed.
@@ -191,7 +190,8 @@ TEST_CASE("a key-looking string in an action is masked in its record", "[pipelin
   TempDir dir;
   auto log = DecisionLog::open(options_in(dir.path() / "decisions"));
   REQUIRE(log.has_value());
-  const Value action = sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"curl -H 'x: sk-proj-abcdefghijklmnop1234'\"))");
+  const Value action =
+      sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"curl -H 'x: sk-proj-abcdefghijklmnop1234'\"))");
   record_one(**log, host_decision(VerifyOutcome::passed, GateResult::passed, ""), action);
   record_one(**log, host_decision(VerifyOutcome::passed, GateResult::passed, ""), sexp("(:TYPE :REQUEST)"));
   const std::vector<json> all = records(**log);
@@ -225,8 +225,8 @@ TEST_CASE("a block by a host rule is a block, a guard rule's failure a failure",
 TEST_CASE("a record's shadow disagreements are written as its shadow array", "[pipeline][decisions]") {
   DecisionRecord record;
   record.signal = user_input_signal("x", "s");
-  record.shadow.push_back({"shell-guard", "2.0.0", std::string(64, 'a'), "passed", "blocked", "too risky",
-                           "candidate-blocks"});
+  record.shadow.push_back(
+      {"shell-guard", "2.0.0", std::string(64, 'a'), "passed", "blocked", "too risky", "candidate-blocks"});
   const json line = json::parse(decision_line(record, "0000abcd-1", 1'795'000'000'000'000));
   REQUIRE(line["shadow"].size() == 1);
   CHECK(line["shadow"][0]["kind"] == "candidate-blocks");
