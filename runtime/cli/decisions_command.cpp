@@ -150,7 +150,7 @@ std::optional<std::string> since_time(std::string_view text, std::int64_t now_un
       default:
         return std::nullopt;
     }
-    if (n > 100 * 366 * std::int64_t{86400} / unit) return std::nullopt;
+    if (n > std::int64_t{100} * 366 * 86400 / unit) return std::nullopt;
     return utc_text(now_unix_s - n * unit);
   }
   // An RFC 3339 UTC time, 2026-11-27T05:00:00Z, a fraction optional: as the

@@ -113,7 +113,7 @@ constexpr std::array kSettings{
                   "are always recorded"},
     DaemonSetting{"decision-log-buffer", "PASSEPARTOUT_DECISION_LOG_BUFFER", "N",
                   "Decisions each pipeline thread may have waiting for the writer; past it they are dropped and\n"
-                  "counted (`status`, and a warning once a minute), never waited for (default 4096)"},
+                  "counted (`status`, and a warning once a minute), never waited for (default 1024)"},
     DaemonSetting{"privacy-tags", "PRIVACY_FILTER_TAGS", "LIST",
                   "Memory projects tagged with one of these stay out of the model's prompt, separated by commas\n"
                   "(default @personal; the dispatcher skill's privacy_tags, which block actions, are its own)"},

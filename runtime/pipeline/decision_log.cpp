@@ -103,7 +103,7 @@ void append_micros(std::string& out, std::chrono::nanoseconds took) {
 // RFC 3339, UTC, microseconds: "2026-11-27T05:11:20.123456Z".
 std::string rfc3339_micros(std::int64_t unix_us) {
   unix_us = std::max<std::int64_t>(unix_us, 0);
-  const std::time_t seconds = static_cast<std::time_t>(unix_us / 1'000'000);
+  const auto seconds = static_cast<std::time_t>(unix_us / 1'000'000);
   std::tm utc{};
   ::gmtime_r(&seconds, &utc);
   char text[96];
@@ -354,7 +354,7 @@ struct DecisionLog::State {
     ::close(in);
     if (n <= 0) return std::nullopt;
     const std::string_view text(head, static_cast<std::size_t>(n));
-    const std::size_t at = text.find("\"time\":\"");
+    const std::size_t at = text.find(R"("time":")");
     if (at == std::string_view::npos || at + 8 + 19 > text.size()) return std::nullopt;
     std::tm tm{};
     const std::string stamp(text.substr(at + 8, 19));

@@ -67,7 +67,7 @@ struct DecisionLogOptions {
   static constexpr std::uint64_t kDefaultMaxFileBytes = std::uint64_t{64} * 1024 * 1024;
   static constexpr std::size_t kDefaultMaxFiles = 8;
   static constexpr std::chrono::seconds kDefaultMaxAge{std::chrono::hours(24)};
-  static constexpr std::size_t kDefaultBuffer = 4096;
+  static constexpr std::size_t kDefaultBuffer = 1024;
 
   std::filesystem::path folder;                         // <state dir>/decisions, created mode 0700
   std::uint64_t max_file_bytes = kDefaultMaxFileBytes;  // the current file is rotated before it passes this

@@ -332,7 +332,7 @@ TEST_CASE("the decision log is on by default, bounded on disk, and its settings 
   CHECK(defaults->decision_log_files == 8);
   CHECK(defaults->decision_log_rotate == std::chrono::hours(24));
   CHECK(defaults->decision_log_sample == 1);
-  CHECK(defaults->decision_log_buffer == 4096);
+  CHECK(defaults->decision_log_buffer == 1024);
   s.env["PASSEPARTOUT_NO_DECISION_LOG"] = "1";
   s.sources.command_line["decision-log-file-size"] = "16";
   s.sources.command_line["decision-log-files"] = "3";

@@ -273,7 +273,7 @@ TEST_CASE("the decision log rotates by size and keeps its newest files", "[pipel
   CHECK(std::find(reasons.begin(), reasons.end(), "why 0") == reasons.end());   // the oldest are gone
 }
 
-TEST_CASE("passes are sampled when asked; blocks never are", "[pipeline][decisions]") {
+TEST_CASE("passes are sampled when asked and blocks never are", "[pipeline][decisions]") {
   TempDir dir;
   DecisionLogOptions options = options_in(dir.path());
   options.sample_passed = 4;
