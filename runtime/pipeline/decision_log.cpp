@@ -575,6 +575,7 @@ void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapsh
     }
     r.started = started;
     r.finished = finished;
+    if (context.shadow != nullptr && !context.shadow->empty()) r.shadow = *context.shadow;
     r.marks = std::min(times.count, GateTimes::kMax + 1);
     std::copy_n(times.at, r.marks, r.gate_marks);
   };

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace passepartout {
 
@@ -20,6 +21,7 @@ class Snapshot;
 struct Verification;
 class DecisionLog;
 class PendingDecision;
+struct ShadowDisagreement;
 
 // Where a verification ran: the Reason stage, the last-mile check before an
 // actuator, or an approved action checked again before it runs.
@@ -41,6 +43,9 @@ struct DecisionContext {
   // The approval an approved action belongs to (stage approval): its token,
   // of which only the SHA-256 is recorded.
   std::string_view approval_token;
+  // Shadow candidates that disagreed with the live gates on this action,
+  // copied into the record's "shadow" array when not empty. Null: none.
+  const std::vector<ShadowDisagreement>* shadow = nullptr;
 };
 
 // Runs the gates of `snapshot` on `action` (Verifier::verify) and logs their

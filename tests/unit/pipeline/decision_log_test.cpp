@@ -222,7 +222,7 @@ TEST_CASE("a block by a host rule is a block, a guard rule's failure a failure",
   CHECK(all[1]["reason"] == "no guard");
 }
 
-TEST_CASE("a record's shadow disagreements are written as its shadow array", "[pipeline][decisions]") {
+TEST_CASE("shadow disagreements are written as the record's shadow array", "[pipeline][decisions]") {
   DecisionRecord record;
   record.signal = user_input_signal("x", "s");
   record.shadow.push_back(
@@ -234,6 +234,23 @@ TEST_CASE("a record's shadow disagreements are written as its shadow array", "[p
   CHECK(line["id"] == "0000abcd-1");
   CHECK(line["time"] == "2026-11-18T11:06:40.000000Z");
   CHECK_FALSE(json::parse(decision_line(DecisionRecord{}, "x", 0)).contains("shadow"));
+
+  // Handed in with the verification, through its context.
+  TempDir dir;
+  auto log = DecisionLog::open(options_in(dir.path()));
+  REQUIRE(log.has_value());
+  const std::vector<ShadowDisagreement> shadow = record.shadow;
+  DecisionContext context;
+  context.shadow = &shadow;
+  GateTimes times;
+  times.count = 0;
+  const IntervalClock::Ticks now = IntervalClock::now();
+  (*log)->record(DecisionStage::reason, nullptr, sexp("(:TYPE :REQUEST)"), user_input_signal("x", "s"),
+                 host_decision(VerifyOutcome::passed, GateResult::passed, ""), times, now, now, context);
+  const std::vector<json> all = records(**log);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0]["shadow"][0]["name"] == "shell-guard");
+  CHECK(all[0]["shadow"][0]["reason"] == "too risky");
 }
 
 TEST_CASE("the decision log rotates by size and keeps its newest files", "[pipeline][decisions]") {
