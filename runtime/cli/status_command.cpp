@@ -32,6 +32,8 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   std::string refused = integer_text(p.at("APPROVALS-REFUSED"));
   if (p.at("APPROVALS-REFUSED").as_integer() > 0) refused += " (past --max-pending-approvals[-per-session])";
   rows.push_back({"approvals refused", refused});
+  const std::string metrics = display_text(p.at("METRICS"));
+  rows.push_back({"metrics", metrics.empty() ? "off" : metrics});
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));
   if (!providers.empty()) {

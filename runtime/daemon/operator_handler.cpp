@@ -270,6 +270,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
+             {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
              {"SKILLS", skills_value()}})));
     return;
   }

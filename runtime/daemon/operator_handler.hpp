@@ -73,6 +73,7 @@ class OperatorHandler {
     std::function<void()> shutdown;              // begins the daemon's stop (SHUTDOWN)
     std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
     std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
+    std::function<std::string()> metrics_url;    // STATUS's METRICS: "http://127.0.0.1:<port>/metrics", "" when off
   };
   using Answer = std::function<void(Value response)>;
 

@@ -3,9 +3,12 @@
 
 #include <re2/re2.h>
 
+#include <array>
+
 #include "base/digest.hpp"
 #include "base/interval_clock.hpp"
 #include "base/log.hpp"
+#include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
@@ -14,10 +17,53 @@
 
 namespace passepartout {
 
+namespace {
+
+constexpr std::array<std::string_view, 4> kStages{"reason", "last-mile", "approval", "other"};
+constexpr std::array<std::string_view, 3> kVerifyOutcomes{"passed", "blocked", "approval-required"};
+
+ShardedCounters<kStages.size() * kVerifyOutcomes.size()>& verification_counts() {
+  static ShardedCounters<kStages.size() * kVerifyOutcomes.size()> counts;
+  return counts;
+}
+
+std::size_t stage_index(std::string_view stage) noexcept {
+  for (std::size_t i = 0; i + 1 < kStages.size(); ++i) {
+    if (kStages[i] == stage) return i;
+  }
+  return kStages.size() - 1;
+}
+
+std::size_t verify_outcome_index(VerifyOutcome outcome) noexcept {
+  switch (outcome) {
+    case VerifyOutcome::passed:
+      return 0;
+    case VerifyOutcome::blocked:
+      return 1;
+    case VerifyOutcome::approval_required:
+      return 2;
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::vector<VerificationTally> verifications_counted() {
+  std::vector<VerificationTally> tallies;
+  tallies.reserve(kStages.size() * kVerifyOutcomes.size());
+  for (std::size_t s = 0; s < kStages.size(); ++s) {
+    for (std::size_t o = 0; o < kVerifyOutcomes.size(); ++o) {
+      tallies.push_back({kStages[s], kVerifyOutcomes[o], verification_counts().sum(s * kVerifyOutcomes.size() + o)});
+    }
+  }
+  return tallies;
+}
+
 void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
                        Verification& out) {
   const IntervalClock::Ticks start = IntervalClock::now();
   Verifier::verify(snapshot, action, signal, out);
+  verification_counts().add(stage_index(stage) * kVerifyOutcomes.size() + verify_outcome_index(out.outcome));
   if (out.trace.all_plain_passes()) return;
   log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
 }

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace passepartout {
 
@@ -21,6 +23,17 @@ struct Verification;
 // plain passes, reads the clock once. Any thread.
 void verify_and_record(std::string_view stage, const Snapshot& snapshot, const Value& action, const Value& signal,
                        Verification& out);
+
+// Verifications verify_and_record() ran in this process, by stage ("reason",
+// "last-mile", "approval", "other") and outcome ("passed", "blocked",
+// "approval-required"), every pair, zeros included, for metrics. Sharded
+// counts, read without a lock; any thread.
+struct VerificationTally {
+  std::string_view stage;
+  std::string_view outcome;
+  std::uint64_t count = 0;
+};
+std::vector<VerificationTally> verifications_counted();
 
 // `stage` names where the verification ran: "reason", "last-mile", "approval".
 // Logs nothing when every gate passed. Any thread.
