@@ -218,9 +218,11 @@ DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
                                 "--context-log-limit",
                                 "0",
                                 "--heartbeat-interval",
-                                "0",
-                                "--metrics-port",
-                                options.metrics_port};
+                                "0"};
+  if (!options.metrics_port.empty()) {
+    args.push_back("--metrics-port");
+    args.push_back(options.metrics_port);
+  }
   if (options.copy_manifests) {
     fs::create_directories(manifest_dir());
     for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {

@@ -85,7 +85,7 @@ class DaemonProcess {
     std::filesystem::path state_from;     // start from a copy of this state folder (a restart)
     std::string provider = "scripted";    // --provider
     std::filesystem::path socket{};       // the Unix socket; empty: s.sock in dir()
-    std::string metrics_port = "off";     // --metrics-port: off, or "0" for a free one (metrics_port())
+    std::string metrics_port = "off";     // --metrics-port: off, "0" for a free one (metrics_port()); "": not given
   };
 
   explicit DaemonProcess(Options options);
