@@ -60,8 +60,8 @@ ProcessStats read_process_stats() {
     for (std::string field; fields >> field;) f.push_back(field);
     // f[0] is field 3 (state): field n is f[n - 3].
     if (f.size() > 21) {
-      const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-      const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+      const auto ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+      const auto page = static_cast<double>(::sysconf(_SC_PAGESIZE));
       stats.cpu_seconds = (std::stod(f[14 - 3]) + std::stod(f[15 - 3])) / ticks;
       stats.virtual_bytes = std::stod(f[23 - 3]);
       stats.resident_bytes = std::stod(f[24 - 3]) * page;
@@ -172,6 +172,7 @@ std::string DaemonMetrics::scrape() const {
                "Verifications of an action by all gates, by stage (reason: the model's proposal; last-mile: "
                "before the actuator; approval: an approved action's run) and outcome.");
     for (const VerificationTally& t : verifications_counted()) {
+      if (t.stage == "other" && t.count == 0) continue;  // shown only when an unnamed stage was counted
       out.sample(n, {{"stage", t.stage}, {"outcome", t.outcome}}, t.count);
     }
   }

@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #pragma GCC diagnostic pop
 
+#include <exception>
 #include <future>
 #include <optional>
 #include <string_view>
@@ -222,7 +223,16 @@ Result<std::unique_ptr<MetricsListener>> MetricsListener::start(asio::io_context
 
 MetricsListener::MetricsListener(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
-MetricsListener::~MetricsListener() { stop(); }
+// A destructor must not throw: what stop() throws (a failed post) is logged instead.
+MetricsListener::~MetricsListener() {
+  try {
+    stop();
+  } catch (const std::exception& error) {
+    log_message(LogLevel::error, kComponent, "stopping the metrics listener failed: {}", error.what());
+  } catch (...) {
+    log_message(LogLevel::error, kComponent, "stopping the metrics listener failed");
+  }
+}
 
 std::uint16_t MetricsListener::port() const noexcept { return state_->port; }
 

@@ -20,12 +20,14 @@ namespace passepartout::testing {
 
 struct HttpReply {
   int status = 0;       // 0: no complete response (refused, closed, timed out)
-  std::string headers;  // the header lines as received, lower-cased
+  std::string headers;  // the status and header lines as received
   std::string body;
-  // The value of header `name` (lower case), "" when absent.
+  // The value of header `name` (given in lower case; matched in any case), "" when absent.
   std::string header(std::string_view name) const {
+    std::string lower = headers;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const std::string key = "\n" + std::string(name) + ":";
-    const std::size_t at = headers.find(key);
+    const std::size_t at = lower.find(key);
     if (at == std::string::npos) return {};
     std::size_t begin = at + key.size();
     while (begin < headers.size() && headers[begin] == ' ') ++begin;
@@ -74,8 +76,7 @@ class HttpConnection {
     while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
       if (!fill()) return reply;
     }
-    std::string head = buffer_.substr(0, head_end + 2);
-    for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string head = buffer_.substr(0, head_end + 2);
     reply.headers = head;
     const std::size_t space = head.find(' ');
     if (space == std::string::npos) return reply;

@@ -323,8 +323,6 @@ TEST_CASE("the event loops' idle poll is set in microseconds and bounded", "[dae
   CHECK(error_of(s.resolve()).find("PASSEPARTOUT_IDLE_POLL: '-5' is not a number of microseconds") == 0);
 }
 
-}  // namespace passepartout
-
 TEST_CASE("the metrics port defaults to 9106, takes a port, 0 or off, and says when it was chosen",
           "[daemon][config]") {
   Sources s;
@@ -366,3 +364,5 @@ TEST_CASE("offline is told apart when it was chosen from when nothing was config
   CHECK(chosen->providers == std::vector<std::string>{"offline"});
   CHECK_FALSE(chosen->offline_by_default);
 }
+
+}  // namespace passepartout
