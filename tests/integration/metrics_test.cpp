@@ -204,7 +204,7 @@ TEST_CASE("scrapes while signals flow succeed and their counters never go down",
   CHECK(family_sum(final_samples, "passepartout_signals_total") == kClients * kChatsEach);
 }
 
-TEST_CASE("/readyz is 503 with the reason until skills are loaded, then 200; /healthz 200 throughout",
+TEST_CASE("/readyz is 503 with the reason until skills are loaded, then 200, and /healthz 200 throughout",
           "[integration][metrics]") {
   testing::TempDir manifests;  // empty at the start
   DaemonProcess daemon(with_metrics({"--manifests", manifests.path().string()}));
@@ -237,7 +237,7 @@ TEST_CASE("the metrics endpoint answers 404 for other paths and 405 for other me
   CHECK(http_get(daemon.metrics_port(), "/healthz").body == "ok\n");
 }
 
-TEST_CASE("--metrics-port 0 picks a port that status reports; off serves none", "[integration][metrics]") {
+TEST_CASE("metrics port 0 picks a free port that status reports, and off serves none", "[integration][metrics]") {
   SECTION("0") {
     DaemonProcess daemon(with_metrics());
     REQUIRE(daemon.metrics_port() != 0);
