@@ -58,6 +58,34 @@ class ShardedCounter {
   std::array<Shard, kThreadShards> shards_{};
 };
 
+// `N` counts many threads add to, as N ShardedCounters would, but with each
+// shard's N cells on cache lines of their own: a thread adds to its shard; a
+// read sums the shards (exact once the writers are quiet, never torn).
+template <std::size_t N>
+class ShardedCounters {
+ public:
+  ShardedCounters() : shards_(std::make_unique<Shard[]>(kThreadShards)) {}
+
+  void add(std::size_t index, std::uint64_t n = 1) noexcept {
+    const std::size_t shard = thread_shard();
+    add_in_shard(shards_[shard].cells[index], shard, n);
+  }
+  std::uint64_t sum(std::size_t index) const noexcept {
+    std::uint64_t total = 0;
+    for (std::size_t shard = 0; shard < kThreadShards; ++shard) {
+      total += shards_[shard].cells[index].load(std::memory_order_relaxed);
+    }
+    return total;
+  }
+  static constexpr std::size_t size() noexcept { return N; }
+
+ private:
+  struct alignas(64) Shard {
+    std::array<std::atomic<std::uint64_t>, N> cells{};
+  };
+  std::unique_ptr<Shard[]> shards_;
+};
+
 // The lock of one shard of a Published value: held for a pointer copy, and
 // wanted by two threads at once only while a publish() passes (or in the
 // shared shard 0). Taken and given back with two atomic operations where a

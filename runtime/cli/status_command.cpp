@@ -42,6 +42,8 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     }
     rows.push_back({"decision log", decisions});
   }
+  const std::string metrics = display_text(p.at("METRICS"));
+  rows.push_back({"metrics", metrics.empty() ? "off" : metrics});
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));
   if (!providers.empty()) {

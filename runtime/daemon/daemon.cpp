@@ -29,6 +29,8 @@
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "daemon/daemon_handler.hpp"
+#include "daemon/metrics.hpp"
+#include "daemon/metrics_listener.hpp"
 #include "daemon/operator_handler.hpp"
 #include "daemon/provider_status.hpp"
 #include "daemon/server.hpp"
@@ -157,6 +159,13 @@ struct Daemon::Impl {
   // Set once `operators` exists: SIGHUP can arrive while boot() still runs.
   std::atomic<OperatorHandler*> operators_ready{nullptr};
   std::unique_ptr<Server> server;
+  std::atomic<Server*> server_ready{nullptr};  // set once `server` is: the metrics endpoint starts before it
+  // GET /metrics, /healthz, /readyz, on `io` (signals only: nothing of a
+  // request's path); after what they read, so they go first.
+  std::unique_ptr<DaemonMetrics> metrics;
+  std::unique_ptr<MetricsListener> metrics_listener;
+  std::atomic<std::uint16_t> metrics_port{0};  // 0: no endpoint
+  std::atomic<bool> stopping{false};
 
   mutable std::mutex health_mutex;  // guards health
   HealthReport health;
@@ -282,6 +291,27 @@ struct Daemon::Impl {
     std::lock_guard lock(health_mutex);
     return health;
   }
+
+  // /readyz: "" when ready (skills loaded, and a model provider configured
+  // or offline chosen on purpose), else why not, in one line.
+  std::string not_ready() const {
+    if (stopping.load(std::memory_order_relaxed)) return "not ready: the daemon is stopping";
+    if (skills->snapshot()->slots().empty()) {
+      return "not ready: no skill is loaded from " + config.manifest_dir.string() +
+             " (see `passepartout skills check`)";
+    }
+    if (config.offline_by_default) {
+      return "not ready: no model provider is configured (set one up, or choose --provider offline)";
+    }
+    return {};
+  }
+
+  std::string metrics_url() const {
+    const std::uint16_t port = metrics_port.load(std::memory_order_relaxed);
+    return port == 0 ? std::string() : "http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  }
+
+  Result<void> serve_metrics();
 
   Result<void> boot();
   void diagnostics();
@@ -442,7 +472,8 @@ Result<void> Daemon::Impl::boot() {
       [this] { return current_health(); },
       [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
-      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get()});
+      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); },
+      decisions.get(), [this] { return metrics_url(); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -485,10 +516,53 @@ void Daemon::Impl::diagnostics() {
               config.manifest_dir.string());
 }
 
+// The metrics endpoint: started before the protocol listeners, so that its
+// line comes before the `listening on` lines scripts wait for. A default
+// port that is taken is a warning (monitoring must not stop the daemon); a
+// port the operator chose, an error.
+Result<void> Daemon::Impl::serve_metrics() {
+  const DaemonConfig& c = config;
+  if (!c.metrics) {
+    log_message(LogLevel::info, kComponent, "metrics: off (--metrics-port off)");
+    return {};
+  }
+  metrics = std::make_unique<DaemonMetrics>(MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(),
+                                                           [this] {
+                                                             Server* s = server_ready.load(std::memory_order_acquire);
+                                                             return s != nullptr ? s->counters() : ServerCounters{};
+                                                           },
+                                                           version_text()});
+  if (decisions) {
+    metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
+  }
+  MetricsListenerOptions options;
+  options.port = c.metrics_port;
+  auto listening = MetricsListener::start(
+      io, options, MetricsEndpoints{[this] { return metrics->scrape(); }, [this] { return not_ready(); }});
+  if (!listening) {
+    if (c.metrics_port_explicit) {
+      return fail(listening.error().code, "metrics endpoint: " + listening.error().message +
+                                              " (--metrics-port, PASSEPARTOUT_METRICS_PORT: another port, 0 for any "
+                                              "free one, or off)");
+    }
+    log_message(LogLevel::warn, kComponent,
+                "metrics endpoint not served: {} (the default port {}; set --metrics-port or "
+                "PASSEPARTOUT_METRICS_PORT to another port, 0 for any free one, or off)",
+                listening.error().message, c.metrics_port);
+    return {};
+  }
+  metrics_listener = std::move(*listening);
+  metrics_port.store(metrics_listener->port(), std::memory_order_relaxed);
+  std::printf("metrics on 127.0.0.1:%u\n", static_cast<unsigned>(metrics_listener->port()));
+  log_message(LogLevel::info, kComponent, "metrics: {} (also /healthz, /readyz)", metrics_url());
+  return {};
+}
+
 Result<void> Daemon::Impl::listen() {
   const DaemonConfig& c = config;
   auto token = load_or_create_token(token_file(c.state_dir));
   if (!token) return fail(token.error().code, token.error().message);
+  if (auto served = serve_metrics(); !served) return served;
 
   ServerOptions options;
   options.unix_socket_path = c.socket_path;
@@ -514,6 +588,7 @@ Result<void> Daemon::Impl::listen() {
       Server::start(pool.contexts(), std::move(options), handler, [this] { return current_health(); });
   if (!started_server) return fail(started_server.error().code, started_server.error().message);
   server = std::move(*started_server);
+  server_ready.store(server.get(), std::memory_order_release);
 
   // The lines scripts and tests wait for.
   std::printf("listening on unix:%s\n", server->unix_socket_path().c_str());
@@ -549,6 +624,7 @@ int Daemon::Impl::shutdown() {
   if (shut_down) return 0;
   shut_down = true;
   notifier.notify("STOPPING=1\nSTATUS=stopping");
+  stopping.store(true, std::memory_order_relaxed);
   if (heartbeat) heartbeat->stop();
   watcher.reset();
   const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;
@@ -570,6 +646,7 @@ int Daemon::Impl::shutdown() {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     server->stop(std::max<std::chrono::milliseconds>(left, 500ms));
   }
+  if (metrics_listener) metrics_listener->stop();  // before what it reads stops
   control.stop();
   if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
   pool.stop();

@@ -44,6 +44,10 @@ constexpr std::array kSettings{
                   "The TCP port (default 9105); 0 picks a free one. The daemon prints\n"
                   "`listening on <addr>:<port>` on standard output once it serves"},
     DaemonSetting{"no-tcp", "PASSEPARTOUT_NO_TCP", "", "Serve on the Unix socket only"},
+    DaemonSetting{"metrics-port", "PASSEPARTOUT_METRICS_PORT", "N",
+                  "The loopback HTTP port of GET /metrics (Prometheus), /healthz and /readyz on 127.0.0.1\n"
+                  "(default 9106: when it is taken the daemon warns and serves without it; a port given here\n"
+                  "that is taken stops the start); 0 picks a free one (logged, and shown by `status`); off: none"},
     DaemonSetting{"tcp-auth", "PASSEPARTOUT_TCP_AUTH", "MODE",
                   "Which TCP requests must carry :AUTH \"<token>\" (the contents of <state dir>/token); the Unix\n"
                   "socket is authenticated by its mode. all (default): every request. user-input: on loopback\n"
@@ -380,6 +384,16 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     if (!port) return fail(port.error().code, port.error().message);
     config.port = static_cast<std::uint16_t>(*port);
   }
+  if (const Raw* r = raw("metrics-port")) {
+    if (ascii_lower(r->text) == "off") {
+      config.metrics = false;
+    } else {
+      auto port = parse_count(*r, 0, 65535, "a port number or off");
+      if (!port) return fail(port.error().code, port.error().message);
+      config.metrics_port = static_cast<std::uint16_t>(*port);
+      config.metrics_port_explicit = true;
+    }
+  }
   bool no_tcp = false;
   if (auto r = flag("no-tcp", no_tcp); !r) return fail(r.error().code, r.error().message);
   config.listen_tcp = !no_tcp;
@@ -448,7 +462,10 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     config.endpoints = std::move(selection->providers);
     config.skipped_providers = std::move(selection->skipped);
     for (const ProviderConfig& p : config.endpoints) config.providers.push_back(p.name);
-    if (config.providers.empty()) config.providers = {"offline"};
+    if (config.providers.empty()) {
+      config.providers = {"offline"};
+      config.offline_by_default = true;
+    }
   }
   const bool scripted =
       std::find(config.providers.begin(), config.providers.end(), "scripted") != config.providers.end();

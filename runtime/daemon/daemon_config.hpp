@@ -64,12 +64,19 @@ struct DaemonConfig {
   //               clients of the seeds' tokenless protocol (Lisp peers); raw
   //               actions, anything that would create an approval, and operator
   //               requests still need it
+  // The loopback HTTP endpoint of /metrics, /healthz and /readyz: off, or
+  // on 127.0.0.1:metrics_port (0: any free one). A default port in use is a
+  // warning; a port the operator chose, an error that stops the start.
+  bool metrics = true;
+  std::uint16_t metrics_port = 9106;
+  bool metrics_port_explicit = false;
   enum class TcpAuth { all, user_input };
   TcpAuth tcp_auth = TcpAuth::all;
   std::filesystem::path manifest_dir;
   std::filesystem::path plugin_dir;
   bool watch = false;                          // rescan when the manifest or plugin folder changes
   std::vector<std::string> providers;          // "scripted", "offline" or a real one's name, in cascade order
+  bool offline_by_default = false;             // "offline" because nothing was configured, not chosen
   std::vector<ProviderConfig> endpoints;       // the real ones of `providers`, each with its settings
   std::vector<std::string> skipped_providers;  // "anthropic: ANTHROPIC_API_KEY is not set": named, unusable
   // Every real provider the presets and the config file define, usable or

@@ -276,6 +276,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"DECISIONS-DROPPED",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->dropped() : 0))},
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
+             {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
              {"SKILLS", skills_value()}})));
     return;
   }

@@ -75,6 +75,7 @@ class OperatorHandler {
     std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
     std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
     const DecisionLog* decisions = nullptr;      // STATUS's decision log figures; null: the log is off
+    std::function<std::string()> metrics_url;    // STATUS's METRICS: "http://127.0.0.1:<port>/metrics", "" when off
   };
   using Answer = std::function<void(Value response)>;
 

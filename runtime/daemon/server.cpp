@@ -304,6 +304,8 @@ ServerCounters Server::counters() const {
   {
     std::lock_guard lock(state.connections_mutex);
     counters.connections_open = state.connections.size();
+    counters.connections_open_tcp = state.open_tcp;
+    counters.connections_open_unix = state.open_unix;
   }
   counters.connections_total = state.connections_total.load(std::memory_order_relaxed);
   counters.connections_rejected = state.connections_rejected.load(std::memory_order_relaxed);

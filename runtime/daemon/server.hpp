@@ -143,13 +143,15 @@ struct ServerOptions {
 // Snapshot of the server's counters (for the daemon's status request).
 struct ServerCounters {
   std::uint64_t connections_open = 0;
-  std::uint64_t connections_total = 0;     // admitted since start (rejected ones not included)
-  std::uint64_t connections_rejected = 0;  // over a connection limit or while stopping
-  std::uint64_t closed_for_replies = 0;    // closed for holding the most unread replies over the total budget
-  std::uint64_t queued_write_bytes = 0;    // reply bytes not yet written, all connections
-  std::uint64_t frames_in = 0;             // messages decoded
-  std::uint64_t frames_out = 0;            // frames written
-  std::uint64_t errors = 0;                // malformed frames, timeouts, handler failures, stuck writers
+  std::uint64_t connections_open_tcp = 0;   // of connections_open, over TCP
+  std::uint64_t connections_open_unix = 0;  // of connections_open, on the Unix socket
+  std::uint64_t connections_total = 0;      // admitted since start (rejected ones not included)
+  std::uint64_t connections_rejected = 0;   // over a connection limit or while stopping
+  std::uint64_t closed_for_replies = 0;     // closed for holding the most unread replies over the total budget
+  std::uint64_t queued_write_bytes = 0;     // reply bytes not yet written, all connections
+  std::uint64_t frames_in = 0;              // messages decoded
+  std::uint64_t frames_out = 0;             // frames written
+  std::uint64_t errors = 0;                 // malformed frames, timeouts, handler failures, stuck writers
 };
 
 // Listens, accepts, runs connections. Each connection sends the handshake

@@ -176,7 +176,9 @@ struct ApprovalStore::State {
   std::int64_t next_prune_ms = 0;  // create() prunes again from then on
   std::size_t max_pending = ApprovalOptions::kDefaultMaxPending;
   std::size_t max_pending_per_session = ApprovalOptions::kDefaultMaxPendingPerSession;
-  std::atomic<std::uint64_t> refused{0};  // create() refusals for a bound
+  std::atomic<std::uint64_t> refused{0};   // create() refusals for a bound
+  std::atomic<std::uint64_t> approved{0};  // decisions since open
+  std::atomic<std::uint64_t> denied{0};
   SqliteDb::Statement insert, by_token, list_pending, count_pending, decide, expire, prune;
   SqliteDb::Statement page, count_live, count_session, deny_session, record_run;
   // pending_count() is asked for every reply and every prompt, on every
@@ -469,6 +471,12 @@ Result<ApprovalPage> ApprovalStore::pending_page(std::size_t limit, std::size_t 
 
 std::uint64_t ApprovalStore::refused_count() const noexcept { return state_->refused.load(std::memory_order_relaxed); }
 
+std::uint64_t ApprovalStore::approved_count() const noexcept {
+  return state_->approved.load(std::memory_order_relaxed);
+}
+
+std::uint64_t ApprovalStore::denied_count() const noexcept { return state_->denied.load(std::memory_order_relaxed); }
+
 std::size_t ApprovalStore::pending_count() const {
   const std::int64_t known = state_->known_count.load(std::memory_order_acquire);
   if (known >= 0 && state_->now_ms() < state_->known_until_ms.load(std::memory_order_relaxed)) {
@@ -519,7 +527,9 @@ Result<std::size_t> ApprovalStore::deny_session(std::string_view session_id, std
       bind_text(update, 1, session_id) && sqlite3_bind_int64(update, 2, now) == SQLITE_OK && bind_text(update, 3, who);
   if (!bound || sqlite3_step(update) != SQLITE_DONE) return state_->db.error("cannot record the denials");
   state_->forget_count();
-  return static_cast<std::size_t>(sqlite3_changes(state_->db.handle()));
+  const auto denied = static_cast<std::size_t>(sqlite3_changes(state_->db.handle()));
+  state_->denied.fetch_add(denied, std::memory_order_relaxed);
+  return denied;
 }
 
 Result<void> ApprovalStore::record_run(std::string_view token, Approval::Run to, std::string_view error) {
@@ -563,6 +573,8 @@ Result<Approval> ApprovalStore::decide(std::string_view token, std::string_view 
                        sqlite3_bind_int64(update, 3, now) == SQLITE_OK && bind_text(update, 4, who);
     if (!bound || sqlite3_step(update) != SQLITE_DONE) return state_->db.error("cannot record the decision");
     changed = sqlite3_changes(state_->db.handle()) == 1;
+    if (changed)
+      (to == Approval::State::approved ? state_->approved : state_->denied).fetch_add(1, std::memory_order_relaxed);
     state_->forget_count();
     if (!changed) static_cast<void>(state_->expire_due());
   }

@@ -116,6 +116,10 @@ class ApprovalStore {
   std::uint64_t refused_count() const noexcept;
   // How many are pending (the prompt's "Rules learned", a reply's :RULE-COUNT).
   std::size_t pending_count() const;
+  // Approvals decided since the store was opened (deny_session() counts
+  // each it denied), for metrics. Any thread, without a lock.
+  std::uint64_t approved_count() const noexcept;
+  std::uint64_t denied_count() const noexcept;
   // Decides `token` once: the approval changes from pending to approved
   // (durably, before this returns) and comes back for its single run. Refused
   // with a reason for an unknown token, one already decided, one expired, or

@@ -3,9 +3,12 @@
 
 #include <re2/re2.h>
 
+#include <array>
+
 #include "base/digest.hpp"
 #include "base/interval_clock.hpp"
 #include "base/log.hpp"
+#include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/verifier.hpp"
@@ -15,11 +18,53 @@
 
 namespace passepartout {
 
+namespace {
+
+constexpr std::array<std::string_view, 3> kStages{"reason", "last-mile", "approval"};
+constexpr std::array<std::string_view, 3> kVerifyOutcomes{"passed", "blocked", "approval-required"};
+
+ShardedCounters<kStages.size() * kVerifyOutcomes.size()>& verification_counts() {
+  static ShardedCounters<kStages.size() * kVerifyOutcomes.size()> counts;
+  return counts;
+}
+
+std::size_t stage_index(DecisionStage stage) noexcept { return static_cast<std::size_t>(stage); }
+
+std::size_t verify_outcome_index(VerifyOutcome outcome) noexcept {
+  switch (outcome) {
+    case VerifyOutcome::passed:
+      return 0;
+    case VerifyOutcome::blocked:
+      return 1;
+    case VerifyOutcome::approval_required:
+      return 2;
+  }
+  return 1;
+}
+
+void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
+  verification_counts().add(stage_index(stage) * kVerifyOutcomes.size() + verify_outcome_index(outcome));
+}
+
+}  // namespace
+
+std::vector<VerificationTally> verifications_counted() {
+  std::vector<VerificationTally> tallies;
+  tallies.reserve(kStages.size() * kVerifyOutcomes.size());
+  for (std::size_t s = 0; s < kStages.size(); ++s) {
+    for (std::size_t o = 0; o < kVerifyOutcomes.size(); ++o) {
+      tallies.push_back({kStages[s], kVerifyOutcomes[o], verification_counts().sum(s * kVerifyOutcomes.size() + o)});
+    }
+  }
+  return tallies;
+}
+
 void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
                        const Value& signal, Verification& out, const DecisionContext& context) {
   const IntervalClock::Ticks start = IntervalClock::now();
   if (context.log == nullptr) {
     Verifier::verify(*snapshot, action, signal, out);
+    count_verification(stage, out.outcome);
     if (out.trace.all_plain_passes()) return;
     log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
     return;
@@ -27,6 +72,7 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
   Verifier::verify(*snapshot, action, signal, out, &times);
   const IntervalClock::Ticks end = IntervalClock::now();
+  count_verification(stage, out.outcome);
   context.log->record(stage, snapshot, action, signal, out, times, start, end, context);
   if (out.trace.all_plain_passes()) return;
   log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, end));

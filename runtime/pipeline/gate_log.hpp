@@ -55,6 +55,17 @@ struct DecisionContext {
 void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
                        const Value& signal, Verification& out, const DecisionContext& context = {});
 
+// Verifications verify_and_record() ran in this process, by stage ("reason",
+// "last-mile", "approval") and outcome ("passed", "blocked",
+// "approval-required"), every pair, zeros included, for metrics. Sharded
+// counts, read without a lock; any thread.
+struct VerificationTally {
+  std::string_view stage;
+  std::string_view outcome;
+  std::uint64_t count = 0;
+};
+std::vector<VerificationTally> verifications_counted();
+
 // Logs nothing when every gate passed. Any thread.
 void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action,
                         std::chrono::nanoseconds took);

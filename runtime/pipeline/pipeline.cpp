@@ -5,6 +5,8 @@
 // reason.cpp, act.cpp, error_tiers.cpp; sessions.cpp, approved_run.cpp).
 #include "pipeline/pipeline.hpp"
 
+#include <array>
+#include <cassert>
 #include <string>
 #include <utility>
 
@@ -58,9 +60,22 @@ void Run::cycle(Value next) {
   }
 }
 
+namespace {
+constexpr std::array<std::string_view, Pipeline::Impl::kOutcomes> kLoopOutcomes{"done", "depth", "interrupt", "error",
+                                                                                "skip", "abort", "cancelled", "other"};
+
+std::size_t outcome_index(std::string_view why) noexcept {
+  for (std::size_t i = 0; i + 1 < kLoopOutcomes.size(); ++i) {
+    if (kLoopOutcomes[i] == why) return i;
+  }
+  return kLoopOutcomes.size() - 1;
+}
+}  // namespace
+
 void Run::finish(std::string_view why) {
   report.last_signal = std::move(signal);
   report.stopped_by = why;
+  pipeline->finished_loops.add(injected_sensor * Pipeline::Impl::kOutcomes + outcome_index(why));
   if (done) {
     try {
       done(std::move(report));
@@ -94,14 +109,30 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunc
   // C1: default meta; the client cannot choose its depth.
   signal = with_default_meta(as_signal(std::move(signal))).with("DEPTH"_key, Value::integer(0));
   const std::string session_id(session_id_of(signal));  // a copy: `signal` moves on
+  const auto sensor = static_cast<std::uint8_t>(counted_sensor_of(signal));
   impl_->active.add(1);
-  impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done)});
+  impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done), sensor});
 }
 
 void Pipeline::interrupt() noexcept { impl_->raise_interrupt(); }
 bool Pipeline::interrupted() const noexcept { return impl_->interrupt_flag.load(std::memory_order_acquire); }
 std::uint64_t Pipeline::signals_processed() const noexcept {
   return static_cast<std::uint64_t>(impl_->processed.sum());
+}
+
+std::span<const std::string_view> Pipeline::loop_outcomes() noexcept { return kLoopOutcomes; }
+
+std::vector<Pipeline::SignalTally> Pipeline::signals_finished() const {
+  const std::span<const std::string_view> sensors = counted_sensors();
+  assert(sensors.size() == Impl::kSensors && "Impl::finished_loops has a row per counted sensor");
+  std::vector<SignalTally> tallies;
+  tallies.reserve(sensors.size() * kLoopOutcomes.size());
+  for (std::size_t s = 0; s < sensors.size(); ++s) {
+    for (std::size_t o = 0; o < kLoopOutcomes.size(); ++o) {
+      tallies.push_back({sensors[s], kLoopOutcomes[o], impl_->finished_loops.sum(s * Impl::kOutcomes + o)});
+    }
+  }
+  return tallies;
 }
 
 std::size_t Pipeline::in_flight() const noexcept {

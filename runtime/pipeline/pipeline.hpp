@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -173,6 +174,18 @@ class Pipeline {
   std::uint64_t signals_processed() const noexcept;
   // Signals currently being processed or queued.
   std::size_t in_flight() const noexcept;
+  // Injected signals whose loop has ended, by the sensor of the signal
+  // injected (counted_sensors(), signal.hpp) and how its loop ended
+  // (LoopReport::stopped_by, or "other"), for metrics: one entry per pair,
+  // zeros included. Sharded counts, read without a lock; any thread.
+  struct SignalTally {
+    std::string_view sensor;
+    std::string_view outcome;
+    std::uint64_t count = 0;
+  };
+  std::vector<SignalTally> signals_finished() const;
+  // The values SignalTally::outcome takes.
+  static std::span<const std::string_view> loop_outcomes() noexcept;
   // Sessions kept (busy, or idle with their recent log lines); idle ones
   // beyond kMaxIdleSessions are dropped, the one idle longest first.
   std::size_t sessions_kept() const;

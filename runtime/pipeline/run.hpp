@@ -54,6 +54,10 @@ struct Pipeline::Impl {
   void cancel_calls_in_flight() noexcept;
   ShardedCounter processed;  // cycles run
   ShardedCounter active;     // signals injected and not finished
+  // Loops ended, by injected sensor and outcome: [sensor * kOutcomes + outcome].
+  static constexpr std::size_t kSensors = 11;  // counted_sensors().size()
+  static constexpr std::size_t kOutcomes = 8;  // Pipeline::loop_outcomes().size()
+  ShardedCounters<kSensors * kOutcomes> finished_loops;
 
   // What each Run holds on to: aliases of this Impl with a reference count
   // per thread shard (a Run takes one per signal). ~Pipeline publishes null,
@@ -69,6 +73,7 @@ struct Pipeline::Impl {
     Value signal;
     std::shared_ptr<ReplySink> reply;
     InlineFunction<void(LoopReport)> done;
+    std::uint8_t injected_sensor = 0;  // counted_sensor_of() the injected signal
   };
   struct SessionShard;
   struct Session {
@@ -134,6 +139,7 @@ struct Run : std::enable_shared_from_this<Run> {
   std::shared_ptr<ReplySink> reply;
   InlineFunction<void(LoopReport)> done;
   LoopReport report;
+  std::uint8_t injected_sensor = 0;  // counted_sensor_of() the injected signal, for Impl::finished_loops
 
   // The cycle in progress.
   Value signal;  // as perceived

@@ -57,6 +57,7 @@ void Pipeline::Impl::start(const std::shared_ptr<Session>& session, Pending&& pe
   run->session = session;
   run->reply = std::move(pending.reply);
   run->done = std::move(pending.done);
+  run->injected_sensor = pending.injected_sensor;
   Run& started = *run;
   started.post(std::move(run),
                [&started, signal = std::move(pending.signal)]() mutable { started.cycle(std::move(signal)); });

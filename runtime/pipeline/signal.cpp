@@ -1,6 +1,7 @@
 // Signal: the envelope's defaults and the signal vocabulary's readers and makers.
 #include "pipeline/signal.hpp"
 
+#include <array>
 #include <utility>
 
 #include "memory/memory_object.hpp"
@@ -12,6 +13,27 @@ using namespace key_literals;
 std::string_view sensor_name(const Value& signal) {
   const Value& sensor = sensor_of(signal);
   return sensor.is_keyword() ? sensor.text() : std::string_view("UNKNOWN");
+}
+
+namespace {
+// In the order of counted_sensors(), which adds "none" and "other".
+constexpr std::array kCountedSensorKeys{"USER-INPUT"_key,   "CHAT-MESSAGE"_key,  "TOOL-OUTPUT"_key,
+                                        "TOOL-ERROR"_key,   "HEARTBEAT"_key,     "INTERRUPT"_key,
+                                        "POINT-UPDATE"_key, "BUFFER-UPDATE"_key, "LOOP-ERROR"_key};
+constexpr std::array<std::string_view, kCountedSensorKeys.size() + 2> kCountedSensors{
+    "user-input",   "chat-message",  "tool-output", "tool-error", "heartbeat", "interrupt",
+    "point-update", "buffer-update", "loop-error",  "none",       "other"};
+}  // namespace
+
+std::span<const std::string_view> counted_sensors() noexcept { return kCountedSensors; }
+
+std::size_t counted_sensor_of(const Value& signal) noexcept {
+  const Value& sensor = sensor_of(signal);
+  if (!sensor.is_keyword()) return kCountedSensorKeys.size();  // "none"
+  for (std::size_t i = 0; i < kCountedSensorKeys.size(); ++i) {
+    if (sensor.is_keyword(kCountedSensorKeys[i])) return i;
+  }
+  return kCountedSensorKeys.size() + 1;  // "other"
 }
 
 std::int64_t depth_of(const Value& signal) {

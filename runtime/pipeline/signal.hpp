@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "value/value.hpp"
@@ -40,6 +41,13 @@ inline const Value& sensor_of(const Value& signal) {
 }
 // The sensor's name ("USER-INPUT"), or "UNKNOWN"; a view into `signal`.
 std::string_view sensor_name(const Value& signal);
+// The sensors the daemon's metrics count signals by, as label values
+// (lower case): the known ones, then "none" (a signal without a sensor: a
+// request, a log) and "other" (a sensor not in the list), so the label set
+// stays bounded whatever clients send.
+std::span<const std::string_view> counted_sensors() noexcept;
+// The index in counted_sensors() of `signal`'s sensor.
+std::size_t counted_sensor_of(const Value& signal) noexcept;
 // The signal's :DEPTH, 0 when it has none (F1).
 std::int64_t depth_of(const Value& signal);
 

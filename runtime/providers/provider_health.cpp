@@ -1,5 +1,6 @@
 #include "providers/provider_health.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace passepartout {
@@ -16,10 +17,27 @@ std::chrono::microseconds ProviderHealth::bucket_value(std::size_t bucket) noexc
   return std::chrono::microseconds(std::llround(std::exp2((static_cast<double>(bucket) + 0.5) / 4.0)));
 }
 
+void ProviderHealth::observe(std::chrono::nanoseconds latency) noexcept {
+  latency_[bucket_of(latency)].fetch_add(1, std::memory_order_relaxed);
+  const double seconds = std::chrono::duration<double>(latency).count();
+  std::size_t bucket = 0;
+  while (bucket < kLatencyBounds.size() && seconds > kLatencyBounds[bucket]) ++bucket;
+  latency_seconds_[bucket].fetch_add(1, std::memory_order_relaxed);
+  latency_ns_sum_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, latency.count())),
+                            std::memory_order_relaxed);
+}
+
+ProviderHealth::LatencyHistogram ProviderHealth::latency_histogram() const noexcept {
+  LatencyHistogram h;
+  for (std::size_t i = 0; i < h.counts.size(); ++i) h.counts[i] = latency_seconds_[i].load(std::memory_order_relaxed);
+  h.sum_seconds = static_cast<double>(latency_ns_sum_.load(std::memory_order_relaxed)) / 1e9;
+  return h;
+}
+
 void ProviderHealth::succeeded(std::chrono::nanoseconds latency, const TokenUsage& usage) noexcept {
   calls_.fetch_add(1, std::memory_order_relaxed);
   successes_.fetch_add(1, std::memory_order_relaxed);
-  latency_[bucket_of(latency)].fetch_add(1, std::memory_order_relaxed);
+  observe(latency);
   if (usage.input > 0) tokens_in_.fetch_add(usage.input, std::memory_order_relaxed);
   if (usage.output > 0) tokens_out_.fetch_add(usage.output, std::memory_order_relaxed);
   consecutive_.store(0, std::memory_order_relaxed);
@@ -29,7 +47,7 @@ bool ProviderHealth::failed(FailureClass failure, std::chrono::nanoseconds laten
                             Clock::time_point now) noexcept {
   calls_.fetch_add(1, std::memory_order_relaxed);
   failures_[static_cast<std::size_t>(failure)].fetch_add(1, std::memory_order_relaxed);
-  if (failure != FailureClass::cancelled) latency_[bucket_of(latency)].fetch_add(1, std::memory_order_relaxed);
+  if (failure != FailureClass::cancelled) observe(latency);
   if (!is_retriable(failure)) return false;
   const int run = consecutive_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (policy.after_failures <= 0 || run < policy.after_failures) return false;

@@ -50,6 +50,16 @@ class ProviderHealth {
 
   ProviderFigures figures(Clock::time_point now = Clock::now()) const;
 
+  // The latency of answered and failed attempts (not cancelled ones) as
+  // metrics serve it: upper bounds in seconds, the attempts in each bucket
+  // alone (the last: above every bound), and the sum of their latencies.
+  static constexpr std::array<double, 12> kLatencyBounds{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120};
+  struct LatencyHistogram {
+    std::array<std::uint64_t, kLatencyBounds.size() + 1> counts{};
+    double sum_seconds = 0;
+  };
+  LatencyHistogram latency_histogram() const noexcept;
+
  private:
   // Latency histogram: four buckets per doubling from 1 µs, about 19 %
   // apart, up to about 2^32 µs (71 minutes); what is longer counts in the last.
@@ -62,6 +72,9 @@ class ProviderHealth {
   std::atomic<std::uint64_t> successes_{0};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(FailureClass::other) + 1> failures_{};
   std::array<std::atomic<std::uint64_t>, kBuckets> latency_{};
+  void observe(std::chrono::nanoseconds latency) noexcept;
+  std::array<std::atomic<std::uint64_t>, kLatencyBounds.size() + 1> latency_seconds_{};  // kLatencyBounds' buckets
+  std::atomic<std::uint64_t> latency_ns_sum_{0};
   std::atomic<std::int64_t> tokens_in_{0};
   std::atomic<std::int64_t> tokens_out_{0};
   std::atomic<int> consecutive_{0};

@@ -3,6 +3,8 @@
 // published snapshot untouched and say which step failed.
 #include "skills/skill_host.hpp"
 
+#include <array>
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -181,10 +183,37 @@ Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, Ski
   return NewSlot{std::move(slot), micros_since(skill_start)};
 }
 
+namespace {
+constexpr std::array<std::string_view, 6> kChangeKindNames{"load", "swap", "add", "remove", "force-remove", "other"};
+constexpr std::array<std::string_view, 4> kChangeOutcomeNames{"ok", "refused", "failed", "other"};
+
+template <std::size_t N>
+std::size_t index_in(const std::array<std::string_view, N>& names, std::string_view value) {
+  for (std::size_t i = 0; i + 1 < N; ++i) {
+    if (names[i] == value) return i;
+  }
+  return N - 1;
+}
+}  // namespace
+
+std::span<const std::string_view> SkillHost::change_kinds() noexcept { return kChangeKindNames; }
+std::span<const std::string_view> SkillHost::change_outcomes() noexcept { return kChangeOutcomeNames; }
+
+std::uint64_t SkillHost::change_count(std::size_t kind, std::size_t outcome) const noexcept {
+  if (kind >= kChangeKinds || outcome >= kChangeOutcomes) return 0;
+  return change_counts_[kind * kChangeOutcomes + outcome].load(std::memory_order_relaxed);
+}
+
 void SkillHost::record(SkillChange& change) { record_all(std::span<SkillChange>(&change, 1)); }
 
 void SkillHost::record_all(std::span<SkillChange> changes) {
   if (changes.empty()) return;
+  static_assert(kChangeKindNames.size() == kChangeKinds && kChangeOutcomeNames.size() == kChangeOutcomes);
+  for (const SkillChange& change : changes) {
+    const std::size_t cell =
+        index_in(kChangeKindNames, change.action) * kChangeOutcomes + index_in(kChangeOutcomeNames, change.outcome);
+    change_counts_[cell].fetch_add(1, std::memory_order_relaxed);
+  }
   if (audit_) {
     // One transaction, so one sync, however many changes happened at once.
     auto ids = audit_->record_all(changes);

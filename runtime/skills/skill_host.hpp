@@ -2,6 +2,8 @@
 // rescan while signals keep flowing, every change recorded in the audit log.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -103,6 +105,13 @@ class SkillHost {
   // progress: a change whose effect is visible is in the history too.
   Result<std::vector<SkillChange>> history(std::size_t limit = 100) const;
 
+  // Changes recorded since the host was made, by SkillChange::action and
+  // outcome (change_kinds() x change_outcomes(); a value not listed counts
+  // as the last, "other"), for metrics. Any thread, without a lock.
+  static std::span<const std::string_view> change_kinds() noexcept;
+  static std::span<const std::string_view> change_outcomes() noexcept;
+  std::uint64_t change_count(std::size_t kind, std::size_t outcome) const noexcept;
+
   const SkillHostOptions& options() const noexcept { return options_; }
   // Where private library copies are mapped from (they show in /proc/self/maps as "(deleted)").
   const std::filesystem::path& library_copy_dir() const noexcept { return loader_.copy_dir(); }
@@ -139,6 +148,10 @@ class SkillHost {
   std::unique_ptr<AuditLog> audit_;
   std::deque<SkillChange> memory_log_;                           // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
+  static constexpr std::size_t kChangeKinds = 6;
+  static constexpr std::size_t kChangeOutcomes = 4;
+  std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>
+      change_counts_{};  // written on the control thread
 };
 
 }  // namespace passepartout

@@ -137,6 +137,10 @@ class ServerProcess {
     const std::size_t at = out.find(kPrefix);
     if (at != std::string::npos) port_ = static_cast<std::uint16_t>(std::stoi(out.substr(at + kPrefix.size())));
     if (port_ == 0) die(args[0] + " did not start; stdout:\n" + out + "\nlog:\n" + slurp(dir / "daemon.log"));
+    constexpr std::string_view kMetrics = "metrics on 127.0.0.1:";
+    if (const std::size_t m = out.find(kMetrics); m != std::string::npos) {
+      metrics_port_ = static_cast<std::uint16_t>(std::stoi(out.substr(m + kMetrics.size())));
+    }
   }
 
   ~ServerProcess() {
@@ -150,6 +154,8 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
+  // The metrics endpoint's port (`metrics on 127.0.0.1:<port>`); 0 when it has none.
+  std::uint16_t metrics_port() const noexcept { return metrics_port_; }
   pid_t pid() const noexcept { return pid_; }
   Clock::duration start_time() const noexcept { return start_time_; }
 
@@ -205,14 +211,30 @@ class ServerProcess {
   pid_t pid_ = -1;
   bool reaped_ = false;
   std::uint16_t port_ = 0;
+  std::uint16_t metrics_port_ = 0;
   Clock::duration start_time_{};
 };
 
 // `passepartout daemon` in `dir` with the scripted provider and every bundled skill.
 inline std::vector<std::string> daemon_args(const fs::path& dir) {
-  return {PP_PASSEPARTOUT_EXE, "daemon",        "--port",     "0",          "--socket", (dir / "s.sock").string(),
-          "--state-dir",       dir.string(),    "--provider", "scripted",   "--script", (dir / "script.yaml").string(),
-          "--manifests",       PP_MANIFEST_DIR, "--plugins",  PP_PLUGIN_DIR};
+  return {PP_PASSEPARTOUT_EXE,
+          "daemon",
+          "--port",
+          "0",
+          "--socket",
+          (dir / "s.sock").string(),
+          "--state-dir",
+          dir.string(),
+          "--provider",
+          "scripted",
+          "--script",
+          (dir / "script.yaml").string(),
+          "--manifests",
+          PP_MANIFEST_DIR,
+          "--plugins",
+          PP_PLUGIN_DIR,
+          "--metrics-port",
+          "0"};
 }
 
 // A client connection to the server under test: no Nagle delay, reads bounded by kWait.

@@ -219,6 +219,10 @@ DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
                                 "0",
                                 "--heartbeat-interval",
                                 "0"};
+  if (!options.metrics_port.empty()) {
+    args.push_back("--metrics-port");
+    args.push_back(options.metrics_port);
+  }
   if (options.copy_manifests) {
     fs::create_directories(manifest_dir());
     for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
@@ -243,6 +247,10 @@ DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
   const std::size_t at = out.find(kPrefix);
   if (at != std::string::npos) port_ = static_cast<std::uint16_t>(std::stoi(out.substr(at + kPrefix.size())));
   if (port_ == 0) FAIL("the daemon did not start; stdout:\n" << out << "\nlog:\n" << log());
+  constexpr std::string_view kMetrics = "metrics on 127.0.0.1:";
+  if (const std::size_t m = out.find(kMetrics); m != std::string::npos) {
+    metrics_port_ = static_cast<std::uint16_t>(std::stoi(out.substr(m + kMetrics.size())));
+  }
 }
 
 DaemonProcess::~DaemonProcess() {

@@ -85,6 +85,7 @@ class DaemonProcess {
     std::filesystem::path state_from;     // start from a copy of this state folder (a restart)
     std::string provider = "scripted";    // --provider
     std::filesystem::path socket{};       // the Unix socket; empty: s.sock in dir()
+    std::string metrics_port = "off";     // --metrics-port: off, "0" for a free one (metrics_port()); "": not given
   };
 
   explicit DaemonProcess(Options options);
@@ -94,6 +95,8 @@ class DaemonProcess {
 
   bool started() const noexcept { return port_ != 0; }
   std::uint16_t port() const noexcept { return port_; }
+  // The metrics endpoint's port, from its `metrics on 127.0.0.1:<port>` line; 0 when off.
+  std::uint16_t metrics_port() const noexcept { return metrics_port_; }
   pid_t pid() const noexcept { return pid_; }
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::filesystem::path socket_path() const { return socket_.empty() ? dir_.path() / "s.sock" : socket_; }
@@ -119,6 +122,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   bool reaped_ = false;
   std::uint16_t port_ = 0;
+  std::uint16_t metrics_port_ = 0;
 };
 
 }  // namespace passepartout::testing

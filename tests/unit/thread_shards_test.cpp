@@ -69,6 +69,20 @@ TEST_CASE("a sharded counter sums what every thread added", "[thread-shards][con
   CHECK(counter.sum() == 2 * 20'000 - 20'000);
 }
 
+TEST_CASE("sharded counters sum each cell over every thread apart from the others", "[thread-shards][concurrency]") {
+  ShardedCounters<3> counters;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&counters, t] {
+      for (int i = 0; i < 10'000; ++i) counters.add(static_cast<std::size_t>(t % 2), 1 + static_cast<std::uint64_t>(t));
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(counters.sum(0) == 10'000 * (1 + 3));  // threads 0 and 2
+  CHECK(counters.sum(1) == 10'000 * (2 + 4));  // threads 1 and 3
+  CHECK(counters.sum(2) == 0);
+}
+
 TEST_CASE("a published value is what get() returns, and null once null is published", "[thread-shards]") {
   std::atomic<int> alive{0};
   Published<const Tracked> cell(std::make_shared<const Tracked>(1, alive));

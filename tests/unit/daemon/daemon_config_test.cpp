@@ -349,4 +349,46 @@ TEST_CASE("the decision log is on by default, bounded on disk, and its settings 
   CHECK(error_of(s.resolve()) == "--decision-log-sample: '0' is not a sampling rate (1 in N) (1 to 1000000)");
 }
 
+TEST_CASE("the metrics port defaults to 9106, takes a port, 0 or off, and says when it was chosen",
+          "[daemon][config]") {
+  Sources s;
+  SECTION("default") {
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->metrics);
+    CHECK(config->metrics_port == 9106);
+    CHECK_FALSE(config->metrics_port_explicit);
+  }
+  SECTION("from the environment") {
+    s.env["PASSEPARTOUT_METRICS_PORT"] = "0";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->metrics);
+    CHECK(config->metrics_port == 0);
+    CHECK(config->metrics_port_explicit);
+  }
+  SECTION("off on the command line") {
+    s.sources.command_line["metrics-port"] = "OFF";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK_FALSE(config->metrics);
+  }
+  SECTION("not a port") {
+    s.sources.command_line["metrics-port"] = "70000";
+    CHECK(error_of(s.resolve()) == "--metrics-port: '70000' is not a port number or off (0 to 65535)");
+  }
+}
+
+TEST_CASE("offline is told apart when it was chosen from when nothing was configured", "[daemon][config]") {
+  Sources s;
+  auto by_default = s.resolve();
+  REQUIRE(by_default.has_value());
+  CHECK(by_default->offline_by_default);
+  s.sources.command_line["provider"] = "offline";
+  auto chosen = s.resolve();
+  REQUIRE(chosen.has_value());
+  CHECK(chosen->providers == std::vector<std::string>{"offline"});
+  CHECK_FALSE(chosen->offline_by_default);
+}
+
 }  // namespace passepartout

@@ -66,7 +66,8 @@ struct OperatorRig {
           return HealthReport{"DEGRADED", true};
         },
         [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
-        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); }});
+        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); },
+        [] { return std::string("http://127.0.0.1:9106/metrics"); }});
   }
 
   ~OperatorRig() {
@@ -107,6 +108,7 @@ TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skill
   CHECK(payload.at("CONNECTIONS").as_integer() == 4);
   CHECK(payload.at("IN-FLIGHT").as_integer() == 0);
   CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
+  CHECK(payload.at("METRICS").text() == "http://127.0.0.1:9106/metrics");
   CHECK(payload.at("APPROVALS-REFUSED").as_integer() == 0);
   CHECK(payload.at("PROVIDERS").items().size() == 1);  // an empty cascade: only the one left out
   rig.cascade.add(std::make_shared<OfflineProvider>());

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "pipeline/gate_log.hpp"
+#include "pipeline/signal.hpp"
 #include "support/sexp.hpp"
 
 namespace passepartout {
@@ -25,6 +26,25 @@ TEST_CASE("action_digest is stable and tells actions apart", "[pipeline][gates]"
   CHECK(action_digest(a).size() == 16);
   CHECK(action_digest(a) == action_digest(testing::sexp("(:type :request :target :shell :payload (:cmd \"ls\"))")));
   CHECK(action_digest(a) != action_digest(b));
+}
+
+TEST_CASE("signals count by a bounded set of sensors: unknown ones as other, none without a sensor",
+          "[pipeline][metrics]") {
+  const auto sensors = counted_sensors();
+  auto name = [&](std::string_view text) { return sensors[counted_sensor_of(testing::sexp(text))]; };
+  CHECK(name("(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))") == "user-input");
+  CHECK(name("(:TYPE :EVENT :PAYLOAD (:SENSOR :HEARTBEAT))") == "heartbeat");
+  CHECK(name("(:TYPE :EVENT :PAYLOAD (:SENSOR :SOMETHING-NEW))") == "other");
+  CHECK(name("(:TYPE :EVENT :PAYLOAD (:SENSOR \"USER-INPUT\"))") == "none");  // a string is no sensor keyword
+  CHECK(name("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\"))") == "none");
+  CHECK(sensors.back() == "other");
+}
+
+TEST_CASE("verifications are counted for every stage and outcome, zeros included", "[pipeline][metrics]") {
+  const auto tallies = verifications_counted();
+  CHECK(tallies.size() == 3 * 3);
+  CHECK(tallies.front().stage == "reason");
+  CHECK(tallies.front().outcome == "passed");
 }
 
 }  // namespace passepartout

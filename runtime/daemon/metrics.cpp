@@ -1,0 +1,269 @@
+// The daemon's metrics: each family read from where its figures already
+// live (gate counters, the pipeline's and the skill host's sharded counts,
+// provider health, the server's counters, the approval store, /proc).
+#include "daemon/metrics.hpp"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "base/prometheus_text.hpp"
+#include "pipeline/approvals.hpp"
+#include "pipeline/gate_log.hpp"
+#include "pipeline/pipeline.hpp"
+#include "providers/cascade.hpp"
+#include "skills/gate_counters.hpp"
+#include "skills/skill_host.hpp"
+#include "skills/slot.hpp"
+
+namespace passepartout {
+namespace {
+
+using Type = PrometheusText::Type;
+
+std::string read_whole(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Seconds since the epoch the machine booted at (/proc/stat's btime); -1 when unknown.
+double boot_time_seconds() {
+  const std::string stat = read_whole("/proc/stat");
+  const std::size_t at = stat.find("\nbtime ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(stat.c_str() + at + 7, nullptr);
+}
+
+std::uint64_t u64(std::int64_t n) { return n > 0 ? static_cast<std::uint64_t>(n) : 0; }
+
+// "rate_limited" stays as it is: label values are the enum's names.
+const char* failure_label(FailureClass failure) { return to_string(failure); }
+
+}  // namespace
+
+ProcessStats read_process_stats() {
+  ProcessStats stats;
+  const std::string stat = read_whole("/proc/self/stat");
+  // The command (field 2) may hold spaces and parentheses: fields are counted after its last ')'.
+  const std::size_t close = stat.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream fields(stat.substr(close + 2));
+    std::vector<std::string> f;
+    for (std::string field; fields >> field;) f.push_back(field);
+    // f[0] is field 3 (state): field n is f[n - 3].
+    if (f.size() > 21) {
+      const auto ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+      const auto page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+      stats.cpu_seconds = (std::stod(f[14 - 3]) + std::stod(f[15 - 3])) / ticks;
+      stats.virtual_bytes = std::stod(f[23 - 3]);
+      stats.resident_bytes = std::stod(f[24 - 3]) * page;
+      const double boot = boot_time_seconds();
+      if (boot >= 0) stats.start_time_seconds = boot + std::stod(f[22 - 3]) / ticks;
+    }
+  }
+  if (DIR* fds = ::opendir("/proc/self/fd")) {
+    double count = 0;
+    while (const dirent* entry = ::readdir(fds)) {
+      if (entry->d_name[0] != '.') ++count;
+    }
+    ::closedir(fds);
+    stats.open_fds = count - 1;  // the one opendir holds
+  }
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    stats.max_fds = limit.rlim_cur == RLIM_INFINITY ? -1 : static_cast<double>(limit.rlim_cur);
+  }
+  return stats;
+}
+
+void DaemonMetrics::set_decisions_dropped(std::function<std::uint64_t()> read) {
+  std::lock_guard lock(source_mutex_);
+  decisions_dropped_ = std::move(read);
+}
+
+std::string DaemonMetrics::scrape() const {
+  PrometheusText out;
+  constexpr std::string_view kPrefix = "passepartout_";
+  auto name = [&](std::string_view suffix) { return std::string(kPrefix) + std::string(suffix); };
+
+  {
+    const std::string n = name("build_info");
+    out.family(n, Type::gauge, "Always 1; the version label says which passepartout serves.");
+    out.sample(n, {{"version", sources_.version}}, std::uint64_t{1});
+  }
+
+  // Signals.
+  if (sources_.pipeline != nullptr) {
+    const std::string n = name("signals_total");
+    out.family(n, Type::counter,
+               "Signals injected whose loop has ended, by the sensor of the injected signal (unknown sensors: "
+               "other; none: no sensor) and how the loop ended (done, depth, interrupt, error, skip, abort, "
+               "cancelled).");
+    for (const Pipeline::SignalTally& t : sources_.pipeline->signals_finished()) {
+      out.sample(n, {{"sensor", t.sensor}, {"outcome", t.outcome}}, t.count);
+    }
+    const std::string in_flight = name("signals_in_flight");
+    out.family(in_flight, Type::gauge, "Signals being processed or queued behind their session.");
+    out.sample(in_flight, {}, static_cast<std::uint64_t>(sources_.pipeline->in_flight()));
+  }
+
+  // Skills and gates.
+  if (sources_.skills != nullptr) {
+    const auto snapshot = sources_.skills->snapshot();
+    const std::string loaded = name("skills_loaded");
+    out.family(loaded, Type::gauge, "Skills loaded (in the published registry snapshot).");
+    out.sample(loaded, {}, static_cast<std::uint64_t>(snapshot->slots().size()));
+
+    std::vector<std::pair<const Slot*, GateCounts>> gates;
+    for (const auto& slot : snapshot->slots()) {
+      if (slot->has_gate()) gates.emplace_back(slot.get(), slot->counters().read());
+    }
+    const std::string verdicts = name("gate_verdicts_total");
+    out.family(verdicts, Type::counter,
+               "Gate decisions by skill, version and verdict (pass, rewrite, block, approval, failure: the gate "
+               "erred, threw or ran out of time). Counted per loaded version: a swap starts a new series.");
+    for (const auto& [slot, c] : gates) {
+      const std::array<std::pair<std::string_view, std::uint64_t>, 5> by_verdict{{{"pass", c.passes},
+                                                                                  {"rewrite", c.rewrites},
+                                                                                  {"block", c.blocks},
+                                                                                  {"approval", c.approvals},
+                                                                                  {"failure", c.failures}}};
+      for (const auto& [verdict, count] : by_verdict) {
+        out.sample(verdicts, {{"skill", slot->name()}, {"version", slot->version_text()}, {"verdict", verdict}}, count);
+      }
+    }
+    const std::string latency = name("gate_latency_seconds");
+    out.family(latency, Type::summary,
+               "Time a gate took, over a sample of its calls (the gate counters time a sample, not every call): "
+               "_sum / _count is the mean; no quantiles.");
+    for (const auto& [slot, c] : gates) {
+      const std::array labels{MetricLabel{"skill", slot->name()}, MetricLabel{"version", slot->version_text()}};
+      out.sample(latency + "_sum", labels, static_cast<double>(c.timed_ns) / 1e9);
+      out.sample(latency + "_count", labels, c.timed_calls);
+    }
+
+    const std::string changes = name("skill_changes_total");
+    out.family(changes, Type::counter,
+               "Changes to the loaded skills (hot swaps and the rest) by kind (load, swap, add, remove, "
+               "force-remove) and outcome (ok, refused, failed).");
+    const auto kinds = SkillHost::change_kinds();
+    const auto outcomes = SkillHost::change_outcomes();
+    for (std::size_t k = 0; k < kinds.size(); ++k) {
+      for (std::size_t o = 0; o < outcomes.size(); ++o) {
+        if (kinds[k] == "other" || outcomes[o] == "other") {
+          if (sources_.skills->change_count(k, o) == 0) continue;  // shown only when something odd was counted
+        }
+        out.sample(changes, {{"kind", kinds[k]}, {"outcome", outcomes[o]}}, sources_.skills->change_count(k, o));
+      }
+    }
+  }
+
+  {
+    const std::string n = name("verifications_total");
+    out.family(n, Type::counter,
+               "Verifications of an action by all gates, by stage (reason: the model's proposal; last-mile: "
+               "before the actuator; approval: an approved action's run) and outcome.");
+    for (const VerificationTally& t : verifications_counted()) {
+      if (t.stage == "other" && t.count == 0) continue;  // shown only when an unnamed stage was counted
+      out.sample(n, {{"stage", t.stage}, {"outcome", t.outcome}}, t.count);
+    }
+  }
+
+  // Approvals.
+  if (sources_.approvals != nullptr) {
+    const std::string pending = name("approvals_pending");
+    out.family(pending, Type::gauge, "Actions waiting for a human's approval.");
+    out.sample(pending, {}, static_cast<std::uint64_t>(sources_.approvals->pending_count()));
+    const std::string decided = name("approvals_decided_total");
+    out.family(decided, Type::counter, "Approvals decided since the daemon started, by decision.");
+    out.sample(decided, {{"decision", "approved"}}, sources_.approvals->approved_count());
+    out.sample(decided, {{"decision", "denied"}}, sources_.approvals->denied_count());
+    const std::string refused = name("approvals_refused_total");
+    out.family(refused, Type::counter, "Approval requests refused for a pending-approvals bound.");
+    out.sample(refused, {}, sources_.approvals->refused_count());
+  }
+
+  // Connections.
+  if (sources_.connections) {
+    const ServerCounters c = sources_.connections();
+    const std::string open = name("connections_open");
+    out.family(open, Type::gauge, "Open protocol connections, by transport.");
+    out.sample(open, {{"transport", "tcp"}}, c.connections_open_tcp);
+    out.sample(open, {{"transport", "unix"}}, c.connections_open_unix);
+    const std::string accepted = name("connections_accepted_total");
+    out.family(accepted, Type::counter, "Protocol connections admitted since start (both transports).");
+    out.sample(accepted, {}, c.connections_total);
+    const std::string rejected = name("connections_rejected_total");
+    out.family(rejected, Type::counter, "Protocol connections refused at a connection limit or while stopping.");
+    out.sample(rejected, {}, c.connections_rejected);
+  }
+
+  // Providers.
+  if (sources_.cascade != nullptr) {
+    const auto lineup = sources_.cascade->lineup();
+    const std::string calls = name("provider_calls_total");
+    const std::string duration = name("provider_call_duration_seconds");
+    const std::string tokens = name("provider_tokens_total");
+    out.family(calls, Type::counter,
+               "Model calls (attempts; a retry is one) by provider and outcome: success, or the failure's class.");
+    std::vector<ProviderFigures> figures;
+    figures.reserve(lineup->health.size());
+    for (std::size_t i = 0; i < lineup->health.size(); ++i) {
+      figures.push_back(lineup->health[i]->figures());
+      const std::string& provider = lineup->names[i];
+      out.sample(calls, {{"provider", provider}, {"outcome", "success"}}, figures.back().successes);
+      for (const auto& [failure, count] : figures.back().failures) {
+        out.sample(calls, {{"provider", provider}, {"outcome", failure_label(failure)}}, count);
+      }
+    }
+    out.family(duration, Type::histogram, "Model call latency by provider (answered and failed attempts).");
+    for (std::size_t i = 0; i < lineup->health.size(); ++i) {
+      const auto h = lineup->health[i]->latency_histogram();
+      const std::array labels{MetricLabel{"provider", lineup->names[i]}};
+      out.histogram(duration, labels, ProviderHealth::kLatencyBounds, h.counts, h.sum_seconds);
+    }
+    out.family(tokens, Type::counter, "Tokens the providers reported, by provider and direction (input, output).");
+    for (std::size_t i = 0; i < figures.size(); ++i) {
+      out.sample(tokens, {{"provider", lineup->names[i]}, {"direction", "input"}}, u64(figures[i].tokens_in));
+      out.sample(tokens, {{"provider", lineup->names[i]}, {"direction", "output"}}, u64(figures[i].tokens_out));
+    }
+  }
+
+  {
+    std::uint64_t dropped = 0;
+    {
+      std::lock_guard lock(source_mutex_);
+      if (decisions_dropped_) dropped = decisions_dropped_();
+    }
+    const std::string n = name("decisions_dropped_total");
+    out.family(n, Type::counter, "Gate decisions the decision log could not keep (0 without a decision log).");
+    out.sample(n, {}, dropped);
+  }
+
+  // The standard process metrics, as the Prometheus client libraries name them.
+  const ProcessStats p = read_process_stats();
+  auto process = [&out](std::string_view n, Type type, std::string_view help, double value) {
+    if (value < 0) return;
+    out.family(n, type, help);
+    out.sample(n, {}, value);
+  };
+  process("process_cpu_seconds_total", Type::counter, "Total user and system CPU time spent in seconds.",
+          p.cpu_seconds);
+  process("process_resident_memory_bytes", Type::gauge, "Resident memory size in bytes.", p.resident_bytes);
+  process("process_virtual_memory_bytes", Type::gauge, "Virtual memory size in bytes.", p.virtual_bytes);
+  process("process_open_fds", Type::gauge, "Number of open file descriptors.", p.open_fds);
+  process("process_max_fds", Type::gauge, "Maximum number of open file descriptors.", p.max_fds);
+  process("process_start_time_seconds", Type::gauge, "Start time of the process since unix epoch in seconds.",
+          p.start_time_seconds);
+  return out.take();
+}
+
+}  // namespace passepartout
