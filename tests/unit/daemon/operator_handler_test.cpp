@@ -67,7 +67,7 @@ struct OperatorRig {
         },
         [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
         [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); },
-        [] { return std::string("http://127.0.0.1:9106/metrics"); }});
+        nullptr, [] { return std::string("http://127.0.0.1:9106/metrics"); }});
   }
 
   ~OperatorRig() {
