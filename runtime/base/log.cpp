@@ -6,6 +6,7 @@
 #include <spdlog/formatter.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iterator>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "base/log_detail.hpp"
+#include "base/log_fields.hpp"
 
 namespace passepartout {
 namespace {
@@ -81,14 +83,59 @@ void configure_logging(LogLevel min_level, LogFormat format) {
   spdlog::set_default_logger(std::move(logger));
 }
 
-void log_message(LogLevel level, std::string_view component, std::string_view message) {
-  if (json_lines.load(std::memory_order_relaxed)) {
+namespace {
+
+// Whether a text-format value must be quoted: empty, or holding a space, a
+// quote, '=' or a control character.
+bool needs_quotes(std::string_view value) {
+  if (value.empty()) return true;
+  return std::any_of(value.begin(), value.end(), [](char c) {
+    return c == ' ' || c == '"' || c == '=' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
+// " key=value ..." after a text line's message.
+void append_text_fields(std::string& out, std::span<const LogField> fields) {
+  for (const LogField& field : fields) {
+    out.append(1, ' ').append(field.key).append(1, '=');
+    if (field.is_number) {
+      fmt::format_to(std::back_inserter(out), "{}", field.number);
+    } else if (needs_quotes(field.text)) {
+      log_detail::append_json_string(out, field.text);  // escaped and quoted
+    } else {
+      out.append(field.text);
+    }
+  }
+}
+
+void emit(LogLevel level, std::string_view component, std::span<const LogField> fields, std::string_view message) {
+  const bool json = json_lines.load(std::memory_order_relaxed);
+  if (json) {
     std::string members = "\"component\":";
     log_detail::append_json_string(members, component);
     members += ",\"message\":";
     log_detail::append_json_string(members, message);
+    for (const LogField& field : fields) {
+      members += ',';
+      log_detail::append_json_string(members, field.key);
+      members += ':';
+      if (field.is_number) {
+        fmt::format_to(std::back_inserter(members), "{}", field.number);
+      } else {
+        log_detail::append_json_string(members, field.text);
+      }
+    }
     spdlog::log(to_spdlog(level), "{}", members);
-  } else if (spdlog::logger* logger = spdlog::default_logger_raw(); logger->should_log(to_spdlog(level))) {
+  }
+  // Text, captures and the recent lines see the fields after the message.
+  std::string with_fields;
+  if (!fields.empty()) {
+    with_fields.reserve(message.size() + 16 * fields.size());
+    with_fields.append(message);
+    append_text_fields(with_fields, fields);
+    message = with_fields;
+  }
+  if (spdlog::logger* logger = spdlog::default_logger_raw(); !json && logger->should_log(to_spdlog(level))) {
     // "<component>: <message>" built here: spdlog's "{}: {}" costs a format
     // string's parse on every line.
     thread_local std::string text;
@@ -100,6 +147,17 @@ void log_message(LogLevel level, std::string_view component, std::string_view me
   if (level != LogLevel::debug) log_detail::keep_recent_line(component, message);
 }
 
+}  // namespace
+
+void log_message(LogLevel level, std::string_view component, std::string_view message) {
+  emit(level, component, {}, message);
+}
+
+void log_message(LogLevel level, std::string_view component, std::span<const LogField> fields,
+                 std::string_view message) {
+  emit(level, component, fields, message);
+}
+
 bool is_logged(LogLevel level) noexcept {
   return level != LogLevel::debug || spdlog::default_logger_raw()->should_log(to_spdlog(level)) ||
          log_detail::any_log_capture();
@@ -109,6 +167,13 @@ void log_formatted(LogLevel level, std::string_view component, fmt::string_view 
   fmt::memory_buffer message;  // on the stack up to 500 bytes
   fmt::vformat_to(std::back_inserter(message), format, args);
   log_message(level, component, std::string_view(message.data(), message.size()));
+}
+
+void log_formatted(LogLevel level, std::string_view component, std::span<const LogField> fields,
+                   fmt::string_view format, fmt::format_args args) {
+  fmt::memory_buffer message;
+  fmt::vformat_to(std::back_inserter(message), format, args);
+  emit(level, component, fields, std::string_view(message.data(), message.size()));
 }
 
 std::string& log_line_buffer() noexcept {

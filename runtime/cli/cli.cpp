@@ -275,13 +275,6 @@ int run_verify(const VerifyOptions& options) {
 
 // --- passepartout skills history ------------------------------------------------
 
-struct HistoryOptions {
-  fs::path state_dir;
-  std::string skill;
-  std::size_t limit = 100;
-  bool json = false;
-};
-
 }  // namespace
 
 std::string printable(std::string_view text, bool keep_layout) {
@@ -342,12 +335,16 @@ std::string format_duration(std::int64_t us) {
 
 namespace {
 
-// "1.0.0 (3f5a12345678)", either part alone, or "-" when there is none.
-std::string version_side(const std::string& version, const std::string& sha256) {
+// "1.0.0 (3f5a12345678)", with " cfg <fingerprint>" inside the parentheses
+// when the settings' fingerprint is known, either part alone, or "-" when
+// there is none.
+std::string version_side(const std::string& version, const std::string& sha256, const std::string& fingerprint) {
   std::string side = printable(version);
-  if (!sha256.empty()) {
+  std::string hashes = printable(sha256.substr(0, 12));
+  if (!fingerprint.empty()) hashes += (hashes.empty() ? "cfg " : " cfg ") + printable(fingerprint);
+  if (!hashes.empty()) {
     if (!side.empty()) side += ' ';
-    side += "(" + printable(sha256.substr(0, 12)) + ")";
+    side += "(" + hashes + ")";
   }
   return side.empty() ? "-" : side;
 }
@@ -366,13 +363,11 @@ nlohmann::ordered_json change_json(const SkillChange& change) {
                                 {"outcome", change.outcome},
                                 {"step", change.step},
                                 {"error", change.error},
-                                {"duration_us", change.duration_us}};
-}
-
-// A --limit: digits only, at least 1.
-bool is_count(const std::string& text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos &&
-         text.find_first_not_of('0') != std::string::npos;
+                                {"duration_us", change.duration_us},
+                                {"from_fingerprint", change.from_fingerprint},
+                                {"to_fingerprint", change.to_fingerprint},
+                                {"details", change.details},
+                                {"state_handover", change.state_handover}};
 }
 
 int fail_history(const std::string& message, bool as_json) {
@@ -384,34 +379,35 @@ int fail_history(const std::string& message, bool as_json) {
   return kExitProblem;
 }
 
-int run_history(const HistoryOptions& options) {
-  const fs::path file = audit_file(options.state_dir);
+}  // namespace
+
+int run_local_history(const fs::path& state_dir, const HistoryRequest& request, bool as_json, const std::string& note) {
+  const fs::path file = audit_file(state_dir);
+  if (!note.empty() && !as_json) std::cerr << "passepartout: " << note << '\n';
   std::vector<SkillChange> changes;
   if (auto log = AuditLog::open_read_only(file); log) {
-    auto listed = (*log)->list(options.limit, options.skill);
-    if (!listed) return fail_history(listed.error().message, options.json);
+    auto listed = (*log)->list(request.limit, request.skill);
+    if (!listed) return fail_history(listed.error().message, as_json);
     changes = std::move(*listed);
   } else if (log.error().code != ErrorCode::not_found) {
-    return fail_history(log.error().message, options.json);
+    return fail_history(log.error().message, as_json);
   }
 
-  if (options.json) {
-    std::cout << format_history_json(changes);
+  if (as_json) {
+    std::cout << format_history_json(changes, "folder " + state_dir.string());
     return kExitOk;
   }
   if (changes.empty()) {
-    if (options.skill.empty()) {
+    if (request.skill.empty()) {
       std::cout << "No skill changes recorded yet (" << file.string() << ").\n";
     } else {
-      std::cout << "No changes of skill '" << printable(options.skill) << "' recorded (" << file.string() << ").\n";
+      std::cout << "No changes of skill '" << printable(request.skill) << "' recorded (" << file.string() << ").\n";
     }
     return kExitOk;
   }
   std::cout << format_history(changes);
   return kExitOk;
 }
-
-}  // namespace
 
 std::string format_history(const std::vector<SkillChange>& changes) {
   constexpr std::size_t kColumns = 7;
@@ -421,8 +417,8 @@ std::string format_history(const std::vector<SkillChange>& changes) {
   std::array<std::size_t, kColumns> widths{};
   for (const auto& change : changes) {
     rows.push_back({local_iso8601(change.at_unix_ms), printable(change.action), printable(change.skill),
-                    version_side(change.from_version, change.from_sha256) + " -> " +
-                        version_side(change.to_version, change.to_sha256),
+                    version_side(change.from_version, change.from_sha256, change.from_fingerprint) + " -> " +
+                        version_side(change.to_version, change.to_sha256, change.to_fingerprint),
                     printable(change.outcome), format_duration(change.duration_us), printable(change.requester)});
     for (std::size_t c = 0; c < kColumns; ++c) widths[c] = std::max(widths[c], display_width(rows.back()[c]));
   }
@@ -442,26 +438,32 @@ std::string format_history(const std::vector<SkillChange>& changes) {
     out += line + '\n';
 
     const SkillChange& change = changes[r];
-    if (change.outcome == "ok" || (change.step.empty() && change.error.empty())) continue;
-    std::string detail = change.step.empty()    ? change.error
-                         : change.error.empty() ? change.step
-                                                : change.step + ": " + change.error;
     // A message of several lines stays under its change, every line indented.
-    std::string_view rest = detail;
-    while (true) {
-      const std::size_t end = rest.find('\n');
-      out += "    " + printable(rest.substr(0, end)) + '\n';
-      if (end == std::string_view::npos) break;
-      rest.remove_prefix(end + 1);
-    }
+    auto indented = [&out](std::string_view rest) {
+      while (true) {
+        const std::size_t end = rest.find('\n');
+        out += "    " + printable(rest.substr(0, end)) + '\n';
+        if (end == std::string_view::npos) break;
+        rest.remove_prefix(end + 1);
+      }
+    };
+    if (!change.details.empty()) indented("changed: " + change.details);
+    if (!change.state_handover.empty()) indented("state: " + change.state_handover);
+    if (change.outcome == "ok" || (change.step.empty() && change.error.empty())) continue;
+    indented(change.step.empty()    ? change.error
+             : change.error.empty() ? change.step
+                                    : change.step + ": " + change.error);
   }
   return out;
 }
 
-std::string format_history_json(const std::vector<SkillChange>& changes) {
+std::string format_history_json(const std::vector<SkillChange>& changes, std::string_view source) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& change : changes) list.push_back(change_json(change));
-  return nlohmann::ordered_json{{"changes", list}}.dump(2, ' ', false, json::error_handler_t::replace) + '\n';
+  nlohmann::ordered_json document = nlohmann::ordered_json::object();
+  if (!source.empty()) document["source"] = std::string(source);
+  document["changes"] = std::move(list);
+  return document.dump(2, ' ', false, json::error_handler_t::replace) + '\n';
 }
 
 int run(int argc, char** argv) {
@@ -485,8 +487,8 @@ int run(int argc, char** argv) {
   // skills check
   auto* skills =
       app.add_subcommand("skills",
-                         "Skills: check manifests and read the change history locally; list, load, reload, unload\n"
-                         "and rescan them in the running daemon");
+                         "Skills: check manifests locally; list, load, reload, unload and rescan them in the\n"
+                         "running daemon, and read the history of their changes");
   skills->require_subcommand(1);
   CheckOptions check;
   auto* check_cmd = skills->add_subcommand(
@@ -500,32 +502,6 @@ int run(int argc, char** argv) {
       "Folder the manifests' libraries are resolved against (default: the installed or built plugins; "
       "env PASSEPARTOUT_PLUGIN_DIR)");
   check_cmd->add_flag("--json", check.json, "Print one JSON document");
-
-  // skills history
-  HistoryOptions history;
-  const fs::path state_dir = default_state_dir();
-  const std::string history_help =
-      "List the recorded changes to the loaded skills, newest first: when, what (load, swap, add,\n"
-      "remove), which skill, from which version to which (with the first 12 hex digits of each\n"
-      "library's sha256), the outcome, how long it took and who asked; a refused or failed change\n"
-      "also shows the step that failed and why.\n"
-      "The log is <state dir>/audit.sqlite3, where the state dir is $PASSEPARTOUT_STATE_DIR, else\n"
-      "$XDG_STATE_HOME/passepartout, else ~/.local/state/passepartout (here: " +
-      audit_file(state_dir).string() + ").\nIt is opened read-only and may be read while a daemon writes it.";
-  auto* history_cmd = skills->add_subcommand("history", history_help);
-  history_cmd
-      ->add_option("--state-dir", history.state_dir,
-                   "The state folder holding audit.sqlite3 (default: " + state_dir.string() + ")")
-      ->type_name("DIR");
-  history_cmd->add_option("--skill", history.skill, "Only the changes of this skill")->type_name("NAME");
-  history_cmd->add_option("--limit", history.limit, "At most this many changes (default 100)")
-      ->type_name("N")
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            return is_count(text) ? std::string() : "must be a whole number of at least 1, not '" + text + "'";
-          },
-          ""));
-  history_cmd->add_flag("--json", history.json, "Print one JSON document: {\"changes\": [...]} with every field");
 
   // verify
   VerifyOptions verify;
@@ -571,10 +547,6 @@ int run(int argc, char** argv) {
   if (check_cmd->parsed()) {
     if (check.plugin_dir.empty()) check.plugin_dir = default_plugin_dir();
     return run_check(check);
-  }
-  if (history_cmd->parsed()) {
-    if (history.state_dir.empty()) history.state_dir = state_dir;
-    return run_history(history);
   }
   if (verify_cmd->parsed()) {
     if (verify.manifest_dir.empty()) verify.manifest_dir = default_manifest_dir();

@@ -42,6 +42,8 @@ struct ParsedClient {
   std::int64_t limit = 0;    // 0: not given
   std::int64_t offset = -1;  // -1: not given
   DoctorOptions doctor;
+  std::filesystem::path state_dir;  // skills history --state-dir: read this folder, not the daemon
+  std::string skill;                // skills history --skill
 };
 
 // Seconds to wait for the daemon's answer unless --timeout says otherwise.

@@ -111,6 +111,11 @@ std::optional<Value> operator_request(const Target& target, const OperatorReques
 
 }  // namespace
 
+std::optional<Value> send_operator_request(const Target& target, const OperatorRequest& request, const Output& output,
+                                           int& status) {
+  return operator_request(target, request, output, status);
+}
+
 int run_operator_command(const Target& target, const Output& output, const OperatorRequest& request,
                          const TextRender& text, const JsonAmend& amend) {
   int status = kExitOk;

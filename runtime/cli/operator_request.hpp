@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -33,6 +34,12 @@ struct OperatorRequest {
 using JsonAmend = std::function<void(OrderedJson& document, const Value& response)>;
 // Writes the text of an :OK response to `out`.
 using TextRender = std::function<void(const Value& response, std::ostream& out)>;
+
+// Sends `request` and waits for its :OK response, which it returns; on a
+// failure (no daemon, a timeout, an error response) reports it, sets
+// `status` and returns nothing.
+std::optional<Value> send_operator_request(const Target& target, const OperatorRequest& request, const Output& output,
+                                           int& status);
 
 // Sends `request` and waits for its :OK response. On a failure (no daemon, a
 // timeout, an error response) reports it and returns its status; else prints

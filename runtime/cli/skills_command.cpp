@@ -6,7 +6,9 @@
 #include <vector>
 #include "cli/cli11.hpp"
 
+#include "base/state_paths.hpp"
 #include "base/utf8.hpp"
+#include "cli/client.hpp"
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
 #include "cli/exit_status.hpp"
@@ -43,6 +45,10 @@ SkillChange wire_change(const Value& change) {
   out.step = field_text(change.at("STEP"));
   out.error = field_text(change.at("ERROR"));
   out.duration_us = change.at("DURATION-US").as_integer();
+  out.from_fingerprint = field_text(change.at("FROM-FINGERPRINT"));
+  out.to_fingerprint = field_text(change.at("TO-FINGERPRINT"));
+  out.details = field_text(change.at("DETAILS"));
+  out.state_handover = field_text(change.at("STATE-HANDOVER"));
   return out;
 }
 // A function, not a constant: a static ErrorHints would build its strings before main.
@@ -126,6 +132,46 @@ int run_skills_unload(const Target& target, const std::string& name, bool cascad
                     "Unloaded '" + printable(name) + "'.");
 }
 
+int run_skills_history(const Target& target, const HistoryRequest& request, const Output& output) {
+  if (!request.state_dir.empty()) return run_local_history(request.state_dir, request, output.json, {});
+  {
+    // No daemon to ask: its default folder is the best guess, and says so.
+    Client probe;
+    ClientError error;
+    if (!probe.open(target.endpoint, target.connect_timeout, error)) {
+      const fs::path state_dir = default_state_dir();
+      return run_local_history(state_dir, request, output.json,
+                               "no daemon answered at " + target.endpoint.describe() + " (" + error.message +
+                                   "); read the changes recorded in " + audit_file(state_dir).string());
+    }
+  }
+  int status = kExitOk;
+  const auto limit = static_cast<std::int64_t>(request.limit);
+  const auto response = send_operator_request(
+      target,
+      {"HISTORY",
+       {{"LIMIT", Value::integer(limit)}, {"SKILL", request.skill.empty() ? Value() : Value::string(request.skill)}},
+       skill_hints(),
+       {"CHANGES"}},
+      output, status);
+  if (!response) return status;
+  std::vector<SkillChange> changes;
+  for (const Value& change : entries_of(response->path({"PAYLOAD", "CHANGES"}))) {
+    changes.push_back(wire_change(change));
+  }
+  const std::string source = "daemon " + target.endpoint.describe();
+  if (output.json) {
+    output.out << format_history_json(changes, source);
+  } else if (changes.empty()) {
+    output.out << (request.skill.empty() ? std::string("No skill changes recorded")
+                                         : "No changes of skill '" + printable(request.skill) + "' recorded")
+               << " in the daemon at " << target.endpoint.describe() << ".\n";
+  } else {
+    output.out << format_history(changes);
+  }
+  return kExitOk;
+}
+
 int run_skills_rescan(const Target& target, const Output& output) {
   return run_change(target, output, {"RESCAN", {}, skill_hints(), {}}, "Rescanned the manifests.");
 }
@@ -187,6 +233,35 @@ void add_skills_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& 
   add_connection_options(*rescan, *parsed, kReplyTimeoutS);
   rescan->footer(kExitFooter);
   rescan->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_skills_rescan); });
+
+  const fs::path state_dir = default_state_dir();
+  auto* history = skills.add_subcommand(
+      "history",
+      "List the recorded changes to the skills, newest first: when, what (load, swap, add, remove),\n"
+      "which skill, from which version to which (each with the first 12 hex digits of its library's\n"
+      "sha256 and `cfg` with the fingerprint of its settings and config), the outcome, how long it took\n"
+      "and who asked; under it what the change changed, the state hand-over, and for a refused or\n"
+      "failed change the step that failed and why.\n"
+      "Asks the running daemon (its own audit log). When none answers, reads <state dir>/audit.sqlite3\n"
+      "read-only and says so on standard error (--json: \"source\"); the state dir is\n"
+      "$PASSEPARTOUT_STATE_DIR, else $XDG_STATE_HOME/passepartout, else ~/.local/state/passepartout\n"
+      "(here: " +
+          state_dir.string() + ").");
+  history->add_option("--state-dir", parsed->state_dir, "Read this state folder's audit.sqlite3, not the daemon's")
+      ->type_name("DIR");
+  history->add_option("--skill", parsed->skill, "Only the changes of this skill")->type_name("NAME");
+  history->add_option("--limit", parsed->limit, "At most this many changes (default 100)")
+      ->type_name("N")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}));
+  add_connection_options(*history, *parsed, kReplyTimeoutS);
+  history->footer(kExitFooter);
+  history->callback([parsed, &chosen] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      HistoryRequest request{parsed->state_dir, parsed->skill, 100};
+      if (parsed->limit > 0) request.limit = static_cast<std::size_t>(parsed->limit);
+      return run_skills_history(target, request, output);
+    });
+  });
 }
 
 }  // namespace passepartout::cli

@@ -309,6 +309,10 @@ void Connection::dispatch(Value message) {
   info.authenticated = info_.transport == Transport::unix_socket ||
                        (token.has_value() && !expected.empty() && constant_time_equal(*token, expected));
   if (message.get("AUTH") != nullptr) message = message.without("AUTH");
+  if (info.transport == Transport::tcp && info.authenticated) {
+    const std::string& label = server_->options.auth_token_label;
+    info.requester = "wire token=" + (label.empty() ? std::string("token") : label) + " peer=" + info_.peer;
+  }
 
   handling_ = ++last_request_id_;
   WireReply sink(std::make_shared<ReplyState>(weak_from_this(), server_->hub, handling_, info));

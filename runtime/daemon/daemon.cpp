@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "daemon/daemon_handler.hpp"
@@ -472,8 +473,8 @@ Result<void> Daemon::Impl::boot() {
       [this] { return current_health(); },
       [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
-      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); },
-      decisions.get(), [this] { return metrics_url(); }});
+      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get(),
+      [this] { return metrics_url(); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -570,6 +571,8 @@ Result<void> Daemon::Impl::listen() {
   options.tcp_address = c.listen_address == "localhost" ? "127.0.0.1" : c.listen_address;
   options.tcp_port = c.port;
   options.auth_token = *token;
+  // Requesters name the token by its file and a fingerprint, never by itself.
+  options.auth_token_label = token_file(c.state_dir).filename().string() + "#" + sha256_hex(*token).substr(0, 8);
   options.version = version_text();
   options.frame_limits.max_payload_code_points = c.max_frame;
   options.idle_timeout = c.idle_timeout;

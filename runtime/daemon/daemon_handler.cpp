@@ -60,7 +60,8 @@ void DaemonHandler::handle(Value message, const ConnectionInfo& connection, Wire
     return;
   }
   if (is_operator) {
-    operators_.handle(std::move(message), "wire", [reply](const Value& response) mutable { reply.finish(response); });
+    operators_.handle(std::move(message), connection.requester.empty() ? std::string("wire") : connection.requester,
+                      [reply](const Value& response) mutable { reply.finish(response); });
     return;
   }
   inject(std::move(message), connection, std::move(reply), request_id);

@@ -11,6 +11,8 @@
 #include <boost/asio/steady_timer.hpp>
 #pragma GCC diagnostic pop
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -105,8 +107,23 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
     ConnectionInfo info;
     info.transport = transport_;
     info.peer = peer_name(peer);
+    info.requester = requester_of(peer, info.peer);
     admit(server_, GenericSocket(std::move(peer)), std::move(info));
     accept();
+  }
+
+  // "wire uid=<uid> pid=<pid>" of the Unix socket's peer process
+  // (SO_PEERCRED, as the kernel saw it at connect); "wire peer=<address>"
+  // over TCP, until a request authenticates (Connection::dispatch).
+  static std::string requester_of(Socket& peer, const std::string& address) {
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      return "wire peer=" + address;
+    } else {
+      ucred credentials{};
+      socklen_t size = sizeof credentials;
+      if (::getsockopt(peer.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return "wire unix";
+      return "wire uid=" + std::to_string(credentials.uid) + " pid=" + std::to_string(credentials.pid);
+    }
   }
 
   std::string peer_name(Socket& peer) const {

@@ -178,7 +178,11 @@ Value change_value(const SkillChange& change) {
                        {"ERROR", str(change.error)},
                        {"REQUESTER", str(change.requester)},
                        {"DURATION-US", num(change.duration_us)},
-                       {"AT-UNIX-MS", num(change.at_unix_ms)}});
+                       {"AT-UNIX-MS", num(change.at_unix_ms)},
+                       {"FROM-FINGERPRINT", str(change.from_fingerprint)},
+                       {"TO-FINGERPRINT", str(change.to_fingerprint)},
+                       {"DETAILS", str(change.details)},
+                       {"STATE-HANDOVER", str(change.state_handover)}});
 }
 
 OperatorHandler::OperatorHandler(Services services) : services_(std::move(services)) {}
@@ -204,17 +208,30 @@ void OperatorHandler::handle(Value request, std::string requester, Answer answer
 Value OperatorHandler::skills_value() const {
   std::vector<Value> items;
   auto snapshot = services_.skills.snapshot();
+  const auto retired = services_.skills.retired_counts();
   for (const auto& slot : snapshot->slots()) {
     const GateCounts counts = slot->counters().read();
+    // The skill's totals: this version's counts and those of its earlier versions.
+    GateCounts totals = counts;
+    if (auto earlier = retired.find(slot->name()); earlier != retired.end()) {
+      totals.passes += earlier->second.passes;
+      totals.rewrites += earlier->second.rewrites;
+      totals.blocks += earlier->second.blocks;
+      totals.approvals += earlier->second.approvals;
+      totals.failures += earlier->second.failures;
+    }
     Value item = Value::plist({{"NAME", str(slot->name())},
                                {"VERSION", str(slot->version_text())},
                                {"PRIORITY", num(slot->priority())},
                                {"STATE", Value::keyword("LOADED")},
                                {"SHA256", str(slot->library_sha256())},
                                {"GATE", Value::boolean(slot->has_gate())},
-                               {"VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
-                               {"BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
-                               {"FAILED", num(static_cast<std::int64_t>(counts.failures))}});
+                               {"VERIFIED", num(static_cast<std::int64_t>(totals.calls()))},
+                               {"BLOCKED", num(static_cast<std::int64_t>(totals.blocks))},
+                               {"FAILED", num(static_cast<std::int64_t>(totals.failures))},
+                               {"VERSION-VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
+                               {"VERSION-BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
+                               {"VERSION-FAILED", num(static_cast<std::int64_t>(counts.failures))}});
     if (slot->acts()) {  // what it offers, and the gates it must have to act
       std::vector<Value> actuators, tools, guards;
       for (const std::string& a : slot->actuators()) actuators.push_back(Value::keyword(a));
@@ -322,7 +339,18 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     if (skill == nullptr) return answer(error);
     const std::string skill_name(skill->text());
     if (host.snapshot()->find(skill_name) == nullptr) {
-      answer(make_error_response(wire_error::kNotFound, "no skill named '" + skill_name + "' is loaded"));
+      // A skill a failed load left disabled: unloading it clears the entry
+      // (and the DEGRADED health it caused), audited as a remove.
+      const auto disabled = services_.problems.disabled();
+      auto entry = disabled.find(skill_name);
+      if (entry == disabled.end()) {
+        answer(make_error_response(wire_error::kNotFound, "no skill named '" + skill_name + "' is loaded or disabled"));
+        return;
+      }
+      ChangeResult result = host.forget_disabled(skill_name, entry->second.version, entry->second.reason, requester);
+      services_.problems.record(result);
+      if (services_.changed) services_.changed();
+      answer(changes_response({&result.change}, "cleared the disabled skill '" + skill_name + "'"));
       return;
     }
     const bool cascade = static_cast<bool>(request.at("CASCADE"));
@@ -419,7 +447,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   if (name == "APPROVE") {
     const Value* token = string_argument(request, "TOKEN", error);
     if (token == nullptr) return answer(error);
-    services_.pipeline.approve(std::string(token->text()), "wire", [answer](Result<Value> result) {
+    services_.pipeline.approve(std::string(token->text()), requester, [answer](Result<Value> result) {
       if (!result) {
         log_message(LogLevel::warn, kComponent, "approval refused: {}", result.error().message);
         answer(make_error_response(code_for(result.error().code), result.error().message));
@@ -437,7 +465,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
       return answer(make_error_response(wire_error::kRefused, "approvals are not enabled on this daemon"));
     }
     const std::string session_id(session->text());
-    auto denied = services_.approvals->deny_session(session_id, "wire");
+    auto denied = services_.approvals->deny_session(session_id, requester);
     if (!denied) return answer(make_error_response(code_for(denied.error().code), denied.error().message));
     const std::string message = *denied == 0 ? "no pending approvals of session '" + session_id + "'"
                                              : "denied " + std::to_string(*denied) + " pending approval" +
@@ -450,7 +478,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   if (name == "DENY") {
     const Value* token = string_argument(request, "TOKEN", error);
     if (token == nullptr) return answer(error);
-    auto denied = services_.pipeline.deny(std::string(token->text()), "wire");
+    auto denied = services_.pipeline.deny(std::string(token->text()), requester);
     if (!denied) {
       answer(make_error_response(code_for(denied.error().code), denied.error().message));
       return;

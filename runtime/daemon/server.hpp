@@ -36,6 +36,11 @@ struct ConnectionInfo {
   // and over TCP when the request carried `:AUTH "<token>"` equal to the
   // configured token. Operator requests must check it.
   bool authenticated = false;
+  // Who sent this request, for the audit log: "wire uid=1000 pid=4242" on the
+  // Unix socket (SO_PEERCRED when the connection was accepted), "wire
+  // token=<label> peer=<address>" over TCP once authenticated, else "wire
+  // peer=<address>". Never the token itself.
+  std::string requester;
 };
 
 namespace detail {
@@ -103,6 +108,9 @@ struct ServerOptions {
   // The token a TCP request carries as :AUTH to count as authenticated;
   // empty: no TCP request is authenticated.
   std::string auth_token;
+  // How the token is named in requesters: "<file name>#<first 8 hex of its
+  // sha256>", never the token; "token" when empty.
+  std::string auth_token_label;
   // Handshake contents; an empty version means this build's version.
   std::string version;
   std::vector<std::string> capabilities = {"AUTH", "HEALTH-CHECK", "STREAM-CHUNK"};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/ascii.hpp"
+#include "base/log_fields.hpp"
 #include "pipeline/action_record.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
@@ -224,22 +225,27 @@ void Run::dispatch(Value action, const std::string& target) {
     return;
   }
   // The snapshot travels with the task: the skill cannot be unloaded under it.
-  services().blocking.post(
-      [self = shared_from_this(), snapshot = snapshot, actuator = actuator.actuator, action, target] {
-        const LogScope scope(&self->session->logs);  // the session waits for this step alone
-        const ActionRecord record(target, action);
-        Result<Value> result = actuator->act(action, self->signal);
-        Value shown = record.finish(result);
-        self->post(self, [self, result = std::move(result), shown = std::move(shown), action, target]() mutable {
-          self->show_acted(std::move(shown));
-          if (!result) {
-            log_message(LogLevel::error, kPipelineComponent, "ACT ERROR [{}]: {}", target, result.error().message);
-            self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
-            return;
-          }
-          self->acted(self->make_feedback(action, *result));
-        });
-      });
+  services().blocking.post([self = shared_from_this(), snapshot = snapshot, actuator = actuator.actuator, action,
+                            target] {
+    const LogScope scope(&self->session->logs);  // the session waits for this step alone
+    const ActionRecord record(target, action);
+    Result<Value> result = actuator->act(action, self->signal);
+    Value shown = record.finish(result);
+    self->post(self, [self, result = std::move(result), shown = std::move(shown), action, target, actuator]() mutable {
+      self->show_acted(std::move(shown));
+      if (!result) {
+        log_fields(LogLevel::error, kPipelineComponent,
+                   {{"actuator", target},
+                    {"skill", actuator->slot->name()},
+                    {"version", actuator->slot->version_text()},
+                    {"session", session_id_of(self->signal)}},
+                   "ACT ERROR [{}]: {}", target, result.error().message);
+        self->acted(self->make_feedback(action, Value::string("ERROR: " + result.error().message)));
+        return;
+      }
+      self->acted(self->make_feedback(action, *result));
+    });
+  });
 }
 
 Value Run::make_feedback(const Value& action, const Value& result) {
@@ -283,9 +289,17 @@ void Run::tool_actuator(const Actuator& found, const Value& action) {
     const ActionRecord record("TOOL", action);
     Result<Value> result = tool->call(args, self->signal);
     Value acted = record.finish(result).at("ACTED"_key);
-    self->post(self, [self, result = std::move(result), acted = std::move(acted), name, depth]() mutable {
+    self->post(self, [self, result = std::move(result), acted = std::move(acted), name, depth, tool]() mutable {
       const Value meta = self->signal.at("META"_key);
       if (!result) {
+        // The model sees the error as feedback; the operator sees it here.
+        log_fields(LogLevel::warn, kPipelineComponent,
+                   {{"tool", name},
+                    {"skill", tool->slot->name()},
+                    {"version", tool->slot->version_text()},
+                    {"session", session_id_of(self->signal)}},
+                   "tool '{}' of skill '{}' failed: {}", name, tool->slot->name(),
+                   mask_secrets(result.error().message));
         self->acted(feedback_event(depth, meta,
                                    Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
                                                  {"TOOL", Value::string(name)},

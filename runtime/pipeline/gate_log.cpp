@@ -8,6 +8,7 @@
 #include "base/digest.hpp"
 #include "base/interval_clock.hpp"
 #include "base/log.hpp"
+#include "base/log_fields.hpp"
 #include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
@@ -118,11 +119,16 @@ void log_gate_decisions(DecisionStage stage, const Verification& verification, c
   for (std::size_t i = 0; i < verification.trace.size(); ++i) {
     const GateTraceView entry = verification.trace[i];
     const bool has_reason = entry.reason.is_string();
-    log_message(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates",
-                "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", to_string(stage), entry.name(),
-                entry.version(), to_string(entry.result), has_reason ? ": " : "",
-                has_reason ? mask_secrets(entry.reason.text()) : std::string(), digest, to_string(verification.outcome),
-                micros);
+    log_fields(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates",
+               {{"skill", entry.name()},
+                {"version", entry.version()},
+                {"verdict", to_string(entry.result)},
+                {"stage", to_string(stage)},
+                {"action_digest", digest}},
+               "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", to_string(stage), entry.name(),
+               entry.version(), to_string(entry.result), has_reason ? ": " : "",
+               has_reason ? mask_secrets(entry.reason.text()) : std::string(), digest, to_string(verification.outcome),
+               micros);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/log.hpp"
+#include "base/log_fields.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/gate_watchdog.hpp"
 #include "skills/host_api.hpp"
@@ -184,7 +185,9 @@ namespace {
     out.trace.push_back(gate.slot, GateResult::blocked, reason);
     out.outcome = VerifyOutcome::blocked;
     out.action = rejection(verdict_warns(verdict) ? "WARN" : "ERROR", std::string(reason.text()));
-    log_message(LogLevel::info, "verifier", "{} blocked: {}", gate_label(*gate.slot), reason.text());
+    log_fields(LogLevel::info, "verifier",
+               {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "blocked"}},
+               "{} blocked: {}", gate_label(*gate.slot), reason.text());
     out.reason = std::move(reason);
     return true;
   } else {
@@ -198,7 +201,9 @@ namespace {
   out.outcome = VerifyOutcome::blocked;
   out.reason = std::move(reason);
   out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
-  log_message(LogLevel::warn, "verifier", "{} failed: {}", gate_label(*gate.slot), failure);
+  log_fields(LogLevel::warn, "verifier",
+             {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "failed"}},
+             "{} failed: {}", gate_label(*gate.slot), failure);
   return true;
 }
 

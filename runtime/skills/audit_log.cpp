@@ -55,15 +55,26 @@ CREATE TRIGGER skill_changes_no_delete BEFORE DELETE ON skill_changes
 PRAGMA application_id = 1347436876;
 PRAGMA user_version = 1;
 )sql",
+    // 2: what tells swaps apart (fingerprints of the settings and config,
+    // what changed) and the state hand-over. Rows of schema 1 read as empty.
+    R"sql(
+ALTER TABLE skill_changes ADD COLUMN from_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN to_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN details TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN state_handover TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 2;
+)sql",
 };
 static_assert(kApplicationId == 1347436876, "migration 0 writes the application id literally");
 
 constexpr const char* kInsertSql =
     "INSERT INTO skill_changes (at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, "
-    "to_sha256, outcome, step, error, duration_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    "to_sha256, outcome, step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover) VALUES "
+    "(?1, ?2, "
+    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 constexpr const char* kColumns =
     "SELECT id, at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, to_sha256, outcome, "
-    "step, error, duration_us FROM skill_changes ";
+    "step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover FROM skill_changes ";
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
@@ -156,7 +167,9 @@ Result<std::int64_t> AuditLog::insert_locked(const SkillChange& change) {
                      bind_text(insert, 7, change.to_version) && bind_text(insert, 8, change.to_sha256) &&
                      bind_text(insert, 9, change.outcome) && bind_text(insert, 10, change.step) &&
                      bind_text(insert, 11, change.error) &&
-                     sqlite3_bind_int64(insert, 12, change.duration_us) == SQLITE_OK;
+                     sqlite3_bind_int64(insert, 12, change.duration_us) == SQLITE_OK &&
+                     bind_text(insert, 13, change.from_fingerprint) && bind_text(insert, 14, change.to_fingerprint) &&
+                     bind_text(insert, 15, change.details) && bind_text(insert, 16, change.state_handover);
   if (!bound || sqlite3_step(insert) != SQLITE_DONE) {
     return state_->db.error("cannot record a change of skill '" + change.skill + "'");
   }
@@ -225,6 +238,10 @@ Result<std::vector<SkillChange>> AuditLog::list(std::size_t limit, std::string_v
     change.step = column_text(query, 10);
     change.error = column_text(query, 11);
     change.duration_us = sqlite3_column_int64(query, 12);
+    change.from_fingerprint = column_text(query, 13);
+    change.to_fingerprint = column_text(query, 14);
+    change.details = column_text(query, 15);
+    change.state_handover = column_text(query, 16);
     changes.push_back(std::move(change));
   }
   if (rc != SQLITE_DONE) return state_->db.error("cannot list the changes");

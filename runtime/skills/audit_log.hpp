@@ -19,12 +19,25 @@ namespace passepartout {
 struct SkillChange {
   std::int64_t id = 0;          // assigned by the log (ignored by record())
   std::int64_t at_unix_ms = 0;  // when the change was requested (set by the caller; 0 = now)
-  std::string requester;        // who or what asked: "cli", "sighup", "watcher", "rescan", "api", ...
-  std::string action;           // "load", "swap", "add", "remove", "force-remove" (a guard removed with --force)
+  // Who or what asked: "boot", "sighup", "watcher", "rescan", or over the wire
+  // "wire uid=1000 pid=4242" (Unix socket) / "wire token=token#1a2b3c4d peer=127.0.0.1:5555" (TCP).
+  std::string requester;
+  std::string action;  // "load", "swap", "add", "remove", "force-remove" (a guard removed with --force)
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)
   std::string to_version, to_sha256;      // empty when there is none (remove, or a refusal before the library was read)
-  std::string outcome;                    // "ok", "refused", "failed"
+  // The first 12 hex digits of the sha256 of the manifest's settings and the
+  // resolved config (skill_fingerprint.hpp): tells apart two swaps of the
+  // same library and version. Empty when not known (rows of schema 1).
+  std::string from_fingerprint, to_fingerprint;
+  // What a swap changed besides the library, "; "-separated:
+  // "priority: 50 -> 60; config: approve_all_shell true -> false"; a key that
+  // looks like a secret is named without its values ("config: api_token changed").
+  std::string details;
+  // The state hand-over of a swap: "1234 bytes", or why there was none
+  // ("skipped: no export hook", "import refused: ..."); empty for other actions.
+  std::string state_handover;
+  std::string outcome;  // "ok", "refused", "failed"
   // The step that failed: "manifest", "dependencies", "load", "create", "self-test", "state", "publish";
   // empty when ok.
   std::string step;
@@ -41,7 +54,7 @@ struct SkillChange {
 class AuditLog {
  public:
   // The schema this build reads and writes (stored in `PRAGMA user_version`).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens `file` for reading and writing: creates missing folders (mode 0700)
   // and the file (mode 0600), then migrates the schema to kSchemaVersion.

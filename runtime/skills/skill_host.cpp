@@ -10,8 +10,11 @@
 #include <set>
 
 #include "base/log.hpp"
+#include "base/log_fields.hpp"
 #include "skills/dependency_graph.hpp"
 #include "skills/elf_inspector.hpp"
+#include "skills/skill_fingerprint.hpp"
+#include "value/sexp_printer.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;
@@ -100,19 +103,31 @@ Result<void> check_still_guards(const Slot& next, const Snapshot& snapshot) {
   return {};
 }
 
-// Hands the old instance's state to the new one when both take part.
-Result<void> hand_over_state(const Slot& from, Slot& to) {
-  if (!from.exports_state() || !to.imports_state()) return {};
+// Hands the old instance's state to the new one when both take part; what
+// happened, for the audit log: "<n> bytes" (the state's printed size), or
+// why nothing was handed over ("skipped: no export hook").
+Result<void> hand_over_state(const Slot& from, Slot& to, std::string& described) {
+  if (!from.exports_state()) {
+    described = to.imports_state() ? "skipped: no export hook" : "skipped: no export or import hook";
+    return {};
+  }
+  if (!to.imports_state()) {
+    described = "skipped: no import hook";
+    return {};
+  }
   Result<Value> exported = from.export_state();
   if (!exported) {
+    described = "export refused: " + exported.error().message;
     return fail(ErrorCode::failed, "skill '" + from.name() + "' " + from.version_text() +
                                        " could not export its state: " + exported.error().message);
   }
   if (auto imported = to.import_state(*exported); !imported) {
+    described = "import refused: " + imported.error().message;
     return fail(ErrorCode::failed, "skill '" + to.name() + "' " + to.version_text() +
                                        " could not import the state of " + from.version_text() + ": " +
                                        imported.error().message);
   }
+  described = std::to_string(to_sexp(*exported).size()) + " bytes";
   return {};
 }
 
@@ -175,6 +190,7 @@ Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, Ski
   }
   std::shared_ptr<Slot> slot = std::move(*opened);
   change.to_sha256 = slot->library_sha256();
+  change.to_fingerprint = skill_fingerprint(slot->manifest(), slot->config());
   const auto skill_start = Clock::now();  // the skill's own time, not the host's
   step = "create";
   if (auto ok = slot->create_instance(); !ok) return fail(ok.error().code, ok.error().message);
@@ -238,7 +254,15 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
     }
     line += ": " + change.outcome + (ok ? "" : " at " + change.step + ": " + change.error) + " (" + change.requester +
             ", " + std::to_string(change.duration_us) + " us)";
-    log_message(ok ? LogLevel::info : LogLevel::warn, "skills", line);
+    if (!change.details.empty()) line += "; changed: " + change.details;
+    if (!change.state_handover.empty()) line += "; state: " + change.state_handover;
+    const std::string& version = change.to_version.empty() ? change.from_version : change.to_version;
+    const LogField fields[] = {{"skill", change.skill},
+                               {"version", version},
+                               {"action", change.action},
+                               {"outcome", change.outcome},
+                               {"change_id", change.id}};
+    log_message(ok ? LogLevel::info : LogLevel::warn, "skills", fields, line);
   }
 }
 
@@ -328,6 +352,7 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   }
   change.from_version = old->version_text();
   change.from_sha256 = old->library_sha256();
+  change.from_fingerprint = skill_fingerprint(old->manifest(), old->config());
 
   if (auto ok = check_dependencies(next, *snapshot); !ok) {
     return refuse(std::move(change), "dependencies", ok.error(), start);
@@ -345,7 +370,8 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
     return refuse(std::move(change), "guards", ok.error(), start);
   }
 
-  if (auto ok = hand_over_state(*old, *slot); !ok) {
+  change.details = describe_settings_change(old->manifest(), old->config(), slot->manifest(), slot->config());
+  if (auto ok = hand_over_state(*old, *slot, change.state_handover); !ok) {
     return refuse(std::move(change), "state", ok.error(), start);
   }
 
@@ -354,6 +380,9 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
       slots.begin(), slots.end(), [&](const std::shared_ptr<const Slot>& s) { return s.get() == old; }, slot);
   registry_.publish(std::move(slots));
   const auto publish_us = micros_since(start) - skill_us;
+  // The old version's decisions count towards the skill's totals (signals
+  // still holding it add to its own counters, not to the totals).
+  retire_counts(*old);
 
   snapshot.reset();  // the old slot retires once the last signal holding it is done
   change.outcome = "ok";
@@ -477,6 +506,8 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMod
     SkillChange change = begin_change(forced ? "force-remove" : "remove", slot->name(), requester);
     change.from_version = slot->version_text();
     change.from_sha256 = slot->library_sha256();
+    change.from_fingerprint = skill_fingerprint(slot->manifest(), slot->config());
+    retire_counts(*slot);
     change.outcome = "ok";
     change.duration_us = micros_since(start);
     manifest_paths_.erase(slot->name());
@@ -609,6 +640,42 @@ bool SkillHost::in_manifest_dir(const fs::path& manifest) const {
   if (ec) return false;
   const fs::path parent = fs::weakly_canonical(manifest.parent_path(), ec);
   return !ec && parent == folder;
+}
+
+ChangeResult SkillHost::forget_disabled(std::string_view name, std::string_view version, std::string_view reason,
+                                        std::string_view requester) {
+  return control_.run([&]() -> ChangeResult {
+    const auto start = Clock::now();
+    SkillChange change = begin_change("remove", name, requester);
+    if (registry_.snapshot()->find(name) != nullptr) {
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused, "skill '" + std::string(name) + "' is loaded; unload it instead"}, start);
+    }
+    change.from_version = std::string(version);
+    change.details = "cleared the disabled entry: " + std::string(reason);
+    change.outcome = "ok";
+    change.duration_us = micros_since(start);
+    record(change);
+    return ChangeResult{std::move(change), -1};
+  });
+}
+
+void SkillHost::retire_counts(const Slot& slot) {
+  const GateCounts counts = slot.counters().read();
+  std::lock_guard lock(retired_mutex_);
+  GateCounts& total = retired_counts_[slot.name()];
+  total.passes += counts.passes;
+  total.rewrites += counts.rewrites;
+  total.blocks += counts.blocks;
+  total.approvals += counts.approvals;
+  total.failures += counts.failures;
+  total.timed_calls += counts.timed_calls;
+  total.timed_ns += counts.timed_ns;
+}
+
+std::map<std::string, GateCounts> SkillHost::retired_counts() const {
+  std::lock_guard lock(retired_mutex_);
+  return retired_counts_;
 }
 
 Result<std::vector<SkillChange>> SkillHost::history(std::size_t limit) const {

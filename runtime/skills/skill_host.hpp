@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 #include <string>
@@ -101,6 +102,17 @@ class SkillHost {
   // settings) swapped. A skill loaded from anywhere else is left as it is.
   RescanResult rescan(std::string_view requester);
 
+  // Records that the operator cleared skill `name`, which is not loaded (a
+  // failed load left it disabled): a "remove" with outcome ok, `version` as
+  // its from_version and `reason` (why it was disabled) as its details.
+  ChangeResult forget_disabled(std::string_view name, std::string_view version, std::string_view reason,
+                               std::string_view requester);
+
+  // What the versions of each skill that are no longer loaded counted
+  // (GateCounters, read when each was swapped out or removed): added to the
+  // loaded version's counts, a skill's totals across versions. Any thread.
+  std::map<std::string, GateCounts> retired_counts() const;
+
   // Changes, newest first. Read on the control thread, after any change in
   // progress: a change whose effect is visible is in the history too.
   Result<std::vector<SkillChange>> history(std::size_t limit = 100) const;
@@ -152,6 +164,10 @@ class SkillHost {
   static constexpr std::size_t kChangeOutcomes = 4;
   std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>
       change_counts_{};  // written on the control thread
+  // Adds `slot`'s counts to its skill's retired counts (control thread).
+  void retire_counts(const Slot& slot);
+  mutable std::mutex retired_mutex_;  // guards retired_counts_
+  std::map<std::string, GateCounts> retired_counts_;
 };
 
 }  // namespace passepartout

@@ -655,6 +655,126 @@ TEST_CASE("a running daemon never lets the shell act without its guard", "[integ
   CHECK(ask("again").find("APPROVAL-REQUIRED") != std::string::npos);
 }
 
+TEST_CASE("a failed skills load keeps the daemon DEGRADED until the operator unloads the disabled skill",
+          "[integration][operator]") {
+  DaemonProcess daemon(options());
+  const std::filesystem::path broken = daemon.dir() / "broken.yaml";
+  std::ofstream(broken) << "name: broken\nversion: 1.2.0\nlibrary: libno-such-skill.so\nabi: 1\n";
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  auto health = [&] { return operator_request(client, ":STATUS").path({"PAYLOAD", "HEALTH"}); };
+  REQUIRE(health().is_keyword("HEALTHY"));
+
+  const Value loaded = operator_request(client, ":LOAD :MANIFEST \"" + broken.string() + "\"");
+  INFO(to_sexp(loaded));
+  CHECK(error_response_code(loaded) == "REFUSED");
+  CHECK(health().is_keyword("DEGRADED"));
+
+  const Value unloaded = operator_request(client, ":UNLOAD :NAME \"broken\"");
+  INFO(to_sexp(unloaded));
+  REQUIRE(is_ok_response(unloaded));
+  CHECK(health().is_keyword("HEALTHY"));
+  CHECK(error_response_code(operator_request(client, ":UNLOAD :NAME \"broken\"")) == "NOT-FOUND");
+
+  // Audited, with who asked: this process, over the Unix socket.
+  const Value history = operator_request(client, ":HISTORY :LIMIT 1");
+  const Value& change = history.path({"PAYLOAD", "CHANGES"}).items()[0];
+  CHECK(change.at("KIND").text() == "remove");
+  CHECK(change.at("SKILL").text() == "broken");
+  CHECK(change.at("OUTCOME").text() == "ok");
+  CHECK(change.at("FROM-VERSION").text() == "1.2.0");
+  CHECK(change.at("REQUESTER").text() ==
+        "wire uid=" + std::to_string(::getuid()) + " pid=" + std::to_string(::getpid()));
+}
+
+TEST_CASE("a swap of settings alone is told apart in the history, with what changed and who asked",
+          "[integration][operator]") {
+  DaemonProcess::Options opts = options();
+  opts.copy_manifests = true;
+  DaemonProcess daemon(std::move(opts));
+  const auto manifest = daemon.manifest_dir() / "protocol-validator.yaml";
+  std::string text = testing::read_text_file(manifest);
+  text.replace(text.find("priority: 95"), 12, "priority: 96");
+  std::ofstream(manifest) << text;
+
+  // Over TCP: the requester names the token by its file and fingerprint, never by itself.
+  WireClient tcp = WireClient::tcp(daemon.port());
+  tcp.expect_handshake();
+  const Value reloaded = operator_request(tcp, ":RELOAD :NAME \"protocol-validator\" :AUTH \"" + daemon.token() + "\"");
+  INFO(to_sexp(reloaded));
+  REQUIRE(is_ok_response(reloaded));
+  const Value& change = reloaded.path({"PAYLOAD", "CHANGES"}).items()[0];
+  CHECK(change.at("FROM-SHA256").text() == change.at("TO-SHA256").text());
+  CHECK(change.at("FROM-VERSION").text() == change.at("TO-VERSION").text());
+  CHECK(change.at("FROM-FINGERPRINT").text().size() == 12);
+  CHECK(change.at("FROM-FINGERPRINT").text() != change.at("TO-FINGERPRINT").text());
+  CHECK(change.at("DETAILS").text() == "priority: 95 -> 96");
+  CHECK(change.at("STATE-HANDOVER").is_string());
+  const std::string requester(change.at("REQUESTER").text());
+  CHECK(requester.starts_with("wire token=token#"));
+  CHECK(requester.find(" peer=127.0.0.1:") != std::string::npos);
+  CHECK(requester.find(daemon.token()) == std::string::npos);
+
+  // The CLI asks the daemon, and shows the same.
+  const auto env = testing::hermetic_env(daemon.dir());
+  auto listed = testing::run_passepartout(
+      {"skills", "history", "--skill", "protocol-validator", "--socket", daemon.socket_path().string()}, env);
+  INFO(listed.out << listed.err);
+  CHECK(listed.exit_status == 0);
+  CHECK(listed.out.find("changed: priority: 95 -> 96") != std::string::npos);
+  CHECK(listed.out.find(" cfg ") != std::string::npos);
+  CHECK(listed.err.empty());
+  auto json = testing::run_passepartout(
+      {"skills", "history", "--json", "--limit", "1", "--socket", daemon.socket_path().string()}, env);
+  INFO(json.out << json.err);
+  REQUIRE(json.exit_status == 0);
+  const auto document = nlohmann::json::parse(json.out);
+  CHECK(document.at("source") == "daemon " + daemon.socket_path().string());
+  REQUIRE(document.at("changes").size() == 1);
+  CHECK(document.at("changes").at(0).at("details") == "priority: 95 -> 96");
+}
+
+TEST_CASE("skills history without a daemon reads the default state folder and says so", "[integration][operator]") {
+  testing::TempDir home;
+  const auto env = testing::hermetic_env(home.path());
+  const std::string nowhere = (home.path() / "no-daemon.sock").string();
+  auto text = testing::run_passepartout({"skills", "history", "--socket", nowhere}, env);
+  INFO(text.out << text.err);
+  CHECK(text.exit_status == 0);
+  CHECK(text.err.find("no daemon answered at " + nowhere) != std::string::npos);
+  CHECK(text.err.find((home.path() / ".local/state/passepartout/audit.sqlite3").string()) != std::string::npos);
+  CHECK(text.out.find("No skill changes recorded yet") != std::string::npos);
+  auto json = testing::run_passepartout({"skills", "history", "--json", "--socket", nowhere}, env);
+  INFO(json.out << json.err);
+  REQUIRE(json.exit_status == 0);
+  CHECK(nlohmann::json::parse(json.out).at("source") ==
+        "folder " + (home.path() / ".local/state/passepartout").string());
+}
+
+TEST_CASE("with --log-json, gate decisions carry skill, version and verdict as keys", "[integration][operator]") {
+  DaemonProcess daemon(options({"--log-json"}));
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  client.send(chat("my disk is full", "d1"));
+  for (;;) {
+    if (client.expect_frame().at("REQUEST-ID").text() == "d1") break;
+  }
+  REQUIRE(daemon.wait_for_log("GATE DECISION"));
+  bool found = false;
+  std::istringstream lines(daemon.log());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("GATE DECISION") == std::string::npos || line.find("blocked") == std::string::npos) continue;
+    const auto object = nlohmann::json::parse(line);
+    INFO(line);
+    CHECK(object.at("component") == "gates");
+    CHECK(object.at("skill").is_string());
+    CHECK(object.at("version").is_string());
+    CHECK(object.at("verdict") == "blocked");
+    found = true;
+  }
+  CHECK(found);
+}
+
 TEST_CASE("a daemon started as root says so in its log, and its shell runs commands as nobody", "[integration]") {
   DaemonProcess daemon(options());
   if (::geteuid() != 0) {

@@ -2,6 +2,7 @@
 // thread (held lines written together, warnings at once, written on a fatal
 // signal), and the recent lines the prompt shows. Standard error is redirected to a file for each test.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "base/log_fields.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -190,6 +192,44 @@ TEST_CASE("a JSON log line is one object with escaped members", "[log]") {
   CHECK(text.rfind("{\"time\":\"", 0) == 0);
   CHECK(text.find("\"level\":\"warning\",\"component\":\"gate\",\"message\":\"blocked \\\"rm -rf /\\\"\\n\"}\n") !=
         std::string::npos);
+}
+
+TEST_CASE("a JSON log line carries its fields as members of their own", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::json);
+  const std::string skill = "shell-guard";
+  log_fields(
+      LogLevel::info, "verifier",
+      {{"skill", skill}, {"version", "1.2.0"}, {"verdict", "block"}, {"session", "s \"1\""}, {"decision_id", 42}},
+      "gate '{}' blocked: {}", skill, "rm");
+  const std::string text = err.text();
+  REQUIRE(count_lines(text) == 1);
+  const auto line = nlohmann::json::parse(text);
+  CHECK(line.at("component") == "verifier");
+  CHECK(line.at("message") == "gate 'shell-guard' blocked: rm");
+  CHECK(line.at("skill") == "shell-guard");
+  CHECK(line.at("version") == "1.2.0");
+  CHECK(line.at("verdict") == "block");
+  CHECK(line.at("session") == "s \"1\"");
+  CHECK(line.at("decision_id") == 42);
+}
+
+TEST_CASE("a text log line shows its fields as key=value after the message", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::text);
+  LogCapture capture;
+  log_fields(LogLevel::warn, "act", {{"tool", "read-file"}, {"session", "conn 7"}, {"skill", ""}, {"id", 3}},
+             "tool '{}' failed", "read-file");
+  const std::string text = err.text();
+  CHECK(text.find(" act: tool 'read-file' failed tool=read-file session=\"conn 7\" skill=\"\" id=3\n") !=
+        std::string::npos);
+  CHECK(capture.contains("act: tool 'read-file' failed tool=read-file session=\"conn 7\""));
+}
+
+TEST_CASE("a line with fields below the level builds nothing", "[log]") {
+  StderrToFile err(LogLevel::info, LogFormat::json);
+  formatted_arguments = 0;
+  log_fields(LogLevel::debug, "act", {{"skill", "x"}}, "keeping {} loaded", CountedArgument{});
+  CHECK(formatted_arguments == 0);
+  CHECK(err.text().empty());
 }
 
 TEST_CASE("a batching thread holds its lines until it flushes them", "[log]") {

@@ -66,8 +66,8 @@ struct OperatorRig {
           return HealthReport{"DEGRADED", true};
         },
         [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
-        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); },
-        nullptr, [] { return std::string("http://127.0.0.1:9106/metrics"); }});
+        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); }, nullptr,
+        [] { return std::string("http://127.0.0.1:9106/metrics"); }});
   }
 
   ~OperatorRig() {
@@ -278,7 +278,7 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   REQUIRE(is_ok_response(shown));
   const Value& approval = shown.path({"PAYLOAD", "APPROVAL"});
   CHECK(approval.at("STATE").is_keyword("DENIED"));
-  CHECK(approval.at("DECIDED-BY").text() == "wire");
+  CHECK(approval.at("DECIDED-BY").text() == "test");
   CHECK(approval.at("DECIDED-UNIX-MS").as_integer() > 0);
 
   REQUIRE(rig.approvals->approve(other, "cli").has_value());

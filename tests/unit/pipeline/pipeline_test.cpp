@@ -213,6 +213,21 @@ TEST_CASE("a tool's output is reasoned into a final answer", "[pipeline][loop]")
   CHECK(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text() == "The toolbox echoed your words.");
 }
 
+TEST_CASE("a tool's error is logged with the tool, its skill and the session", "[pipeline][loop]") {
+  Rig rig({{"policy", 0, {}, true}, {"toolbox-a", 50}}, {R"(rules:
+  - match: "TOOL-ERROR"
+    reply: "The tool failed."
+  - match: "break"
+    tool_call: {name: fail, arguments: {}}
+)"});
+  auto sink = std::make_shared<RecordingSink>();
+  rig.run(user_input_signal("please break it", "s-tool"), sink);
+  CHECK(
+      rig.logged("tool 'fail' of skill 'toolbox-a' failed: the toolbox tool failed on purpose tool=fail "
+                 "skill=toolbox-a version="));
+  CHECK(rig.logged("session=s-tool"));
+}
+
 // The gates see the target the host will dispatch to: a string ":shell" or
 // a target left to the signal's source is the keyword :SHELL by then.
 TEST_CASE("gates see the :TARGET an action is dispatched to, however the model spelled it", "[pipeline][loop]") {

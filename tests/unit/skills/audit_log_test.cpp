@@ -136,6 +136,10 @@ TEST_CASE("a recorded change reads back with every field", "[skills][audit]") {
   change.from_version = "0.9.0";
   change.from_sha256 = "bbbb";
   change.error = "line one\nline two with \"quotes\" and 'apostrophes'; DROP TABLE skill_changes; --";
+  change.from_fingerprint = "0123456789ab";
+  change.to_fingerprint = "ba9876543210";
+  change.details = "priority: 50 -> 60; config: api_token changed";
+  change.state_handover = "import refused: no";
   const std::int64_t id = record(*log, change);
   CHECK(id > 0);
 
@@ -382,7 +386,7 @@ TEST_CASE("a log with a newer schema is refused with the versions", "[skills][au
   open_log(file)->record(swap_change()).value();
   REQUIRE(raw_exec(file, "PRAGMA user_version = 7") == SQLITE_OK);
   const std::string expected = file.string() +
-                               ": the audit log has schema version 7, newer than this passepartout supports (1); "
+                               ": the audit log has schema version 7, newer than this passepartout supports (2); "
                                "use a newer passepartout";
   auto writer = AuditLog::open(file);
   REQUIRE_FALSE(writer.has_value());
@@ -391,6 +395,51 @@ TEST_CASE("a log with a newer schema is refused with the versions", "[skills][au
   auto reader = AuditLog::open_read_only(file);
   REQUIRE_FALSE(reader.has_value());
   CHECK(reader.error().message == expected);
+}
+
+TEST_CASE("a log of schema 1 is migrated in place, its rows kept with the new fields empty", "[skills][audit]") {
+  TempDir dir;
+  const fs::path file = dir.path() / "audit.sqlite3";
+  // Schema 1 as the first release wrote it, with one row.
+  REQUIRE(raw_exec(file, R"sql(
+CREATE TABLE skill_changes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at_unix_ms INTEGER NOT NULL, requester TEXT NOT NULL,
+  action TEXT NOT NULL, skill TEXT NOT NULL, from_version TEXT NOT NULL, from_sha256 TEXT NOT NULL,
+  to_version TEXT NOT NULL, to_sha256 TEXT NOT NULL, outcome TEXT NOT NULL, step TEXT NOT NULL,
+  error TEXT NOT NULL, duration_us INTEGER NOT NULL);
+CREATE TRIGGER skill_changes_no_update BEFORE UPDATE ON skill_changes
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+INSERT INTO skill_changes (at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, to_sha256,
+  outcome, step, error, duration_us) VALUES (1714572202123, 'wire', 'swap', 'shell-guard', '1.0.0', 'aa', '1.0.0',
+  'aa', 'ok', '', '', 10);
+PRAGMA application_id = 1347436876;
+PRAGMA user_version = 1;
+)sql") == SQLITE_OK);
+
+  // A reader of this build asks for the migration; the writer does it.
+  auto reader = AuditLog::open_read_only(file);
+  REQUIRE_FALSE(reader.has_value());
+  CHECK(reader.error().message.find("schema version 1, older than this passepartout's (2)") != std::string::npos);
+
+  auto log = open_log(file);
+  auto before = list(*log);
+  REQUIRE(before.size() == 1);
+  CHECK(before[0].skill == "shell-guard");
+  CHECK(before[0].requester == "wire");
+  CHECK(before[0].from_fingerprint.empty());
+  CHECK(before[0].details.empty());
+  CHECK(before[0].state_handover.empty());
+
+  SkillChange next = swap_change();
+  next.from_fingerprint = "0123456789ab";
+  next.to_fingerprint = "ba9876543210";
+  next.details = "priority: 50 -> 60";
+  next.state_handover = "12 bytes";
+  next.id = record(*log, next);
+  auto after = list(*log);
+  REQUIRE(after.size() == 2);
+  CHECK(after[0] == next);
+  CHECK(after[1] == before[0]);
 }
 
 TEST_CASE("rows in the log cannot be updated or deleted", "[skills][audit]") {
@@ -532,7 +581,7 @@ TEST_CASE("history JSON carries every field of every change", "[skills][audit]")
   const auto document = nlohmann::json::parse(cli::format_history_json({add}));
   REQUIRE(document.at("changes").size() == 1);
   const auto& c = document.at("changes").at(0);
-  CHECK(c.size() == 13);
+  CHECK(c.size() == 17);
   CHECK(c.at("id") == 41);
   CHECK(c.at("at_unix_ms") == 1714572000000);
   CHECK(c.at("requester") == "cli");
@@ -546,5 +595,7 @@ TEST_CASE("history JSON carries every field of every change", "[skills][audit]")
   CHECK(c.at("step") == "self-test");
   CHECK(c.at("error") == "skill 'policy': self-test failed: rules missing\xef\xbf\xbd");
   CHECK(c.at("duration_us") == 850);
+  CHECK(c.at("from_fingerprint") == "");
+  CHECK(c.at("details") == "");
   CHECK(nlohmann::json::parse(cli::format_history_json({})) == nlohmann::json{{"changes", nlohmann::json::array()}});
 }

@@ -129,6 +129,57 @@ TEST_CASE("a swap publishes the new version and hands the state over", "[skills]
   CHECK(c.from_sha256 != c.to_sha256);
   CHECK(c.outcome == "ok");
   CHECK(c.step.empty());
+  CHECK(c.from_fingerprint.size() == 12);
+  CHECK(c.to_fingerprint.size() == 12);
+  CHECK(c.details == "version: 1.0.0 -> 2.0.0; library: libecho-v1.so -> libecho-v2.so");
+  CHECK(c.state_handover.ends_with(" bytes"));
+  CHECK(c.state_handover != "0 bytes");
+}
+
+TEST_CASE("a swap of the same library with other settings is told apart by its fingerprint and details",
+          "[skills][swap][audit]") {
+  World w;
+  ChangeResult r = w.host->swap(
+      w.manifest(manifest_yaml("echo", "1.0.0", "libecho-v1.so", "priority: 60\nconfig: {api_key: hunter2}\n")),
+      "test");
+  INFO(r.change.error);
+  REQUIRE(r.ok());
+  CHECK(r.change.from_sha256 == r.change.to_sha256);
+  CHECK(r.change.from_version == r.change.to_version);
+  CHECK(r.change.from_fingerprint != r.change.to_fingerprint);
+  CHECK(r.change.details == "priority: 10 -> 60; config: api_key added");
+  auto history = w.host->history(1);
+  REQUIRE(history.has_value());
+  CHECK(history->front().details == r.change.details);
+  CHECK(history->front().to_fingerprint == r.change.to_fingerprint);
+}
+
+TEST_CASE("a skill's decisions are counted across its versions", "[skills][swap]") {
+  World w;
+  for (int i = 0; i < 3; ++i) w.verify();
+  CHECK(w.host->snapshot()->find("echo")->counters().read().calls() == 3);
+  REQUIRE(w.host->swap(w.manifest(manifest_yaml("echo", "2.0.0", "libecho-v2.so")), "test").ok());
+  w.verify();
+  // The new version counts from zero; the skill's earlier versions are kept aside.
+  CHECK(w.host->snapshot()->find("echo")->counters().read().calls() == 1);
+  const auto retired = w.host->retired_counts();
+  REQUIRE(retired.count("echo") == 1);
+  CHECK(retired.at("echo").calls() == 3);
+}
+
+TEST_CASE("clearing a skill that is not loaded is audited, and refused for a loaded one", "[skills][audit]") {
+  World w;
+  ChangeResult cleared = w.host->forget_disabled("broken", "1.2.0", "load: no such library", "test");
+  CHECK(cleared.ok());
+  CHECK(cleared.change.action == "remove");
+  CHECK(cleared.change.from_version == "1.2.0");
+  CHECK(cleared.change.details == "cleared the disabled entry: load: no such library");
+  auto history = w.host->history(1);
+  REQUIRE(history.has_value());
+  CHECK(history->front().skill == "broken");
+  ChangeResult refused = w.host->forget_disabled("echo", "1.0.0", "", "test");
+  CHECK_FALSE(refused.ok());
+  CHECK(w.host->snapshot()->find("echo") != nullptr);
 }
 
 TEST_CASE("a failing new version leaves the old one serving and names the step", "[skills][swap]") {
@@ -154,6 +205,8 @@ TEST_CASE("a failing new version leaves the old one serving and names the step",
   CHECK(r.change.outcome == c.outcome);
   CHECK(r.change.error == c.error);
   CHECK(r.publish_us == -1);
+  if (std::string_view(c.step) == "state")
+    CHECK(r.change.state_handover == "import refused: echo 2.0.0 cannot read state from 1.0.0");
   CHECK(w.stamps() == std::vector<std::string>{"echo 1.0.0"});
   w.settle();
   CHECK(w.mapped_copies() == 1);  // the refused copy is unmapped again
