@@ -288,6 +288,9 @@ struct DecisionLog::State {
   std::uint64_t flush_done = 0;
 
   std::atomic<std::uint64_t> written{0};
+  // Decision numbers: taken by the writer, and by a pipeline thread for a
+  // verification whose gates did not all simply pass (the gate log names it).
+  std::atomic<std::uint64_t> next_id{1};
   std::atomic<std::uint64_t> lost{0};  // records that could not be written
 
   // The writer's alone.
@@ -295,7 +298,6 @@ struct DecisionLog::State {
   std::uint64_t file_bytes = 0;
   std::int64_t file_started_us = 0;
   std::string id_prefix;
-  std::uint64_t next_id = 1;
   std::uint64_t dropped_reported = 0;
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
   std::vector<DecisionRecord*> batch;
@@ -458,7 +460,10 @@ struct DecisionLog::State {
       const auto ago = std::chrono::duration_cast<std::chrono::microseconds>(
                            IntervalClock::elapsed(std::min(record->finished, now_ticks), now_ticks))
                            .count();
-      const std::string line = decision_line(*record, id_prefix + std::to_string(next_id++), now_us - ago);
+      const std::string line = decision_line(
+          *record,
+          id_prefix + std::to_string(record->id != 0 ? record->id : next_id.fetch_add(1, std::memory_order_relaxed)),
+          now_us - ago);
       if (file_bytes + out.size() + line.size() + 1 > options.max_file_bytes && file_bytes + out.size() > 0) {
         write_out(lines);
         lines = 0;
@@ -554,13 +559,16 @@ DecisionLog::~DecisionLog() {
   if (state_->writer.joinable()) state_->writer.join();
 }
 
-void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
-                         const Value& signal, const Verification& verification, const GateTimes& times,
-                         IntervalClock::Ticks started, IntervalClock::Ticks finished, const DecisionContext& context) {
+std::string DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot,
+                                const Value& action, const Value& signal, const Verification& verification,
+                                const GateTimes& times, IntervalClock::Ticks started, IntervalClock::Ticks finished,
+                                const DecisionContext& context) {
   if (verification.outcome == VerifyOutcome::passed && state_->options.sample_passed > 1) {
     thread_local std::uint64_t passes = 0;
-    if (++passes % state_->options.sample_passed != 0) return;
+    if (++passes % state_->options.sample_passed != 0) return {};
   }
+  const std::uint64_t id =
+      verification.trace.all_plain_passes() ? 0 : state_->next_id.fetch_add(1, std::memory_order_relaxed);
   auto fill = [&](DecisionRecord& r) {
     r.stage = stage;
     r.outcome = verification.outcome;
@@ -576,6 +584,7 @@ void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapsh
     r.started = started;
     r.finished = finished;
     if (context.shadow != nullptr && !context.shadow->empty()) r.shadow = *context.shadow;
+    r.id = id;
     r.marks = std::min(times.count, GateTimes::kMax + 1);
     std::copy_n(times.at, r.marks, r.gate_marks);
   };
@@ -586,7 +595,7 @@ void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapsh
     *context.pending = PendingDecision();
     context.pending->log_ = this;
     context.pending->record_ = std::move(record);
-    return;
+    return id == 0 ? std::string() : state_->id_prefix + std::to_string(id);
   }
   state_->put([&](DecisionRecord& r, const Snapshot*& last_snapshot) {
     fill(r);
@@ -595,6 +604,7 @@ void DecisionLog::record(DecisionStage stage, const std::shared_ptr<const Snapsh
       last_snapshot = snapshot.get();
     }
   });
+  return id == 0 ? std::string() : state_->id_prefix + std::to_string(id);
 }
 
 void DecisionLog::push(DecisionRecord&& record) {

@@ -61,6 +61,9 @@ struct DecisionRecord {
   IntervalClock::Ticks gate_marks[GateTimes::kMax + 1];
   std::size_t marks = 0;
   std::vector<ShadowDisagreement> shadow;  // written as "shadow" when not empty
+  // The decision's number when it was given one as it was captured (a
+  // verification the gate log names); 0: the writer numbers it.
+  std::uint64_t id = 0;
 };
 
 struct DecisionLogOptions {
@@ -115,9 +118,12 @@ class DecisionLog {
   // The pipeline's side: captures the verification into the calling thread's
   // shard (passes sampled; a full shard drops it, counted). Never blocks on
   // the writer. `pending`, for an outcome approval, takes the record instead.
-  void record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
-              const Value& signal, const Verification& verification, const GateTimes& times,
-              IntervalClock::Ticks started, IntervalClock::Ticks finished, const DecisionContext& context);
+  // Returns the decision's id when the verification was not all plain passes
+  // (the gate log names it beside the gates' lines), else empty: a pass is
+  // numbered by the writer, off the pipeline's threads.
+  std::string record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
+                     const Value& signal, const Verification& verification, const GateTimes& times,
+                     IntervalClock::Ticks started, IntervalClock::Ticks finished, const DecisionContext& context);
   // A record built elsewhere (PendingDecision); dropped and counted when full.
   void push(DecisionRecord&& record);
 

@@ -12,6 +12,7 @@
 #include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/signal.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
 #include "value/sexp_printer.hpp"
@@ -67,16 +68,16 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
     Verifier::verify(*snapshot, action, signal, out);
     count_verification(stage, out.outcome);
     if (out.trace.all_plain_passes()) return;
-    log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, IntervalClock::now()));
+    log_gate_decisions(stage, out, action, signal, IntervalClock::elapsed(start, IntervalClock::now()));
     return;
   }
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
   Verifier::verify(*snapshot, action, signal, out, &times);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
-  context.log->record(stage, snapshot, action, signal, out, times, start, end, context);
+  const std::string decision_id = context.log->record(stage, snapshot, action, signal, out, times, start, end, context);
   if (out.trace.all_plain_passes()) return;
-  log_gate_decisions(stage, out, action, IntervalClock::elapsed(start, end));
+  log_gate_decisions(stage, out, action, signal, IntervalClock::elapsed(start, end), decision_id);
 }
 
 namespace {
@@ -107,8 +108,8 @@ std::string mask_secrets(std::string_view text) {
 
 std::string action_digest(const Value& action) { return sha256_hex(to_sexp(action)).substr(0, 16); }
 
-void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action,
-                        std::chrono::nanoseconds took) {
+void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action, const Value& signal,
+                        std::chrono::nanoseconds took, std::string_view decision_id) {
   bool all_passed = true;
   for (std::size_t i = 0; i < verification.trace.size() && all_passed; ++i) {
     all_passed = verification.trace[i].result == GateResult::passed;
@@ -116,19 +117,32 @@ void log_gate_decisions(DecisionStage stage, const Verification& verification, c
   if (all_passed) return;
   const std::string digest = action_digest(action);
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+  const std::string_view session = session_id_of(signal);
   for (std::size_t i = 0; i < verification.trace.size(); ++i) {
     const GateTraceView entry = verification.trace[i];
+    const LogLevel level = entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info;
+    if (!is_logged(level)) continue;
     const bool has_reason = entry.reason.is_string();
-    log_fields(entry.result == GateResult::passed ? LogLevel::debug : LogLevel::info, "gates",
-               {{"skill", entry.name()},
-                {"version", entry.version()},
-                {"verdict", to_string(entry.result)},
-                {"stage", to_string(stage)},
-                {"action_digest", digest}},
-               "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)", to_string(stage), entry.name(),
-               entry.version(), to_string(entry.result), has_reason ? ": " : "",
-               has_reason ? mask_secrets(entry.reason.text()) : std::string(), digest, to_string(verification.outcome),
-               micros);
+    const std::array<LogField, 7> fields{LogField{"skill", entry.name()},
+                                         LogField{"version", entry.version()},
+                                         LogField{"verdict", to_string(entry.result)},
+                                         LogField{"stage", to_string(stage)},
+                                         LogField{"session", session},
+                                         LogField{"action_digest", digest},
+                                         LogField{"decision", decision_id}};
+    // The decision id only when the decision log numbered this decision.
+    const std::size_t count = decision_id.empty() ? fields.size() - 1 : fields.size();
+    const std::string_view name = entry.name();
+    const std::string_view version = entry.version();
+    const std::string_view stage_text = to_string(stage);
+    const std::string_view verdict = to_string(entry.result);
+    const std::string_view separator = has_reason ? ": " : "";
+    const std::string reason = has_reason ? mask_secrets(entry.reason.text()) : std::string();
+    const std::string_view outcome = to_string(verification.outcome);
+    log_formatted(
+        level, "gates", std::span<const LogField>(fields.data(), count),
+        "GATE DECISION [{}]: {}@{} {}{}{} (action {}, {} in {} us)",
+        fmt::make_format_args(stage_text, name, version, verdict, separator, reason, digest, outcome, micros));
   }
 }
 

@@ -66,9 +66,11 @@ struct VerificationTally {
 };
 std::vector<VerificationTally> verifications_counted();
 
-// Logs nothing when every gate passed. Any thread.
-void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action,
-                        std::chrono::nanoseconds took);
+// Logs nothing when every gate passed. Each line carries the session (read
+// from `signal`) and, when the decision log numbered it, `decision_id`, as
+// fields of their own. Any thread.
+void log_gate_decisions(DecisionStage stage, const Verification& verification, const Value& action, const Value& signal,
+                        std::chrono::nanoseconds took, std::string_view decision_id = {});
 
 // `text` with credentials replaced by "[MASKED]": API keys and tokens of the
 // usual shapes (sk-..., ghp_..., xoxb-..., AKIA..., Bearer ...), values of

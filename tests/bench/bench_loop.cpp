@@ -56,7 +56,9 @@ struct LoopWorld {
   std::unique_ptr<DecisionLog> decisions;
   std::unique_ptr<Pipeline> pipeline;
 
-  LoopWorld(std::size_t threads, bool bundled, bool record_decisions = false)
+  // `decision_buffer`: records per thread the decision log holds for its writer.
+  LoopWorld(std::size_t threads, bool bundled, bool record_decisions = false,
+            std::size_t decision_buffer = DecisionLogOptions::kDefaultBuffer)
       : gates(bundled ? bench::LoadedGates::bundled() : bench::LoadedGates::pass_through(10)), pool(threads) {
     auto script = ScriptedScript::parse(
         "rules:\n"
@@ -74,6 +76,7 @@ struct LoopWorld {
       decisions_dir = dir;
       DecisionLogOptions log_options;
       log_options.folder = decisions_dir;
+      log_options.buffer = decision_buffer;
       auto log = DecisionLog::open(log_options);
       if (!log) die(log.error().message);
       decisions = std::move(*log);
@@ -219,11 +222,37 @@ void BM_LoopDecisionLog(benchmark::State& state) {
   state.counters["decision_log_dropped"] = static_cast<double>(dropped);
 }
 
+// What the decision log's writer costs per decision (printing, masking, JSON,
+// the write), alone on a core: the loop's decisions (ten pass-through gates,
+// two per signal) captured with the writer held, then written in one flush.
+// Its inverse is how many decisions a second one core records whole; under
+// a load past that the log drops (decision 0023).
+void BM_DecisionLogWriter(benchmark::State& state) {
+  constexpr std::size_t kBuffer = std::size_t{1} << 16;  // per thread: every decision of the run is kept
+  LoopWorld world(2, false, true, kBuffer);
+  double per_decision_ns = 0;
+  for (auto _ : state) {
+    world.decisions->hold_writer_for_test(true);
+    const std::uint64_t written_before = world.decisions->written();
+    drive(world, std::chrono::milliseconds(40), 64, 256);
+    const auto start = Clock::now();
+    world.decisions->hold_writer_for_test(false);
+    world.decisions->flush();
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    const std::uint64_t written = world.decisions->written() - written_before;
+    if (written == 0) die("the decision log wrote nothing");
+    per_decision_ns = ns / static_cast<double>(written);
+  }
+  state.counters["decision_log_write_ns"] = per_decision_ns;
+  state.counters["decision_log_max_per_s"] = 1e9 / per_decision_ns;
+}
+
 void BM_Loop(benchmark::State& state) { run_loop(state, 2, false, "loop_signals_per_s"); }
 void BM_Loop1Core(benchmark::State& state) { run_loop(state, 1, false, "loop_signals_per_s_1_core"); }
 void BM_LoopBundled(benchmark::State& state) { run_loop(state, 2, true, "loop_bundled_signals_per_s"); }
 BENCHMARK(BM_Loop)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopDecisionLog)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecisionLogWriter)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop1Core)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopBundled)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

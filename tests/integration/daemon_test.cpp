@@ -751,7 +751,8 @@ TEST_CASE("skills history without a daemon reads the default state folder and sa
         "folder " + (home.path() / ".local/state/passepartout").string());
 }
 
-TEST_CASE("with --log-json, gate decisions carry skill, version and verdict as keys", "[integration][operator]") {
+TEST_CASE("with --log-json, gate decisions carry skill, version, verdict, session and decision id as keys",
+          "[integration][operator]") {
   DaemonProcess daemon(options({"--log-json"}));
   WireClient client = WireClient::local(daemon.socket_path());
   client.expect_handshake();
@@ -761,6 +762,7 @@ TEST_CASE("with --log-json, gate decisions carry skill, version and verdict as k
   }
   REQUIRE(daemon.wait_for_log("GATE DECISION"));
   bool found = false;
+  std::string decision_id;
   std::istringstream lines(daemon.log());
   for (std::string line; std::getline(lines, line);) {
     if (line.find("GATE DECISION") == std::string::npos || line.find("blocked") == std::string::npos) continue;
@@ -770,9 +772,27 @@ TEST_CASE("with --log-json, gate decisions carry skill, version and verdict as k
     CHECK(object.at("skill").is_string());
     CHECK(object.at("version").is_string());
     CHECK(object.at("verdict") == "blocked");
+    CHECK(object.at("session").is_string());
+    decision_id = object.at("decision").get<std::string>();
     found = true;
   }
-  CHECK(found);
+  REQUIRE(found);
+  // The id names the decision log's record of the same verification, once
+  // the writer (a tenth of a second at most) has put it on disk.
+  const auto env = testing::hermetic_env(daemon.dir());
+  bool recorded = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!recorded && std::chrono::steady_clock::now() < deadline) {
+    auto listed = testing::run_passepartout(
+        {"decisions", "--state-dir", daemon.state_dir().string(), "--verdict", "blocked", "--json"}, env);
+    INFO(listed.out << listed.err);
+    REQUIRE(listed.exit_status == 0);
+    // Parsed into a variable: a range-for over a member of a temporary would read a destroyed object.
+    const nlohmann::json parsed = nlohmann::json::parse(listed.out);
+    for (const auto& record : parsed.at("decisions")) recorded = recorded || record.at("id") == decision_id;
+  }
+  INFO(decision_id);
+  CHECK(recorded);
 }
 
 TEST_CASE("a daemon started as root says so in its log, and its shell runs commands as nobody", "[integration]") {

@@ -290,6 +290,64 @@ TEST_CASE("the decision log rotates by size and keeps its newest files", "[pipel
   CHECK(std::find(reasons.begin(), reasons.end(), "why 0") == reasons.end());   // the oldest are gone
 }
 
+TEST_CASE("a file older than the rotation age is rotated before the next line", "[pipeline][decisions]") {
+  TempDir dir;
+  // A daemon that stopped two days ago left its current file behind.
+  const std::string old_line =
+      R"({"v":1,"id":"00000001-1","time":"2000-01-01T00:00:00.000000Z","stage":"reason","outcome":"passed"})";
+  {
+    std::ofstream out(dir.path() / "decisions.jsonl", std::ios::binary);
+    out << old_line << "\n";
+  }
+  DecisionLogOptions options = options_in(dir.path());
+  options.max_age = std::chrono::hours(24);
+  auto log = DecisionLog::open(options);
+  REQUIRE(log.has_value());
+  record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "fresh"), sexp("(:TYPE :REQUEST)"));
+  (*log)->flush();
+  const std::vector<std::string> current = lines_of(current_decisions_file(dir.path()));
+  REQUIRE(current.size() == 1);
+  CHECK(json::parse(current[0])["reason"] == "fresh");
+  std::vector<fs::path> rotated;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    if (entry.path().filename() != "decisions.jsonl") rotated.push_back(entry.path());
+  }
+  REQUIRE(rotated.size() == 1);
+  CHECK(lines_of(rotated[0]) == std::vector<std::string>{old_line});
+}
+
+TEST_CASE("a decision the gate log names is numbered as it is captured, and every id is unique",
+          "[pipeline][decisions]") {
+  TempDir dir;
+  auto log = DecisionLog::open(options_in(dir.path()));
+  REQUIRE(log.has_value());
+  GateTimes times;
+  times.count = 0;
+  const IntervalClock::Ticks now = IntervalClock::now();
+  const Value signal = user_input_signal("x", "s-unit");
+  std::vector<std::string> named;
+  for (int i = 0; i < 6; ++i) {
+    const bool block = i % 2 == 1;
+    const Verification v = block ? host_decision(VerifyOutcome::blocked, GateResult::blocked, "no")
+                                 : host_decision(VerifyOutcome::passed, GateResult::passed, "");
+    const std::string id =
+        (*log)->record(DecisionStage::last_mile, nullptr, sexp("(:TYPE :REQUEST)"), signal, v, times, now, now, {});
+    CHECK(id.empty() == !block);  // a plain pass is numbered by the writer
+    if (block) named.push_back(id);
+  }
+  const std::vector<json> all = records(**log);
+  REQUIRE(all.size() == 6);
+  std::vector<std::string> ids;
+  for (const json& r : all) ids.push_back(r["id"]);
+  std::vector<std::string> unique = ids;
+  std::sort(unique.begin(), unique.end());
+  CHECK(std::unique(unique.begin(), unique.end()) == unique.end());
+  for (const json& r : all) {
+    if (r["outcome"] != "blocked") continue;
+    CHECK(std::find(named.begin(), named.end(), r["id"]) != named.end());
+  }
+}
+
 TEST_CASE("passes are sampled when asked and blocks never are", "[pipeline][decisions]") {
   TempDir dir;
   DecisionLogOptions options = options_in(dir.path());
