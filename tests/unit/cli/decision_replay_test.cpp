@@ -112,6 +112,19 @@ TEST_CASE("replay reports a decision whose outcome changes because a gate now bl
   CHECK(document["gate_changes"][0]["to"] == "blocked");
 }
 
+TEST_CASE("replay tells a gate that now fails from one that blocks", "[cli][replay]") {
+  Gates then({{"pass-gate-0", 10}});
+  Gates now({{"pass-gate-0", 10}, {"throw-gate", 20}});
+  const ReplayReport report = replay(now, then.recorded(kAction, "f-1") + "\n");
+  CHECK(report.changed == 1);
+  CHECK(report.now.at("failed") == 1);
+  REQUIRE(report.changes.size() == 1);
+  CHECK(report.changes[0].now.outcome == "failed");
+  CHECK(report.changes[0].now.gate == "throw-gate");
+  CHECK(report.gate_changes.at("throw-gate").at("not run -> failed") == 1);
+  CHECK(format_replay(report).find("passed -> failed") != std::string::npos);
+}
+
 TEST_CASE("replay against the same gates changes nothing", "[cli][replay]") {
   Gates gates({{"pass-gate-0", 10}, {"block-gate", 20}});
   const std::string lines = gates.recorded(kAction, "a-1") + "\n" + gates.recorded("(:TYPE :LOG)", "a-2") + "\n";
