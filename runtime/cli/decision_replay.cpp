@@ -173,6 +173,7 @@ void DecisionReplay::replay_line(std::string_view line, std::string_view name, s
 
   if (now.outcome == then.outcome) return;
   ++report_.changed;
+  if (is_masked) ++report_.masked_changed;
   if (report_.changes.size() >= ReplayReport::kMaxChanges) return;
   report_.changes.push_back(ReplayChange{place(name, number), decision_text(*record, "id"),
                                          decision_text(*record, "time"), decision_text(*record, "stage"), then,
@@ -219,9 +220,13 @@ std::string format_replay(const ReplayReport& report) {
   }
   out += "Masked: " + plural(report.masked, "replayed record", "replayed records") +
          " carried masked text (\"masked\": true)";
-  out += report.masked == 0 ? ".\n"
-                            : ": their gates saw [MASKED] where the credentials were, so their verdicts may differ "
-                              "from the recorded ones.\n";
+  if (report.masked == 0) {
+    out += ".\n";
+  } else {
+    out += ", " + std::to_string(report.masked_changed) +
+           " of them changed: their gates saw [MASKED] where the credentials were, so their verdicts may differ "
+           "from the recorded ones.\n";
+  }
   return out;
 }
 
@@ -253,9 +258,16 @@ DecisionJson replay_json(const ReplayReport& report) {
     auto it = report.now.find(std::string(outcome));
     now[std::string(outcome)] = it == report.now.end() ? 0 : it->second;
   }
-  return DecisionJson{{"read", report.read}, {"replayed", report.replayed}, {"skipped", report.skipped},
-                      {"now", now},          {"changed", report.changed},   {"masked", report.masked},
-                      {"changes", changes},  {"gate_changes", gates},       {"skipped_lines", skips}};
+  return DecisionJson{{"read", report.read},
+                      {"replayed", report.replayed},
+                      {"skipped", report.skipped},
+                      {"now", now},
+                      {"changed", report.changed},
+                      {"masked", report.masked},
+                      {"masked_changed", report.masked_changed},
+                      {"changes", changes},
+                      {"gate_changes", gates},
+                      {"skipped_lines", skips}};
 }
 
 }  // namespace passepartout::cli

@@ -53,6 +53,7 @@ struct ReplayReport {
   std::map<std::string, std::size_t> now;  // replayed records by their new outcome
   std::size_t changed = 0;                 // replayed records whose outcome changed
   std::size_t masked = 0;                  // replayed records with "masked": true
+  std::size_t masked_changed = 0;          // of those, the ones whose outcome changed
   // gate -> "then -> now" -> count: every replayed record in which that
   // gate's verdict changed ("not run" when it did not run on one side).
   std::map<std::string, std::map<std::string, std::size_t>> gate_changes;

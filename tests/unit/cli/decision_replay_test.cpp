@@ -149,8 +149,21 @@ TEST_CASE("replay counts the records whose text was masked", "[cli][replay]") {
   CHECK(report.changed == 0);
   const std::string text = format_replay(report);
   INFO(text);
-  CHECK(text.find("Masked: 1 replayed record carried masked text") != std::string::npos);
+  CHECK(text.find("Masked: 1 replayed record carried masked text (\"masked\": true), 0 of them changed: their gates "
+                  "saw [MASKED]") != std::string::npos);
   CHECK(replay_json(report)["masked"] == 1);
+  CHECK(replay_json(report)["masked_changed"] == 0);
+
+  SECTION("a masked record whose outcome changes is counted as such") {
+    Gates stricter({{"pass-gate-0", 10}, {"block-gate", 20}});
+    const ReplayReport changed = replay(stricter, masked + "\n" + gates.recorded(kAction, "m-2") + "\n");
+    CHECK(changed.changed == 2);
+    CHECK(changed.masked_changed == 1);
+    REQUIRE(changed.changes.size() == 2);
+    CHECK(changed.changes[0].masked);
+    CHECK_FALSE(changed.changes[1].masked);
+    CHECK(format_replay(changed).find("1 of them changed") != std::string::npos);
+  }
 }
 
 TEST_CASE("replay skips and names a malformed line and an action that does not parse", "[cli][replay]") {
