@@ -23,14 +23,12 @@
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/history_format.hpp"
+#include "cli/local_skills.hpp"
 #include "cli/terminal_text.hpp"
-#include "pipeline/verifier.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
-#include "value/sexp_printer.hpp"
-#include "value/sexp_reader.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;
@@ -98,52 +96,6 @@ std::vector<std::string> describe_config_keys(const Slot& slot) {
   return lines;
 }
 
-std::string describe_slot(const Slot& slot) {
-  std::string line = slot.name() + " " + slot.version_text() + " (priority " + std::to_string(slot.priority());
-  if (!slot.manifest().depends_on.empty()) {
-    line += ", depends on ";
-    for (std::size_t i = 0; i < slot.manifest().depends_on.size(); ++i) {
-      if (i > 0) line += ", ";
-      line += slot.manifest().depends_on[i].text;
-    }
-  }
-  line += ")";
-  if (slot.has_gate()) line += " gate";
-  if (slot.has_prompt()) line += " prompt";
-  if (slot.acts()) {
-    line += "; offers " + slot.offers_text() + ", guarded by ";
-    for (std::size_t i = 0; i < slot.manifest().guarded_by.size(); ++i) {
-      if (i > 0) line += ", ";
-      line += slot.manifest().guarded_by[i].text;
-    }
-  }
-  return line;
-}
-
-struct Loaded {
-  SkillLoader loader;
-  BootResult boot;
-};
-
-std::optional<Loaded> boot(const fs::path& manifest_dir, const fs::path& plugin_dir, std::string& error) {
-  std::error_code ec;
-  if (!fs::is_directory(manifest_dir, ec)) {
-    error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
-    return std::nullopt;
-  }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, default_state_dir() / "workspace"});
-  if (!loader) {
-    error = loader.error().message;
-    return std::nullopt;
-  }
-  auto booted = boot_skill_dir(manifest_dir, *loader);
-  if (!booted) {
-    error = booted.error().message;
-    return std::nullopt;
-  }
-  return Loaded{std::move(*loader), std::move(*booted)};
-}
-
 // --- passepartout skills check DIR ------------------------------------------
 
 struct CheckOptions {
@@ -154,7 +106,7 @@ struct CheckOptions {
 
 int run_check(const CheckOptions& options) {
   std::string error;
-  auto loaded = boot(options.manifest_dir, options.plugin_dir, error);
+  auto loaded = load_local_skills(options.manifest_dir, options.plugin_dir, error);
   if (!loaded) return fail_usage(error, options.json);
   const BootResult& result = loaded->boot;
   const std::size_t total = result.manifests.size() + result.manifest_errors.size();
@@ -195,82 +147,6 @@ int run_check(const CheckOptions& options) {
   if (problems > 0) std::cout << "; " << problems << " problem" << (problems == 1 ? "" : "s");
   std::cout << ".\n";
   return result.all_loaded() ? kExitOk : kExitProblem;
-}
-
-// --- passepartout verify ACTION ------------------------------------------------
-
-struct VerifyOptions {
-  std::string action;
-  std::string signal = "(:TYPE :EVENT :META (:SOURCE :CLI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"\"))";
-  fs::path manifest_dir;
-  fs::path plugin_dir;
-  bool json = false;
-};
-
-int run_verify(const VerifyOptions& options) {
-  auto action = read_sexp(options.action, ReaderLimits{std::size_t{1024} * 1024, 64});
-  if (!action) return fail_usage("the action is not a valid s-expression: " + action.error().message, options.json);
-  auto signal = read_sexp(options.signal, ReaderLimits{std::size_t{1024} * 1024, 64});
-  if (!signal) return fail_usage("the signal is not a valid s-expression: " + signal.error().message, options.json);
-
-  std::string error;
-  auto loaded = boot(options.manifest_dir, options.plugin_dir, error);
-  if (!loaded) return fail_usage(error, options.json);
-  const BootResult& result = loaded->boot;
-
-  Registry registry;
-  registry.publish(result.slots);
-  auto snapshot = registry.snapshot();
-  Verification verification = Verifier::verify(*snapshot, *action, *signal);
-  const int status = verification.outcome == VerifyOutcome::passed    ? kExitOk
-                     : verification.outcome == VerifyOutcome::blocked ? kExitBlocked
-                                                                      : kExitApproval;
-
-  if (options.json) {
-    json trace = json::array();
-    for (std::size_t i = 0; i < verification.trace.size(); ++i) {
-      const auto& e = verification.trace[i];
-      json entry{
-          {"gate", std::string(e.name())}, {"version", std::string(e.version())}, {"result", to_string(e.result)}};
-      if (e.reason.is_string()) entry["reason"] = std::string(e.reason.text());
-      trace.push_back(entry);
-    }
-    json order = json::array();
-    for (const auto& slot : result.slots) order.push_back(slot->name());
-    json disabled = json::array();
-    for (const auto& d : result.disabled) disabled.push_back(json{{"name", d.name}, {"reason", d.reason}});
-    json document{{"outcome", to_string(verification.outcome)},
-                  {"load_order", order},
-                  {"disabled", disabled},
-                  {"trace", trace},
-                  {"result", to_sexp(verification.to_value())}};
-    if (verification.reason.is_string()) document["reason"] = std::string(verification.reason.text());
-    print_json(document);
-    return status;
-  }
-
-  std::cout << "Load order:\n";
-  for (std::size_t i = 0; i < result.slots.size(); ++i) {
-    std::cout << "  " << (i + 1) << ". " << describe_slot(*result.slots[i]) << "\n";
-  }
-  for (const auto& e : result.manifest_errors) std::cout << "  problem: " << e.message << "\n";
-  for (const auto& d : result.disabled) std::cout << "  skill '" << d.name << "' disabled: " << d.reason << "\n";
-
-  std::cout << "\nAction:  " << to_sexp(*action) << "\n\nGate trace (highest priority first):\n";
-  if (verification.trace.empty()) std::cout << "  (no gates loaded)\n";
-  for (std::size_t i = 0; i < verification.trace.size(); ++i) {
-    const auto& e = verification.trace[i];
-    std::string gate = std::string(e.name()) + " " + std::string(e.version());
-    std::string result_text = to_string(e.result);
-    for (char& c : result_text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    std::printf("  %-28s %-9s %s\n", gate.c_str(), result_text.c_str(),
-                e.reason.is_string() ? std::string(e.reason.text()).c_str() : "");
-  }
-  std::fflush(stdout);
-  std::cout << "\nOutcome: " << to_string(verification.outcome);
-  if (verification.reason.is_string()) std::cout << " — " << verification.reason.text();
-  std::cout << "\nResult:  " << to_sexp(verification.to_value()) << "\n";
-  return status;
 }
 
 // --- passepartout skills history ------------------------------------------------
@@ -475,7 +351,8 @@ int run(int argc, char** argv) {
   app.footer(
       "Exit status: 0 success; 1 a skill would not load or a command failed; 2 bad usage;\n"
       "3 (verify, chat) the gates blocked the action; 4 (verify, chat) the gates require approval;\n"
-      "5 (chat) no model answered; 6 (interactive chat) the daemon could not be reached again.");
+      "5 (chat) no model answered; 6 (interactive chat) the daemon could not be reached again;\n"
+      "7 (verify --replay) the outcome of a recorded decision would change.");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what happens (to standard error)");
 
@@ -503,28 +380,11 @@ int run(int argc, char** argv) {
       "env PASSEPARTOUT_PLUGIN_DIR)");
   check_cmd->add_flag("--json", check.json, "Print one JSON document");
 
-  // verify
-  VerifyOptions verify;
-  auto* verify_cmd =
-      app.add_subcommand("verify",
-                         "Load the skills and run every gate on one proposed action (a dry run: nothing is executed).\n"
-                         "Prints the load order, the gate trace and the outcome.");
-  verify_cmd
-      ->add_option("action", verify.action,
-                   "The proposed action as an s-expression, e.g.\n"
-                   "'(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\" :EXPLANATION \"list files\"))'")
-      ->required();
-  verify_cmd->add_option("--signal", verify.signal, "The signal the action answers (default: an empty user input)");
-  verify_cmd->add_option("--manifests", verify.manifest_dir,
-                         "Folder of manifests (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)");
-  verify_cmd->add_option("--plugins", verify.plugin_dir,
-                         "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
-  verify_cmd->add_flag("--json", verify.json, "Print one JSON document");
-
   Runner chosen;
   add_daemon_command(app, chosen);
   add_client_commands(app, *skills, chosen);
   add_decisions_command(app, chosen);
+  add_verify_command(app, chosen);
 
   try {
     app.parse(argc, argv);
@@ -547,11 +407,6 @@ int run(int argc, char** argv) {
   if (check_cmd->parsed()) {
     if (check.plugin_dir.empty()) check.plugin_dir = default_plugin_dir();
     return run_check(check);
-  }
-  if (verify_cmd->parsed()) {
-    if (verify.manifest_dir.empty()) verify.manifest_dir = default_manifest_dir();
-    if (verify.plugin_dir.empty()) verify.plugin_dir = default_plugin_dir();
-    return run_verify(verify);
   }
   return kExitUsage;
 }

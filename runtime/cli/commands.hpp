@@ -20,6 +20,10 @@ void add_daemon_command(CLI::App& app, Runner& chosen);
 // `passepartout decisions` (runtime/cli/decisions_command.cpp): reads the decision log's files.
 void add_decisions_command(CLI::App& app, Runner& chosen);
 
+// `passepartout verify` (runtime/cli/verify_command.cpp): one action, or
+// --replay of recorded decisions, against a manifest folder loaded locally.
+void add_verify_command(CLI::App& app, Runner& chosen);
+
 // The commands that talk to a running daemon (runtime/cli/client_commands.cpp):
 // chat, status, doctor, approvals ..., and skills list|load|reload|unload
 // under the existing `skills` group.

@@ -16,13 +16,13 @@
 
 #include "base/state_paths.hpp"
 #include "cli/commands.hpp"
+#include "cli/decision_files.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
 
 namespace passepartout::cli {
 
 namespace fs = std::filesystem;
-using OrderedJson = nlohmann::ordered_json;
 
 namespace {
 
@@ -37,51 +37,20 @@ std::string utc_text(std::int64_t unix_s) {
   return text;
 }
 
-// The log's files, newest first: the current one, then the rotated ones by
-// the time and sequence in their names, latest first.
-std::vector<fs::path> files_newest_first(const fs::path& folder) {
-  struct Rotated {
-    std::string stamp;
-    long n;
-    fs::path path;
-  };
-  std::vector<Rotated> rotated;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("decisions-") || !name.ends_with(".jsonl")) continue;
-    const std::string middle = name.substr(10, name.size() - 10 - 6);
-    const std::size_t dash = middle.rfind('-');
-    if (dash == std::string::npos) continue;
-    rotated.push_back({middle.substr(0, dash), std::strtol(middle.c_str() + dash + 1, nullptr, 10), entry.path()});
-  }
-  std::sort(rotated.begin(), rotated.end(),
-            [](const Rotated& a, const Rotated& b) { return a.stamp != b.stamp ? a.stamp > b.stamp : a.n > b.n; });
-  std::vector<fs::path> files;
-  if (fs::exists(folder / "decisions.jsonl", ec)) files.push_back(folder / "decisions.jsonl");
-  for (const Rotated& r : rotated) files.push_back(r.path);
-  return files;
-}
-
-std::string text_of(const OrderedJson& record, const char* key) {
-  auto it = record.find(key);
-  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // Whether `record` is one the query asks for.
-bool matches(const OrderedJson& record, const DecisionQuery& query, const std::string& since) {
-  const std::string outcome = text_of(record, "outcome");
-  if (!since.empty() && text_of(record, "time") < since) return false;
+bool matches(const DecisionJson& record, const DecisionQuery& query, const std::string& since) {
+  const std::string outcome = decision_text(record, "outcome");
+  if (!since.empty() && decision_text(record, "time") < since) return false;
   if (!query.verdict.empty() && outcome != query.verdict) return false;
-  if (!query.session.empty() && text_of(record, "session") != query.session) return false;
+  if (!query.session.empty() && decision_text(record, "session") != query.session) return false;
   if (!query.skill.empty()) {
     auto gates = record.find("gates");
     if (gates == record.end() || !gates->is_array()) return false;
     bool found = false;
     for (const auto& gate : *gates) {
-      if (!gate.is_object() || text_of(gate, "name") != query.skill) continue;
+      if (!gate.is_object() || decision_text(gate, "name") != query.skill) continue;
       // With a verdict other than passed, the gate must have given it itself.
-      if (query.verdict.empty() || query.verdict == "passed" || text_of(gate, "verdict") == query.verdict) {
+      if (query.verdict.empty() || query.verdict == "passed" || decision_text(gate, "verdict") == query.verdict) {
         found = true;
         break;
       }
@@ -91,33 +60,23 @@ bool matches(const OrderedJson& record, const DecisionQuery& query, const std::s
   return true;
 }
 
-// The gate that decided: the last whose verdict is the outcome.
-std::string deciding_gate(const OrderedJson& record, const std::string& outcome) {
-  auto gates = record.find("gates");
-  if (gates == record.end() || !gates->is_array()) return {};
-  for (auto it = gates->rbegin(); it != gates->rend(); ++it) {
-    if (it->is_object() && text_of(*it, "verdict") == outcome) return text_of(*it, "name");
-  }
-  return {};
-}
-
-std::string one_line(const OrderedJson& record) {
-  const std::string outcome = text_of(record, "outcome");
-  std::string line = text_of(record, "time") + "  " + outcome;
+std::string one_line(const DecisionJson& record) {
+  const std::string outcome = decision_text(record, "outcome");
+  std::string line = decision_text(record, "time") + "  " + outcome;
   line.append(outcome.size() < 8 ? 8 - outcome.size() : 0, ' ');
-  const std::string stage = text_of(record, "stage");
+  const std::string stage = decision_text(record, "stage");
   line += "  " + stage;
   line.append(stage.size() < 9 ? 9 - stage.size() : 0, ' ');
-  line += "  session " + printable(text_of(record, "session"));
+  line += "  session " + printable(decision_text(record, "session"));
   if (outcome == "passed") {
     auto gates = record.find("gates");
     const std::size_t n = gates != record.end() && gates->is_array() ? gates->size() : 0;
-    std::string action = printable(text_of(record, "action"));
+    std::string action = printable(decision_text(record, "action"));
     if (action.size() > 100) action = action.substr(0, 97) + "...";
     line += "  " + std::to_string(n) + (n == 1 ? " gate: " : " gates: ") + action;
   } else {
     const std::string gate = deciding_gate(record, outcome);
-    line += "  " + (gate.empty() ? std::string() : printable(gate) + ": ") + printable(text_of(record, "reason"));
+    line += "  " + (gate.empty() ? std::string() : printable(gate) + ": ") + printable(decision_text(record, "reason"));
   }
   return line;
 }
@@ -195,9 +154,9 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     since = *parsed;
   }
 
-  std::vector<OrderedJson> found;
+  std::vector<DecisionJson> found;
   std::size_t malformed = 0;
-  for (const fs::path& file : files_newest_first(query.folder)) {
+  for (const fs::path& file : decision_files_newest_first(query.folder)) {
     std::ifstream in(file, std::ios::binary);
     if (!in) {
       err << "passepartout: cannot read " << file.string() << "\n";
@@ -210,16 +169,16 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     while (std::getline(in, line)) {
       ++number;
       if (line.empty()) continue;
-      OrderedJson record = OrderedJson::parse(line, nullptr, false);
-      if (record.is_discarded() || !record.is_object() || !record.contains("time") || !record["time"].is_string()) {
+      std::optional<DecisionJson> record = parse_decision_line(line);
+      if (!record) {
         if (malformed++ < kNamedMalformed) {
           err << "passepartout: skipped a malformed line: " << file.string() << ":" << number << "\n";
         }
         continue;
       }
       any = true;
-      if (since.empty() || text_of(record, "time") >= since) all_old = false;
-      if (matches(record, query, since)) found.push_back(std::move(record));
+      if (since.empty() || decision_text(*record, "time") >= since) all_old = false;
+      if (matches(*record, query, since)) found.push_back(std::move(*record));
     }
     // Older files hold older records: once enough are found, or a whole
     // file was before --since, the rest need not be read.
@@ -228,13 +187,14 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
   if (malformed > kNamedMalformed) {
     err << "passepartout: skipped " << malformed << " malformed lines in all\n";
   }
-  std::stable_sort(found.begin(), found.end(),
-                   [](const OrderedJson& a, const OrderedJson& b) { return text_of(a, "time") > text_of(b, "time"); });
+  std::stable_sort(found.begin(), found.end(), [](const DecisionJson& a, const DecisionJson& b) {
+    return decision_text(a, "time") > decision_text(b, "time");
+  });
   if (found.size() > query.limit) found.resize(query.limit);
 
   if (query.json) {
-    OrderedJson document{{"decisions", OrderedJson::array()}};
-    for (OrderedJson& record : found) document["decisions"].push_back(std::move(record));
+    DecisionJson document{{"decisions", DecisionJson::array()}};
+    for (DecisionJson& record : found) document["decisions"].push_back(std::move(record));
     out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return kExitOk;
   }
@@ -242,7 +202,7 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     out << "No decisions match (" << query.folder.string() << ").\n";
     return kExitOk;
   }
-  for (const OrderedJson& record : found) out << one_line(record) << '\n';
+  for (const DecisionJson& record : found) out << one_line(record) << '\n';
   return kExitOk;
 }
 

@@ -11,5 +11,6 @@ inline constexpr int kExitBlocked = 3;       // verify, chat: the gates blocked 
 inline constexpr int kExitApproval = 4;      // verify, chat: the gates want a human's approval
 inline constexpr int kExitNoModel = 5;       // chat: no model answered (every provider failed)
 inline constexpr int kExitDisconnected = 6;  // interactive chat: the daemon could not be reached again
+inline constexpr int kExitChanged = 7;       // verify --replay: a recorded decision's outcome would change
 
 }  // namespace passepartout::cli

@@ -134,20 +134,6 @@ std::string as_text(const Value& value) {
   return to_sexp(value);
 }
 
-const char* outcome_text(const DecisionRecord& record) {
-  switch (record.outcome) {
-    case VerifyOutcome::passed:
-      return "passed";
-    case VerifyOutcome::approval_required:
-      return "approval";
-    case VerifyOutcome::blocked:
-      break;
-  }
-  // Blocked: "failed" when what stopped it (the last entry) failed.
-  const std::size_t n = record.trace.size();
-  return n > 0 && record.trace[n - 1].result == GateResult::failed ? "failed" : "blocked";
-}
-
 std::int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -165,6 +151,20 @@ const char* to_string(DecisionStage stage) noexcept {
       return "approval";
   }
   return "reason";
+}
+
+const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noexcept {
+  switch (outcome) {
+    case VerifyOutcome::passed:
+      return "passed";
+    case VerifyOutcome::approval_required:
+      return "approval";
+    case VerifyOutcome::blocked:
+      break;
+  }
+  // Blocked: "failed" when what stopped it (the last entry) failed.
+  const std::size_t n = trace.size();
+  return n > 0 && trace[n - 1].result == GateResult::failed ? "failed" : "blocked";
 }
 
 fs::path current_decisions_file(const fs::path& folder) { return folder / kCurrentName; }
@@ -210,7 +210,7 @@ std::string decision_line(const DecisionRecord& record, std::string_view id, std
     out += '}';
   }
   out += ']';
-  append_field(out, "outcome", outcome_text(record));
+  append_field(out, "outcome", decision_outcome(record.outcome, record.trace));
   if (record.outcome != VerifyOutcome::passed && record.reason.is_string()) {
     append_field(out, "reason", mask_secrets(record.reason.text()));
   }

@@ -147,6 +147,10 @@ class DecisionLog {
   std::unique_ptr<State> state_;
 };
 
+// A verification's "outcome" as the log writes it: "passed", "approval",
+// "blocked", or "failed" when what stopped it (the trace's last entry) failed.
+const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noexcept;
+
 // The current file of `folder` (<folder>/decisions.jsonl).
 std::filesystem::path current_decisions_file(const std::filesystem::path& folder);
 // Where the daemon keeps them: <state dir>/decisions.
