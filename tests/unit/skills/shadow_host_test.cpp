@@ -3,9 +3,13 @@
 // their live skill, and every step in the audit log with its statistics.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "pipeline/gate_log.hpp"
 #include "pipeline/verifier.hpp"
@@ -202,4 +206,42 @@ TEST_CASE("reloading or unloading the live skill drops its candidate, audited", 
   CHECK(stop->details.find("dropped: the live version") == 0);
   CHECK(stop->detail.find("\"candidate-blocks\":1") != std::string::npos);
   CHECK(world.host->shadow_counts().at("shadow-gate").of(ShadowKind::candidate_blocks) == 1);
+}
+
+TEST_CASE("verifications from many threads while candidates come and go are never decided by a candidate",
+          "[skills][shadow][concurrency]") {
+  ShadowWorld world;
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0};
+  std::atomic<long> done{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&] {
+      while (!stop.load()) {
+        Verification v;
+        verify_and_record(DecisionStage::reason, world.host->snapshot(), an_action(), user_signal(), v);
+        // The live shadow-gate 1.0.0 passes; only its candidate (2.0.0) blocks.
+        if (v.outcome != VerifyOutcome::passed || v.trace.size() != 2) ++wrong;
+        ++done;
+      }
+    });
+  }
+  long seen = 0;
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(world.host->shadow(world.candidate(2, "block"), "operator").ok());
+    const long before = done.load();
+    // Some verifications see the candidate (bounded: the workers never wait on anything).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (done.load() < before + 20 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    auto status = world.host->shadow_status();
+    REQUIRE(status.size() == 1);
+    seen += static_cast<long>(status[0].counts.seen);
+    REQUIRE(world.host->shadow_stop("shadow-gate", "operator").ok());
+  }
+  stop = true;
+  for (auto& w : workers) w.join();
+  CHECK(wrong.load() == 0);
+  CHECK(seen > 0);
+  CHECK(world.host->shadow_counts().at("shadow-gate").of(ShadowKind::candidate_blocks) >=
+        static_cast<std::uint64_t>(seen));
 }
