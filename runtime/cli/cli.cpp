@@ -243,7 +243,8 @@ nlohmann::ordered_json change_json(const SkillChange& change) {
                                 {"from_fingerprint", change.from_fingerprint},
                                 {"to_fingerprint", change.to_fingerprint},
                                 {"details", change.details},
-                                {"state_handover", change.state_handover}};
+                                {"state_handover", change.state_handover},
+                                {"detail", change.detail}};
 }
 
 int fail_history(const std::string& message, bool as_json) {
@@ -325,6 +326,7 @@ std::string format_history(const std::vector<SkillChange>& changes) {
     };
     if (!change.details.empty()) indented("changed: " + change.details);
     if (!change.state_handover.empty()) indented("state: " + change.state_handover);
+    if (!change.detail.empty()) indented("shadow: " + change.detail);
     if (change.outcome == "ok" || (change.step.empty() && change.error.empty())) continue;
     indented(change.step.empty()    ? change.error
              : change.error.empty() ? change.step

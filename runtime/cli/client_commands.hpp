@@ -99,6 +99,12 @@ int run_skills_load(const Target& target, const std::filesystem::path& manifest,
 int run_skills_reload(const Target& target, const std::string& name, const Output& output);
 int run_skills_unload(const Target& target, const std::string& name, bool cascade, bool force, const Output& output);
 int run_skills_rescan(const Target& target, const Output& output);
+// Shadow candidates: start one from a manifest (made absolute here), show
+// them (all, or NAME's), stop one, promote one.
+int run_skills_shadow(const Target& target, const std::filesystem::path& manifest, const Output& output);
+int run_skills_shadow_status(const Target& target, const std::string& name, const Output& output);
+int run_skills_shadow_stop(const Target& target, const std::string& name, const Output& output);
+int run_skills_promote(const Target& target, const std::string& name, const Output& output);
 // Which page of the pending approvals to list (unset: the daemon's defaults,
 // the newest 100).
 struct ApprovalsPage {

@@ -1,5 +1,5 @@
-// `passepartout skills list|load|reload|unload|rescan`: the skills of the
-// running daemon, and the changes to them with what each change did.
+// `passepartout skills list|load|reload|unload|rescan|shadow|promote`: the
+// skills of the running daemon, and the changes to them with what each change did.
 #include <ostream>
 #include <string>
 #include <system_error>
@@ -49,7 +49,43 @@ SkillChange wire_change(const Value& change) {
   out.to_fingerprint = field_text(change.at("TO-FINGERPRINT"));
   out.details = field_text(change.at("DETAILS"));
   out.state_handover = field_text(change.at("STATE-HANDOVER"));
+  out.detail = field_text(change.at("DETAIL"));
   return out;
+}
+
+// A count of a SHADOW-STATUS entry.
+std::int64_t count_of(const Value& entry, std::string_view key) {
+  const Value& n = entry.at(key);
+  return n.is_integer() ? n.as_integer() : 0;
+}
+
+// The text of `skills shadow status`: one block per candidate.
+void shadow_status_text(const Value& shadows, std::ostream& out) {
+  for (const Value& entry : entries_of(shadows)) {
+    out << field_text(entry.at("NAME")) << ": candidate " << printable(field_text(entry.at("CANDIDATE-VERSION")))
+        << " (sha256 " << field_text(entry.at("CANDIDATE-SHA256")).substr(0, 12) << ") beside live "
+        << printable(field_text(entry.at("LIVE-VERSION"))) << ", from " << printable(field_text(entry.at("MANIFEST")))
+        << ", started by " << printable(field_text(entry.at("REQUESTER"))) << '\n';
+    out << "  seen " << count_of(entry, "SEEN") << ", agreements " << count_of(entry, "AGREEMENTS")
+        << ", disagreements " << count_of(entry, "DISAGREEMENTS") << " (candidate-blocks "
+        << count_of(entry, "CANDIDATE-BLOCKS") << ", candidate-passes " << count_of(entry, "CANDIDATE-PASSES")
+        << ", rewrites-differently " << count_of(entry, "REWRITES-DIFFERENTLY") << ", candidate-failed "
+        << count_of(entry, "CANDIDATE-FAILED") << ")\n";
+    const auto latest = entries_of(entry.at("LATEST"));
+    if (latest.empty()) continue;
+    out << "  latest disagreements, newest first:\n";
+    for (const Value& sample : latest) {
+      out << "    " << local_iso8601(count_of(sample, "AT-UNIX-MS")) << ' ' << field_text(sample.at("KIND")) << " ("
+          << field_text(sample.at("STAGE")) << ", action " << field_text(sample.at("ACTION-DIGEST")) << "): live "
+          << field_text(sample.at("LIVE"));
+      const std::string live_reason = field_text(sample.at("LIVE-REASON"));
+      if (!live_reason.empty()) out << " (" << printable(live_reason) << ')';
+      out << ", candidate " << field_text(sample.at("CANDIDATE"));
+      const std::string reason = field_text(sample.at("CANDIDATE-REASON"));
+      if (!reason.empty()) out << " (" << printable(reason) << ')';
+      out << '\n';
+    }
+  }
 }
 // A function, not a constant: a static ErrorHints would build its strings before main.
 ErrorHints skill_hints() {
@@ -172,6 +208,65 @@ int run_skills_history(const Target& target, const HistoryRequest& request, cons
   return kExitOk;
 }
 
+int run_skills_shadow(const Target& target, const fs::path& manifest, const Output& output) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(manifest, ec);
+  if (ec) absolute = manifest;
+  const std::string path = absolute.lexically_normal().string();
+  if (!is_valid_utf8(path)) return report_failure(output, "the manifest path is not UTF-8", "", kExitUsage);
+  return run_change(target, output,
+                    {"SHADOW",
+                     {{"MANIFEST", Value::string(path)}},
+                     {"check the path; the daemon reads it itself, so it must be readable by the daemon",
+                      "a candidate must be a version of a loaded skill that has a gate; " + skill_hints().refused},
+                     {}},
+                    "Shadowing the candidate of " + printable(path) + ".");
+}
+
+int run_skills_shadow_status(const Target& target, const std::string& name, const Output& output) {
+  if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
+  return run_operator_command(
+      target, output,
+      {"SHADOW-STATUS",
+       {{"NAME", name.empty() ? Value() : Value::string(name)}},
+       {"start a candidate with `passepartout skills shadow MANIFEST`", skill_hints().refused},
+       {"SHADOWS"}},
+      [&](const Value& response, std::ostream& out) {
+        const Value& shadows = response.path({"PAYLOAD", "SHADOWS"});
+        if (entries_of(shadows).empty()) {
+          out << "No shadow candidates in the daemon at " << target.endpoint.describe() << ".\n";
+          return;
+        }
+        shadow_status_text(shadows, out);
+      },
+      [](OrderedJson& document, const Value& /*response*/) {
+        // A candidate without disagreements has an empty list, not null.
+        for (auto& entry : document["shadows"]) {
+          if (entry.contains("latest") && entry["latest"].is_null()) entry["latest"] = OrderedJson::array();
+        }
+      });
+}
+
+int run_skills_shadow_stop(const Target& target, const std::string& name, const Output& output) {
+  if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
+  return run_change(target, output,
+                    {"SHADOW-STOP",
+                     {{"NAME", Value::string(name)}},
+                     {"see the candidates with `passepartout skills shadow status`", skill_hints().refused},
+                     {}},
+                    "Stopped shadowing '" + printable(name) + "'.");
+}
+
+int run_skills_promote(const Target& target, const std::string& name, const Output& output) {
+  if (!is_valid_utf8(name)) return report_failure(output, "the skill name is not UTF-8", "", kExitUsage);
+  return run_change(target, output,
+                    {"PROMOTE",
+                     {{"NAME", Value::string(name)}},
+                     {"see the candidates with `passepartout skills shadow status`", skill_hints().refused},
+                     {}},
+                    "Promoted the candidate of '" + printable(name) + "'.");
+}
+
 int run_skills_rescan(const Target& target, const Output& output) {
   return run_change(target, output, {"RESCAN", {}, skill_hints(), {}}, "Rescanned the manifests.");
 }
@@ -234,10 +329,70 @@ void add_skills_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& 
   rescan->footer(kExitFooter);
   rescan->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_skills_rescan); });
 
+  auto* shadow = skills.add_subcommand(
+      "shadow",
+      "Try a new version of a loaded gate on live traffic without applying it: the daemon loads the\n"
+      "candidate the manifest describes beside the live version (the same checks as a load), asks it\n"
+      "about every action after the live gates have decided, and never obeys it; what it would have\n"
+      "done differently is counted and written to the decision log. See `skills shadow status`,\n"
+      "`skills shadow stop NAME` and `skills promote NAME`. (A manifest file named like a\n"
+      "subcommand is given as ./status or ./stop.)");
+  shadow->add_option("manifest", parsed->manifest, "The candidate's manifest (*.yaml); made absolute here")
+      ->type_name("MANIFEST");
+  add_connection_options(*shadow, *parsed, kReplyTimeoutS);
+  shadow->footer(kExitFooter);
+  shadow->require_subcommand(0, 1);
+
+  auto* shadow_status = shadow->add_subcommand(
+      "status",
+      "Show each shadow candidate (or NAME's): verifications seen, agreements, disagreements by kind\n"
+      "(candidate-blocks, candidate-passes, rewrites-differently, candidate-failed) and the latest\n"
+      "disagreements with both verdicts and reasons.");
+  shadow_status->add_option("name", parsed->name, "Only this skill's candidate")->type_name("NAME");
+  add_connection_options(*shadow_status, *parsed, kReplyTimeoutS);
+  shadow_status->footer(kExitFooter);
+  shadow_status->callback([parsed, &chosen] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      return run_skills_shadow_status(target, parsed->name, output);
+    });
+  });
+
+  auto* shadow_stop = shadow->add_subcommand("stop", "Drop a skill's shadow candidate (audited, with its statistics).");
+  shadow_stop->add_option("name", parsed->name, "The skill's name")->required()->type_name("NAME");
+  add_connection_options(*shadow_stop, *parsed, kReplyTimeoutS);
+  shadow_stop->footer(kExitFooter);
+  shadow_stop->callback([parsed, &chosen] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      return run_skills_shadow_stop(target, parsed->name, output);
+    });
+  });
+
+  shadow->callback([parsed, shadow, &chosen] {
+    if (!shadow->get_subcommands().empty()) return;  // status or stop chose already
+    if (parsed->manifest.empty()) throw CLI::RequiredError("MANIFEST (or a subcommand: status, stop)");
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      return run_skills_shadow(target, parsed->manifest, output);
+    });
+  });
+
+  auto* promote = skills.add_subcommand(
+      "promote",
+      "Swap a skill's shadow candidate in, through the ordinary hot swap (the live version's state is\n"
+      "handed over as a reload does); audited as promote, with the shadow statistics.");
+  promote->add_option("name", parsed->name, "The skill's name")->required()->type_name("NAME");
+  add_connection_options(*promote, *parsed, kReplyTimeoutS);
+  promote->footer(kExitFooter);
+  promote->callback([parsed, &chosen] {
+    choose(chosen, parsed, kReplyTimeoutS, [parsed](const Target& target, const Output& output) {
+      return run_skills_promote(target, parsed->name, output);
+    });
+  });
+
   const fs::path state_dir = default_state_dir();
   auto* history = skills.add_subcommand(
       "history",
-      "List the recorded changes to the skills, newest first: when, what (load, swap, add, remove),\n"
+      "List the recorded changes to the skills, newest first: when, what (load, swap, add, remove,\n"
+      "shadow, shadow-stop, promote),\n"
       "which skill, from which version to which (each with the first 12 hex digits of its library's\n"
       "sha256 and `cfg` with the fingerprint of its settings and config), the outcome, how long it took\n"
       "and who asked; under it what the change changed, the state hand-over, and for a refused or\n"

@@ -77,12 +77,21 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   } else {
     out << skills_table(p.at("SKILLS"), false);
   }
+  const auto shadows = entries_of(p.at("SHADOWS"));
+  if (!shadows.empty()) {
+    out << "\nShadow candidates (" << shadows.size() << ", tried, never applied; `skills shadow status`):\n";
+    for (const Value& s : shadows) {
+      out << "  " << display_text(s.at("NAME")) << " " << display_text(s.at("CANDIDATE-VERSION")) << " beside "
+          << display_text(s.at("LIVE-VERSION")) << ": seen " << integer_text(s.at("SEEN")) << ", disagreements "
+          << integer_text(s.at("DISAGREEMENTS")) << '\n';
+    }
+  }
 }
 
 }  // namespace
 
 int run_status(const Target& target, const Output& output) {
-  return run_operator_command(target, output, {"STATUS", {}, {}, {"SKILLS"}},
+  return run_operator_command(target, output, {"STATUS", {}, {}, {"SKILLS", "SHADOWS"}},
                               [&](const Value& response, std::ostream& out) { print_status(target, response, out); });
 }
 

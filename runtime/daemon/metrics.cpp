@@ -153,7 +153,7 @@ std::string DaemonMetrics::scrape() const {
     const std::string changes = name("skill_changes_total");
     out.family(changes, Type::counter,
                "Changes to the loaded skills (hot swaps and the rest) by kind (load, swap, add, remove, "
-               "force-remove) and outcome (ok, refused, failed).");
+               "force-remove, shadow, shadow-stop, promote) and outcome (ok, refused, failed).");
     const auto kinds = SkillHost::change_kinds();
     const auto outcomes = SkillHost::change_outcomes();
     for (std::size_t k = 0; k < kinds.size(); ++k) {
@@ -162,6 +162,24 @@ std::string DaemonMetrics::scrape() const {
           if (sources_.skills->change_count(k, o) == 0) continue;  // shown only when something odd was counted
         }
         out.sample(changes, {{"kind", kinds[k]}, {"outcome", outcomes[o]}}, sources_.skills->change_count(k, o));
+      }
+    }
+
+    // Shadow candidates: per skill, totals of every candidate it had (a
+    // stopped one's counts stay), so the series only grow.
+    const auto shadow = sources_.skills->shadow_counts();
+    const std::string shadowed = name("shadow_verifications_total");
+    out.family(shadowed, Type::counter,
+               "Verifications a shadow candidate was asked about (its live gate was reached), by skill.");
+    for (const auto& [skill, counts] : shadow) out.sample(shadowed, {{"skill", skill}}, counts.seen);
+    const std::string disagreements = name("shadow_disagreements_total");
+    out.family(disagreements, Type::counter,
+               "Shadow candidates' disagreements with the live gate, by skill and kind (candidate-blocks, "
+               "candidate-passes, rewrites-differently, candidate-failed).");
+    for (const auto& [skill, counts] : shadow) {
+      for (std::size_t k = 1; k < kShadowKinds; ++k) {
+        out.sample(disagreements, {{"skill", skill}, {"kind", to_string(static_cast<ShadowKind>(k))}},
+                   counts.by_kind[k]);
       }
     }
   }

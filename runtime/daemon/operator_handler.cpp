@@ -182,7 +182,47 @@ Value change_value(const SkillChange& change) {
                        {"FROM-FINGERPRINT", str(change.from_fingerprint)},
                        {"TO-FINGERPRINT", str(change.to_fingerprint)},
                        {"DETAILS", str(change.details)},
-                       {"STATE-HANDOVER", str(change.state_handover)}});
+                       {"STATE-HANDOVER", str(change.state_handover)},
+                       {"DETAIL", str(change.detail)}});
+}
+
+// A shadow candidate as SHADOW-STATUS lists it.
+static Value shadow_status_value(const SkillHost::ShadowStatus& status) {
+  std::vector<Value> latest;
+  latest.reserve(status.latest.size());
+  for (const ShadowSample& sample : status.latest) {
+    latest.push_back(Value::plist({{"AT-UNIX-MS", num(sample.at_unix_ms)},
+                                   {"STAGE", str(sample.stage)},
+                                   {"KIND", str(to_string(sample.kind))},
+                                   {"LIVE", str(sample.live)},
+                                   {"CANDIDATE", str(sample.candidate)},
+                                   {"LIVE-REASON", str(sample.live_reason)},
+                                   {"CANDIDATE-REASON", str(sample.candidate_reason)},
+                                   {"ACTION-DIGEST", str(sample.action_digest)}}));
+  }
+  const ShadowCounts& c = status.counts;
+  auto count = [](std::uint64_t n) { return num(static_cast<std::int64_t>(n)); };
+  return Value::plist({{"NAME", str(status.skill)},
+                       {"LIVE-VERSION", str(status.live_version)},
+                       {"CANDIDATE-VERSION", str(status.candidate_version)},
+                       {"CANDIDATE-SHA256", str(status.candidate_sha256)},
+                       {"MANIFEST", str(status.manifest.string())},
+                       {"SINCE-UNIX-MS", num(status.since_unix_ms)},
+                       {"REQUESTER", str(status.requester)},
+                       {"SEEN", count(c.seen)},
+                       {"AGREEMENTS", count(c.agreements())},
+                       {"DISAGREEMENTS", count(c.disagreements())},
+                       {"CANDIDATE-BLOCKS", count(c.of(ShadowKind::candidate_blocks))},
+                       {"CANDIDATE-PASSES", count(c.of(ShadowKind::candidate_passes))},
+                       {"REWRITES-DIFFERENTLY", count(c.of(ShadowKind::rewrites_differently))},
+                       {"CANDIDATE-FAILED", count(c.of(ShadowKind::candidate_failed))},
+                       {"LATEST", Value::list(latest)}});
+}
+
+Value OperatorHandler::shadows_value() const {
+  std::vector<Value> items;
+  for (const auto& status : services_.skills.shadow_status()) items.push_back(shadow_status_value(status));
+  return Value::list(items);
 }
 
 OperatorHandler::OperatorHandler(Services services) : services_(std::move(services)) {}
@@ -263,7 +303,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   if (!command.is_keyword() && !command.is_string()) {
     answer(
         bad_request(":COMMAND is required: one of :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY "
-                    ":APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
+                    ":SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE :APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
     return;
   }
   const std::string name = ascii_upper(command.text());
@@ -294,7 +334,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->dropped() : 0))},
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
              {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
-             {"SKILLS", skills_value()}})));
+             {"SKILLS", skills_value()},
+             {"SHADOWS", shadows_value()}})));
     return;
   }
   if (name == "SKILLS") {
@@ -379,6 +420,69 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
       message += "; " + std::to_string(result.deferred.size()) + " deferred (still being written)";
     for (const std::string& kept : result.kept) message += "; kept " + kept;
     answer(changes_response(changes, message));
+    return;
+  }
+  if (name == "SHADOW") {
+    const Value* path = string_argument(request, "MANIFEST", error);
+    if (path == nullptr) return answer(error);
+    auto manifest = SkillManifest::load(std::string(path->text()));
+    if (!manifest) {
+      answer(make_error_response(
+          manifest.error().code == ErrorCode::not_found ? wire_error::kNotFound : wire_error::kBadRequest,
+          manifest.error().message));
+      return;
+    }
+    ChangeResult result = host.shadow(*manifest, requester);
+    if (services_.changed) services_.changed();
+    if (!result.ok()) {
+      Value response = make_error_response(
+          wire_error::kRefused, "skill '" + result.change.skill + "': shadow " + result.change.outcome +
+                                    (result.change.step.empty() ? "" : " at step '" + result.change.step + "'") + ": " +
+                                    result.change.error + " (nothing changed)");
+      answer(
+          response.with("PAYLOAD", response.at("PAYLOAD").with("CHANGES", Value::list({change_value(result.change)}))));
+      return;
+    }
+    answer(make_ok_response(
+        "shadowing " + result.change.skill + " " + result.change.to_version + " beside " + result.change.from_version,
+        Value::plist({{"CHANGES", Value::list({change_value(result.change)})}})));
+    return;
+  }
+  if (name == "SHADOW-STATUS") {
+    std::string only;
+    if (const Value* s = request.get("NAME")) {
+      if (!s->is_string() || s->text().empty()) return answer(bad_request(":NAME must be a non-empty string"));
+      only = std::string(s->text());
+    }
+    std::vector<Value> items;
+    for (const auto& status : host.shadow_status()) {
+      if (only.empty() || status.skill == only) items.push_back(shadow_status_value(status));
+    }
+    if (!only.empty() && items.empty()) {
+      return answer(make_error_response(wire_error::kNotFound, "skill '" + only + "' has no shadow candidate"));
+    }
+    answer(make_ok_response(std::to_string(items.size()) + (items.size() == 1 ? " candidate" : " candidates"),
+                            Value::plist({{"SHADOWS", Value::list(items)}})));
+    return;
+  }
+  if (name == "SHADOW-STOP" || name == "PROMOTE") {
+    const Value* skill = string_argument(request, "NAME", error);
+    if (skill == nullptr) return answer(error);
+    const std::string skill_name(skill->text());
+    const auto statuses = host.shadow_status();
+    if (std::none_of(statuses.begin(), statuses.end(),
+                     [&](const SkillHost::ShadowStatus& s) { return s.skill == skill_name; })) {
+      answer(make_error_response(wire_error::kNotFound, "skill '" + skill_name +
+                                                            "' has no shadow candidate; start one with "
+                                                            "skills shadow MANIFEST"));
+      return;
+    }
+    const bool promote = name == "PROMOTE";
+    ChangeResult result = promote ? host.promote(skill_name, requester) : host.shadow_stop(skill_name, requester);
+    if (promote) services_.problems.record(result);
+    if (services_.changed) services_.changed();
+    answer(changes_response({&result.change}, promote ? "promoted " + skill_name + " " + result.change.to_version
+                                                      : "stopped shadowing " + skill_name));
     return;
   }
   if (name == "HISTORY") {
@@ -494,7 +598,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   }
   answer(bad_request(
       "unknown command :" + name +
-      "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
+      "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE "
+      ":APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
 }
 
 }  // namespace passepartout

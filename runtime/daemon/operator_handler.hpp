@@ -88,6 +88,8 @@ class OperatorHandler {
 
   // The (:NAME ... :STATE ...) plists of the SKILLS command, for tests and STATUS.
   Value skills_value() const;
+  // The (:NAME ... :SEEN ... :LATEST (...)) plists of the SHADOW-STATUS command, for STATUS.
+  Value shadows_value() const;
 
  private:
   // Runs on `control`; calls `answer` exactly once.

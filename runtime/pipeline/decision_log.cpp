@@ -563,7 +563,9 @@ std::string DecisionLog::record(DecisionStage stage, const std::shared_ptr<const
                                 const Value& action, const Value& signal, const Verification& verification,
                                 const GateTimes& times, IntervalClock::Ticks started, IntervalClock::Ticks finished,
                                 const DecisionContext& context) {
-  if (verification.outcome == VerifyOutcome::passed && state_->options.sample_passed > 1) {
+  // A pass is sampled when asked, unless a shadow candidate disagreed with it.
+  const bool disagreed = context.shadow != nullptr && !context.shadow->empty();
+  if (verification.outcome == VerifyOutcome::passed && state_->options.sample_passed > 1 && !disagreed) {
     thread_local std::uint64_t passes = 0;
     if (++passes % state_->options.sample_passed != 0) return {};
   }

@@ -12,6 +12,7 @@
 #include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/shadow_gates.hpp"
 #include "pipeline/signal.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/slot.hpp"
@@ -48,6 +49,30 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
   verification_counts().add(stage_index(stage) * kVerifyOutcomes.size() + verify_outcome_index(outcome));
 }
 
+// A verification whose snapshot carries shadow candidates: the live chain
+// (capturing what the shadowed gates were given), then the candidates, whose
+// disagreements join the decision's record. Off the usual path.
+[[gnu::noinline]] void verify_and_record_shadowed(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot,
+                                                  const Value& action, const Value& signal, Verification& out,
+                                                  const DecisionContext& context) {
+  const IntervalClock::Ticks start = IntervalClock::now();
+  GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
+  ShadowCapture capture;
+  Verifier::verify(*snapshot, action, signal, out, context.log != nullptr ? &times : nullptr, &capture);
+  const IntervalClock::Ticks end = IntervalClock::now();
+  count_verification(stage, out.outcome);
+  std::vector<ShadowDisagreement> disagreements;
+  run_shadow_gates(stage, *snapshot, signal, capture, out, disagreements);
+  std::string decision_id;
+  if (context.log != nullptr) {
+    DecisionContext with_shadow = context;
+    if (!disagreements.empty()) with_shadow.shadow = &disagreements;
+    decision_id = context.log->record(stage, snapshot, action, signal, out, times, start, end, with_shadow);
+  }
+  if (out.trace.all_plain_passes()) return;
+  log_gate_decisions(stage, out, action, signal, IntervalClock::elapsed(start, end), decision_id);
+}
+
 }  // namespace
 
 std::vector<VerificationTally> verifications_counted() {
@@ -63,6 +88,10 @@ std::vector<VerificationTally> verifications_counted() {
 
 void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
                        const Value& signal, Verification& out, const DecisionContext& context) {
+  if (!snapshot->shadows().empty()) [[unlikely]] {
+    verify_and_record_shadowed(stage, snapshot, action, signal, out, context);
+    return;
+  }
   const IntervalClock::Ticks start = IntervalClock::now();
   if (context.log == nullptr) {
     Verifier::verify(*snapshot, action, signal, out);

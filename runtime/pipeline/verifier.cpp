@@ -228,38 +228,33 @@ namespace {
   log_message(LogLevel::warn, "verifier", "credential rule blocked an action: it contains the key from {}", origin);
 }
 
-}  // namespace
-
-void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
-                      GateTimes* times) {
-  out.trace.clear();
-  out.trace.set_prebuilt(snapshot.passed_trace());
-  out.reason = Value();
-
-  const ThreadContext& context = thread_context();
+// The gate loop. kCapture: the snapshot carries shadow candidates, and what
+// their live gates were given and let through is captured for them (a
+// separate instantiation, so a verification without candidates pays nothing).
+template <bool kCapture>
+void run_gates(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out, GateTimes* times,
+               const ThreadContext& context, bool timed, ShadowCapture* capture) {
   GateWatch& watch = *context.watch;
   const std::size_t shard = context.shard;
-  const bool timed = (watch.next_verification() & kTimingSampleMask) == 0;
   const pp_value* signal_handle = to_handle(signal);
-
-  if (const std::string* unguarded = snapshot.unguarded(action)) [[unlikely]] {
-    fail_unguarded(*unguarded, out);
-    return;
-  }
-  if (!KnownCredentials::empty()) [[unlikely]] {
-    if (const std::string* origin = KnownCredentials::found_in(action)) {
-      block_credential(*origin, out);
-      return;
-    }
-  }
-
   pp_call call;  // owns what gates build during this verification
   const Value* current = &action;
   bool approval = false;
   Value approval_action;
   if (times != nullptr) times->mark();
 
-  for (const Snapshot::Gate& gate : snapshot.gates()) {
+  const std::span<const Snapshot::Gate> gates = snapshot.gates();
+  for (std::size_t index = 0; index < gates.size(); ++index) {
+    const Snapshot::Gate& gate = gates[index];
+    [[maybe_unused]] ShadowCapture::Entry* shadowed = nullptr;
+    if constexpr (kCapture) {
+      if (const std::int32_t s = snapshot.shadow_of_gate(index); s >= 0) {
+        shadowed = &capture->entries[static_cast<std::size_t>(s)];
+        shadowed->reached = true;
+        shadowed->input = *current;
+        shadowed->trace_index = out.trace.size();
+      }
+    }
     pp_verdict verdict{};
     call.reset_error();
 
@@ -279,6 +274,9 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
       if (verdict_kind(verdict) == VerdictKind::pass) [[likely]] {
         counters.add(shard, GateCounters::passes);
         out.trace.push_back(gate.slot, GateResult::passed);
+        if constexpr (kCapture) {
+          if (shadowed != nullptr) shadowed->output = *current;
+        }
         continue;
       }
       const Value* rewritten = verdict_kind(verdict) == VerdictKind::rewrite ? verdict_action(verdict) : nullptr;
@@ -286,6 +284,9 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
         counters.add(shard, GateCounters::rewrites);
         out.trace.push_back(gate.slot, GateResult::rewritten);
         current = rewritten;  // owned by `call` until this verification ends
+        if constexpr (kCapture) {
+          if (shadowed != nullptr) shadowed->output = *current;
+        }
         continue;
       }
     }
@@ -299,6 +300,39 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
   }
   out.outcome = VerifyOutcome::passed;
   out.action = *current;
+}
+
+}  // namespace
+
+void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
+                      GateTimes* times, ShadowCapture* capture) {
+  out.trace.clear();
+  out.trace.set_prebuilt(snapshot.passed_trace());
+  out.reason = Value();
+
+  const ThreadContext& context = thread_context();
+  GateWatch& watch = *context.watch;
+  const bool timed = (watch.next_verification() & kTimingSampleMask) == 0;
+  const bool shadowed = capture != nullptr && !snapshot.shadows().empty();
+  if (shadowed) [[unlikely]]
+    capture->entries.assign(snapshot.shadows().size(), ShadowCapture::Entry{});
+
+  if (const std::string* unguarded = snapshot.unguarded(action)) [[unlikely]] {
+    fail_unguarded(*unguarded, out);
+    return;
+  }
+  if (!KnownCredentials::empty()) [[unlikely]] {
+    if (const std::string* origin = KnownCredentials::found_in(action)) {
+      block_credential(*origin, out);
+      return;
+    }
+  }
+
+  if (shadowed) [[unlikely]] {
+    run_gates<true>(snapshot, action, signal, out, times, context, timed, capture);
+    return;
+  }
+  run_gates<false>(snapshot, action, signal, out, times, context, timed, nullptr);
 }
 
 }  // namespace passepartout

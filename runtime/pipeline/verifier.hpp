@@ -172,6 +172,20 @@ struct GateTimes {
   bool timed(std::size_t i) const noexcept { return i + 1 < count; }
 };
 
+// What a verification captures for the snapshot's shadow candidates
+// (Snapshot::shadows()), indexed like them: whether the live gate was asked,
+// the action it was given, the action it let through (pass or rewrite), and
+// its entry in the trace. Filled only while the snapshot carries candidates.
+struct ShadowCapture {
+  struct Entry {
+    bool reached = false;
+    Value input;
+    Value output;  // NIL unless the live gate passed or rewrote
+    std::size_t trace_index = 0;
+  };
+  std::vector<Entry> entries;
+};
+
 // Runs the gates. Stateless; any thread, concurrently.
 //
 // First the guard rule: an action whose actuator or tool is served by a
@@ -193,8 +207,10 @@ struct GateTimes {
 class Verifier {
  public:
   // `times`, when given, gets a clock reading before the first gate and after each.
+  // `capture`, when given, is filled for the snapshot's shadow candidates
+  // (the gate loop then runs its capturing variant; without it, nothing is captured).
   static void verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
-                     GateTimes* times = nullptr);
+                     GateTimes* times = nullptr, ShadowCapture* capture = nullptr);
   static Verification verify(const Snapshot& snapshot, const Value& action, const Value& signal) {
     Verification out;
     verify(snapshot, action, signal, out);

@@ -64,21 +64,28 @@ ALTER TABLE skill_changes ADD COLUMN details TEXT NOT NULL DEFAULT '';
 ALTER TABLE skill_changes ADD COLUMN state_handover TEXT NOT NULL DEFAULT '';
 PRAGMA user_version = 2;
 )sql",
+    // 3: a structured detail of the change (a promote's or a shadow stop's
+    // shadow statistics, as JSON); the shadow, shadow-stop and promote
+    // actions need no schema change. Rows of schema 2 read as empty.
+    R"sql(
+ALTER TABLE skill_changes ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 3;
+)sql",
 };
 static_assert(kApplicationId == 1347436876, "migration 0 writes the application id literally");
 
 constexpr const char* kInsertSql =
     "INSERT INTO skill_changes (at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, "
-    "to_sha256, outcome, step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover) VALUES "
-    "(?1, ?2, "
-    "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+    "to_sha256, outcome, step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover, detail) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 constexpr const char* kColumns =
     "SELECT id, at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, to_sha256, outcome, "
-    "step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover FROM skill_changes ";
+    "step, error, duration_us, from_fingerprint, to_fingerprint, details, state_handover, detail FROM skill_changes ";
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
-constexpr std::array<std::string_view, 5> kActions = {"load", "swap", "add", "remove", "force-remove"};
+constexpr std::array<std::string_view, 8> kActions = {"load",         "swap",   "add",         "remove",
+                                                      "force-remove", "shadow", "shadow-stop", "promote"};
 constexpr std::array<std::string_view, 3> kOutcomes = {"ok", "refused", "failed"};
 
 bool is_one_of(std::string_view value, const auto& allowed) {
@@ -139,7 +146,8 @@ namespace {
 Result<void> check_change(const SkillChange& change) {
   if (!is_one_of(change.action, kActions)) {
     return fail(ErrorCode::invalid_input,
-                "audit: unknown action '" + change.action + "' (load, swap, add, remove, force-remove)");
+                "audit: unknown action '" + change.action +
+                    "' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote)");
   }
   if (!is_one_of(change.outcome, kOutcomes)) {
     return fail(ErrorCode::invalid_input, "audit: unknown outcome '" + change.outcome + "' (ok, refused, failed)");
@@ -169,7 +177,8 @@ Result<std::int64_t> AuditLog::insert_locked(const SkillChange& change) {
                      bind_text(insert, 11, change.error) &&
                      sqlite3_bind_int64(insert, 12, change.duration_us) == SQLITE_OK &&
                      bind_text(insert, 13, change.from_fingerprint) && bind_text(insert, 14, change.to_fingerprint) &&
-                     bind_text(insert, 15, change.details) && bind_text(insert, 16, change.state_handover);
+                     bind_text(insert, 15, change.details) && bind_text(insert, 16, change.state_handover) &&
+                     bind_text(insert, 17, change.detail);
   if (!bound || sqlite3_step(insert) != SQLITE_DONE) {
     return state_->db.error("cannot record a change of skill '" + change.skill + "'");
   }
@@ -242,6 +251,7 @@ Result<std::vector<SkillChange>> AuditLog::list(std::size_t limit, std::string_v
     change.to_fingerprint = column_text(query, 14);
     change.details = column_text(query, 15);
     change.state_handover = column_text(query, 16);
+    change.detail = column_text(query, 17);
     changes.push_back(std::move(change));
   }
   if (rc != SQLITE_DONE) return state_->db.error("cannot list the changes");

@@ -22,7 +22,11 @@ struct SkillChange {
   // Who or what asked: "boot", "sighup", "watcher", "rescan", or over the wire
   // "wire uid=1000 pid=4242" (Unix socket) / "wire token=token#1a2b3c4d peer=127.0.0.1:5555" (TCP).
   std::string requester;
-  std::string action;  // "load", "swap", "add", "remove", "force-remove" (a guard removed with --force)
+  // "load", "swap", "add", "remove", "force-remove" (a guard removed with
+  // --force), "shadow" (a candidate version started beside the live one),
+  // "shadow-stop" (dropped: by the operator, or because the live version
+  // changed), "promote" (the candidate swapped in)
+  std::string action;
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)
   std::string to_version, to_sha256;      // empty when there is none (remove, or a refusal before the library was read)
@@ -37,6 +41,10 @@ struct SkillChange {
   // The state hand-over of a swap: "1234 bytes", or why there was none
   // ("skipped: no export hook", "import refused: ..."); empty for other actions.
   std::string state_handover;
+  // A structured detail (schema 3): for promote and shadow-stop, the
+  // candidate's shadow statistics as JSON ({"seen":..,"agreements":..,
+  // "candidate-blocks":..,...}); empty otherwise and for older rows.
+  std::string detail;
   std::string outcome;  // "ok", "refused", "failed"
   // The step that failed: "manifest", "dependencies", "load", "create", "self-test", "state", "publish";
   // empty when ok.
@@ -54,7 +62,7 @@ struct SkillChange {
 class AuditLog {
  public:
   // The schema this build reads and writes (stored in `PRAGMA user_version`).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens `file` for reading and writing: creates missing folders (mode 0700)
   // and the file (mode 0600), then migrates the schema to kSchemaVersion.

@@ -73,7 +73,8 @@ namespace {
 std::atomic<std::uint64_t> next_snapshot_id{1};
 }  // namespace
 
-Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation)
+Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation,
+                   std::vector<ShadowCandidate> candidates)
     : slots_(std::move(slots)), generation_(generation), id_(next_snapshot_id.fetch_add(1, std::memory_order_relaxed)) {
   std::vector<const Slot*> ordered;
   ordered.reserve(slots_.size());
@@ -116,6 +117,30 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
   for (const std::string& reason : unguarded_reasons_) {
     log_message(LogLevel::warn, "registry", "{}; it fails closed until the guard is loaded", reason);
   }
+
+  // Shadow candidates, in the order of the live gates they shadow.
+  for (std::size_t g = 0; g < gates_.size() && !candidates.empty(); ++g) {
+    for (ShadowCandidate& candidate : candidates) {
+      if (candidate.live != gates_[g].slot || candidate.slot == nullptr || !candidate.slot->has_gate()) continue;
+      const Slot& slot = *candidate.slot;
+      // Taken: the emptied candidate matches no later gate.
+      shadows_.push_back(Shadow{Gate{slot.api().gate, slot.instance(), &slot}, g, std::exchange(candidate, {})});
+      break;
+    }
+  }
+  if (!shadows_.empty()) {
+    shadow_of_gate_.assign(gates_.size(), -1);
+    for (std::size_t s = 0; s < shadows_.size(); ++s) {
+      shadow_of_gate_[shadows_[s].live_gate] = static_cast<std::int32_t>(s);
+    }
+  }
+}
+
+std::vector<ShadowCandidate> Snapshot::candidates() const {
+  std::vector<ShadowCandidate> out;
+  out.reserve(shadows_.size());
+  for (const Shadow& shadow : shadows_) out.push_back(shadow.candidate);
+  return out;
 }
 
 std::string Snapshot::missing_guard(const Slot& slot) const {
@@ -167,7 +192,12 @@ const Slot* Snapshot::find(std::string_view name) const noexcept {
 Registry::Registry() : current_(std::make_shared<const Snapshot>(std::vector<std::shared_ptr<const Slot>>{}, 0)) {}
 
 std::shared_ptr<const Snapshot> Registry::publish(std::vector<std::shared_ptr<const Slot>> slots) {
-  auto next = std::make_shared<const Snapshot>(std::move(slots), next_generation_++);
+  return publish(std::move(slots), current_.get()->candidates());
+}
+
+std::shared_ptr<const Snapshot> Registry::publish(std::vector<std::shared_ptr<const Slot>> slots,
+                                                  std::vector<ShadowCandidate> candidates) {
+  auto next = std::make_shared<const Snapshot>(std::move(slots), next_generation_++, std::move(candidates));
   current_.publish(next);
   return next;
 }

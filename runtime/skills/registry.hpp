@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/thread_shards.hpp"
+#include "skills/shadow.hpp"
 #include "skills/slot.hpp"
 
 namespace passepartout {
@@ -57,9 +58,20 @@ class Snapshot {
     Result<Value> act(const Value& action, const Value& signal) const { return slot->act(index, action, signal); }
   };
 
+  // A shadow candidate as the verifier runs it: the candidate's gate, and
+  // the index in gates() of the live gate it shadows.
+  struct Shadow {
+    Gate gate;
+    std::size_t live_gate;
+    ShadowCandidate candidate;
+  };
+
   // Logs (warn, component "registry") each tool or actuator name that two
-  // skills offer: the one that runs first in gate order keeps it.
-  Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation);
+  // skills offer: the one that runs first in gate order keeps it. Of
+  // `candidates`, those whose live slot is among `slots` and has a gate (and
+  // that have a gate themselves) are carried; the others are left out.
+  Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation,
+           std::vector<ShadowCandidate> candidates = {});
 
   // Slots in load order (dependencies first).
   std::span<const std::shared_ptr<const Slot>> slots() const noexcept { return slots_; }
@@ -102,6 +114,15 @@ class Snapshot {
   // Whether any actuator or tool of this snapshot lacks a guard.
   bool has_unguarded() const noexcept { return !unguarded_reasons_.empty(); }
 
+  // Shadow candidates, in the order of the live gates they shadow; empty
+  // unless an operator is trying one (`skills shadow`).
+  std::span<const Shadow> shadows() const noexcept { return shadows_; }
+  // The index in shadows() of the candidate shadowing gate `gate` (an index
+  // in gates()), or -1. Only while shadows() is not empty.
+  std::int32_t shadow_of_gate(std::size_t gate) const noexcept { return shadow_of_gate_[gate]; }
+  // The candidates carried, for the next snapshot.
+  std::vector<ShadowCandidate> candidates() const;
+
   // Skills with an observe hook, in gate order (priority descending, then name).
   std::span<const Slot* const> observers() const noexcept { return observers_; }
   // Skills with an error policy, in the same order: the first that chooses
@@ -120,6 +141,8 @@ class Snapshot {
   std::vector<const Slot*> observers_;
   std::vector<const Slot*> error_policies_;
   std::deque<std::string> unguarded_reasons_;  // what the entries' `unguarded` point to
+  std::vector<Shadow> shadows_;
+  std::vector<std::int32_t> shadow_of_gate_;  // per gate; empty without shadows
 };
 
 // Holds the current snapshot. snapshot() from any thread; publish() from the
@@ -131,8 +154,12 @@ class Registry {
  public:
   Registry();
   std::shared_ptr<const Snapshot> snapshot() const { return current_.get(); }
-  // Publishes `slots` as the next generation; returns it.
+  // Publishes `slots` as the next generation, with the shadow candidates of
+  // the current snapshot whose live slot is still among them; returns it.
   std::shared_ptr<const Snapshot> publish(std::vector<std::shared_ptr<const Slot>> slots);
+  // Publishes `slots` with exactly `candidates` (those that fit, as Snapshot says).
+  std::shared_ptr<const Snapshot> publish(std::vector<std::shared_ptr<const Slot>> slots,
+                                          std::vector<ShadowCandidate> candidates);
 
  private:
   Published<const Snapshot> current_;

@@ -200,7 +200,8 @@ Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, Ski
 }
 
 namespace {
-constexpr std::array<std::string_view, 6> kChangeKindNames{"load", "swap", "add", "remove", "force-remove", "other"};
+constexpr std::array<std::string_view, 9> kChangeKindNames{"load",   "swap",        "add",     "remove", "force-remove",
+                                                           "shadow", "shadow-stop", "promote", "other"};
 constexpr std::array<std::string_view, 4> kChangeOutcomeNames{"ok", "refused", "failed", "other"};
 
 template <std::size_t N>
@@ -340,8 +341,10 @@ ChangeResult SkillHost::reload(std::string_view name, std::string_view requester
   });
 }
 
-ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view requester, TimePoint start) {
-  SkillChange change = begin_change("swap", next.name, requester);
+ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view requester, TimePoint start,
+                                 const Promotion* promotion) {
+  SkillChange change = begin_change(promotion != nullptr ? "promote" : "swap", next.name, requester);
+  if (promotion != nullptr) change.detail = promotion->detail;
   change.to_version = next.version.to_string();
   auto snapshot = registry_.snapshot();
 
@@ -366,6 +369,13 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
   std::shared_ptr<Slot> slot = std::move(prepared->slot);
   const auto skill_us = prepared->skill_us;
+  if (promotion != nullptr && slot->library_sha256() != promotion->sha256) {
+    return refuse(std::move(change), "load",
+                  Error{ErrorCode::refused, "the library of skill '" + next.name + "' changed since its candidate " +
+                                                "was shadowed (sha256 " + promotion->sha256 + ", now " +
+                                                slot->library_sha256() + "); shadow it again"},
+                  start);
+  }
   if (auto ok = check_still_guards(*slot, *snapshot); !ok) {
     return refuse(std::move(change), "guards", ok.error(), start);
   }
@@ -378,7 +388,7 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   auto slots = current_slots(*snapshot);
   std::replace_if(
       slots.begin(), slots.end(), [&](const std::shared_ptr<const Slot>& s) { return s.get() == old; }, slot);
-  registry_.publish(std::move(slots));
+  publish_slots(std::move(slots), requester);
   const auto publish_us = micros_since(start) - skill_us;
   // The old version's decisions count towards the skill's totals (signals
   // still holding it add to its own counters, not to the totals).
@@ -413,7 +423,7 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
 
   auto slots = current_slots(*snapshot);
   slots.push_back(std::move(slot));
-  registry_.publish(std::move(slots));
+  publish_slots(std::move(slots), requester);
   const auto publish_us = micros_since(start) - skill_us;
   manifest_paths_[manifest.name] = manifest.path;
 
@@ -500,7 +510,7 @@ std::vector<ChangeResult> SkillHost::remove_now(std::string_view name, RemoveMod
     }
   }
   std::reverse(removed.begin(), removed.end());
-  registry_.publish(std::move(kept));
+  publish_slots(std::move(kept), requester);
   const auto publish_us = micros_since(start);
   for (const Slot* slot : removed) {
     SkillChange change = begin_change(forced ? "force-remove" : "remove", slot->name(), requester);
@@ -658,6 +668,184 @@ ChangeResult SkillHost::forget_disabled(std::string_view name, std::string_view 
     record(change);
     return ChangeResult{std::move(change), -1};
   });
+}
+
+void SkillHost::publish_slots(std::vector<std::shared_ptr<const Slot>> slots, std::string_view requester) {
+  const auto before = registry_.snapshot()->candidates();
+  const auto after = registry_.publish(std::move(slots));
+  if (before.empty()) return;
+  std::vector<SkillChange> dropped;
+  const auto kept = after->candidates();
+  for (const ShadowCandidate& candidate : before) {
+    if (std::any_of(kept.begin(), kept.end(), [&](const ShadowCandidate& c) { return c.stats == candidate.stats; })) {
+      continue;
+    }
+    retire_shadow(candidate);
+    if (candidate.slot->name() == promoting_) continue;  // the promote records itself
+    SkillChange& change = dropped.emplace_back(begin_change("shadow-stop", candidate.slot->name(), requester));
+    change.from_version = candidate.slot->version_text();
+    change.from_sha256 = candidate.slot->library_sha256();
+    change.details = "dropped: the live version of '" + candidate.slot->name() + "' was swapped or unloaded";
+    change.detail = shadow_counts_json(candidate.stats->read());
+    change.outcome = "ok";
+  }
+  record_all(dropped);
+}
+
+void SkillHost::retire_shadow(const ShadowCandidate& candidate) {
+  const ShadowCounts counts = candidate.stats->read();
+  std::lock_guard lock(retired_mutex_);
+  ShadowCounts& total = retired_shadow_counts_[candidate.slot->name()];
+  total.seen += counts.seen;
+  for (std::size_t i = 0; i < kShadowKinds; ++i) total.by_kind[i] += counts.by_kind[i];
+}
+
+ChangeResult SkillHost::shadow(const SkillManifest& candidate, std::string_view requester) {
+  return control_.run([&]() -> ChangeResult {
+    const auto start = Clock::now();
+    SkillChange change = begin_change("shadow", candidate.name, requester);
+    change.to_version = candidate.version.to_string();
+    auto snapshot = registry_.snapshot();
+    const Slot* live = snapshot->find(candidate.name);
+    if (live == nullptr) {
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused, "skill '" + candidate.name +
+                                                  "' is not loaded; a candidate is tried beside the loaded version "
+                                                  "of the same name (load it first)"},
+                    start);
+    }
+    change.from_version = live->version_text();
+    change.from_sha256 = live->library_sha256();
+    change.from_fingerprint = skill_fingerprint(live->manifest(), live->config());
+    if (!live->has_gate()) {
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused, "skill '" + candidate.name + "' " + live->version_text() +
+                                                  " has no gate; only a gate can be shadowed"},
+                    start);
+    }
+    for (const Snapshot::Shadow& s : snapshot->shadows()) {
+      if (s.candidate.slot->name() != candidate.name) continue;
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused, "skill '" + candidate.name + "' is already shadowed by " +
+                                                  s.candidate.slot->version_text() + " (" +
+                                                  s.candidate.slot->manifest().path.string() +
+                                                  "); stop it first (skills shadow stop " + candidate.name + ")"},
+                    start);
+    }
+    if (auto ok = check_dependencies(candidate, *snapshot); !ok) {
+      return refuse(std::move(change), "dependencies", ok.error(), start);
+    }
+    std::string step;
+    auto prepared = prepare(candidate, change, step);
+    if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
+    if (!prepared->slot->has_gate()) {
+      return refuse(std::move(change), "gate",
+                    Error{ErrorCode::refused, "the candidate " + candidate.version.to_string() + " of skill '" +
+                                                  candidate.name + "' has no gate; there is nothing to compare"},
+                    start);
+    }
+    ShadowCandidate added;
+    added.slot = std::move(prepared->slot);
+    added.live = live;
+    added.stats = std::make_shared<ShadowStats>();
+    added.since_unix_ms = unix_ms_now();
+    added.requester = std::string(requester);
+    auto candidates = snapshot->candidates();
+    candidates.push_back(std::move(added));
+    registry_.publish(current_slots(*snapshot), std::move(candidates));
+    const auto publish_us = micros_since(start) - prepared->skill_us;
+    change.outcome = "ok";
+    change.duration_us = micros_since(start);
+    record(change);
+    return ChangeResult{std::move(change), publish_us};
+  });
+}
+
+ChangeResult SkillHost::shadow_stop(std::string_view name, std::string_view requester) {
+  return control_.run([&]() -> ChangeResult {
+    const auto start = Clock::now();
+    SkillChange change = begin_change("shadow-stop", name, requester);
+    auto snapshot = registry_.snapshot();
+    auto candidates = snapshot->candidates();
+    auto found = std::find_if(candidates.begin(), candidates.end(),
+                              [&](const ShadowCandidate& c) { return c.slot->name() == name; });
+    if (found == candidates.end()) {
+      return refuse(std::move(change), "manifest",
+                    Error{ErrorCode::refused, "skill '" + std::string(name) + "' has no shadow candidate"}, start);
+    }
+    const ShadowCandidate stopped = *found;
+    candidates.erase(found);
+    registry_.publish(current_slots(*snapshot), std::move(candidates));
+    retire_shadow(stopped);
+    change.from_version = stopped.slot->version_text();
+    change.from_sha256 = stopped.slot->library_sha256();
+    change.detail = shadow_counts_json(stopped.stats->read());
+    change.outcome = "ok";
+    change.duration_us = micros_since(start);
+    record(change);
+    return ChangeResult{std::move(change), micros_since(start)};
+  });
+}
+
+ChangeResult SkillHost::promote(std::string_view name, std::string_view requester) {
+  const auto requested = Clock::now();
+  return control_.run([&]() -> ChangeResult {
+    auto snapshot = registry_.snapshot();
+    const Snapshot::Shadow* shadowed = nullptr;
+    for (const Snapshot::Shadow& s : snapshot->shadows()) {
+      if (s.candidate.slot->name() == name) shadowed = &s;
+    }
+    if (shadowed == nullptr) {
+      return refuse(begin_change("promote", name, requester), "manifest",
+                    Error{ErrorCode::refused, "skill '" + std::string(name) +
+                                                  "' has no shadow candidate; start one with skills shadow MANIFEST"},
+                    requested);
+    }
+    const SkillManifest manifest = shadowed->candidate.slot->manifest();
+    const Promotion promotion{shadowed->candidate.slot->library_sha256(),
+                              shadow_counts_json(shadowed->candidate.stats->read())};
+    snapshot.reset();
+    promoting_ = std::string(name);
+    ChangeResult result = swap_now(manifest, requester, requested, &promotion);
+    promoting_.clear();
+    if (result.ok()) manifest_paths_[manifest.name] = manifest.path;
+    return result;
+  });
+}
+
+std::vector<SkillHost::ShadowStatus> SkillHost::shadow_status() const {
+  std::vector<ShadowStatus> out;
+  auto snapshot = registry_.snapshot();
+  for (const Snapshot::Shadow& s : snapshot->shadows()) {
+    ShadowStatus& status = out.emplace_back();
+    const Slot& candidate = *s.candidate.slot;
+    status.skill = candidate.name();
+    status.live_version = snapshot->gates()[s.live_gate].slot->version_text();
+    status.candidate_version = candidate.version_text();
+    status.candidate_sha256 = candidate.library_sha256();
+    status.manifest = candidate.manifest().path;
+    status.since_unix_ms = s.candidate.since_unix_ms;
+    status.requester = s.candidate.requester;
+    status.counts = s.candidate.stats->read();
+    status.latest = s.candidate.stats->latest();
+  }
+  return out;
+}
+
+std::map<std::string, ShadowCounts> SkillHost::shadow_counts() const {
+  std::map<std::string, ShadowCounts> totals;
+  {
+    std::lock_guard lock(retired_mutex_);
+    totals = retired_shadow_counts_;
+  }
+  auto snapshot = registry_.snapshot();
+  for (const Snapshot::Shadow& s : snapshot->shadows()) {
+    const ShadowCounts counts = s.candidate.stats->read();
+    ShadowCounts& total = totals[s.candidate.slot->name()];
+    total.seen += counts.seen;
+    for (std::size_t i = 0; i < kShadowKinds; ++i) total.by_kind[i] += counts.by_kind[i];
+  }
+  return totals;
 }
 
 void SkillHost::retire_counts(const Slot& slot) {

@@ -108,6 +108,41 @@ class SkillHost {
   ChangeResult forget_disabled(std::string_view name, std::string_view version, std::string_view reason,
                                std::string_view requester);
 
+  // --- Shadow candidates (docs/operating.md, "Trying a new gate: shadow") ---
+
+  // Loads `candidate`, another version of a loaded skill that has a gate,
+  // beside the live one through the checks a load makes (its dependencies,
+  // the library's sha256 and ABI, create, self-test) and publishes it as a
+  // shadow candidate: every verification then also asks it, and never obeys
+  // it. One candidate per skill. Audited as "shadow".
+  ChangeResult shadow(const SkillManifest& candidate, std::string_view requester);
+  // Drops skill `name`'s candidate. Audited as "shadow-stop", with its
+  // statistics in `detail`. Swapping, reloading or unloading the live skill
+  // drops its candidate the same way (audited, the step saying why).
+  ChangeResult shadow_stop(std::string_view name, std::string_view requester);
+  // Swaps skill `name`'s candidate in through the ordinary hot swap (its
+  // manifest loaded again, checked as a swap checks, the live version's
+  // state handed over), refused when its library's bytes changed since it
+  // was shadowed. Audited as "promote", with its statistics in `detail`.
+  ChangeResult promote(std::string_view name, std::string_view requester);
+
+  struct ShadowStatus {
+    std::string skill;
+    std::string live_version;
+    std::string candidate_version;
+    std::string candidate_sha256;
+    std::filesystem::path manifest;
+    std::int64_t since_unix_ms = 0;
+    std::string requester;
+    ShadowCounts counts;
+    std::vector<ShadowSample> latest;  // newest first
+  };
+  // The candidates being shadowed now, in gate order. Any thread.
+  std::vector<ShadowStatus> shadow_status() const;
+  // Per skill, what its candidates counted, stopped ones included (for
+  // metrics: monotonic while the process lives). Any thread.
+  std::map<std::string, ShadowCounts> shadow_counts() const;
+
   // What the versions of each skill that are no longer loaded counted
   // (GateCounters, read when each was swapped out or removed): added to the
   // loaded version's counts, a skill's totals across versions. Any thread.
@@ -134,7 +169,19 @@ class SkillHost {
 
   // Control thread only:
   using TimePoint = std::chrono::steady_clock::time_point;
-  ChangeResult swap_now(const SkillManifest& next, std::string_view requester, TimePoint requested);
+  // A promotion: the swap is audited as "promote", refused unless the
+  // library still has the bytes that were shadowed.
+  struct Promotion {
+    std::string sha256;
+    std::string detail;
+  };
+  ChangeResult swap_now(const SkillManifest& next, std::string_view requester, TimePoint requested,
+                        const Promotion* promotion = nullptr);
+  // Publishes `slots`; the shadow candidates whose live slot is gone are
+  // dropped, each audited as "shadow-stop" (but the one being promoted).
+  void publish_slots(std::vector<std::shared_ptr<const Slot>> slots, std::string_view requester);
+  // Adds a dropped candidate's counts to its skill's shadow totals.
+  void retire_shadow(const ShadowCandidate& candidate);
   ChangeResult add_now(const SkillManifest& manifest, std::string_view requester, TimePoint requested);
   std::vector<ChangeResult> remove_now(std::string_view name, RemoveMode mode, std::string_view requester);
   static std::string removal_refusal(const Snapshot& snapshot, std::string_view name,
@@ -160,7 +207,8 @@ class SkillHost {
   std::unique_ptr<AuditLog> audit_;
   std::deque<SkillChange> memory_log_;                           // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
-  static constexpr std::size_t kChangeKinds = 6;
+  std::string promoting_;  // control thread only: the skill whose candidate is being promoted
+  static constexpr std::size_t kChangeKinds = 9;
   static constexpr std::size_t kChangeOutcomes = 4;
   std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>
       change_counts_{};  // written on the control thread
@@ -168,6 +216,7 @@ class SkillHost {
   void retire_counts(const Slot& slot);
   mutable std::mutex retired_mutex_;  // guards retired_counts_
   std::map<std::string, GateCounts> retired_counts_;
+  std::map<std::string, ShadowCounts> retired_shadow_counts_;  // guarded by retired_mutex_
 };
 
 }  // namespace passepartout

@@ -1265,4 +1265,90 @@ TEST_CASE("killed with SIGKILL while it records, the daemon leaves every written
   CHECK(listed.out.find("shell-guard") != std::string::npos);
 }
 
+// An operator tries shell-guard with approve_all_shell off as a shadow
+// candidate on a running daemon: the user still gets the approval the live
+// guard asks for, the candidate's disagreement is counted, and the CLI
+// stops it, starts it again and promotes it, every step in the history.
+TEST_CASE("a shadow candidate on a running daemon is counted, never applied, stopped and promoted",
+          "[integration][shadow]") {
+  DaemonProcess::Options opts = options();
+  opts.copy_manifests = true;
+  DaemonProcess daemon(std::move(opts));
+  const auto env = testing::hermetic_env(daemon.dir());
+  const std::string socket = daemon.socket_path().string();
+  auto ask = [&](std::string_view id) {
+    WireClient user = WireClient::local(daemon.socket_path());
+    user.expect_handshake();
+    user.send(chat("greet the operator", id));
+    std::string seen;
+    for (;;) {
+      const Value frame = user.expect_frame();
+      seen += to_sexp(frame) + "\n";
+      if (frame.at("REQUEST-ID").text() == id) return seen;
+    }
+  };
+
+  // The candidate: the same guard, with approve_all_shell off, outside the manifest folder.
+  std::string yaml;
+  {
+    std::ifstream in(daemon.manifest_dir() / "shell-guard.yaml");
+    std::ostringstream text;
+    text << in.rdbuf();
+    yaml = text.str();
+  }
+  const auto at = yaml.find("approve_all_shell: true");
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, std::string("approve_all_shell: true").size(), "approve_all_shell: false");
+  const std::string candidate = (daemon.dir() / "shell-guard-candidate.yaml").string();
+  std::ofstream(candidate) << yaml;
+
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--socket", socket});
+    return testing::run_passepartout(args, env);
+  };
+  auto started = run({"skills", "shadow", candidate});
+  INFO(started.out << started.err);
+  REQUIRE(started.exit_status == 0);
+  CHECK(started.out.find("shadow  shell-guard") != std::string::npos);
+
+  const std::string reply = ask("shadowed");
+  INFO(reply);
+  CHECK(reply.find("APPROVAL-REQUIRED") != std::string::npos);  // the live guard decides
+
+  auto status = run({"skills", "shadow", "status", "shell-guard", "--json"});
+  INFO(status.out << status.err);
+  REQUIRE(status.exit_status == 0);
+  const auto document = nlohmann::json::parse(status.out);
+  REQUIRE(document["shadows"].size() == 1);
+  CHECK(document["shadows"][0]["seen"].get<int>() >= 1);
+  CHECK(document["shadows"][0]["candidate_passes"].get<int>() >= 1);  // it would not have asked
+  CHECK(document["shadows"][0]["latest"][0]["live"] == "approval");
+  auto overview = run({"status"});
+  CHECK(overview.out.find("Shadow candidates (1") != std::string::npos);
+
+  auto stopped = run({"skills", "shadow", "stop", "shell-guard"});
+  INFO(stopped.out << stopped.err);
+  CHECK(stopped.exit_status == 0);
+  CHECK(run({"skills", "shadow", "status"}).out.find("No shadow candidates") != std::string::npos);
+
+  REQUIRE(run({"skills", "shadow", candidate}).exit_status == 0);
+  auto promoted = run({"skills", "promote", "shell-guard"});
+  INFO(promoted.out << promoted.err);
+  CHECK(promoted.exit_status == 0);
+  CHECK(promoted.out.find("promote  shell-guard") != std::string::npos);
+
+  auto history = run({"skills", "history", "--skill", "shell-guard", "--limit", "4"});
+  INFO(history.out);
+  // Kinds are padded to one column width: " promote ", " shadow ", " shadow-stop ".
+  const auto promote_at = history.out.find(" promote ");
+  const auto shadow_at = history.out.find(" shadow ");
+  const auto stop_at = history.out.find(" shadow-stop ");
+  CHECK(promote_at != std::string::npos);
+  CHECK(stop_at != std::string::npos);
+  CHECK(shadow_at != std::string::npos);
+  CHECK(promote_at < shadow_at);  // newest first
+  CHECK(shadow_at < stop_at);
+  CHECK(history.out.find("shadow: {\"seen\":") != std::string::npos);
+}
+
 }  // namespace passepartout

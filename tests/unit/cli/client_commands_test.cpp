@@ -220,6 +220,53 @@ TEST_CASE("skills reload, unload and rescan print what changed", "[cli]") {
   }
 }
 
+TEST_CASE("skills shadow, shadow status, shadow stop and promote", "[cli][shadow]") {
+  FakeDaemonServer server;
+  SECTION("shadow sends the manifest's absolute path") {
+    Captured captured;
+    CHECK(cli::run_skills_shadow(server.unix_target(), "c/weather-2.yaml", captured.output()) == cli::kExitOk);
+    const Value request = server.daemon().last_request();
+    CHECK(request.at("COMMAND").is_keyword("SHADOW"));
+    CHECK(request.at("MANIFEST").text() == (std::filesystem::current_path() / "c/weather-2.yaml").string());
+    CHECK(contains(captured.out.str(), "shadow  weather"));
+  }
+  SECTION("status") {
+    Captured captured;
+    CHECK(cli::run_skills_shadow_status(server.unix_target(), "", captured.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().get("NAME") == nullptr);
+    const std::string out = captured.out.str();
+    INFO(out);
+    CHECK(contains(out, "shell-guard: candidate 2.0.0 (sha256 3f5a01234567) beside live 1.4.0"));
+    CHECK(contains(out, "seen 120, agreements 117, disagreements 3 (candidate-blocks 3, candidate-passes 0"));
+    CHECK(contains(out,
+                   "candidate-blocks (last-mile, action 9f2c01ab34cd56ef): live passed, candidate blocked "
+                   "(rm outside the workspace)"));
+  }
+  SECTION("status --json") {
+    Captured captured;
+    CHECK(cli::run_skills_shadow_status(server.unix_target(), "shell-guard", captured.output(true)) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("NAME").text() == "shell-guard");
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["shadows"][0]["candidate_blocks"] == 3);
+    CHECK(document["shadows"][0]["latest"][0]["kind"] == "candidate-blocks");
+  }
+  SECTION("status of a skill without a candidate") {
+    Captured captured;
+    CHECK(cli::run_skills_shadow_status(server.unix_target(), "nope", captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "skill 'nope' has no shadow candidate (NOT-FOUND)"));
+  }
+  SECTION("stop and promote") {
+    Captured stopped;
+    CHECK(cli::run_skills_shadow_stop(server.unix_target(), "weather", stopped.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("COMMAND").is_keyword("SHADOW-STOP"));
+    CHECK(contains(stopped.out.str(), "shadow-stop  weather"));
+    Captured promoted;
+    CHECK(cli::run_skills_promote(server.unix_target(), "weather", promoted.output()) == cli::kExitOk);
+    CHECK(server.daemon().last_request().at("COMMAND").is_keyword("PROMOTE"));
+    CHECK(contains(promoted.out.str(), "promote  weather"));
+  }
+}
+
 TEST_CASE("approvals list, approve and deny", "[cli]") {
   FakeDaemonServer server;
   SECTION("list, text") {

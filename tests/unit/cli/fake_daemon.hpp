@@ -165,6 +165,30 @@ class FakeDaemon final : public RequestHandler {
                               Value::plist({{"CHANGES", Value::list(std::span<const Value>(changes))}}));
     }
     if (command.is_keyword("RESCAN")) return make_ok_response("nothing changed", Value::plist({{"CHANGES", Value()}}));
+    if (command.is_keyword("SHADOW-STATUS")) {
+      const Value sample = sexp(
+          "(:AT-UNIX-MS 1700000000000 :STAGE \"last-mile\" :KIND \"candidate-blocks\" :LIVE \"passed\" "
+          ":CANDIDATE \"blocked\" :LIVE-REASON \"\" :CANDIDATE-REASON \"rm outside the workspace\" "
+          ":ACTION-DIGEST \"9f2c01ab34cd56ef\")");
+      Value entry = sexp(
+          "(:NAME \"shell-guard\" :LIVE-VERSION \"1.4.0\" :CANDIDATE-VERSION \"2.0.0\" :CANDIDATE-SHA256 "
+          "\"3f5a0123456789abcdef\" :MANIFEST \"/c/shell-guard-2.yaml\" :SINCE-UNIX-MS 1700000000000 :REQUESTER "
+          "\"cli\" :SEEN 120 :AGREEMENTS 117 :DISAGREEMENTS 3 :CANDIDATE-BLOCKS 3 :CANDIDATE-PASSES 0 "
+          ":REWRITES-DIFFERENTLY 0 :CANDIDATE-FAILED 0)");
+      entry = std::move(entry).with("LATEST", Value::list({sample}));
+      const Value* name = request.get("NAME");
+      if (name != nullptr && name->text() != "shell-guard") {
+        return make_error_response(wire_error::kNotFound,
+                                   "skill '" + std::string(name->text()) + "' has no shadow candidate");
+      }
+      return make_ok_response("1 candidate", Value::plist({{"SHADOWS", Value::list({entry})}}));
+    }
+    if (command.is_keyword("PROMOTE") || command.is_keyword("SHADOW-STOP") || command.is_keyword("SHADOW")) {
+      const std::string kind = command.is_keyword("PROMOTE")  ? "promote"
+                               : command.is_keyword("SHADOW") ? "shadow"
+                                                              : "shadow-stop";
+      return make_ok_response(kind, Value::plist({{"CHANGES", Value::list({change(kind, "weather", "ok")})}}));
+    }
     if (command.is_keyword("APPROVALS")) return approvals_page(request);
     if (command.is_keyword("APPROVAL")) {
       if (!request.at("TOKEN").is_string() || request.at("TOKEN").text() != "ab12cd34") {

@@ -12,7 +12,9 @@
 #include "daemon/operator_handler.hpp"
 #include "daemon/provider_status.hpp"
 #include "pipeline/approvals.hpp"
+#include "pipeline/gate_log.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/verifier.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "skills/skill_host.hpp"
@@ -290,6 +292,105 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   CHECK(error_response_code(rig.ask(
             "(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) == "NOT-FOUND");
   CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL)")) == "BAD-REQUEST");
+}
+
+}  // namespace passepartout
+
+namespace passepartout {
+namespace {
+
+// A manifest for shadow-gate `version` (1 or 2) in mode `mode`, written as `file`.
+std::string write_shadow_manifest(OperatorRig& rig, const std::string& file, int version, std::string_view mode) {
+  rig.fx.install_library("shadow-gate-" + std::to_string(version));
+  return rig.fx
+      .write_manifest(file, "name: shadow-gate\nversion: " + std::to_string(version) +
+                                ".0.0\nlibrary: libshadow-gate-" + std::to_string(version) +
+                                ".so\nabi: 1\npriority: 20\nconfig: { mode: " + std::string(mode) + " }\n")
+      .string();
+}
+
+std::string quoted(const std::string& text) { return "\"" + text + "\""; }
+
+}  // namespace
+
+TEST_CASE("SHADOW, SHADOW-STATUS, PROMOTE and SHADOW-STOP go through the host, audited", "[daemon][operator][shadow]") {
+  OperatorRig rig;
+  const std::string live = write_shadow_manifest(rig, "shadow-live.yaml", 1, "pass");
+  REQUIRE(is_ok_response(rig.ask("(:TYPE :OPERATOR :COMMAND :LOAD :MANIFEST " + quoted(live) + ")")));
+  // The candidate's manifest lives beside the live one here; an operator keeps it out of the folder.
+  const std::string candidate = write_shadow_manifest(rig, "shadow-candidate.yaml", 2, "block");
+
+  // Errors are precise and change nothing.
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW)")) == "BAD-REQUEST");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW :MANIFEST \"/no/such.yaml\")")) == "NOT-FOUND");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :PROMOTE :NAME \"shadow-gate\")")) == "NOT-FOUND");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW-STOP :NAME \"shadow-gate\")")) == "NOT-FOUND");
+  CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW-STATUS :NAME \"shadow-gate\")")) == "NOT-FOUND");
+  const std::string not_loaded = rig.fx.write_manifest("ghost.yaml", SkillFixtures::yaml("pass-gate-2", 5)).string();
+  rig.fx.install_library("pass-gate-2");
+  const Value refused = rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW :MANIFEST " + quoted(not_loaded) + ")");
+  INFO(to_sexp(refused));
+  CHECK(error_response_code(refused) == "REFUSED");
+  CHECK(refused.path({"PAYLOAD", "MESSAGE"}).text().find("'pass-gate-2' is not loaded") != std::string_view::npos);
+
+  const Value shadowed = rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW :MANIFEST " + quoted(candidate) + ")");
+  INFO(to_sexp(shadowed));
+  REQUIRE(is_ok_response(shadowed));
+  CHECK(shadowed.path({"PAYLOAD", "CHANGES"}).items()[0].at("KIND").text() == "shadow");
+
+  // Two verifications through the pipeline's own path: the live gate passes, the candidate would block.
+  for (int i = 0; i < 2; ++i) {
+    Verification v;
+    verify_and_record(DecisionStage::reason, rig.host->snapshot(),
+                      *read_sexp("(:TYPE :REQUEST :TARGET :CLI :PAYLOAD (:TEXT \"x\"))"),
+                      *read_sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hi\"))"), v);
+    CHECK(v.outcome == VerifyOutcome::passed);
+  }
+
+  const Value status = rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW-STATUS :NAME \"shadow-gate\")");
+  INFO(to_sexp(status));
+  REQUIRE(is_ok_response(status));
+  const Value& shadows = status.path({"PAYLOAD", "SHADOWS"});
+  REQUIRE(shadows.size() == 1);
+  const Value& entry = shadows.items()[0];
+  CHECK(entry.at("NAME").text() == "shadow-gate");
+  CHECK(entry.at("LIVE-VERSION").text() == "1.0.0");
+  CHECK(entry.at("CANDIDATE-VERSION").text() == "2.0.0");
+  CHECK(entry.at("SEEN").as_integer() == 2);
+  CHECK(entry.at("AGREEMENTS").as_integer() == 0);
+  CHECK(entry.at("DISAGREEMENTS").as_integer() == 2);
+  CHECK(entry.at("CANDIDATE-BLOCKS").as_integer() == 2);
+  REQUIRE(entry.at("LATEST").size() == 2);
+  CHECK(entry.at("LATEST").items()[0].at("CANDIDATE-REASON").text() == "shadow-gate 2.0.0 says no");
+  // STATUS mentions it too.
+  CHECK(rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS)").path({"PAYLOAD", "SHADOWS"}).size() == 1);
+
+  SECTION("promote") {
+    const Value promoted = rig.ask("(:TYPE :OPERATOR :COMMAND :PROMOTE :NAME \"shadow-gate\")");
+    INFO(to_sexp(promoted));
+    REQUIRE(is_ok_response(promoted));
+    const Value& change = promoted.path({"PAYLOAD", "CHANGES"}).items()[0];
+    CHECK(change.at("KIND").text() == "promote");
+    CHECK(change.at("TO-VERSION").text() == "2.0.0");
+    CHECK(change.at("DETAIL").text().find("\"seen\":2") != std::string_view::npos);
+    CHECK(rig.host->snapshot()->find("shadow-gate")->version_text() == "2.0.0");
+    const Value history = rig.ask("(:TYPE :OPERATOR :COMMAND :HISTORY :LIMIT 2 :SKILL \"shadow-gate\")");
+    const Value& listed = history.path({"PAYLOAD", "CHANGES"});
+    REQUIRE(listed.size() == 2);
+    CHECK(listed.items()[0].at("KIND").text() == "promote");
+    CHECK(listed.items()[1].at("KIND").text() == "shadow");
+  }
+  SECTION("stop") {
+    const Value stopped = rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW-STOP :NAME \"shadow-gate\")");
+    INFO(to_sexp(stopped));
+    REQUIRE(is_ok_response(stopped));
+    CHECK(rig.host->snapshot()->find("shadow-gate")->version_text() == "1.0.0");
+    CHECK(rig.ask("(:TYPE :OPERATOR :COMMAND :SHADOW-STATUS)").path({"PAYLOAD", "SHADOWS"}).is_nil());
+    const Value history = rig.ask("(:TYPE :OPERATOR :COMMAND :HISTORY :LIMIT 1 :SKILL \"shadow-gate\")");
+    const Value& last = history.path({"PAYLOAD", "CHANGES"}).items()[0];
+    CHECK(last.at("KIND").text() == "shadow-stop");
+    CHECK(last.at("DETAIL").text().find("\"candidate-blocks\":2") != std::string_view::npos);
+  }
 }
 
 }  // namespace passepartout

@@ -386,7 +386,7 @@ TEST_CASE("a log with a newer schema is refused with the versions", "[skills][au
   open_log(file)->record(swap_change()).value();
   REQUIRE(raw_exec(file, "PRAGMA user_version = 7") == SQLITE_OK);
   const std::string expected = file.string() +
-                               ": the audit log has schema version 7, newer than this passepartout supports (2); "
+                               ": the audit log has schema version 7, newer than this passepartout supports (3); "
                                "use a newer passepartout";
   auto writer = AuditLog::open(file);
   REQUIRE_FALSE(writer.has_value());
@@ -419,7 +419,7 @@ PRAGMA user_version = 1;
   // A reader of this build asks for the migration; the writer does it.
   auto reader = AuditLog::open_read_only(file);
   REQUIRE_FALSE(reader.has_value());
-  CHECK(reader.error().message.find("schema version 1, older than this passepartout's (2)") != std::string::npos);
+  CHECK(reader.error().message.find("schema version 1, older than this passepartout's (3)") != std::string::npos);
 
   auto log = open_log(file);
   auto before = list(*log);
@@ -429,6 +429,7 @@ PRAGMA user_version = 1;
   CHECK(before[0].from_fingerprint.empty());
   CHECK(before[0].details.empty());
   CHECK(before[0].state_handover.empty());
+  CHECK(before[0].detail.empty());
 
   SkillChange next = swap_change();
   next.from_fingerprint = "0123456789ab";
@@ -439,6 +440,46 @@ PRAGMA user_version = 1;
   auto after = list(*log);
   REQUIRE(after.size() == 2);
   CHECK(after[0] == next);
+  CHECK(after[1] == before[0]);
+}
+
+TEST_CASE("a log of schema 2 gains the detail column, and a promote's statistics are kept in it", "[skills][audit]") {
+  TempDir dir;
+  const fs::path file = dir.path() / "audit.sqlite3";
+  {
+    // Schema 1, then migration 2 as the previous release applied it, with one row.
+    REQUIRE(raw_exec(file, R"sql(
+CREATE TABLE skill_changes (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at_unix_ms INTEGER NOT NULL, requester TEXT NOT NULL,
+  action TEXT NOT NULL, skill TEXT NOT NULL, from_version TEXT NOT NULL, from_sha256 TEXT NOT NULL,
+  to_version TEXT NOT NULL, to_sha256 TEXT NOT NULL, outcome TEXT NOT NULL, step TEXT NOT NULL,
+  error TEXT NOT NULL, duration_us INTEGER NOT NULL);
+ALTER TABLE skill_changes ADD COLUMN from_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN to_fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN details TEXT NOT NULL DEFAULT '';
+ALTER TABLE skill_changes ADD COLUMN state_handover TEXT NOT NULL DEFAULT '';
+INSERT INTO skill_changes (at_unix_ms, requester, action, skill, from_version, from_sha256, to_version, to_sha256,
+  outcome, step, error, duration_us, details, state_handover) VALUES (1714572202123, 'wire', 'swap', 'shell-guard',
+  '1.0.0', 'aa', '1.1.0', 'bb', 'ok', '', '', 10, 'priority: 1 -> 2', '12 bytes');
+PRAGMA application_id = 1347436876;
+PRAGMA user_version = 2;
+)sql") == SQLITE_OK);
+  }
+  auto log = open_log(file);
+  auto before = list(*log);
+  REQUIRE(before.size() == 1);
+  CHECK(before[0].details == "priority: 1 -> 2");
+  CHECK(before[0].state_handover == "12 bytes");
+  CHECK(before[0].detail.empty());
+
+  SkillChange promote = swap_change();
+  promote.action = "promote";
+  promote.detail = R"({"seen":3,"agreements":1,"candidate-blocks":2})";
+  promote.id = record(*log, promote);
+  auto after = list(*log);
+  REQUIRE(after.size() == 2);
+  CHECK(after[0] == promote);
+  CHECK(after[0].detail == promote.detail);
   CHECK(after[1] == before[0]);
 }
 
@@ -460,7 +501,8 @@ TEST_CASE("a change with an unknown action or outcome is refused", "[skills][aud
     auto id = log->record(change);
     REQUIRE_FALSE(id.has_value());
     CHECK(id.error().code == ErrorCode::invalid_input);
-    CHECK(id.error().message == "audit: unknown action 'reload' (load, swap, add, remove, force-remove)");
+    CHECK(id.error().message ==
+          "audit: unknown action 'reload' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote)");
   }
   SECTION("outcome") {
     change.outcome = "maybe";
@@ -581,7 +623,7 @@ TEST_CASE("history JSON carries every field of every change", "[skills][audit]")
   const auto document = nlohmann::json::parse(cli::format_history_json({add}));
   REQUIRE(document.at("changes").size() == 1);
   const auto& c = document.at("changes").at(0);
-  CHECK(c.size() == 17);
+  CHECK(c.size() == 18);
   CHECK(c.at("id") == 41);
   CHECK(c.at("at_unix_ms") == 1714572000000);
   CHECK(c.at("requester") == "cli");
@@ -597,5 +639,6 @@ TEST_CASE("history JSON carries every field of every change", "[skills][audit]")
   CHECK(c.at("duration_us") == 850);
   CHECK(c.at("from_fingerprint") == "");
   CHECK(c.at("details") == "");
+  CHECK(c.at("detail") == "");
   CHECK(nlohmann::json::parse(cli::format_history_json({})) == nlohmann::json{{"changes", nlohmann::json::array()}});
 }
