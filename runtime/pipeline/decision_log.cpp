@@ -37,7 +37,6 @@ namespace {
 
 constexpr std::string_view kComponent = "decisions";
 constexpr std::string_view kCurrentName = "decisions.jsonl";
-constexpr auto kDropReportEvery = std::chrono::minutes(1);
 
 void append_json_string(std::string& out, std::string_view text) {
   std::string repaired;
@@ -480,12 +479,12 @@ struct DecisionLog::State {
 
   void report_drops() {
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_report < kDropReportEvery) return;
+    if (now - last_report < options.drop_report_every) return;
     last_report = now;
     const std::uint64_t total = dropped_total();
     if (total == dropped_reported) return;
     log_message(LogLevel::warn, kComponent,
-                "{} decisions dropped in the last minute (the buffer was full or the file could not be written); "
+                "{} decisions dropped since the last report (the buffer was full or the file could not be written); "
                 "{} since start",
                 total - dropped_reported, total);
     dropped_reported = total;

@@ -80,6 +80,8 @@ struct DecisionLogOptions {
   std::size_t buffer = kDefaultBuffer;                  // records each thread may have waiting for the writer
   // How often the writer looks for records when no thread's buffer is half full.
   std::chrono::milliseconds interval{100};
+  // How often, at most, a warning says how many were dropped since the last one.
+  std::chrono::milliseconds drop_report_every{std::chrono::minutes(1)};
 };
 
 // Holds the record of a verification that asked for approval until its

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/digest.hpp"
+#include "base/log.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/signal.hpp"
 #include "support/sexp.hpp"
@@ -362,6 +363,48 @@ TEST_CASE("passes are sampled when asked and blocks never are", "[pipeline][deci
   }
   const std::vector<json> all = records(**log);
   CHECK(all.size() == 2 + 3);
+}
+
+TEST_CASE("dropped decisions are reported in a warning at most once per interval", "[pipeline][decisions]") {
+  TempDir dir;
+  DecisionLogOptions options = options_in(dir.path());
+  options.buffer = 16;
+  SECTION("an interval that has passed: one warning with the count, none while nothing more is dropped") {
+    options.drop_report_every = std::chrono::milliseconds(0);
+    auto log = DecisionLog::open(options);
+    REQUIRE(log.has_value());
+    LogCapture capture;
+    (*log)->hold_writer_for_test(true);
+    for (int i = 0; i < 40; ++i) {
+      record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "no"), sexp("(:TYPE :REQUEST)"));
+    }
+    (*log)->hold_writer_for_test(false);
+    (*log)->flush();  // the writer reports before it says the flush is done
+    const auto warned = [&] {
+      const std::vector<std::string> lines = capture.lines();
+      return std::count_if(lines.begin(), lines.end(), [](const std::string& line) {
+        return line.find("24 decisions dropped since the last report") != std::string::npos &&
+               line.find("24 since start") != std::string::npos;
+      });
+    };
+    CHECK(warned() == 1);
+    (*log)->flush();
+    CHECK(warned() == 1);
+  }
+  SECTION("within the interval: counted, not yet reported") {
+    options.drop_report_every = std::chrono::hours(1);
+    auto log = DecisionLog::open(options);
+    REQUIRE(log.has_value());
+    LogCapture capture;
+    (*log)->hold_writer_for_test(true);
+    for (int i = 0; i < 40; ++i) {
+      record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "no"), sexp("(:TYPE :REQUEST)"));
+    }
+    (*log)->hold_writer_for_test(false);
+    (*log)->flush();
+    CHECK((*log)->dropped() == 24);
+    CHECK_FALSE(capture.contains("decisions dropped"));
+  }
 }
 
 TEST_CASE("a full buffer drops and counts decisions and never waits for the writer",
