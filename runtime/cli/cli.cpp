@@ -18,6 +18,7 @@
 #include <vector>
 #include "cli/cli11.hpp"
 
+#include "base/crash_context.hpp"
 #include "base/log.hpp"
 #include "base/state_paths.hpp"
 #include "cli/commands.hpp"
@@ -221,7 +222,19 @@ int run_verify(const VerifyOptions& options) {
   Registry registry;
   registry.publish(result.slots);
   auto snapshot = registry.snapshot();
+  // A gate that crashes takes this process with it: the crash writer then
+  // says what was loaded, in order, before its line naming the gate.
+  std::string note = "verify: load order:";
+  for (std::size_t i = 0; i < result.slots.size(); ++i) {
+    note += (i == 0 ? " " : ", ") + std::to_string(i + 1) + ". " + result.slots[i]->name() + " " +
+            result.slots[i]->version_text();
+  }
+  note += result.slots.empty() ? " nothing loaded\n" : "\n";
+  set_crash_note(note);
+  write_held_logs_on_fatal_signals();
+  log_exit_in_skill_hooks();
   Verification verification = Verifier::verify(*snapshot, *action, *signal);
+  set_crash_note({});
   const int status = verification.outcome == VerifyOutcome::passed    ? kExitOk
                      : verification.outcome == VerifyOutcome::blocked ? kExitBlocked
                                                                       : kExitApproval;

@@ -266,36 +266,72 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
   }
 }
 
-BootResult SkillHost::boot(std::string_view requester) {
+BootResult SkillHost::boot(std::string_view requester, const CrashRecord* crashed) {
   return control_.run([&] {
     auto start = Clock::now();
-    auto booted = boot_skill_dir(options_.manifest_dir, loader_);
-    if (!booted) {
+    auto set = load_manifest_dir(options_.manifest_dir);
+    if (!set) {
       BootResult empty;
-      empty.manifest_errors.push_back(booted.error());
+      empty.manifest_errors.push_back(set.error());
       return empty;
     }
-    for (const auto& manifest : booted->manifests) manifest_paths_[manifest.name] = manifest.path;
-    registry_.publish(booted->slots);
+    // The skill that crashed the previous run, if its library is unchanged.
+    std::map<std::string, std::string> held;
+    const SkillManifest* crashed_manifest = nullptr;
+    if (crashed != nullptr) {
+      auto found = std::find_if(set->manifests.begin(), set->manifests.end(),
+                                [&](const SkillManifest& m) { return m.name == crashed->skill; });
+      if (found == set->manifests.end()) {
+        log_message(LogLevel::warn, "skills", "skill '{}' {} {}; no manifest names it now", crashed->skill,
+                    crashed->version, crashed->what());
+      } else if (auto hash = sha256_file(loader_.library_path(*found)); hash && *hash == crashed->sha256) {
+        held.emplace(crashed->skill, crashed->hold_reason());
+        crashed_manifest = &*found;
+      } else {
+        log_message(LogLevel::warn, "skills",
+                    "skill '{}' {} {}; its library changed since (sha256 {} now, {} then): loading it", crashed->skill,
+                    crashed->version, crashed->what(), hash ? hash->substr(0, 12) : std::string("unreadable"),
+                    crashed->sha256.substr(0, 12));
+      }
+    }
+    BootResult booted = boot_skills(std::move(set->manifests), loader_, held);
+    booted.manifest_errors = std::move(set->errors);
+    {
+      std::lock_guard lock(held_mutex_);
+      held_back_ = held;
+    }
+    for (const auto& manifest : booted.manifests) manifest_paths_[manifest.name] = manifest.path;
+    registry_.publish(booted.slots);
     std::vector<SkillChange> changes;
-    changes.reserve(booted->slots.size() + booted->disabled.size());
-    for (const auto& slot : booted->slots) {
+    changes.reserve(booted.slots.size() + booted.disabled.size());
+    for (const auto& slot : booted.slots) {
       SkillChange& change = changes.emplace_back(begin_change("load", slot->name(), requester));
       change.to_version = slot->version_text();
       change.to_sha256 = slot->library_sha256();
       change.outcome = "ok";
       change.duration_us = micros_since(start);
     }
-    for (const auto& disabled : booted->disabled) {
+    for (const auto& disabled : booted.disabled) {
       SkillChange& change = changes.emplace_back(begin_change("load", disabled.name, requester));
       change.outcome = "refused";
-      change.step = "load";
+      change.step = held.count(disabled.name) != 0 ? "crash" : "load";
       change.error = disabled.reason;
       change.duration_us = micros_since(start);
+      if (crashed_manifest != nullptr && disabled.name == crashed_manifest->name) {
+        change.to_version = crashed_manifest->version.to_string();
+        change.to_sha256 = crashed->sha256;
+      }
     }
     record_all(changes);
-    return std::move(*booted);
+    return booted;
   });
+}
+
+std::vector<std::string> SkillHost::held_back() const {
+  std::lock_guard lock(held_mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, reason] : held_back_) names.push_back(name);
+  return names;
 }
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a hot swap, not std::swap; it may throw
@@ -392,6 +428,11 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
 }
 
 ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view requester, TimePoint start) {
+  {
+    // Asked for by name (a rescan never adds a held-back skill): no longer held back.
+    std::lock_guard lock(held_mutex_);
+    held_back_.erase(manifest.name);
+  }
   SkillChange change = begin_change("add", manifest.name, requester);
   change.to_version = manifest.version.to_string();
   auto snapshot = registry_.snapshot();
@@ -571,6 +612,14 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
     in_folder.insert(manifest.name);
     const Slot* loaded = snapshot->find(manifest.name);
     if (loaded == nullptr) {
+      std::unique_lock lock(held_mutex_);
+      if (held_back_.count(manifest.name) != 0) {
+        lock.unlock();
+        result.kept.push_back(manifest.name + ": held back since it crashed the daemon; load it explicitly " +
+                              "(skills load, or skills reload " + manifest.name + ")");
+        continue;
+      }
+      lock.unlock();
       added.push_back(std::move(manifest));
       continue;
     }

@@ -20,6 +20,7 @@
 #include "base/result.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/control_thread.hpp"
+#include "skills/crash_record.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
@@ -75,8 +76,16 @@ class SkillHost {
   SkillHost(const SkillHost&) = delete;
   SkillHost& operator=(const SkillHost&) = delete;
 
-  // Loads every manifest of the manifest folder in dependency order.
-  BootResult boot(std::string_view requester = "boot");
+  // Loads every manifest of the manifest folder in dependency order. When
+  // `crashed` (the previous run's crash record) names a skill of the folder
+  // whose library still has the bytes that crashed, that skill is held back:
+  // disabled with the crash as the reason (CrashRecord::hold_reason), audited
+  // as a refused load at step "crash", and left out of later rescans until an
+  // operator loads it (add, reload or swap). A library that changed since is
+  // loaded as usual.
+  BootResult boot(std::string_view requester = "boot", const CrashRecord* crashed = nullptr);
+  // Names of the skills held back after a crash (control thread's copy; any thread).
+  std::vector<std::string> held_back() const;
 
   std::shared_ptr<const Snapshot> snapshot() const noexcept { return registry_.snapshot(); }
   // The registry the pipeline reads snapshots from; only the host publishes to it.
@@ -160,6 +169,8 @@ class SkillHost {
   std::unique_ptr<AuditLog> audit_;
   std::deque<SkillChange> memory_log_;                           // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
+  std::map<std::string, std::string> held_back_;                 // name -> why; guarded by held_mutex_
+  mutable std::mutex held_mutex_;
   static constexpr std::size_t kChangeKinds = 6;
   static constexpr std::size_t kChangeOutcomes = 4;
   std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>
