@@ -237,6 +237,7 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* context) {
   const char* library = nullptr;
   if (const std::uintptr_t pc = code_address(context); pc != 0) {
     Dl_info where{};
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the saved instruction pointer is an integer register
     if (::dladdr(reinterpret_cast<void*>(pc), &where) != 0 && where.dli_fname != nullptr && *where.dli_fname != 0) {
       library = where.dli_fname;
     }

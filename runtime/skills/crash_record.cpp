@@ -41,7 +41,7 @@ Unexpected<Error> bad(std::string_view why) {
 }
 
 std::string utc_time(std::int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  const auto seconds = static_cast<std::time_t>(unix_ms / 1000);
   std::tm utc{};
   if (::gmtime_r(&seconds, &utc) == nullptr) return std::to_string(unix_ms) + " ms";
   char text[32];
