@@ -233,7 +233,10 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* context) {
   // The hook the host called on this thread, and the library the faulting
   // code is in (dladdr: not on POSIX's list of async-signal-safe calls, but
   // it only reads the loader's list of objects, as backtrace writers do).
-  const RunningHook running = t_running_hook;
+  // A signal another process sent (kill, systemd's watchdog) lands on any
+  // thread: the hook that thread runs did not cause it, and is not named.
+  const bool caused_here = info == nullptr || info->si_code > 0 || info->si_pid == ::getpid();
+  const RunningHook running = caused_here ? t_running_hook : RunningHook{};
   const char* library = nullptr;
   if (const std::uintptr_t pc = code_address(context); pc != 0) {
     Dl_info where{};

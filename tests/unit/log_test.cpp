@@ -583,14 +583,17 @@ std::string whole_file(const std::filesystem::path& file) {
 }
 
 // In a forked child with standard error in `err` and the crash record in
-// `record`: `how` ("fault", "exit" or "fault outside") while a hook of
-// skill crash-gate 1.2.3 runs (or, "fault outside", after it returned).
-// Returns the child's wait status.
+// `record`: `how` ("fault", "exit", "killed": SIGSEGV sent by this process,
+// or "fault outside") while a hook of skill crash-gate 1.2.3 runs (or,
+// "fault outside", after it returned). Returns the child's wait status.
 int crash_in_hook(const std::filesystem::path& err, const std::filesystem::path& record, const std::string& how,
                   LogFormat format = LogFormat::text) {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    ::close(ready[0]);
     const rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
     for (const int number : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(number, SIG_DFL);
@@ -611,10 +614,22 @@ int crash_in_hook(const std::filesystem::path& err, const std::filesystem::path&
       static_cast<void>(*unreadable);
     }
     const HookScope hook(skill, "gate");
+    if (how == "killed") {  // the parent sends SIGSEGV while the hook runs
+      const char byte = 'x';
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
     if (how == "exit") std::exit(7);
     static_cast<void>(*unreadable);
     ::_exit(4);  // not reached
   }
+  ::close(ready[1]);
+  if (how == "killed") {
+    char byte = 0;
+    REQUIRE(::read(ready[0], &byte, 1) == 1);  // the child runs the hook now
+    REQUIRE(::kill(child, SIGSEGV) == 0);
+  }
+  ::close(ready[0]);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   return status;
@@ -666,6 +681,20 @@ TEST_CASE("a fault after the hook returned is not blamed on the skill", "[log][c
   INFO(text);
   REQUIRE(WIFSIGNALED(status));
   CHECK(text.find(" error crash: SIGSEGV: fatal signal (code in ") != std::string::npos);
+  CHECK(text.find("crash-gate") == std::string::npos);
+  CHECK(whole_file(record).empty());
+}
+
+TEST_CASE("a fatal signal sent by another process is not blamed on the hook that runs", "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const std::filesystem::path record = dir.path() / "last-crash";
+  const int status = crash_in_hook(err, record, "killed");
+  const std::string text = whole_file(err);
+  INFO(text);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK(text.find(" error crash: SIGSEGV: fatal signal") != std::string::npos);
   CHECK(text.find("crash-gate") == std::string::npos);
   CHECK(whole_file(record).empty());
 }
