@@ -161,6 +161,12 @@ TEST_CASE("a skill that crashes the daemon is named, recorded, and held back unt
   CHECK(change.at("TO-VERSION").text() == "1.0.0");
   CHECK(change.at("TO-SHA256").text().size() == 64);
   CHECK(change.at("ERROR").text() == reason);
+  const auto listed = testing::run_passepartout(
+      {"skills", "history", "--skill", "crash-gate", "--socket", second.socket_path().string()}, env);
+  INFO(listed.out << listed.err);
+  CHECK(listed.exit_status == 0);
+  CHECK(listed.out.find("  load  crash-gate  ") != std::string::npos);
+  CHECK(listed.out.find("crash: crashed the daemon: SIGSEGV in hook gate at ") != std::string::npos);
 
   // The daemon serves; a rescan leaves the skill out.
   CHECK(ask(second, "after").find("APPROVAL-REQUIRED") != std::string::npos);
