@@ -397,7 +397,8 @@ Result<void> Daemon::Impl::boot() {
   }
 
   // H6 (3, 4): actuators and skills.
-  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir), true, c.workspace};
+  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir),
+                                true,           c.workspace,  held_skills_file(c.state_dir)};
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;

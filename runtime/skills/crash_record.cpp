@@ -2,12 +2,18 @@
 // tell the operator about it.
 #include "skills/crash_record.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <ctime>
 #include <fstream>
 
+#include "base/errno_text.hpp"
+#include "base/file_io.hpp"
 #include "base/log.hpp"
 #include "skills/skill_manifest.hpp"
 
@@ -113,6 +119,72 @@ Result<CrashRecord> parse_crash_record(std::string_view text) {
 }
 
 std::filesystem::path crash_record_file(const std::filesystem::path& state_dir) { return state_dir / "last-crash"; }
+
+std::string crash_record_line(const CrashRecord& record) {
+  return std::string(kHeader) + "\tcause=" + record.cause + "\tat_ms=" + std::to_string(record.at_unix_ms) +
+         "\tskill=" + record.skill + "\tversion=" + record.version + "\thook=" + record.hook +
+         "\tsha256=" + record.sha256 + "\n";
+}
+
+std::filesystem::path held_skills_file(const std::filesystem::path& state_dir) { return state_dir / "held-skills"; }
+
+std::vector<CrashRecord> read_held_skills(const std::filesystem::path& file) {
+  std::vector<CrashRecord> records;
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return records;
+  auto text = read_bounded_file(file, std::size_t{1024} * 1024);
+  if (!text) {
+    log_message(LogLevel::warn, "crash", "cannot read {}: {}; no skill is held back", file.string(),
+                text.error().message);
+    return records;
+  }
+  std::size_t line_number = 0;
+  for (std::size_t at = 0; at < text->size();) {
+    std::size_t end = text->find('\n', at);
+    end = end == std::string::npos ? text->size() : end + 1;
+    ++line_number;
+    auto record = parse_crash_record(std::string_view(*text).substr(at, end - at));
+    if (record) {
+      records.push_back(std::move(*record));
+    } else {
+      log_message(LogLevel::warn, "crash", "{}:{} ignored: {}", file.string(), line_number, record.error().message);
+    }
+    at = end;
+  }
+  return records;
+}
+
+Result<void> write_held_skills(const std::filesystem::path& file, const std::vector<CrashRecord>& records) {
+  std::error_code ec;
+  if (records.empty()) {
+    std::filesystem::remove(file, ec);
+    if (ec) return fail(ErrorCode::io_error, "cannot remove " + file.string() + ": " + ec.message());
+    return {};
+  }
+  std::string text;
+  for (const CrashRecord& record : records) text += crash_record_line(record);
+  const std::filesystem::path aside = file.string() + ".new";
+  const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail(ErrorCode::io_error, "cannot write " + aside.string() + ": " + errno_text(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  const bool written = done == text.size() && ::fsync(fd) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!written) {
+    std::filesystem::remove(aside, ec);
+    return fail(ErrorCode::io_error, "cannot write " + aside.string() + ": " + errno_text(error));
+  }
+  std::filesystem::rename(aside, file, ec);
+  if (ec) return fail(ErrorCode::io_error, "cannot replace " + file.string() + ": " + ec.message());
+  sync_path(file.parent_path(), true);
+  return {};
+}
 
 std::optional<CrashRecord> read_crash_record(const std::filesystem::path& file) {
   std::error_code ec;

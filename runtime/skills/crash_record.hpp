@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.hpp"
 
@@ -36,6 +37,21 @@ Result<CrashRecord> parse_crash_record(std::string_view text);
 
 // The record in a state folder: <state_dir>/last-crash.
 std::filesystem::path crash_record_file(const std::filesystem::path& state_dir);
+
+// The skills held back after a crash, one record line each, kept until an
+// operator loads them: <state_dir>/held-skills.
+std::filesystem::path held_skills_file(const std::filesystem::path& state_dir);
+
+// The records of `file` (none when it is absent); a line that does not parse
+// is logged as a warning and skipped.
+std::vector<CrashRecord> read_held_skills(const std::filesystem::path& file);
+
+// Replaces `file` with `records` (mode 0600, written aside, synced and
+// renamed into place); an empty list removes it.
+Result<void> write_held_skills(const std::filesystem::path& file, const std::vector<CrashRecord>& records);
+
+// The record's line, as the crash writer writes it (parse_crash_record reads it).
+std::string crash_record_line(const CrashRecord& record);
 
 // Reads the record `file` left by the previous run: nullopt when there is
 // none (no file, or empty: the run ended without a crash in a hook). A file

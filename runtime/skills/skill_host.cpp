@@ -275,31 +275,40 @@ BootResult SkillHost::boot(std::string_view requester, const CrashRecord* crashe
       empty.manifest_errors.push_back(set.error());
       return empty;
     }
-    // The skill that crashed the previous run, if its library is unchanged.
-    std::map<std::string, std::string> held;
-    const SkillManifest* crashed_manifest = nullptr;
+    // The skills held back after a crash (the previous run's, and those held
+    // before), while their libraries have the bytes that crashed.
+    std::vector<CrashRecord> records;
+    if (!options_.held_file.empty()) records = read_held_skills(options_.held_file);
     if (crashed != nullptr) {
+      std::erase_if(records, [&](const CrashRecord& r) { return r.skill == crashed->skill; });
+      records.push_back(*crashed);
+    }
+    std::map<std::string, std::string> held;
+    std::map<std::string, CrashRecord> kept;
+    for (const CrashRecord& record : records) {
       auto found = std::find_if(set->manifests.begin(), set->manifests.end(),
-                                [&](const SkillManifest& m) { return m.name == crashed->skill; });
+                                [&](const SkillManifest& m) { return m.name == record.skill; });
       if (found == set->manifests.end()) {
-        log_message(LogLevel::warn, "skills", "skill '{}' {} {}; no manifest names it now", crashed->skill,
-                    crashed->version, crashed->what());
-      } else if (auto hash = sha256_file(loader_.library_path(*found)); hash && *hash == crashed->sha256) {
-        held.emplace(crashed->skill, crashed->hold_reason());
-        crashed_manifest = &*found;
+        // Its manifest was removed: an operator's decision; a manifest put back is loaded as usual.
+        log_message(LogLevel::info, "skills", "skill '{}' {} {}; no manifest names it now: no longer held back",
+                    record.skill, record.version, record.what());
+      } else if (auto hash = sha256_file(loader_.library_path(*found)); hash && *hash == record.sha256) {
+        held.emplace(record.skill, record.hold_reason());
+        kept.emplace(record.skill, record);
       } else {
         log_message(LogLevel::warn, "skills",
-                    "skill '{}' {} {}; its library changed since (sha256 {} now, {} then): loading it", crashed->skill,
-                    crashed->version, crashed->what(), hash ? hash->substr(0, 12) : std::string("unreadable"),
-                    crashed->sha256.substr(0, 12));
+                    "skill '{}' {} {}; its library changed since (sha256 {} now, {} then): loading it", record.skill,
+                    record.version, record.what(), hash ? hash->substr(0, 12) : std::string("unreadable"),
+                    record.sha256.substr(0, 12));
       }
+    }
+    {
+      std::lock_guard lock(held_mutex_);
+      held_back_ = kept;
+      save_held_locked();
     }
     BootResult booted = boot_skills(std::move(set->manifests), loader_, held);
     booted.manifest_errors = std::move(set->errors);
-    {
-      std::lock_guard lock(held_mutex_);
-      held_back_ = held;
-    }
     for (const auto& manifest : booted.manifests) manifest_paths_[manifest.name] = manifest.path;
     registry_.publish(booted.slots);
     std::vector<SkillChange> changes;
@@ -317,9 +326,9 @@ BootResult SkillHost::boot(std::string_view requester, const CrashRecord* crashe
       change.step = held.count(disabled.name) != 0 ? "crash" : "load";
       change.error = disabled.reason;
       change.duration_us = micros_since(start);
-      if (crashed_manifest != nullptr && disabled.name == crashed_manifest->name) {
-        change.to_version = crashed_manifest->version.to_string();
-        change.to_sha256 = crashed->sha256;
+      if (auto record = kept.find(disabled.name); record != kept.end() && held.count(disabled.name) != 0) {
+        change.to_version = record->second.version;
+        change.to_sha256 = record->second.sha256;
       }
     }
     record_all(changes);
@@ -330,8 +339,18 @@ BootResult SkillHost::boot(std::string_view requester, const CrashRecord* crashe
 std::vector<std::string> SkillHost::held_back() const {
   std::lock_guard lock(held_mutex_);
   std::vector<std::string> names;
-  for (const auto& [name, reason] : held_back_) names.push_back(name);
+  for (const auto& [name, record] : held_back_) names.push_back(name);
   return names;
+}
+
+void SkillHost::save_held_locked() {
+  if (options_.held_file.empty()) return;
+  std::vector<CrashRecord> records;
+  for (const auto& [name, record] : held_back_) records.push_back(record);
+  if (auto saved = write_held_skills(options_.held_file, records); !saved) {
+    log_message(LogLevel::error, "skills", "the skills held back after a crash are not kept for the next start: {}",
+                saved.error().message);
+  }
 }
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a hot swap, not std::swap; it may throw
@@ -431,7 +450,7 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
   {
     // Asked for by name (a rescan never adds a held-back skill): no longer held back.
     std::lock_guard lock(held_mutex_);
-    held_back_.erase(manifest.name);
+    if (held_back_.erase(manifest.name) != 0) save_held_locked();
   }
   SkillChange change = begin_change("add", manifest.name, requester);
   change.to_version = manifest.version.to_string();

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -178,15 +179,27 @@ TEST_CASE("a skill that crashes the daemon is named, recorded, and held back unt
             .at("STATE")
             .is_keyword("DISABLED"));
 
+  // Held at every start until an operator loads it, not only at the next one.
+  second.signal(SIGTERM);
+  CHECK(second.wait_exit() == 0);
+  DaemonProcess third(setup.options(second.state_dir()));
+  INFO(third.log());
+  CHECK(third.log().find("the previous run ended") == std::string::npos);
+  CHECK(third.log().find("skill 'crash-gate' disabled: crashed the daemon: SIGSEGV in hook gate") != std::string::npos);
+
   // An operator loads it explicitly: it is loaded again.
   const auto loaded = testing::run_passepartout(
-      {"skills", "load", setup.manifest().string(), "--socket", second.socket_path().string()}, env);
+      {"skills", "load", setup.manifest().string(), "--socket", third.socket_path().string()}, env);
   INFO(loaded.out << loaded.err);
   CHECK(loaded.exit_status == 0);
-  const Value again = skill_entry(operator_request(client, ":SKILLS").path({"PAYLOAD", "SKILLS"}), "crash-gate");
+  WireClient operator_client = WireClient::local(third.socket_path());
+  operator_client.expect_handshake();
+  const Value again =
+      skill_entry(operator_request(operator_client, ":SKILLS").path({"PAYLOAD", "SKILLS"}), "crash-gate");
   INFO(to_sexp(again));
   CHECK_FALSE(again.at("STATE").is_keyword("DISABLED"));
   CHECK(again.at("REASON").is_nil());
+  CHECK_FALSE(fs::exists(third.state_dir() / "held-skills"));
 }
 
 TEST_CASE("a skill that calls exit() in a hook is named in the log on the way out", "[integration][crash]") {

@@ -112,6 +112,33 @@ struct CrashedWorld {
   BootResult boot;
 
   explicit CrashedWorld(const std::string& sha256) {
+    setup();
+    auto record = parse_crash_record(
+        "passepartout-crash 1\tcause=SIGSEGV\tat_ms=1764367800000\tskill=echo\t"
+        "version=1.0.0\thook=gate\tsha256=" +
+        sha256 + "\n");
+    REQUIRE(record.has_value());
+    boot = host->boot("boot", &*record);
+  }
+  // A later start over the same folders (no crash this time): a new host.
+  void restart() {
+    host.reset();
+    auto created = SkillHost::create(options());
+    REQUIRE(created.has_value());
+    host = std::move(*created);
+    boot = host->boot("boot");
+  }
+  SkillHostOptions options() const {
+    return SkillHostOptions{manifests,
+                            plugins,
+                            root.path() / "state" / "audit.sqlite3",
+                            true,
+                            root.path() / "workspace",
+                            held_skills_file(root.path() / "state")};
+  }
+
+ private:
+  void setup() {
     fs::create_directories(manifests);
     fs::create_directories(plugins);
     fs::permissions(plugins, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -125,16 +152,9 @@ struct CrashedWorld {
     std::ofstream(manifests / "depends-on-echo.yaml")
         << "name: depends-on-echo\nversion: 1.0.0\nlibrary: libdepends-on-echo.so\nabi: 1\n"
            "depends_on: [\"echo >=1.0 <3\"]\n";
-    auto created = SkillHost::create(
-        SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
+    auto created = SkillHost::create(options());
     REQUIRE(created.has_value());
     host = std::move(*created);
-    auto record = parse_crash_record(
-        "passepartout-crash 1\tcause=SIGSEGV\tat_ms=1764367800000\tskill=echo\t"
-        "version=1.0.0\thook=gate\tsha256=" +
-        sha256 + "\n");
-    REQUIRE(record.has_value());
-    boot = host->boot("boot", &*record);
   }
 };
 
@@ -171,14 +191,67 @@ TEST_CASE("a skill that crashed the daemon is held back at the next start until 
   REQUIRE(rescan.kept.size() == 1);
   CHECK(rescan.kept[0].starts_with("echo: held back since it crashed the daemon"));
 
+  // Held at every start, not only the next one, until an operator loads it.
+  const fs::path held_file = held_skills_file(w.root.path() / "state");
+  REQUIRE(read_held_skills(held_file).size() == 1);
+  CHECK(read_held_skills(held_file)[0].skill == "echo");
+  w.restart();
+  CHECK(w.host->snapshot()->find("echo") == nullptr);
+  REQUIRE(w.boot.disabled.size() == 2);
+  CHECK(w.boot.disabled[1].reason.starts_with("crashed the daemon: SIGSEGV in hook gate at 2025-11-28T22:10:00Z"));
+  CHECK(w.host->held_back() == std::vector<std::string>{"echo"});
+
   // Loaded by name (skills reload): loaded, no longer held back; a rescan then loads its dependent.
   ChangeResult reloaded = w.host->reload("echo", "operator");
   INFO(reloaded.change.error);
   CHECK(reloaded.ok());
   CHECK(w.host->snapshot()->find("echo") != nullptr);
   CHECK(w.host->held_back().empty());
+  CHECK_FALSE(fs::exists(held_file));
   w.host->rescan("rescan");
   CHECK(w.host->snapshot()->find("depends-on-echo") != nullptr);
+
+  // And at the next start.
+  w.restart();
+  CHECK(w.boot.disabled.empty());
+  CHECK(w.host->snapshot()->find("echo") != nullptr);
+}
+
+TEST_CASE("the held skills file keeps its records and skips a bad line", "[skills][crash]") {
+  TempDir dir;
+  const fs::path file = held_skills_file(dir.path());
+  CHECK(read_held_skills(file).empty());
+  auto a = parse_crash_record(line("SIGSEGV", "a-gate"));
+  auto b = parse_crash_record(line("exit", "b-gate"));
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  CHECK(crash_record_line(*a) == line("SIGSEGV", "a-gate"));
+  REQUIRE(write_held_skills(file, {*a, *b}).has_value());
+  CHECK((fs::status(file).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(read_held_skills(file) == std::vector<CrashRecord>{*a, *b});
+
+  std::ofstream(file, std::ios::app) << "not a record\n";
+  LogCapture capture;
+  CHECK(read_held_skills(file) == std::vector<CrashRecord>{*a, *b});
+  CHECK(capture.contains(":3 ignored: bad crash record"));
+
+  REQUIRE(write_held_skills(file, {}).has_value());
+  CHECK_FALSE(fs::exists(file));
+}
+
+TEST_CASE("a held-back skill whose manifest was removed is let go", "[skills][crash]") {
+  auto digest = sha256_file(fs::path(PP_FIXTURE_DIR) / "libecho-v1.so");
+  REQUIRE(digest.has_value());
+  CrashedWorld w(*digest);
+  REQUIRE(w.host->held_back() == std::vector<std::string>{"echo"});
+  fs::remove(w.manifests / "echo.yaml");
+  fs::remove(w.manifests / "depends-on-echo.yaml");
+  w.restart();
+  CHECK(w.host->held_back().empty());
+  CHECK_FALSE(fs::exists(held_skills_file(w.root.path() / "state")));
+  std::ofstream(w.manifests / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
+  w.restart();
+  CHECK(w.host->snapshot()->find("echo") != nullptr);
 }
 
 TEST_CASE("a skill whose library changed since it crashed the daemon loads as usual", "[skills][crash]") {
