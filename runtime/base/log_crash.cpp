@@ -1,23 +1,41 @@
-// The crash writer: on a fatal signal, what the batching threads hold and a
-// line naming the signal, then the signal's previous disposition.
+// The crash writer: on a fatal signal, what the batching threads hold, a note
+// (set_crash_note) and a line naming the signal and the skill hook that was
+// running on the crashing thread, recorded durably (record_crashes_in), then
+// the signal's previous disposition. And the same line for exit() in a hook.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <string_view>
 
+#include "base/crash_context.hpp"
+#include "base/errno_text.hpp"
 #include "base/log.hpp"
 #include "base/log_detail.hpp"
 
 namespace passepartout {
+
+constinit thread_local RunningHook t_running_hook{};
+
 namespace {
 
 using log_detail::held_lines_slots;
 using log_detail::HeldLines;
+using log_detail::is_thread_batching;
 using log_detail::kRegisteredThreads;
+using log_detail::thread_held_lines;
+using log_detail::write_held;
 using log_detail::write_stderr;
 using log_detail::writes_json_lines;
 
@@ -65,7 +83,7 @@ class CrashLine {
   std::string_view view() const noexcept { return {buffer_, size_}; }
 
  private:
-  char buffer_[256];
+  char buffer_[512];
   std::size_t size_ = 0;
 };
 
@@ -99,7 +117,106 @@ void put_time(CrashLine& line, bool with_offset) noexcept {
       .number(static_cast<std::uint64_t>(offset_minutes % 60), 2);
 }
 
-extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) {
+// The crash record's file (record_crashes_in), -1 when none; and the note.
+std::atomic<int> crash_record_fd{-1};
+constexpr std::size_t kNoteCapacity = 4096;
+char crash_note[kNoteCapacity];
+std::atomic<std::size_t> crash_note_size{0};
+
+// Appends `text` as the inside of a JSON string: what cannot be written
+// plainly (quotes, backslashes, control bytes) becomes '?'.
+void json_text(CrashLine& line, std::string_view text) noexcept {
+  for (const char c : text) {
+    const bool plain = c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20;
+    line.text(plain ? std::string_view(&c, 1) : std::string_view("?"));
+  }
+}
+
+// The code address the thread was at (x86-64 and AArch64; 0 elsewhere).
+std::uintptr_t code_address(const void* context) noexcept {
+  if (context == nullptr) return 0;
+  const auto* uc = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+  return static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<std::uintptr_t>(uc->uc_mcontext.pc);
+#else
+  static_cast<void>(uc);
+  return 0;
+#endif
+}
+
+// The crash line: "<time> error crash: <cause>: <what>[ in hook H of skill
+// 'x' 1.0.0][ (code in <library>)]; the process stops", or its JSON line.
+void write_crash_line(std::string_view cause, std::string_view what, const RunningHook& running,
+                      const char* library) noexcept {
+  CrashLine line;
+  const std::string_view stops = "; the process stops";
+  if (writes_json_lines()) {
+    line.text(R"({"time":")");
+    put_time(line, true);
+    line.text(R"(","level":"error","component":"crash",)");
+    if (running.skill != nullptr) {
+      line.text(R"("skill":")");
+      json_text(line, running.skill->name);
+      line.text(R"(","version":")");
+      json_text(line, running.skill->version);
+      line.text(R"(","hook":")");
+      json_text(line, running.hook);
+      line.text(R"(",)");
+    }
+    line.text(R"("message":")").text(cause).text(": ").text(what);
+    if (running.skill != nullptr) {
+      line.text(" in hook ");
+      json_text(line, running.hook);
+      line.text(" of skill '");
+      json_text(line, running.skill->name);
+      line.text("' ");
+      json_text(line, running.skill->version);
+    }
+    if (library != nullptr) {
+      line.text(" (code in ");
+      json_text(line, library);
+      line.text(")");
+    }
+    line.text(stops).text("\"}\n");
+  } else {
+    put_time(line, false);
+    line.text(" error crash: ").text(cause).text(": ").text(what);
+    if (running.skill != nullptr) {
+      line.text(" in hook ").text(running.hook).text(" of skill '").text(running.skill->name).text("' ");
+      line.text(running.skill->version);
+    }
+    if (library != nullptr) line.text(" (code in ").text(library).text(")");
+    line.text(stops).text("\n");
+  }
+  write_stderr(line.view());
+}
+
+// One line in the crash record (crash_record.hpp parses it), then fsync:
+// "passepartout-crash 1\tcause=SIGSEGV\tat_ms=...\tskill=...\tversion=...\thook=...\tsha256=...\n".
+void write_crash_record(std::string_view cause, const RunningHook& running) noexcept {
+  const int fd = crash_record_fd.load(std::memory_order_acquire);
+  if (fd < 0 || running.skill == nullptr) return;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  CrashLine line;
+  line.text("passepartout-crash 1\tcause=").text(cause).text("\tat_ms=");
+  line.number(static_cast<std::uint64_t>(now.tv_sec) * 1000 + static_cast<std::uint64_t>(now.tv_nsec / 1'000'000));
+  line.text("\tskill=").text(running.skill->name).text("\tversion=").text(running.skill->version);
+  line.text("\thook=").text(running.hook).text("\tsha256=").text(running.skill->sha256).text("\n");
+  const std::string_view bytes = line.view();
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+}
+
+extern "C" void on_fatal_signal(int number, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   // What every batching thread holds, but a text its thread is changing right now.
   HeldLines* const slots = held_lines_slots();
@@ -110,18 +227,26 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) 
       write_stderr(slots[i].text);
     }
   }
-  CrashLine line;
-  const std::string_view message = "fatal signal; the process stops";
-  if (writes_json_lines()) {
-    line.text(R"({"time":")");
-    put_time(line, true);
-    line.text(R"(","level":"error","component":"crash","message":")").text(signal_name(number));
-    line.text(": ").text(message).text("\"}\n");
-  } else {
-    put_time(line, false);
-    line.text(" error crash: ").text(signal_name(number)).text(": ").text(message).text("\n");
+  if (const std::size_t note = crash_note_size.load(std::memory_order_acquire); note > 0) {
+    write_stderr(std::string_view(crash_note, note));
   }
-  write_stderr(line.view());
+  // The hook the host called on this thread, and the library the faulting
+  // code is in (dladdr: not on POSIX's list of async-signal-safe calls, but
+  // it only reads the loader's list of objects, as backtrace writers do).
+  // A signal another process sent (kill, systemd's watchdog) lands on any
+  // thread: the hook that thread runs did not cause it, and is not named.
+  const bool caused_here = info == nullptr || info->si_code > 0 || info->si_pid == ::getpid();
+  const RunningHook running = caused_here ? t_running_hook : RunningHook{};
+  const char* library = nullptr;
+  if (const std::uintptr_t pc = code_address(context); pc != 0) {
+    Dl_info where{};
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the saved instruction pointer is an integer register
+    if (::dladdr(reinterpret_cast<void*>(pc), &where) != 0 && where.dli_fname != nullptr && *where.dli_fname != 0) {
+      library = where.dli_fname;
+    }
+  }
+  write_crash_line(signal_name(number), "fatal signal", running, library);
+  write_crash_record(signal_name(number), running);
 
   // The previous disposition handles the signal again: a fault recurs when
   // this handler returns; a signal that was sent is sent again.
@@ -130,6 +255,15 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* /*context*/) 
   }
   if (info == nullptr || info->si_code <= 0) ::raise(number);
   errno = saved_errno;
+}
+
+// exit() or quick_exit() called while a hook runs on this thread.
+extern "C" void on_exit_in_hook() {
+  const RunningHook running = t_running_hook;
+  if (running.skill == nullptr) return;
+  if (is_thread_batching()) write_held(thread_held_lines());  // this thread's own lines only
+  write_crash_line("exit", "the skill called exit()", running, nullptr);
+  write_crash_record("exit", running);
 }
 
 }  // namespace
@@ -148,6 +282,31 @@ void write_held_logs_on_fatal_signals() {
     for (std::size_t i = 0; i < kFatalSignals.size(); ++i) {
       ::sigaction(kFatalSignals[i], &action, &previous_actions[i]);
     }
+  });
+}
+
+Result<void> record_crashes_in(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return fail(ErrorCode::io_error, "cannot open the crash record " + file.string() + ": " + errno_text(errno));
+  }
+  const int previous = crash_record_fd.exchange(fd, std::memory_order_acq_rel);
+  if (previous >= 0) ::close(previous);
+  return {};
+}
+
+void set_crash_note(std::string_view text) {
+  const std::size_t size = std::min(text.size(), kNoteCapacity);
+  crash_note_size.store(0, std::memory_order_release);
+  std::copy_n(text.data(), size, crash_note);
+  crash_note_size.store(size, std::memory_order_release);
+}
+
+void log_exit_in_skill_hooks() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    std::atexit(on_exit_in_hook);
+    std::at_quick_exit(on_exit_in_hook);
   });
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/crash_context.hpp"
 #include "base/log.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
@@ -56,6 +57,7 @@ int run_daemon(const DaemonArgs& args) {
   }
   configure_logging(config->log_level, config->log_format);
   write_held_logs_on_fatal_signals();
+  log_exit_in_skill_hooks();
 
   auto daemon = Daemon::start(std::move(*config));
   if (!daemon) {

@@ -11,6 +11,7 @@
 #include <vector>
 #include "cli/cli11.hpp"
 
+#include "base/crash_context.hpp"
 #include "base/log.hpp"
 #include "cli/commands.hpp"
 #include "cli/decision_files.hpp"
@@ -52,6 +53,21 @@ int fail_usage(const std::string& message, bool as_json) {
   return kExitUsage;
 }
 
+// A gate that crashes takes this process with it: the crash writer then
+// says what was loaded, in order, before its line naming the gate; a hook
+// that calls exit() is named on the way out.
+void guard_against_crashing_gates(const BootResult& result) {
+  std::string note = "verify: load order:";
+  for (std::size_t i = 0; i < result.slots.size(); ++i) {
+    note += (i == 0 ? " " : ", ") + std::to_string(i + 1) + ". " + result.slots[i]->name() + " " +
+            result.slots[i]->version_text();
+  }
+  note += result.slots.empty() ? " nothing loaded\n" : "\n";
+  set_crash_note(note);
+  write_held_logs_on_fatal_signals();
+  log_exit_in_skill_hooks();
+}
+
 int run_verify(const VerifyOptions& options) {
   auto action = read_sexp(options.action, ReaderLimits{std::size_t{1024} * 1024, 64});
   if (!action) return fail_usage("the action is not a valid s-expression: " + action.error().message, options.json);
@@ -66,7 +82,9 @@ int run_verify(const VerifyOptions& options) {
   Registry registry;
   registry.publish(result.slots);
   auto snapshot = registry.snapshot();
+  guard_against_crashing_gates(result);
   Verification verification = Verifier::verify(*snapshot, *action, *signal);
+  set_crash_note({});
   const int status = verification.outcome == VerifyOutcome::passed    ? kExitOk
                      : verification.outcome == VerifyOutcome::blocked ? kExitBlocked
                                                                       : kExitApproval;
@@ -167,6 +185,7 @@ int replay_decisions(const std::string& replay, const fs::path& manifest_dir, co
   const BootResult& booted = loaded->boot;
   Registry registry;
   registry.publish(booted.slots);
+  guard_against_crashing_gates(booted);
   DecisionReplay replayer(registry.snapshot());
 
   if (replay == "-") {

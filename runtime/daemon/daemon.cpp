@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/crash_context.hpp"
 #include "base/digest.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
@@ -49,6 +50,7 @@
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
 #include "skills/audit_log.hpp"
+#include "skills/crash_record.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_watcher.hpp"
 
@@ -395,7 +397,8 @@ Result<void> Daemon::Impl::boot() {
   }
 
   // H6 (3, 4): actuators and skills.
-  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir), true, c.workspace};
+  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir),
+                                true,           c.workspace,  held_skills_file(c.state_dir)};
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;
@@ -406,7 +409,19 @@ Result<void> Daemon::Impl::boot() {
     if (!host) return fail(host.error().code, host.error().message);
   }
   skills = std::move(*host);
-  const BootResult booted = skills->boot("boot");
+  // The skill whose hook ended the previous run (crash_record.hpp), read
+  // before this run's record replaces it; then this run's is armed, so a
+  // crash in a skill's create or self-test at boot is recorded too.
+  const fs::path crash_file = crash_record_file(c.state_dir);
+  const std::optional<CrashRecord> crashed = read_crash_record(crash_file);
+  if (crashed) {
+    log_message(LogLevel::warn, kComponent, "the previous run ended in skill '{}' {}: {}", crashed->skill,
+                crashed->version, crashed->what());
+  }
+  if (auto armed = record_crashes_in(crash_file); !armed) {
+    log_message(LogLevel::warn, kComponent, "a crash in a skill will not be recorded: {}", armed.error().message);
+  }
+  const BootResult booted = skills->boot("boot", crashed ? &*crashed : nullptr);
   problems.record(booted);
   std::string loaded;
   for (const auto& slot : booted.slots)

@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "daemon/close_on_exec.hpp"
 #include "daemon/connection.hpp"
 
 namespace passepartout::detail {
@@ -39,6 +40,7 @@ void refuse(const std::shared_ptr<ServerState>& server, GenericSocket& socket, c
 }  // namespace
 
 void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info) {
+  set_close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC (close_on_exec.hpp)
   info.connection_id = server->next_connection_id.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t id = info.connection_id;
   const bool tcp = info.transport == Transport::tcp;

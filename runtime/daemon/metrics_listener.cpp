@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #pragma GCC diagnostic pop
 
+#include <cerrno>
 #include <exception>
 #include <future>
 #include <optional>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "daemon/close_on_exec.hpp"
 
 namespace passepartout {
 
@@ -180,6 +182,7 @@ void MetricsListener::State::accept() {
 }
 
 void MetricsListener::State::admit(tcp::socket socket) {
+  set_close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC (close_on_exec.hpp)
   if (open >= options.max_connections) {
     // Refused for almost nothing: one non-blocking write, then closed.
     static constexpr std::string_view kBusy =
@@ -208,6 +211,9 @@ Result<std::unique_ptr<MetricsListener>> MetricsListener::start(asio::io_context
   if (ec) return fail(ErrorCode::invalid_input, "metrics: '" + state->options.address + "' is not an IP address");
   const tcp::endpoint endpoint(address, state->options.port);
   state->acceptor.open(endpoint.protocol(), ec);
+  if (!ec && !set_close_on_exec(state->acceptor.native_handle())) {
+    ec = error_code(errno, boost::system::system_category());
+  }
   if (!ec) state->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) state->acceptor.bind(endpoint, ec);
   if (!ec) state->acceptor.listen(asio::socket_base::max_listen_connections, ec);

@@ -12,11 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "base/errno_text.hpp"
 #include "base/log.hpp"
+#include "daemon/close_on_exec.hpp"
 #include "daemon/connection.hpp"
 #include "daemon/listener.hpp"
 #include "daemon/server_state.hpp"
@@ -147,6 +150,9 @@ struct Server::Impl {
     error_code error;
     acceptor.open(asio::local::stream_protocol(), error);
     if (error) return fail(ErrorCode::io_error, "cannot open a unix socket: " + error.message());
+    if (!set_close_on_exec(acceptor.native_handle())) {
+      return fail(ErrorCode::io_error, "cannot make the unix socket close-on-exec: " + errno_text(errno));
+    }
     // Linux creates the socket file with the socket's own mode (less the
     // umask): set it before bind so the file never grants more than 0600.
     ::fchmod(acceptor.native_handle(), S_IRUSR | S_IWUSR);
@@ -182,6 +188,9 @@ struct Server::Impl {
     auto& acceptor = tcp_listener->acceptor();
     const asio::ip::tcp::endpoint endpoint(address, options.tcp_port);
     acceptor.open(endpoint.protocol(), error);
+    if (!error && !set_close_on_exec(acceptor.native_handle())) {
+      return fail(ErrorCode::io_error, "cannot make the socket for " + where + " close-on-exec: " + errno_text(errno));
+    }
     if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
     if (!error) acceptor.bind(endpoint, error);
     if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "base/crash_context.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
 #include "pipeline/credential_rule.hpp"
@@ -260,7 +261,9 @@ void run_gates(const Snapshot& snapshot, const Value& action, const Value& signa
 
     const std::uint64_t started = timed ? now_ns() : 0;
     const std::uint64_t ticket = watch.start();
+    t_running_hook = RunningHook{&gate.slot->running(), "gate"};  // for the crash writer: two stores a gate
     const pp_status status = gate.fn(gate.instance, &call, to_handle(*current), signal_handle, &verdict);
+    t_running_hook.skill = nullptr;
     const bool late = watch.finish(ticket);
     if (times != nullptr) times->mark();
     GateCounters& counters = gate.slot->counters();

@@ -47,6 +47,7 @@ struct SkillChange {
   std::string detail;
   std::string outcome;  // "ok", "refused", "failed"
   // The step that failed: "manifest", "dependencies", "load", "create", "self-test", "state", "publish";
+  // "crash" for a boot load refused because the skill crashed the previous run (crash_record.hpp);
   // empty when ok.
   std::string step;
   std::string error;             // the message, empty when ok

@@ -9,7 +9,8 @@
 
 namespace passepartout {
 
-BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader) {
+BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader,
+                       const std::map<std::string, std::string>& held_back) {
   BootResult result;
   result.manifests = std::move(manifests);
   LoadPlan plan = DependencyGraph::plan(result.manifests);
@@ -28,6 +29,11 @@ BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader
       result.disabled.push_back(Disabled{manifest->name, reason});
       continue;
     }
+    if (auto held = held_back.find(manifest->name); held != held_back.end()) {
+      failed.emplace(manifest->name, held->second);
+      result.disabled.push_back(Disabled{manifest->name, held->second});
+      continue;
+    }
     auto slot = loader.load(*manifest);
     if (!slot) {
       failed.emplace(manifest->name, slot.error().message);
@@ -44,10 +50,11 @@ BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader
   return result;
 }
 
-Result<BootResult> boot_skill_dir(const std::filesystem::path& manifest_dir, SkillLoader& loader) {
+Result<BootResult> boot_skill_dir(const std::filesystem::path& manifest_dir, SkillLoader& loader,
+                                  const std::map<std::string, std::string>& held_back) {
   auto set = load_manifest_dir(manifest_dir);
   if (!set) return fail(set.error().code, set.error().message);
-  BootResult result = boot_skills(std::move(set->manifests), loader);
+  BootResult result = boot_skills(std::move(set->manifests), loader, held_back);
   result.manifest_errors = std::move(set->errors);
   return result;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,11 +27,15 @@ struct BootResult {
 };
 
 // Plans and loads `manifests`. A skill whose dependency failed to load is
-// disabled as well ("depends on 'x', which failed to load"). Control thread.
-BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader);
+// disabled as well ("depends on 'x', which failed to load"). The skills of
+// `held_back` (name -> why) are not loaded: disabled with that reason, and
+// their dependents as above. Control thread.
+BootResult boot_skills(std::vector<SkillManifest> manifests, SkillLoader& loader,
+                       const std::map<std::string, std::string>& held_back = {});
 
 // Reads every manifest in `manifest_dir`, then as above. Fails only when the
 // folder itself cannot be read.
-Result<BootResult> boot_skill_dir(const std::filesystem::path& manifest_dir, SkillLoader& loader);
+Result<BootResult> boot_skill_dir(const std::filesystem::path& manifest_dir, SkillLoader& loader,
+                                  const std::map<std::string, std::string>& held_back = {});
 
 }  // namespace passepartout

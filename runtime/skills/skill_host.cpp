@@ -267,36 +267,91 @@ void SkillHost::record_all(std::span<SkillChange> changes) {
   }
 }
 
-BootResult SkillHost::boot(std::string_view requester) {
+BootResult SkillHost::boot(std::string_view requester, const CrashRecord* crashed) {
   return control_.run([&] {
     auto start = Clock::now();
-    auto booted = boot_skill_dir(options_.manifest_dir, loader_);
-    if (!booted) {
+    auto set = load_manifest_dir(options_.manifest_dir);
+    if (!set) {
       BootResult empty;
-      empty.manifest_errors.push_back(booted.error());
+      empty.manifest_errors.push_back(set.error());
       return empty;
     }
-    for (const auto& manifest : booted->manifests) manifest_paths_[manifest.name] = manifest.path;
-    registry_.publish(booted->slots);
+    // The skills held back after a crash (the previous run's, and those held
+    // before), while their libraries have the bytes that crashed.
+    std::vector<CrashRecord> records;
+    if (!options_.held_file.empty()) records = read_held_skills(options_.held_file);
+    if (crashed != nullptr) {
+      std::erase_if(records, [&](const CrashRecord& r) { return r.skill == crashed->skill; });
+      records.push_back(*crashed);
+    }
+    std::map<std::string, std::string> held;
+    std::map<std::string, CrashRecord> kept;
+    for (const CrashRecord& record : records) {
+      auto found = std::find_if(set->manifests.begin(), set->manifests.end(),
+                                [&](const SkillManifest& m) { return m.name == record.skill; });
+      if (found == set->manifests.end()) {
+        // Its manifest was removed: an operator's decision; a manifest put back is loaded as usual.
+        log_message(LogLevel::info, "skills", "skill '{}' {} {}; no manifest names it now: no longer held back",
+                    record.skill, record.version, record.what());
+      } else if (auto hash = sha256_file(loader_.library_path(*found)); hash && *hash == record.sha256) {
+        held.emplace(record.skill, record.hold_reason());
+        kept.emplace(record.skill, record);
+      } else {
+        log_message(LogLevel::warn, "skills",
+                    "skill '{}' {} {}; its library changed since (sha256 {} now, {} then): loading it", record.skill,
+                    record.version, record.what(), hash ? hash->substr(0, 12) : std::string("unreadable"),
+                    record.sha256.substr(0, 12));
+      }
+    }
+    {
+      std::lock_guard lock(held_mutex_);
+      held_back_ = kept;
+      save_held_locked();
+    }
+    BootResult booted = boot_skills(std::move(set->manifests), loader_, held);
+    booted.manifest_errors = std::move(set->errors);
+    for (const auto& manifest : booted.manifests) manifest_paths_[manifest.name] = manifest.path;
+    registry_.publish(booted.slots);
     std::vector<SkillChange> changes;
-    changes.reserve(booted->slots.size() + booted->disabled.size());
-    for (const auto& slot : booted->slots) {
+    changes.reserve(booted.slots.size() + booted.disabled.size());
+    for (const auto& slot : booted.slots) {
       SkillChange& change = changes.emplace_back(begin_change("load", slot->name(), requester));
       change.to_version = slot->version_text();
       change.to_sha256 = slot->library_sha256();
       change.outcome = "ok";
       change.duration_us = micros_since(start);
     }
-    for (const auto& disabled : booted->disabled) {
+    for (const auto& disabled : booted.disabled) {
       SkillChange& change = changes.emplace_back(begin_change("load", disabled.name, requester));
       change.outcome = "refused";
-      change.step = "load";
+      change.step = held.count(disabled.name) != 0 ? "crash" : "load";
       change.error = disabled.reason;
       change.duration_us = micros_since(start);
+      if (auto record = kept.find(disabled.name); record != kept.end() && held.count(disabled.name) != 0) {
+        change.to_version = record->second.version;
+        change.to_sha256 = record->second.sha256;
+      }
     }
     record_all(changes);
-    return std::move(*booted);
+    return booted;
   });
+}
+
+std::vector<std::string> SkillHost::held_back() const {
+  std::lock_guard lock(held_mutex_);
+  std::vector<std::string> names;
+  for (const auto& [name, record] : held_back_) names.push_back(name);
+  return names;
+}
+
+void SkillHost::save_held_locked() {
+  if (options_.held_file.empty()) return;
+  std::vector<CrashRecord> records;
+  for (const auto& [name, record] : held_back_) records.push_back(record);
+  if (auto saved = write_held_skills(options_.held_file, records); !saved) {
+    log_message(LogLevel::error, "skills", "the skills held back after a crash are not kept for the next start: {}",
+                saved.error().message);
+  }
 }
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a hot swap, not std::swap; it may throw
@@ -402,6 +457,11 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
 }
 
 ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view requester, TimePoint start) {
+  {
+    // Asked for by name (a rescan never adds a held-back skill): no longer held back.
+    std::lock_guard lock(held_mutex_);
+    if (held_back_.erase(manifest.name) != 0) save_held_locked();
+  }
   SkillChange change = begin_change("add", manifest.name, requester);
   change.to_version = manifest.version.to_string();
   auto snapshot = registry_.snapshot();
@@ -581,6 +641,14 @@ RescanResult SkillHost::rescan_now(std::string_view requester) {
     in_folder.insert(manifest.name);
     const Slot* loaded = snapshot->find(manifest.name);
     if (loaded == nullptr) {
+      std::unique_lock lock(held_mutex_);
+      if (held_back_.count(manifest.name) != 0) {
+        lock.unlock();
+        result.kept.push_back(manifest.name + ": held back since it crashed the daemon; load it explicitly " +
+                              "(skills load, or skills reload " + manifest.name + ")");
+        continue;
+      }
+      lock.unlock();
       added.push_back(std::move(manifest));
       continue;
     }

@@ -20,6 +20,7 @@
 #include "base/result.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/control_thread.hpp"
+#include "skills/crash_record.hpp"
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
@@ -34,6 +35,9 @@ struct SkillHostOptions {
   bool check_permissions = true;
   // What "${workspace}" in a manifest's config stands for (LoaderOptions::workspace).
   std::filesystem::path workspace;
+  // Where the skills held back after a crash are kept across restarts
+  // (held_skills_file); empty keeps them in memory only.
+  std::filesystem::path held_file;
 };
 
 struct ChangeResult {
@@ -75,8 +79,17 @@ class SkillHost {
   SkillHost(const SkillHost&) = delete;
   SkillHost& operator=(const SkillHost&) = delete;
 
-  // Loads every manifest of the manifest folder in dependency order.
-  BootResult boot(std::string_view requester = "boot");
+  // Loads every manifest of the manifest folder in dependency order. A skill
+  // held back after a crash (`crashed`, the previous run's crash record, and
+  // those of the held file) whose library still has the bytes that crashed is
+  // not loaded: disabled with the crash as the reason (CrashRecord::hold_reason),
+  // audited as a refused load at step "crash", left out of rescans, and kept
+  // in the held file across restarts until an operator loads it (add or
+  // reload). One whose library changed since, or whose manifest is gone, is
+  // let go (a library that changed is loaded as usual).
+  BootResult boot(std::string_view requester = "boot", const CrashRecord* crashed = nullptr);
+  // Names of the skills held back after a crash (control thread's copy; any thread).
+  std::vector<std::string> held_back() const;
 
   std::shared_ptr<const Snapshot> snapshot() const noexcept { return registry_.snapshot(); }
   // The registry the pipeline reads snapshots from; only the host publishes to it.
@@ -207,7 +220,11 @@ class SkillHost {
   std::unique_ptr<AuditLog> audit_;
   std::deque<SkillChange> memory_log_;                           // control thread only; when there is no audit file
   std::map<std::string, std::filesystem::path> manifest_paths_;  // control thread only
-  std::string promoting_;  // control thread only: the skill whose candidate is being promoted
+  std::string promoting_;                         // control thread only: the skill whose candidate is being promoted
+  std::map<std::string, CrashRecord> held_back_;  // guarded by held_mutex_
+  // Writes held_back_ to options_.held_file (held_mutex_ held).
+  void save_held_locked();
+  mutable std::mutex held_mutex_;
   static constexpr std::size_t kChangeKinds = 9;
   static constexpr std::size_t kChangeOutcomes = 4;
   std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>

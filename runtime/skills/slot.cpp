@@ -40,12 +40,19 @@ Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibr
       table_(std::move(table)) {
   self_.skill_name = manifest_.name;
   instance_.api = &table_.hooks;
+  running_ = RunningSkill{manifest_.name.c_str(), version_text_.c_str(), sha256_.c_str()};
 }
 
-Slot::~Slot() = default;
+Slot::~Slot() {
+  if (instance_.ptr == nullptr) return;
+  const HookScope hook(running_, "destroy");
+  table_.hooks.destroy(instance_.ptr);
+  instance_.ptr = nullptr;
+}
 
 Result<void> Slot::create_instance() {
   pp_call call;
+  const HookScope hook(running_, "create");
   void* instance = table_.hooks.create(&host_api(), &self_, to_handle(config_), &call);
   if (instance == nullptr) {
     return fail(ErrorCode::failed,
@@ -59,6 +66,7 @@ Result<void> Slot::create_instance() {
 Result<void> Slot::self_test() {
   if (table_.hooks.self_test == nullptr) return {};
   pp_call call;
+  const HookScope hook(running_, "self_test");
   if (table_.hooks.self_test(instance_.ptr, &call) != PP_OK) {
     return fail(ErrorCode::failed, "skill '" + name() + "': self-test failed: " + call.reason());
   }
@@ -68,12 +76,14 @@ Result<void> Slot::self_test() {
 Result<Value> Slot::export_state() const {
   pp_call call;
   const pp_value* state = nullptr;
+  const HookScope hook(running_, "export_state");
   if (table_.hooks.export_state(instance_.ptr, &call, &state) != PP_OK) return fail(ErrorCode::failed, call.reason());
   return from_handle(state);  // a copy: it outlives `call`, which owns what the skill built
 }
 
 Result<void> Slot::import_state(const Value& state) {
   pp_call call;
+  const HookScope hook(running_, "import_state");
   if (table_.hooks.import_state(instance_.ptr, &call, to_handle(state)) != PP_OK) {
     return fail(ErrorCode::failed, call.reason());
   }
@@ -101,6 +111,7 @@ bool Slot::trigger(const Value& signal) const {
   if (table_.hooks.trigger == nullptr) return false;
   pp_call call;
   std::int32_t triggered = 0;
+  const HookScope hook(running_, "trigger");
   return table_.hooks.trigger(instance_.ptr, &call, to_handle(signal), &triggered) == PP_OK && triggered != 0;
 }
 
@@ -108,6 +119,7 @@ Result<Value> Slot::prompt(const Value& signal) const {
   if (table_.hooks.prompt == nullptr) return Value();
   pp_call call;
   const pp_value* generated = nullptr;
+  const HookScope hook(running_, "prompt");
   if (table_.hooks.prompt(instance_.ptr, &call, to_handle(signal), &generated) != PP_OK) {
     return fail(ErrorCode::failed, call.reason());
   }
@@ -121,6 +133,7 @@ Result<Value> Slot::call_tool(std::size_t index, const Value& args, const Value&
   }
   pp_call call;
   const pp_value* result = nullptr;
+  const HookScope hook(running_, "call_tool");
   if (table_.hooks.call_tool(instance_.ptr, &call, index, to_handle(args), to_handle(signal), &result) != PP_OK) {
     return fail(ErrorCode::failed, failure_text(call, tool_label(index)));
   }
@@ -134,6 +147,7 @@ Result<Value> Slot::act(std::size_t index, const Value& action, const Value& sig
   }
   pp_call call;
   const pp_value* result = nullptr;
+  const HookScope hook(running_, "act");
   if (table_.hooks.act(instance_.ptr, &call, index, to_handle(action), to_handle(signal), &result) != PP_OK) {
     return fail(ErrorCode::failed, failure_text(call, actuator_label(index)));
   }
@@ -143,6 +157,7 @@ Result<Value> Slot::act(std::size_t index, const Value& action, const Value& sig
 Result<void> Slot::observe(const Value& signal) const {
   if (table_.hooks.observe == nullptr) return {};
   pp_call call;
+  const HookScope hook(running_, "observe");
   if (table_.hooks.observe(instance_.ptr, &call, to_handle(signal)) != PP_OK) {
     return fail(ErrorCode::failed, failure_text(call, "observe of skill '" + name() + "'"));
   }
@@ -153,7 +168,12 @@ std::optional<ErrorChoice> Slot::error_policy(const Value& signal, const Value& 
   if (table_.hooks.error_policy == nullptr) return std::nullopt;
   pp_call call;
   pp_error_choice choice{};
-  if (table_.hooks.error_policy(instance_.ptr, &call, to_handle(signal), to_handle(error), &choice) != PP_OK) {
+  pp_status answered = PP_OK;
+  {
+    const HookScope hook(running_, "error_policy");
+    answered = table_.hooks.error_policy(instance_.ptr, &call, to_handle(signal), to_handle(error), &choice);
+  }
+  if (answered != PP_OK) {
     log_message(LogLevel::warn, name(),
                 "error policy failed (the default error handling applies): " +
                     failure_text(call, "the error policy of skill '" + name() + "'"));

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "base/crash_context.hpp"
 #include "base/result.hpp"
 #include "passepartout/abi.h"
 #include "skills/gate_counters.hpp"
@@ -121,6 +122,9 @@ class Slot {
   // Lower-case hex SHA-256 of the library bytes that were loaded.
   const std::string& library_sha256() const noexcept { return sha256_; }
   const std::filesystem::path& library_path() const noexcept { return library_->source_path(); }
+  // Name, version and library digest as the crash writer names the skill
+  // (set in t_running_hook around every call into it).
+  const RunningSkill& running() const noexcept { return running_; }
 
   // The skill's hooks in a full-size table: members beyond the skill's ABI
   // minor read as NULL (a 1.0 skill has no tools, actuators or 1.1 hooks).
@@ -206,6 +210,7 @@ class Slot {
   Value version_value_;
   Value passed_trace_entry_;
   std::string sha256_;
+  RunningSkill running_;  // points into manifest_, version_text_ and sha256_
   pp_self self_;
   std::unique_ptr<SkillLibrary> library_;  // declared before instance_: dies after it
   SkillTable table_;                       // likewise: instance_ destroys through it

@@ -45,7 +45,7 @@ struct SwapWorld {
     // Changes are kept in memory here: the audit's fsync comes after publication
     // and is not part of the figure, but it would pace the swaps.
     auto created =
-        SkillHost::create(SkillHostOptions{root / "manifests", root / "plugins", {}, false, root / "workspace"});
+        SkillHost::create(SkillHostOptions{root / "manifests", root / "plugins", {}, false, root / "workspace", {}});
     if (!created) die(created.error().message);
     host = std::move(*created);
     if (!host->boot("bench").all_loaded()) die("echo did not load");

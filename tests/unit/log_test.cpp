@@ -24,9 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/crash_context.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
+#include "skills/crash_record.hpp"
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
@@ -571,6 +573,164 @@ TEST_CASE("a fatal signal writes what the batching threads hold, then the proces
   CHECK(text[crash_line - 4] == '.');
 }
 
+namespace {
+
+std::string whole_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+// In a forked child with standard error in `err` and the crash record in
+// `record`: `how` ("fault", "exit", "killed": SIGSEGV sent by this process,
+// or "fault outside") while a hook of skill crash-gate 1.2.3 runs (or,
+// "fault outside", after it returned). Returns the child's wait status.
+int crash_in_hook(const std::filesystem::path& err, const std::filesystem::path& record, const std::string& how,
+                  LogFormat format = LogFormat::text) {
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    for (const int number : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) std::signal(number, SIG_DFL);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::dup2(fd, STDERR_FILENO) != STDERR_FILENO) ::_exit(3);
+    configure_logging(LogLevel::info, format);
+    write_held_logs_on_fatal_signals();
+    log_exit_in_skill_hooks();
+    if (!record_crashes_in(record)) ::_exit(5);
+    set_crash_note("test: what the process had\n");
+    static const std::string digest(64, 'c');
+    static const RunningSkill skill{"crash-gate", "1.2.3", digest.c_str()};
+    void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) ::_exit(3);
+    const volatile char* unreadable = static_cast<const volatile char*>(page);
+    if (how == "fault outside") {
+      { const HookScope hook(skill, "gate"); }
+      static_cast<void>(*unreadable);
+    }
+    const HookScope hook(skill, "gate");
+    if (how == "killed") {  // the parent sends SIGSEGV while the hook runs
+      const char byte = 'x';
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
+    if (how == "exit") std::exit(7);
+    static_cast<void>(*unreadable);
+    ::_exit(4);  // not reached
+  }
+  ::close(ready[1]);
+  if (how == "killed") {
+    char byte = 0;
+    REQUIRE(::read(ready[0], &byte, 1) == 1);  // the child runs the hook now
+    REQUIRE(::kill(child, SIGSEGV) == 0);
+  }
+  ::close(ready[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("a fault in a skill's hook names the skill, version and hook, and is recorded for the next start",
+          "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const std::filesystem::path record = dir.path() / "last-crash";
+  const int status = crash_in_hook(err, record, "fault");
+  const std::string text = whole_file(err);
+  INFO(text);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  const auto note = text.find("test: what the process had\n");
+  const auto crash =
+      text.find(" error crash: SIGSEGV: fatal signal in hook gate of skill 'crash-gate' 1.2.3 (code in ");
+  CHECK(note != std::string::npos);
+  REQUIRE(crash != std::string::npos);
+  CHECK(note < crash);
+  CHECK(text.find("; the process stops\n", crash) != std::string::npos);
+
+  auto parsed = parse_crash_record(whole_file(record));
+  INFO(whole_file(record));
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->cause == "SIGSEGV");
+  CHECK(parsed->skill == "crash-gate");
+  CHECK(parsed->version == "1.2.3");
+  CHECK(parsed->hook == "gate");
+  CHECK(parsed->sha256 == std::string(64, 'c'));
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  CHECK(parsed->at_unix_ms <= now_ms);
+  CHECK(parsed->at_unix_ms > now_ms - 60'000);
+  CHECK((std::filesystem::status(record).permissions() & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+}
+
+TEST_CASE("a fault after the hook returned is not blamed on the skill", "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const std::filesystem::path record = dir.path() / "last-crash";
+  const int status = crash_in_hook(err, record, "fault outside");
+  const std::string text = whole_file(err);
+  INFO(text);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(text.find(" error crash: SIGSEGV: fatal signal (code in ") != std::string::npos);
+  CHECK(text.find("crash-gate") == std::string::npos);
+  CHECK(whole_file(record).empty());
+}
+
+TEST_CASE("a fatal signal sent by another process is not blamed on the hook that runs", "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const std::filesystem::path record = dir.path() / "last-crash";
+  const int status = crash_in_hook(err, record, "killed");
+  const std::string text = whole_file(err);
+  INFO(text);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK(text.find(" error crash: SIGSEGV: fatal signal") != std::string::npos);
+  CHECK(text.find("crash-gate") == std::string::npos);
+  CHECK(whole_file(record).empty());
+}
+
+TEST_CASE("exit() in a skill's hook is logged and recorded on the way out", "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const std::filesystem::path record = dir.path() / "last-crash";
+  const int status = crash_in_hook(err, record, "exit");
+  const std::string text = whole_file(err);
+  INFO(text);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 7);
+  CHECK(text.find(" error crash: exit: the skill called exit() in hook gate of skill 'crash-gate' 1.2.3; the "
+                  "process stops\n") != std::string::npos);
+  auto parsed = parse_crash_record(whole_file(record));
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->cause == "exit");
+}
+
+TEST_CASE("in JSON lines the crash line names the skill in fields of its own", "[log][crash]") {
+  testing::TempDir dir;
+  const std::filesystem::path err = dir.path() / "stderr.txt";
+  const int status = crash_in_hook(err, dir.path() / "last-crash", "fault", LogFormat::json);
+  REQUIRE(WIFSIGNALED(status));
+  std::ifstream in(err, std::ios::binary);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  INFO(last);
+  const auto parsed = nlohmann::json::parse(last);
+  CHECK(parsed["skill"] == "crash-gate");
+  CHECK(parsed["version"] == "1.2.3");
+  CHECK(parsed["hook"] == "gate");
+  CHECK(std::string(parsed["message"]).starts_with("SIGSEGV: fatal signal in hook gate of skill 'crash-gate' 1.2.3"));
+}
+
 TEST_CASE("in JSON lines the fatal-signal line is a JSON object too", "[log]") {
   testing::TempDir dir;
   const std::filesystem::path file = dir.path() / "stderr.txt";
@@ -583,7 +743,9 @@ TEST_CASE("in JSON lines the fatal-signal line is a JSON object too", "[log]") {
   REQUIRE(lines.size() == 3);
   INFO(lines[2]);
   CHECK(lines[2].rfind("{\"time\":\"", 0) == 0);
-  CHECK(lines[2].find("\",\"level\":\"error\",\"component\":\"crash\",\"message\":\"SIGABRT: fatal signal; the "
-                      "process stops\"}") != std::string::npos);
+  // The message names the library of the code that raised it (the C library's abort).
+  CHECK(lines[2].find("\",\"level\":\"error\",\"component\":\"crash\",\"message\":\"SIGABRT: fatal signal (code in ") !=
+        std::string::npos);
+  CHECK(lines[2].ends_with("; the process stops\"}"));
   CHECK((lines[2][32] == '+' || lines[2][32] == '-'));  // {"time":"2026-11-22T12:00:00.000+0000"
 }

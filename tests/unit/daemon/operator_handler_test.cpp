@@ -53,7 +53,7 @@ struct OperatorRig {
     fx.write_manifest("b.yaml", SkillFixtures::yaml("pass-gate-1", 5));
     fx.write_manifest("c.yaml", SkillFixtures::yaml("create-fails", 50));
     auto created = SkillHost::create(SkillHostOptions{
-        fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true, state.path() / "workspace"});
+        fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true, state.path() / "workspace", {}});
     REQUIRE(created.has_value());
     host = std::move(*created);
     problems.record(host->boot("test"));

@@ -54,8 +54,8 @@ struct ShellWorld {
     fs::create_directories(manifests);
     for (auto name : {"policy", "shell-guard", "shell"}) write(std::string(name) + ".yaml", bundled_manifest(name));
     if (before_boot) before_boot(*this);
-    auto created = SkillHost::create(SkillHostOptions{manifests, PP_PLUGIN_DIR, root.path() / "state" / "audit.sqlite3",
-                                                      true, root.path() / "workspace"});
+    auto created = SkillHost::create(SkillHostOptions{
+        manifests, PP_PLUGIN_DIR, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace", {}});
     INFO((created ? std::string() : created.error().message));
     REQUIRE(created.has_value());
     host = std::move(*created);

@@ -49,8 +49,8 @@ struct ShadowWorld {
     for (auto name : {"shadow-gate-1", "shadow-gate-2", "pass-gate-0"}) fx.install_library(name);
     fx.write_manifest("shadow-gate.yaml", shadow_yaml(1, "pass"));
     fx.write_manifest("pass-gate-0.yaml", SkillFixtures::yaml("pass-gate-0", 50));
-    auto created = SkillHost::create(SkillHostOptions{fx.manifest_dir(), fx.plugin_dir(),
-                                                      state.path() / "audit.sqlite3", true, state.path() / "ws"});
+    auto created = SkillHost::create(SkillHostOptions{
+        fx.manifest_dir(), fx.plugin_dir(), state.path() / "audit.sqlite3", true, state.path() / "ws", {}});
     REQUIRE(created.has_value());
     host = std::move(*created);
     auto boot = host->boot("test");

@@ -52,8 +52,8 @@ struct World {
     }
     install("libecho-v1.so", "libecho.so");  // the file the watcher tests rewrite
     if (!boot_manifest.empty()) write("echo.yaml", boot_manifest);
-    auto created = SkillHost::create(
-        SkillHostOptions{manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace"});
+    auto created = SkillHost::create(SkillHostOptions{
+        manifests, plugins, root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace", {}});
     INFO((created ? std::string() : created.error().message));
     REQUIRE(created.has_value());
     host = std::move(*created);
@@ -413,9 +413,12 @@ TEST_CASE("the boot's loads are in the audit log, one row per skill", "[skills][
   two.write("a.yaml", manifest_yaml("echo", "1.0.0", "libecho-v1.so"));
   two.write("b.yaml", manifest_yaml("depends-on-echo", "1.0.0", "libdepends-on-echo.so"));
   two.write("c.yaml", manifest_yaml("gamma", "1.0.0", "libecho-v2-badabi.so"));
-  auto created =
-      SkillHost::create(SkillHostOptions{two.manifests, two.plugins, two.root.path() / "state" / "boot-audit.sqlite3",
-                                         true, two.root.path() / "workspace"});
+  auto created = SkillHost::create(SkillHostOptions{two.manifests,
+                                                    two.plugins,
+                                                    two.root.path() / "state" / "boot-audit.sqlite3",
+                                                    true,
+                                                    two.root.path() / "workspace",
+                                                    {}});
   REQUIRE(created.has_value());
   static_cast<void>((*created)->boot("boot"));
   auto rows = (*created)->history(10);
