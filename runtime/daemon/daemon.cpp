@@ -388,6 +388,7 @@ Result<void> Daemon::Impl::boot() {
     log_options.max_files = c.decision_log_files;
     log_options.max_age = std::chrono::duration_cast<std::chrono::seconds>(c.decision_log_rotate);
     log_options.sample_passed = static_cast<std::uint32_t>(c.decision_log_sample);
+    log_options.time_gates_every = static_cast<std::uint32_t>(c.decision_log_time_gates);
     log_options.buffer = c.decision_log_buffer;
     if (auto log = DecisionLog::open(std::move(log_options)); log) {
       decisions = std::move(*log);

@@ -104,6 +104,7 @@ struct DaemonConfig {
   std::size_t decision_log_files = 8;                                     // the current one included
   std::chrono::milliseconds decision_log_rotate{std::chrono::hours(24)};  // zero: by size only
   std::size_t decision_log_sample = 1;                                    // 1 in N passes recorded
+  std::size_t decision_log_time_gates = 8;                                // gates timed in 1 in N verifications
   std::size_t decision_log_buffer = 1024;                                 // per pipeline thread
 
   std::size_t max_frame = std::size_t{1024} * 1024;  // code points

@@ -627,6 +627,13 @@ std::uint64_t DecisionLog::dropped() const noexcept { return state_->dropped_tot
 std::uint64_t DecisionLog::written() const noexcept { return state_->written.load(std::memory_order_relaxed); }
 const fs::path& DecisionLog::folder() const noexcept { return state_->options.folder; }
 
+bool DecisionLog::time_next_gates() const noexcept {
+  const std::uint32_t every = state_->options.time_gates_every;
+  if (every <= 1) return true;
+  thread_local std::uint32_t verifications = 0;
+  return ++verifications % every == 0;
+}
+
 void DecisionLog::hold_writer_for_test(bool held) {
   std::unique_lock lock(state_->mutex);
   state_->held = held;

@@ -78,6 +78,11 @@ struct DecisionLogOptions {
   std::chrono::seconds max_age = kDefaultMaxAge;        // the current file is rotated once this old (0: never)
   std::uint32_t sample_passed = 1;                      // 1 in N passed verifications recorded; others always
   std::size_t buffer = kDefaultBuffer;                  // records each thread may have waiting for the writer
+  // Each gate's own time ("us") is measured in 1 of every N verifications of
+  // a thread (a clock reading per gate costs the loop about a tenth at
+  // saturation); the whole verification's ("took_us") in every one.
+  std::uint32_t time_gates_every = kDefaultTimeGatesEvery;
+  static constexpr std::uint32_t kDefaultTimeGatesEvery = 8;
   // How often the writer looks for records when no thread's buffer is half full.
   std::chrono::milliseconds interval{100};
   // How often, at most, a warning says how many were dropped since the last one.
@@ -138,6 +143,9 @@ class DecisionLog {
   std::uint64_t dropped() const noexcept;
   std::uint64_t written() const noexcept;
   const std::filesystem::path& folder() const noexcept;
+  // Whether the calling thread's next verification has its gates timed
+  // (1 in DecisionLogOptions::time_gates_every). Counts it.
+  bool time_next_gates() const noexcept;
 
   // Tests: while held, the writer takes nothing from the buffers.
   void hold_writer_for_test(bool held);

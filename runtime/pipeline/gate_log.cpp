@@ -57,8 +57,10 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
                                                   const DecisionContext& context) {
   const IntervalClock::Ticks start = IntervalClock::now();
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
+  times.count = 0;
   ShadowCapture capture;
-  Verifier::verify(*snapshot, action, signal, out, context.log != nullptr ? &times : nullptr, &capture);
+  const bool timed = context.log != nullptr && context.log->time_next_gates();
+  Verifier::verify(*snapshot, action, signal, out, timed ? &times : nullptr, &capture);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   std::vector<ShadowDisagreement> disagreements;
@@ -101,7 +103,8 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
     return;
   }
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
-  Verifier::verify(*snapshot, action, signal, out, &times);
+  times.count = 0;
+  Verifier::verify(*snapshot, action, signal, out, context.log->time_next_gates() ? &times : nullptr);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   const std::string decision_id = context.log->record(stage, snapshot, action, signal, out, times, start, end, context);

@@ -332,12 +332,14 @@ TEST_CASE("the decision log is on by default, bounded on disk, and its settings 
   CHECK(defaults->decision_log_files == 8);
   CHECK(defaults->decision_log_rotate == std::chrono::hours(24));
   CHECK(defaults->decision_log_sample == 1);
+  CHECK(defaults->decision_log_time_gates == 8);
   CHECK(defaults->decision_log_buffer == 1024);
   s.env["PASSEPARTOUT_NO_DECISION_LOG"] = "1";
   s.sources.command_line["decision-log-file-size"] = "16";
   s.sources.command_line["decision-log-files"] = "3";
   s.sources.command_line["decision-log-rotate"] = "3600";
   s.sources.command_line["decision-log-sample"] = "10";
+  s.sources.command_line["decision-log-time-gates"] = "1";
   auto set = s.resolve();
   REQUIRE(set.has_value());
   CHECK_FALSE(set->decision_log);
@@ -345,6 +347,7 @@ TEST_CASE("the decision log is on by default, bounded on disk, and its settings 
   CHECK(set->decision_log_files == 3);
   CHECK(set->decision_log_rotate == std::chrono::hours(1));
   CHECK(set->decision_log_sample == 10);
+  CHECK(set->decision_log_time_gates == 1);
   s.sources.command_line["decision-log-sample"] = "0";
   CHECK(error_of(s.resolve()) == "--decision-log-sample: '0' is not a sampling rate (1 in N) (1 to 1000000)");
 }

@@ -349,6 +349,23 @@ TEST_CASE("a decision the gate log names is numbered as it is captured, and ever
   }
 }
 
+TEST_CASE("gates are timed in one verification of every N on a thread", "[pipeline][decisions]") {
+  TempDir dir;
+  DecisionLogOptions options = options_in(dir.path());
+  CHECK(options.time_gates_every == DecisionLogOptions::kDefaultTimeGatesEvery);
+  options.time_gates_every = 4;
+  auto log = DecisionLog::open(options);
+  REQUIRE(log.has_value());
+  int timed = 0;
+  for (int i = 0; i < 16; ++i) timed += (*log)->time_next_gates() ? 1 : 0;
+  CHECK(timed == 4);
+  options.folder = dir.path() / "every";
+  options.time_gates_every = 1;
+  auto every = DecisionLog::open(options);
+  REQUIRE(every.has_value());
+  for (int i = 0; i < 5; ++i) CHECK((*every)->time_next_gates());
+}
+
 TEST_CASE("passes are sampled when asked and blocks never are", "[pipeline][decisions]") {
   TempDir dir;
   DecisionLogOptions options = options_in(dir.path());

@@ -116,6 +116,7 @@ struct Rig {
     if (record_decisions) {
       DecisionLogOptions log_options;
       log_options.folder = state.path() / "decisions";
+      log_options.time_gates_every = 1;  // every gate's time in every record
       auto log = DecisionLog::open(log_options);
       REQUIRE(log.has_value());
       decisions = std::move(*log);
