@@ -4,6 +4,7 @@
 #include "value/value_codec.hpp"
 
 #include <array>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -23,56 +24,82 @@ constexpr std::size_t kMaxVarintBytes = 10;
 
 // --- encoding -----------------------------------------------------------------
 
-void put_varint(std::string& out, std::uint64_t value) {
-  std::array<char, kMaxVarintBytes> buffer{};
-  std::size_t n = 0;
-  while (value >= 0x80) {
-    buffer[n++] = static_cast<char>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  buffer[n++] = static_cast<char>(value);
-  out.append(buffer.data(), n);
+std::size_t varint_size(std::uint64_t value) noexcept {
+  const auto bits = static_cast<std::size_t>(64 - std::countl_zero(value | 1));
+  return (bits + 6) / 7;
 }
 
-void put_tag(std::string& out, Kind kind) { out.push_back(static_cast<char>(kind)); }
+char* put_varint(char* p, std::uint64_t value) noexcept {
+  while (value >= 0x80) {
+    *p++ = static_cast<char>((value & 0x7F) | 0x80);
+    value >>= 7;
+  }
+  *p++ = static_cast<char>(value);
+  return p;
+}
 
-void put_atom(const Value& value, std::string& out) {
+std::uint64_t zigzag(std::int64_t value) noexcept {
+  const auto n = static_cast<std::uint64_t>(value);
+  return (n << 1) ^ (0 - (n >> 63));
+}
+
+// The bytes `value`'s own node takes (a list's tag and count, not its elements).
+std::size_t node_size(const Value& value) noexcept {
+  switch (value.kind()) {
+    case Kind::nil:
+    case Kind::t:
+      return 1;
+    case Kind::integer:
+      return 1 + varint_size(zigzag(value.as_integer()));
+    case Kind::real:
+      return 1 + 8;
+    case Kind::string:
+    case Kind::keyword:
+    case Kind::symbol: {
+      const std::size_t size = ValueAccess::text_of(value).size();
+      return 1 + varint_size(size) + size;
+    }
+    case Kind::list:
+      return 1 + varint_size(ValueAccess::items_of(value).size());
+  }
+  return 0;
+}
+
+// Writes `value`'s own node at `p` (node_size() bytes); returns the end.
+char* put_node(const Value& value, char* p) noexcept {
   const Kind kind = value.kind();
-  put_tag(out, kind);
+  *p++ = static_cast<char>(kind);
   switch (kind) {
     case Kind::nil:
     case Kind::t:
-    case Kind::list:  // the caller writes a list's count and elements
-      return;
-    case Kind::integer: {
-      const auto n = static_cast<std::uint64_t>(value.as_integer());
-      put_varint(out, (n << 1) ^ (0 - (n >> 63)));
-      return;
-    }
+      return p;
+    case Kind::integer:
+      return put_varint(p, zigzag(value.as_integer()));
     case Kind::real: {
       std::uint64_t bits = 0;
       const double d = value.as_float();
       std::memcpy(&bits, &d, sizeof bits);
-      std::array<char, 8> bytes{};
-      for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((bits >> (8 * i)) & 0xFF);
-      out.append(bytes.data(), bytes.size());
-      return;
+      for (std::size_t i = 0; i < 8; ++i) *p++ = static_cast<char>((bits >> (8 * i)) & 0xFF);
+      return p;
     }
     case Kind::string:
     case Kind::keyword:
     case Kind::symbol: {
       const std::string_view text = ValueAccess::text_of(value);
-      put_varint(out, text.size());
-      out.append(text);
-      return;
+      p = put_varint(p, text.size());
+      if (!text.empty()) std::memcpy(p, text.data(), text.size());
+      return p + text.size();
     }
+    case Kind::list:
+      return put_varint(p, ValueAccess::items_of(value).size());
   }
+  return p;
 }
 
-// The lists being written, innermost last: the next element to write and the
+// The lists being walked, innermost last: the next element to visit and the
 // end of the elements. Sixty-four levels live on the call stack; deeper ones
 // spill to the heap.
-class EncodeStack {
+class WalkStack {
  public:
   struct Frame {
     const Value* next;
@@ -96,10 +123,37 @@ class EncodeStack {
 
  private:
   static constexpr std::size_t kFixed = 64;
-  std::array<Frame, kFixed> fixed_{};
+  // Left uninitialised: only the frames below depth_ are read.
+  std::array<Frame, kFixed> fixed_;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   std::vector<Frame> spill_;
   std::size_t depth_ = 0;
 };
+
+// Calls `visit` on every node of `root` in the order they are encoded (a
+// list before its elements), without recursion.
+template <class Visit>
+void walk(const Value& root, Visit&& visit) {
+  WalkStack stack;
+  const Value* v = &root;
+  for (;;) {
+    visit(*v);
+    if (v->kind() == Kind::list) {
+      const std::span<const Value> items = ValueAccess::items_of(*v);
+      stack.push({items.data() + 1, items.data() + items.size()});  // a list has at least one element
+      v = items.data();
+      continue;
+    }
+    for (;;) {
+      if (stack.empty()) return;
+      WalkStack::Frame& frame = stack.top();
+      if (frame.next != frame.end) {
+        v = frame.next++;
+        break;
+      }
+      stack.pop();
+    }
+  }
+}
 
 // --- decoding -----------------------------------------------------------------
 
@@ -108,6 +162,19 @@ std::string byte_prefix(std::size_t offset) { return "byte " + std::to_string(of
 std::string hex_byte(unsigned char byte) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   return std::string("0x") + kHex[byte >> 4] + kHex[byte & 0xF];
+}
+
+// Whether every byte of `text` is below 0x80 (then it is valid UTF-8), eight at a time.
+bool is_ascii(std::string_view text) noexcept {
+  std::uint64_t any = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    any |= word;
+  }
+  for (; i < text.size(); ++i) any |= static_cast<unsigned char>(text[i]);
+  return (any & 0x8080808080808080ULL) == 0;
 }
 
 struct Frame {
@@ -258,8 +325,7 @@ class Decoder {
       value |= group << (7 * i);
       if ((byte & 0x80U) == 0) {
         if (byte == 0 && i != 0) {
-          return fail(at, std::string("a varint with a redundant zero byte (not its shortest form), expected ") +
-                              what);
+          return fail(at, std::string("a varint with a redundant zero byte (not its shortest form), expected ") + what);
         }
         out = value;
         return true;
@@ -275,8 +341,8 @@ class Decoder {
     const std::size_t left_in_window = window_end_ - pos_;
     if (count > left_in_window) {
       if (count <= left) return fail_window(at);
-      return fail(at, "a list of " + std::to_string(count) + " elements, but only " + std::to_string(left) +
-                          " bytes follow");
+      return fail(
+          at, "a list of " + std::to_string(count) + " elements, but only " + std::to_string(left) + " bytes follow");
     }
     if (count > limits_.max_nodes - nodes) {
       return fail(at,
@@ -328,8 +394,10 @@ class Decoder {
 
   bool read_text(Kind kind, std::size_t at, Value& out) {
     std::uint64_t length = 0;
-    const std::string what = std::string("a ") + to_string(kind) + "'s byte length";
-    if (!read_varint(length, what.c_str())) return false;
+    const char* const what = kind == Kind::string    ? "a string's byte length"
+                             : kind == Kind::keyword ? "a keyword's byte length"
+                                                     : "a symbol's byte length";
+    if (!read_varint(length, what)) return false;
     const std::size_t left = bytes_.size() - pos_;
     if (length > window_end_ - pos_) {
       if (length <= left) return fail_window(at);
@@ -337,29 +405,41 @@ class Decoder {
                           std::to_string(left) + " bytes follow");
     }
     if (length > std::numeric_limits<std::uint32_t>::max()) {
-      return fail(at, "a " + std::string(to_string(kind)) + " of " + std::to_string(length) +
-                          " bytes, more than the runtime holds (4 GiB)",
+      return fail(at,
+                  "a " + std::string(to_string(kind)) + " of " + std::to_string(length) +
+                      " bytes, more than the runtime holds (4 GiB)",
                   ErrorCode::limit_exceeded);
     }
     const std::size_t text_offset = pos_;
     const std::string_view text = bytes_.substr(pos_, static_cast<std::size_t>(length));
-    if (const auto bad = find_invalid_utf8(text)) {
+    const bool ascii = is_ascii(text);
+    if (const auto bad = ascii ? std::nullopt : find_invalid_utf8(text)) {
       return fail(text_offset + *bad, "invalid UTF-8 sequence starting with " +
                                           hex_byte(static_cast<unsigned char>(text[*bad])) + " in a " +
                                           to_string(kind) + " (which starts at byte " + std::to_string(at) + ")");
     }
+    // A keyword's name is checked for lower-case letters and for the plain
+    // name the reader marks (see Value) in the same pass.
+    bool plain = kind == Kind::keyword && !text.empty() && text.size() <= Value::kInlineCapacity;
     if (kind == Kind::keyword) {
       for (std::size_t i = 0; i < text.size(); ++i) {
-        if (text[i] >= 'a' && text[i] <= 'z') {
-          return fail(text_offset + i, std::string("the lower-case letter '") + text[i] +
+        const char c = text[i];
+        if (c >= 'a' && c <= 'z') {
+          return fail(text_offset + i, std::string("the lower-case letter '") + c +
                                            "' in a keyword's name (which starts at byte " + std::to_string(at) +
                                            "), but keyword names are upper-case");
         }
+        plain = plain && detail::is_plain_name_byte(c);
       }
     }
-    char* dst = ValueAccess::init_text(out, kind, text.size());
-    if (!text.empty()) std::memcpy(dst, text.data(), text.size());
-    if (kind == Kind::keyword) ValueAccess::mark_if_plain(out);
+    if (plain) {
+      char* dst = ValueAccess::inline_bytes(out);
+      std::memcpy(dst, text.data(), text.size());
+      ValueAccess::set_plain_keyword(out, text.size());
+    } else {
+      char* dst = ValueAccess::init_text(out, kind, text.size());
+      if (!text.empty()) std::memcpy(dst, text.data(), text.size());
+    }
     pos_ += text.size();
     return true;
   }
@@ -375,28 +455,13 @@ class Decoder {
 }  // namespace
 
 void encode(const Value& value, std::string& out) {
-  EncodeStack stack;
-  const Value* v = &value;
-  for (;;) {
-    if (v->kind() == Kind::list) {
-      const std::span<const Value> items = ValueAccess::items_of(*v);
-      put_tag(out, Kind::list);
-      put_varint(out, items.size());
-      stack.push({items.data() + 1, items.data() + items.size()});  // a list has at least one element
-      v = items.data();
-      continue;
-    }
-    put_atom(*v, out);
-    for (;;) {
-      if (stack.empty()) return;
-      EncodeStack::Frame& frame = stack.top();
-      if (frame.next != frame.end) {
-        v = frame.next++;
-        break;
-      }
-      stack.pop();
-    }
-  }
+  // One pass sizes the encoding, a second writes it in place: no append per node.
+  std::size_t size = 0;
+  walk(value, [&size](const Value& node) { size += node_size(node); });
+  const std::size_t start = out.size();
+  out.resize(start + size);
+  char* p = out.data() + start;
+  walk(value, [&p](const Value& node) { p = put_node(node, p); });
 }
 
 void encode_message(const Value& value, std::string& out) {
@@ -432,9 +497,9 @@ Result<Value> decode(std::string_view bytes, const DecodeLimits& limits) {
   auto value = decoder.next();
   if (!value) return value;
   if (!decoder.at_end()) {
-    return fail(ErrorCode::invalid_input,
-                byte_prefix(decoder.offset()) + std::to_string(bytes.size() - decoder.offset()) +
-                    " bytes after the value, expected the end of the message");
+    return fail(ErrorCode::invalid_input, byte_prefix(decoder.offset()) +
+                                              std::to_string(bytes.size() - decoder.offset()) +
+                                              " bytes after the value, expected the end of the message");
   }
   return value;
 }

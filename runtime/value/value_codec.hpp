@@ -42,7 +42,7 @@ namespace passepartout {
 // first, the high bit set on every byte but the last; at most 10 bytes, and
 // in its shortest form (a value has exactly one encoding).
 //
-// Example: (:A -1 "é") is 07 03  05 01 41  02 01  04 02 C3 A9.
+// Example: (:A -1 "é") is the bytes 07 03  05 01 41  02 01  04 02 c3 a9 (hex).
 //
 // The decoder accepts exactly what encode() writes for the Values the
 // s-expression reader can build, so a decoded Value is the one read_sexp

@@ -144,8 +144,7 @@ const std::vector<std::string_view> kTexts = {
 
 }  // namespace
 
-TEST_CASE("codec round trips leave every Value as the reader builds it from its printed text",
-          "[value][codec]") {
+TEST_CASE("codec round trips leave every Value as the reader builds it from its printed text", "[value][codec]") {
   for (const std::string_view text : kTexts) {
     INFO("value: " << text);
     auto read = read_sexp(text);
@@ -335,7 +334,8 @@ TEST_CASE("codec carries several values in one frame and says where each ends", 
   CHECK(decoder.offset() == frame.size() - 1);
   auto bad = decoder.next();
   REQUIRE_FALSE(bad.has_value());
-  CHECK(bad.error().message == "byte " + std::to_string(frame.size() - 1) + ": unknown tag 0x09, expected 0x00 to 0x07");
+  CHECK(bad.error().message ==
+        "byte " + std::to_string(frame.size() - 1) + ": unknown tag 0x09, expected 0x00 to 0x07");
   CHECK(decoder.offset() == frame.size() - 1);
   CHECK_FALSE(decoder.at_end());
 }
