@@ -319,7 +319,8 @@ class Decoder {
       const auto byte = static_cast<unsigned char>(bytes_[pos_]);
       ++pos_;
       const std::uint64_t group = byte & 0x7FU;
-      if (i == kMaxVarintBytes - 1 && group > 1) {
+      // The tenth byte holds bit 63 alone, and ends the varint.
+      if (i == kMaxVarintBytes - 1 && byte > 1) {
         return fail(at, std::string("a varint of more than 64 bits, expected ") + what);
       }
       value |= group << (7 * i);

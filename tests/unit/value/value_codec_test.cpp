@@ -236,6 +236,9 @@ TEST_CASE("codec decoder reports each malformed input with its byte offset", "[v
         "byte 2: a varint with a redundant zero byte (not its shortest form), expected an integer");
   CHECK(error_of(bytes({0x01, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02})) ==
         "byte 2: a varint of more than 64 bits, expected an integer");
+  // A tenth byte that would continue (found by value_codec_fuzz: the next group would be shifted past 64 bits).
+  CHECK(error_of(bytes({0x01, 0x04, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x81, 0x00})) ==
+        "byte 2: a varint of more than 64 bits, expected a string's byte length");
   CHECK(error_of(bytes({0x01, 0x03, 0, 0, 0})) == "byte 1: input ends after 3 bytes, expected a float of 8 bytes");
   // Lengths and counts past the end of the bytes.
   CHECK(error_of(bytes({0x01, 0x04, 0x05, 'a', 'b'})) == "byte 1: a string of 5 bytes, but only 2 bytes follow");
