@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "base/json_string.hpp"
 #include "base/log_detail.hpp"
 #include "base/log_fields.hpp"
 
@@ -101,7 +102,7 @@ void append_text_fields(std::string& out, std::span<const LogField> fields) {
     if (field.is_number) {
       fmt::format_to(std::back_inserter(out), "{}", field.number);
     } else if (needs_quotes(field.text)) {
-      log_detail::append_json_string(out, field.text);  // escaped and quoted
+      append_json_string(out, field.text);  // escaped and quoted
     } else {
       out.append(field.text);
     }
@@ -112,17 +113,17 @@ void emit(LogLevel level, std::string_view component, std::span<const LogField> 
   const bool json = json_lines.load(std::memory_order_relaxed);
   if (json) {
     std::string members = "\"component\":";
-    log_detail::append_json_string(members, component);
+    append_json_string(members, component);
     members += ",\"message\":";
-    log_detail::append_json_string(members, message);
+    append_json_string(members, message);
     for (const LogField& field : fields) {
       members += ',';
-      log_detail::append_json_string(members, field.key);
+      append_json_string(members, field.key);
       members += ':';
       if (field.is_number) {
         fmt::format_to(std::back_inserter(members), "{}", field.number);
       } else {
-        log_detail::append_json_string(members, field.text);
+        append_json_string(members, field.text);
       }
     }
     spdlog::log(to_spdlog(level), "{}", members);

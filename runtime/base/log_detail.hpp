@@ -90,8 +90,6 @@ void write_held(HeldLines& held) noexcept;
 // Standard error, as the logger's one sink; the text format's formatter.
 std::shared_ptr<spdlog::sinks::sink> make_stderr_sink();
 std::unique_ptr<spdlog::formatter> make_text_line_formatter();
-// Appends `text` as a JSON string (invalid UTF-8 repaired as replace_invalid_utf8 does).
-void append_json_string(std::string& out, std::string_view text);
 
 // --- log_recent.cpp
 

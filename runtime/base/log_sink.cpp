@@ -204,39 +204,4 @@ std::shared_ptr<spdlog::sinks::sink> make_stderr_sink() { return std::make_share
 
 std::unique_ptr<spdlog::formatter> make_text_line_formatter() { return std::make_unique<TextLineFormatter>(); }
 
-void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  const std::string valid = replace_invalid_utf8(text);
-  for (char c : valid) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (byte < 0x20 || byte == 0x7f) {
-          out += "\\u00";
-          out += kHex[byte >> 4];
-          out += kHex[byte & 0xf];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 }  // namespace passepartout::log_detail

@@ -21,6 +21,7 @@
 
 #include "base/digest.hpp"
 #include "base/errno_text.hpp"
+#include "base/json_string.hpp"
 #include "base/log.hpp"
 #include "base/thread_shards.hpp"
 #include "base/utf8.hpp"
@@ -37,44 +38,6 @@ namespace {
 
 constexpr std::string_view kComponent = "decisions";
 constexpr std::string_view kCurrentName = "decisions.jsonl";
-
-void append_json_string(std::string& out, std::string_view text) {
-  std::string repaired;
-  if (!is_valid_utf8(text)) {
-    repaired = replace_invalid_utf8(text);
-    text = repaired;
-  }
-  out += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += kHex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-          out += kHex[static_cast<unsigned char>(c) & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 void append_key(std::string& out, std::string_view key) {
   out += ',';
