@@ -195,9 +195,15 @@ void write_crash_line(std::string_view cause, std::string_view what, const Runni
 
 // One line in the crash record (crash_record.hpp parses it), then fsync:
 // "passepartout-crash 1\tcause=SIGSEGV\tat_ms=...\tskill=...\tversion=...\thook=...\tsha256=...\n".
+// The first fatal signal is the cause: one that follows while the process
+// goes down (a sanitizer's abort after the fault it reported) must not
+// overwrite its record.
+std::atomic<bool> crash_recorded{false};
+
 void write_crash_record(std::string_view cause, const RunningHook& running) noexcept {
   const int fd = crash_record_fd.load(std::memory_order_acquire);
   if (fd < 0 || running.skill == nullptr) return;
+  if (crash_recorded.exchange(true, std::memory_order_acq_rel)) return;
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   CrashLine line;

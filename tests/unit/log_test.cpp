@@ -604,8 +604,10 @@ int crash_in_hook(const std::filesystem::path& err, const std::filesystem::path&
     log_exit_in_skill_hooks();
     if (!record_crashes_in(record)) ::_exit(5);
     set_crash_note("test: what the process had\n");
-    static const std::string digest(64, 'c');
-    static const RunningSkill skill{"crash-gate", "1.2.3", digest.c_str()};
+    // Texts that outlive exit(): a static std::string registered after the
+    // exit handler would be destroyed before the handler reads it.
+    static constexpr char kDigest[] = "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+    static const RunningSkill skill{"crash-gate", "1.2.3", kDigest};
     void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) ::_exit(3);
     const volatile char* unreadable = static_cast<const volatile char*>(page);
