@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "base/ascii.hpp"
 #include "base/executor.hpp"
@@ -35,11 +36,28 @@ const Value* string_argument(const Value& request, std::string_view key, Value& 
   return value;
 }
 
-std::string describe_failure(const SkillChange& change) {
+// "skill 'x': reload refused at step 'create': why" and what it left as it was.
+// The manifest a request's :MANIFEST names, read; nullopt with `error` set
+// (:NOT-FOUND for a missing file, :BAD-REQUEST otherwise) when it cannot be.
+std::optional<SkillManifest> manifest_argument(const Value& request, Value& error) {
+  const Value* path = string_argument(request, "MANIFEST", error);
+  if (path == nullptr) return std::nullopt;
+  auto manifest = SkillManifest::load(std::string(path->text()));
+  if (!manifest) {
+    error = make_error_response(
+        manifest.error().code == ErrorCode::not_found ? wire_error::kNotFound : wire_error::kBadRequest,
+        manifest.error().message);
+    return std::nullopt;
+  }
+  return std::move(*manifest);
+}
+
+std::string describe_failure(const SkillChange& change,
+                             std::string_view consequence = "the previous version keeps serving; see the audit log") {
   std::string text = "skill '" + change.skill + "': " + change.action + " " + change.outcome;
   if (!change.step.empty()) text += " at step '" + change.step + "'";
   if (!change.error.empty()) text += ": " + change.error;
-  return text + " (the previous version keeps serving; see the audit log)";
+  return text + " (" + std::string(consequence) + ")";
 }
 
 // The response to a list of changes: :OK with :CHANGES, or :REFUSED naming the
@@ -344,15 +362,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     return;
   }
   if (name == "LOAD") {
-    const Value* path = string_argument(request, "MANIFEST", error);
-    if (path == nullptr) return answer(error);
-    auto manifest = SkillManifest::load(std::string(path->text()));
-    if (!manifest) {
-      answer(make_error_response(
-          manifest.error().code == ErrorCode::not_found ? wire_error::kNotFound : wire_error::kBadRequest,
-          manifest.error().message));
-      return;
-    }
+    const std::optional<SkillManifest> manifest = manifest_argument(request, error);
+    if (!manifest) return answer(error);
     const bool loaded = host.snapshot()->find(manifest->name) != nullptr;
     ChangeResult result = loaded ? host.swap(*manifest, requester) : host.add(*manifest, requester);
     services_.problems.record(result);
@@ -423,22 +434,12 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     return;
   }
   if (name == "SHADOW") {
-    const Value* path = string_argument(request, "MANIFEST", error);
-    if (path == nullptr) return answer(error);
-    auto manifest = SkillManifest::load(std::string(path->text()));
-    if (!manifest) {
-      answer(make_error_response(
-          manifest.error().code == ErrorCode::not_found ? wire_error::kNotFound : wire_error::kBadRequest,
-          manifest.error().message));
-      return;
-    }
+    const std::optional<SkillManifest> manifest = manifest_argument(request, error);
+    if (!manifest) return answer(error);
     ChangeResult result = host.shadow(*manifest, requester);
     if (services_.changed) services_.changed();
     if (!result.ok()) {
-      Value response = make_error_response(
-          wire_error::kRefused, "skill '" + result.change.skill + "': shadow " + result.change.outcome +
-                                    (result.change.step.empty() ? "" : " at step '" + result.change.step + "'") + ": " +
-                                    result.change.error + " (nothing changed)");
+      Value response = make_error_response(wire_error::kRefused, describe_failure(result.change, "nothing changed"));
       answer(
           response.with("PAYLOAD", response.at("PAYLOAD").with("CHANGES", Value::list({change_value(result.change)}))));
       return;

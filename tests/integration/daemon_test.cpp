@@ -74,6 +74,21 @@ std::string chat(std::string_view text, std::string_view request_id = "", std::s
   return message;
 }
 
+// Asks the model, on a connection of its own, for a harmless shell command
+// (the scripted model's "greet the operator"): every frame up to the answer
+// to `id`, printed one a line: what the user is told.
+std::string ask_greeting(const DaemonProcess& daemon, std::string_view id) {
+  WireClient user = WireClient::local(daemon.socket_path());
+  user.expect_handshake();
+  user.send(chat("greet the operator", id));
+  std::string seen;
+  for (;;) {
+    const Value frame = user.expect_frame();
+    seen += to_sexp(frame) + "\n";
+    if (frame.at("REQUEST-ID").text() == id) return seen;
+  }
+}
+
 // A fresh connection's health check: the daemon still serves.
 void expect_healthy_service(const DaemonProcess& daemon) {
   WireClient client = WireClient::tcp(daemon.port());
@@ -608,17 +623,7 @@ TEST_CASE("a running daemon never lets the shell act without its guard", "[integ
   client.expect_handshake();
 
   // Asks the model for a harmless shell command: what the user is told.
-  auto ask = [&](std::string_view id) {
-    WireClient user = WireClient::local(daemon.socket_path());
-    user.expect_handshake();
-    user.send(chat("greet the operator", id));
-    std::string seen;
-    for (;;) {
-      const Value frame = user.expect_frame();
-      seen += to_sexp(frame) + "\n";
-      if (frame.at("REQUEST-ID").text() == id) return seen;
-    }
-  };
+  auto ask = [&](std::string_view id) { return ask_greeting(daemon, id); };
 
   const Value refused = operator_request(client, ":UNLOAD :NAME \"shell-guard\"");
   INFO(to_sexp(refused));
@@ -1276,17 +1281,7 @@ TEST_CASE("a shadow candidate on a running daemon is counted, never applied, sto
   DaemonProcess daemon(std::move(opts));
   const auto env = testing::hermetic_env(daemon.dir());
   const std::string socket = daemon.socket_path().string();
-  auto ask = [&](std::string_view id) {
-    WireClient user = WireClient::local(daemon.socket_path());
-    user.expect_handshake();
-    user.send(chat("greet the operator", id));
-    std::string seen;
-    for (;;) {
-      const Value frame = user.expect_frame();
-      seen += to_sexp(frame) + "\n";
-      if (frame.at("REQUEST-ID").text() == id) return seen;
-    }
-  };
+  auto ask = [&](std::string_view id) { return ask_greeting(daemon, id); };
 
   // The candidate: the same guard, with approve_all_shell off, outside the manifest folder.
   std::string yaml;
