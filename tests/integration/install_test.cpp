@@ -1,8 +1,9 @@
 // `skills install` and `skills uninstall` against the real daemon: a built
 // skill installed into the daemon's folders is loaded at once, kept across a
-// rescan and a restart, installed with no daemon running it loads at the
-// next start, an uninstall refused while something depends on it removes
-// nothing, and an uninstall takes exactly its files away.
+// rescan and a restart, a load the daemon refuses leaves the folders as
+// they were, installed with no daemon running it loads at the next start,
+// an uninstall refused while something depends on it removes nothing, and
+// an uninstall takes exactly its files away.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -120,6 +121,17 @@ TEST_CASE("skills install loads a skill that stays across a rescan and a restart
     CHECK(again.exit_status == 0);
     CHECK(again.out.find("Upgraded pass-gate-3 1.0.0:") != std::string::npos);
     CHECK(again.out.find("swapped in the new version") != std::string::npos);
+
+    // The check passes (what it depends on is in the folder) but the daemon, where that is not
+    // loaded, refuses: the folders are put back as they were.
+    REQUIRE(cli(daemon, {"skills", "unload", "pass-gate-3"}).exit_status == 0);
+    const auto refused = cli(daemon, {"skills", "install", dependent.string()});
+    INFO(refused.out << refused.err);
+    CHECK(refused.exit_status == 1);
+    CHECK(refused.err.find("the daemon refused pass-gate-4 1.0.0: ") != std::string::npos);
+    CHECK(refused.err.find("the folders were put back as they were") != std::string::npos);
+    CHECK(files_in(setup.manifests()) == std::vector<std::string>{"pass-gate-3.yaml"});
+    CHECK(files_in(setup.plugins()) == std::vector<std::string>{"libpass-gate-3.so"});
 
     daemon.signal(SIGTERM);
     REQUIRE(daemon.wait_exit() == 0);
