@@ -109,7 +109,11 @@ int run_skills_new(const NewSkillOptions& options, const Output& output) {
   const fs::path template_dir = options.template_dir.empty() ? default_template_dir() : options.template_dir;
   const fs::path prefix = options.template_dir.empty() ? installed_sdk_prefix() : fs::path();
   auto project = make_skill_project(options.name, options.parent, template_dir, prefix);
-  if (!project) return report_failure(output, project.error().message, "", status_for(project.error().code));
+  if (!project) {
+    // Only a failure to write is a problem; a bad name, no template or a folder in use is the caller's to fix.
+    return report_failure(output, project.error().message, "",
+                          project.error().code == ErrorCode::io_error ? kExitProblem : kExitUsage);
+  }
   const std::string sdk_note =
       prefix.empty() ? "the SDK is not installed beside this passepartout: install it with `cmake --install "
                        "<passepartout build> --component sdk --prefix PREFIX` and give that PREFIX"

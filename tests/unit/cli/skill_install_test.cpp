@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/client_commands.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/skill_install.hpp"
 #include "skills/skill_manifest.hpp"
 #include "support/skill_fixtures.hpp"
@@ -346,4 +348,24 @@ TEST_CASE("skills uninstall removes the skill's manifest and library and nothing
   REQUIRE(twin.has_value());
   CHECK_FALSE(twin->library.has_value());
   CHECK(fs::exists(folders.plugin_dir / "libblock-gate.so"));
+}
+
+TEST_CASE("skills new prints the project and the next commands, and exits 2 on what the caller must fix",
+          "[cli][install]") {
+  TempDir parent;
+  std::ostringstream out;
+  std::ostringstream err;
+  const Output output{out, err, false};
+  CHECK(run_skills_new({"greeter", parent.path(), template_dir()}, output) == kExitOk);
+  INFO(out.str() << err.str());
+  CHECK(contains(out.str(), "Created " + (parent.path() / "greeter").string() + " from the template in "));
+  CHECK(contains(out.str(), "\nNext: configure, build, install (it loads into the running daemon):\n  cmake -S "));
+  CHECK(contains(out.str(), "  passepartout skills install " + (parent.path() / "greeter" / "greeter.yaml").string()));
+  // A template given by hand says nothing of where the SDK is: the note says what to do.
+  CHECK(contains(out.str(), "--component sdk --prefix PREFIX"));
+
+  CHECK(run_skills_new({"greeter", parent.path(), template_dir()}, output) == kExitUsage);
+  CHECK(contains(err.str(), "exists and is not an empty folder"));
+  CHECK(run_skills_new({"Greeter", parent.path(), template_dir()}, output) == kExitUsage);
+  CHECK(contains(err.str(), "'Greeter' is not a valid skill name"));
 }
