@@ -146,6 +146,24 @@ TEST_CASE("skills install loads a skill that stays across a rescan and a restart
     INFO(offline.out << offline.err);
     CHECK(offline.exit_status == 0);
     CHECK(offline.out.find("pass-gate-4 loads when the daemon starts") != std::string::npos);
+
+    // And out again with no daemon: its two files, nothing else.
+    const fs::path passing = setup.built("pass-gate-5");
+    auto offline_run = [&](std::vector<std::string> args) {
+      args.insert(args.end(), {"--socket", (setup.manifests().parent_path() / "none.sock").string()});
+      args.insert(args.end(), folder_args.begin(), folder_args.end());
+      return testing::run_passepartout(args, testing::hermetic_env(setup.manifests().parent_path()));
+    };
+    REQUIRE(offline_run({"skills", "install", passing.string()}).exit_status == 0);
+    CHECK(files_in(setup.plugins()) ==
+          std::vector<std::string>{"libpass-gate-3.so", "libpass-gate-4.so", "libpass-gate-5.so"});
+    const auto removed = offline_run({"skills", "uninstall", "pass-gate-5"});
+    INFO(removed.out << removed.err);
+    CHECK(removed.exit_status == 0);
+    CHECK(removed.out.find("No daemon answered at ") != std::string::npos);
+    CHECK(removed.out.find("Removed pass-gate-5 1.0.0:") != std::string::npos);
+    CHECK(files_in(setup.manifests()) == std::vector<std::string>{"pass-gate-3.yaml", "pass-gate-4.yaml"});
+    CHECK(files_in(setup.plugins()) == std::vector<std::string>{"libpass-gate-3.so", "libpass-gate-4.so"});
   }
 
   DaemonProcess restarted(setup.options());
