@@ -366,8 +366,9 @@ int run(int argc, char** argv) {
   // skills check
   auto* skills =
       app.add_subcommand("skills",
-                         "Skills: check manifests locally; list, load, reload, unload and rescan them in the\n"
-                         "running daemon, and read the history of their changes");
+                         "Skills: start one from the template (new), install it into the daemon's folders and\n"
+                         "load it (install), remove it (uninstall); check manifests locally; list, load, reload,\n"
+                         "unload and rescan them in the running daemon, and read the history of their changes");
   skills->require_subcommand(1);
   CheckOptions check;
   auto* check_cmd = skills->add_subcommand(

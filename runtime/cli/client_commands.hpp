@@ -13,6 +13,7 @@
 
 #include "base/result.hpp"
 #include "cli/client.hpp"
+#include "cli/skill_install.hpp"
 #include "providers/provider_config.hpp"
 #include "providers/provider_probe.hpp"
 #include "value/value.hpp"
@@ -105,6 +106,25 @@ int run_skills_shadow(const Target& target, const std::filesystem::path& manifes
 int run_skills_shadow_status(const Target& target, const std::string& name, const Output& output);
 int run_skills_shadow_stop(const Target& target, const std::string& name, const Output& output);
 int run_skills_promote(const Target& target, const std::string& name, const Output& output);
+// `skills new NAME [--dir PARENT] [--template DIR]`: a project from the template.
+struct NewSkillOptions {
+  std::string name;
+  std::filesystem::path parent;        // empty: the current folder
+  std::filesystem::path template_dir;  // empty: default_template_dir()
+};
+int run_skills_new(const NewSkillOptions& options, const Output& output);
+// `skills install MANIFEST [LIBRARY]`: checked, copied into the daemon's
+// folders (asked of the daemon; `folders` when none runs, else the
+// defaults) and loaded.
+struct InstallSkillOptions {
+  std::filesystem::path manifest;
+  std::filesystem::path library;  // empty: find_skill_library()
+  SkillFolders folders;           // empty: the daemon's, or the defaults
+};
+int run_skills_install(const Target& target, const InstallSkillOptions& options, const Output& output);
+// `skills uninstall NAME`: unloaded, then its manifest and library removed.
+int run_skills_uninstall(const Target& target, const std::string& name, const SkillFolders& folders,
+                         const Output& output);
 // Which page of the pending approvals to list (unset: the daemon's defaults,
 // the newest 100).
 struct ApprovalsPage {

@@ -44,6 +44,8 @@ struct ParsedClient {
   DoctorOptions doctor;
   std::filesystem::path state_dir;  // skills history --state-dir: read this folder, not the daemon
   std::string skill;                // skills history --skill
+  NewSkillOptions new_skill;        // skills new
+  InstallSkillOptions install;      // skills install (and uninstall's --manifests, --plugins)
 };
 
 // Seconds to wait for the daemon's answer unless --timeout says otherwise.
@@ -66,6 +68,8 @@ void choose(Runner& chosen, const std::shared_ptr<ParsedClient>& parsed, int def
 void add_chat_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
 void add_status_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);  // status, stop
 void add_skills_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
+void add_install_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& parsed,
+                          Runner& chosen);  // skills new|install|uninstall
 void add_approvals_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
 void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
 

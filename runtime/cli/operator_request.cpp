@@ -54,18 +54,38 @@ std::string hint_for(std::string_view code, const Target& target, const ErrorHin
   return {};
 }
 
-// Sends (:TYPE :OPERATOR :COMMAND :<command> :REQUEST-ID id [:AUTH token] arguments...)
-// and waits for its :RESPONSE. Returns the :OK response, or reports the
-// failure and sets `status`.
+// Sends `request` and returns the failure's report, with the hint that fits
+// it, from the daemon's error response.
 std::optional<Value> operator_request(const Target& target, const OperatorRequest& operation, const Output& output,
                                       int& status) {
-  const std::string_view command = operation.command;
-  Client client;
   ClientError error;
-  if (!client.open(target.endpoint, target.connect_timeout, error)) {
+  std::optional<Value> frame = exchange_operator_request(target, operation, error);
+  if (!frame) {
     status = report_client_error(output, error);
     return std::nullopt;
   }
+  if (is_ok_response(*frame)) return frame;
+  // An error response, or one whose :STATUS is neither :OK nor :ERROR.
+  const std::string code(error_response_code(*frame));
+  const Value& message = frame->path({"PAYLOAD", "MESSAGE"});
+  std::string text = "`" + json_key(operation.command);
+  text += "` failed: ";
+  text += message.is_string() ? printable(message.text()) : std::string("the request failed");
+  if (!code.empty()) text += " (" + code + ")";
+  status = report_failure(output, text, hint_for(code, target, operation.hints),
+                          code == wire_error::kBadRequest ? kExitUsage : kExitProblem, code);
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Sends (:TYPE :OPERATOR :COMMAND :<command> :REQUEST-ID id [:AUTH token] arguments...)
+// and waits for its :RESPONSE.
+std::optional<Value> exchange_operator_request(const Target& target, const OperatorRequest& operation,
+                                               ClientError& error) {
+  const std::string_view command = operation.command;
+  Client client;
+  if (!client.open(target.endpoint, target.connect_timeout, error)) return std::nullopt;
   const std::string request_id = new_request_id();
   Value request = Value::plist({{"TYPE", Value::keyword("OPERATOR")},
                                 {"COMMAND", Value::keyword(command)},
@@ -76,10 +96,7 @@ std::optional<Value> operator_request(const Target& target, const OperatorReques
   }
 
   const Clock::time_point deadline = Clock::now() + target.reply_timeout;
-  if (!client.send(request, deadline, error)) {
-    status = report_client_error(output, error);
-    return std::nullopt;
-  }
+  if (!client.send(request, deadline, error)) return std::nullopt;
   for (;;) {
     Value frame;
     if (!client.read(frame, deadline, error)) {
@@ -89,27 +106,24 @@ std::optional<Value> operator_request(const Target& target, const OperatorReques
         error.message = "no answer from the daemon at " + target.endpoint.describe() + " within " +
                         format_seconds(target.reply_timeout);
       }
-      status = report_client_error(output, error);
       return std::nullopt;
     }
     if (message_type(frame) != "RESPONSE") continue;
     const Value& id = frame.at("REQUEST-ID");
     if (id.is_string() && id.text() != request_id) continue;
-    if (is_ok_response(frame)) return frame;
-    // An error response, or one whose :STATUS is neither :OK nor :ERROR.
-    const std::string code(error_response_code(frame));
-    const Value& message = frame.path({"PAYLOAD", "MESSAGE"});
-    std::string text = "`" + json_key(command);
-    text += "` failed: ";
-    text += message.is_string() ? printable(message.text()) : std::string("the request failed");
-    if (!code.empty()) text += " (" + code + ")";
-    status = report_failure(output, text, hint_for(code, target, operation.hints),
-                            code == wire_error::kBadRequest ? kExitUsage : kExitProblem, code);
-    return std::nullopt;
+    return frame;
   }
 }
 
-}  // namespace
+std::string operator_failure_text(const Target& target, const OperatorRequest& request, const Value& response,
+                                  std::string& hint) {
+  const std::string code(error_response_code(response));
+  hint = hint_for(code, target, request.hints);
+  const Value& message = response.path({"PAYLOAD", "MESSAGE"});
+  std::string text = message.is_string() ? printable(message.text()) : std::string("the request failed");
+  if (!code.empty()) text += " (" + code + ")";
+  return text;
+}
 
 std::optional<Value> send_operator_request(const Target& target, const OperatorRequest& request, const Output& output,
                                            int& status) {

@@ -41,6 +41,17 @@ using TextRender = std::function<void(const Value& response, std::ostream& out)>
 std::optional<Value> send_operator_request(const Target& target, const OperatorRequest& request, const Output& output,
                                            int& status);
 
+// Sends `request` and returns the daemon's response to it, :OK or an error
+// response; nothing, with `error` set, when the daemon cannot be reached or
+// does not answer in time. Reports nothing.
+std::optional<Value> exchange_operator_request(const Target& target, const OperatorRequest& request,
+                                               ClientError& error);
+
+// The daemon's message in an error `response` to `request` (with its code),
+// and in `hint` what to do about it.
+std::string operator_failure_text(const Target& target, const OperatorRequest& request, const Value& response,
+                                  std::string& hint);
+
 // Sends `request` and waits for its :OK response. On a failure (no daemon, a
 // timeout, an error response) reports it and returns its status; else prints
 // payload_json() amended by `amend` with --json, or calls `text`, and returns

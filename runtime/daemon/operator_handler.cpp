@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <limits>
 #include <optional>
+#include <system_error>
 
 #include "base/ascii.hpp"
 #include "base/executor.hpp"
@@ -23,6 +25,13 @@ constexpr std::string_view kComponent = "operator";
 
 Value str(std::string_view text) { return Value::string(text); }
 Value num(std::int64_t n) { return Value::integer(n); }
+
+// A folder as a client in another working directory can use it.
+std::string absolute_text(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return (ec ? path : absolute).lexically_normal().string();
+}
 
 Value bad_request(std::string_view message) { return make_error_response(wire_error::kBadRequest, message); }
 
@@ -353,7 +362,9 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
              {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
              {"SKILLS", skills_value()},
-             {"SHADOWS", shadows_value()}})));
+             {"SHADOWS", shadows_value()},
+             {"MANIFEST-DIR", str(absolute_text(host.options().manifest_dir))},
+             {"PLUGIN-DIR", str(absolute_text(host.options().plugin_dir))}})));
     return;
   }
   if (name == "SKILLS") {

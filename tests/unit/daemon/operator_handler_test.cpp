@@ -98,7 +98,8 @@ const Value* find_skill(const Value& skills, std::string_view name) {
 
 }  // namespace
 
-TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skills", "[daemon][operator]") {
+TEST_CASE("STATUS reports the runtime, the skill folders, and SKILLS lists loaded and disabled skills",
+          "[daemon][operator]") {
   OperatorRig rig;
   const Value status = rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS :REQUEST-ID \"s1\")");
   INFO(to_sexp(status));
@@ -112,6 +113,9 @@ TEST_CASE("STATUS reports the runtime and SKILLS lists loaded and disabled skill
   CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
   CHECK(payload.at("METRICS").text() == "http://127.0.0.1:9106/metrics");
   CHECK(payload.at("APPROVALS-REFUSED").as_integer() == 0);
+  // The folders `skills install` writes into.
+  CHECK(payload.at("MANIFEST-DIR").text() == rig.fx.manifest_dir().string());
+  CHECK(payload.at("PLUGIN-DIR").text() == rig.fx.plugin_dir().string());
   CHECK(payload.at("PROVIDERS").items().size() == 1);  // an empty cascade: only the one left out
   rig.cascade.add(std::make_shared<OfflineProvider>());
   const Value providers = rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS)").path({"PAYLOAD", "PROVIDERS"});
