@@ -1101,6 +1101,40 @@ TEST_CASE("skills check prints each skill's config keys, and refuses a manifest 
                          "'min_explanation_length'?") != std::string::npos);
 }
 
+TEST_CASE("skills check prints what each skill's process is allowed and which protections this machine has",
+          "[integration][skills]") {
+  testing::TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  const auto folder = dir.path() / "manifests";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(std::filesystem::path(PP_MANIFEST_DIR) / "policy.yaml", folder / "policy.yaml");
+  {
+    std::ofstream sandbox(folder / "policy.yaml", std::ios::app);
+    sandbox << "sandbox:\n  files: [/srv/data]\n  network: true\n  memory: 256MiB\n";
+  }
+  auto text = testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR}, env);
+  INFO(text.out << text.err);
+  CHECK(text.exit_status == 0);
+  CHECK(text.out.find("\nskill sandbox: seccomp ") != std::string::npos);
+  CHECK(text.out.find("     sandbox (in a skill process): files: /srv/data (read-only") != std::string::npos);
+  CHECK(text.out.find("; network: allowed; processes: denied; memory: ") != std::string::npos);
+
+  auto as_json =
+      testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR, "--json"}, env);
+  INFO(as_json.out << as_json.err);
+  CHECK(as_json.exit_status == 0);
+  const auto document = nlohmann::json::parse(as_json.out);
+  CHECK(document.at("sandbox_protections").get<std::string>().rfind("skill sandbox: ", 0) == 0);
+  REQUIRE(document.at("order").size() == 1);
+  const auto& sandbox = document.at("order")[0].at("sandbox");
+  CHECK(sandbox.at("files") == nlohmann::json::array({"/srv/data"}));
+  CHECK(sandbox.at("network") == true);
+  CHECK(sandbox.at("processes") == false);
+  CHECK(sandbox.at("memory_bytes") == 268435456);
+  CHECK(sandbox.at("open_files") == 64);
+  CHECK(sandbox.at("require") == nlohmann::json::array());
+}
+
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {
   testing::TempDir dir;
   const auto path = dir.path() / "notify.sock";

@@ -1,0 +1,64 @@
+// The skill process's sandbox: what a worker drops, in its own process, after
+// it loaded the skill's library and before it creates the instance. Layers:
+// no_new_privs, resource limits, an unprivileged user (when root), Landlock,
+// and a seccomp filter that allows what serving hook calls needs and denies
+// the rest with an error the skill sees (EPERM), recording what was denied.
+//
+// The order a worker follows:
+//   1. probe/check: check_requirements(spec, sandbox_capabilities()) (refuse to start otherwise);
+//   2. load the library (the dynamic loader opens files: before the filter);
+//   3. apply_worker_sandbox(spec) while the process has ONE thread (Landlock binds
+//      only the calling thread; the seccomp filter is synchronised to every
+//      thread anyway, so a thread started before is filtered too, but then the
+//      call fails: see apply_worker_sandbox);
+//   4. start the lane threads, create the instance, serve calls; after each
+//      call, drain_sandbox_denials() and report each as
+//      "tried <syscall_name(nr)> (denied by the sandbox)".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "skills/sandbox_spec.hpp"
+
+namespace passepartout {
+
+// The layers that hold after apply_worker_sandbox, for the worker's log line.
+struct SandboxReport {
+  bool no_new_privs = false;
+  bool limits = false;  // RLIMIT_NOFILE, RLIMIT_CPU, and RLIMIT_AS unless memory_limit is false
+  bool memory_limit = false;
+  bool user_switched = false;  // now uid/gid 65534 with no supplementary groups
+  int landlock_abi = 0;        // 0: no Landlock domain
+  bool seccomp = false;
+  bool denials_recorded = false;  // SECCOMP_RET_TRAP with the SIGSYS handler (else RET_ERRNO)
+  std::string description;        // one line: "sandbox in force: no_new_privs; limits (...); ..."
+};
+
+// Applies every layer `spec` and this kernel allow, in the calling process:
+// PR_SET_NO_NEW_PRIVS; RLIMIT_NOFILE, RLIMIT_CPU (soft; SIGKILL a second later)
+// and RLIMIT_AS (not in AddressSanitizer/ThreadSanitizer builds); setgroups({}),
+// setresgid and setresuid to 65534 when root (glibc changes every thread);
+// a Landlock domain handling every file access it knows (reads allowed beneath
+// spec.files only; TCP and abstract Unix sockets too unless spec.network;
+// signals to processes outside the domain); the seccomp filter, with TSYNC.
+// A layer the kernel lacks is left out and the report says so; a step the
+// kernel refuses is an error (io_error), and the process must then not serve
+// calls: some layers may already hold. Call once, with the process
+// single-threaded: with other threads running and Landlock available it
+// refuses (refused) before changing anything, since Landlock cannot bind them.
+// Also reads the time zone first (localtime needs /etc/localtime, which is
+// closed afterwards).
+Result<SandboxReport> apply_worker_sandbox(const SandboxSpec& spec);
+
+// The system calls the filter denied since the last call, each once, in no
+// particular order (at most kMaxRecordedDenials distinct ones; more are
+// dropped). Async-signal-safe recording; call from any thread.
+inline constexpr std::size_t kMaxRecordedDenials = 64;
+std::vector<int> drain_sandbox_denials();
+
+// The name of a system call of this architecture: "openat"; "syscall 999" when unknown.
+std::string syscall_name(int number);
+
+}  // namespace passepartout
