@@ -94,8 +94,8 @@ SandboxCapabilities probe_sandbox() {
 }
 
 const SandboxCapabilities& sandbox_capabilities() {
-  static const SandboxCapabilities probed = probe_sandbox();
-  return probed;
+  static const SandboxCapabilities kProbed = probe_sandbox();
+  return kProbed;
 }
 
 std::string describe(const SandboxCapabilities& capabilities) {

@@ -457,11 +457,12 @@ void ManifestReader::read_sandbox(const YAML::Node& key, const YAML::Node& value
 
 std::optional<std::uint64_t> ManifestReader::sandbox_count(const YAML::Node& key, const YAML::Node& value,
                                                            std::string_view field, std::uint64_t most) {
-  auto text = scalar(key, value, field, "a positive integer");
+  const std::optional<std::string> text = scalar(key, value, field, "a positive integer");
   if (!text) return std::nullopt;
+  const std::string_view digits = *text;
   std::uint64_t number = 0;
-  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), number);
-  if (ec != std::errc() || end != text->data() + text->size() || number == 0 || number > most) {
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  if (ec != std::errc() || end != digits.data() + digits.size() || number == 0 || number > most) {
     problem(value.Mark(), "'" + std::string(field) + "' must be an integer from 1 to " + std::to_string(most) +
                               ", found " + describe(value));
     return std::nullopt;
