@@ -352,6 +352,13 @@ Result<bool> apply_seccomp(const SandboxSpec& spec) {
   } else {
     filter.allow("clone", {scmp_arg_cmp{0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD}});
     filter.add(SCMP_ACT_ERRNO(ENOSYS), "clone3");
+    // A new process is refused with EPERM straight away, not through the
+    // trap: posix_spawn (so system() and popen()) and LeakSanitizer clone
+    // with every signal blocked, and a trap while SIGSYS is blocked kills
+    // the process. So fork is the one refusal drain_sandbox_denials() does not list.
+    filter.add(SCMP_ACT_ERRNO(EPERM), "clone", {scmp_arg_cmp{0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0}});
+    filter.add(SCMP_ACT_ERRNO(EPERM), "fork");
+    filter.add(SCMP_ACT_ERRNO(EPERM), "vfork");
     filter.allow("tgkill", {int_equals(0, pid)});
     filter.allow("kill", {int_equals(0, pid)});
     for (const int option : kPrctlOptions) filter.allow("prctl", {int_equals(0, static_cast<std::uint64_t>(option))});

@@ -14,6 +14,23 @@
 //   4. start the lane threads, create the instance, serve calls; after each
 //      call, drain_sandbox_denials() and report each as
 //      "tried <syscall_name(nr)> (denied by the sandbox)".
+//
+// Refusals: a denied system call traps into a SIGSYS handler that makes it
+// return EPERM and records it; a new process (fork, clone without
+// CLONE_THREAD, vfork) returns EPERM without the trap and is not recorded,
+// because posix_spawn (system(), popen()) and LeakSanitizer clone with every
+// signal blocked, and a trap while SIGSYS is blocked kills the process.
+// Likewise a skill that blocks SIGSYS and then makes a denied call dies of
+// SIGSYS (the worker reports a death, as for any crash).
+//
+// Sanitizer builds (checked by hand with AddressSanitizer and
+// UndefinedBehaviorSanitizer): reports still reach stderr, unsymbolized
+// (/proc/self/exe and /proc/self/maps are closed, the symbolizer cannot be
+// started); LeakSanitizer cannot stop the world at exit ("LeakSanitizer has
+// encountered a fatal error", status 1), so a worker ends with _exit() or
+// runs with ASAN_OPTIONS=detect_leaks=0. RLIMIT_AS is not set there.
+// ThreadSanitizer is untested: if its runtime runs a background thread, the
+// Landlock check below refuses, naming the thread count.
 #pragma once
 
 #include <string>
