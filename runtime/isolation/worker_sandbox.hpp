@@ -23,14 +23,13 @@
 // Likewise a skill that blocks SIGSYS and then makes a denied call dies of
 // SIGSYS (the worker reports a death, as for any crash).
 //
-// Sanitizer builds (checked by hand with AddressSanitizer and
-// UndefinedBehaviorSanitizer): reports still reach stderr, unsymbolized
+// Sanitizer builds (checked by hand with AddressSanitizer with
+// UndefinedBehaviorSanitizer, and with ThreadSanitizer, whose runtime has no
+// thread of its own at that point): reports still reach stderr, unsymbolized
 // (/proc/self/exe and /proc/self/maps are closed, the symbolizer cannot be
 // started); LeakSanitizer cannot stop the world at exit ("LeakSanitizer has
 // encountered a fatal error", status 1), so a worker ends with _exit() or
 // runs with ASAN_OPTIONS=detect_leaks=0. RLIMIT_AS is not set there.
-// ThreadSanitizer is untested: if its runtime runs a background thread, the
-// Landlock check below refuses, naming the thread count.
 #pragma once
 
 #include <string>
