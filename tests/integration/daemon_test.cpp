@@ -27,6 +27,7 @@
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -809,6 +810,14 @@ TEST_CASE("a daemon started as root says so in its log, and its shell runs comma
   CHECK(daemon.wait_for_log("running as root: every skill runs with root's privileges"));
   CHECK(daemon.wait_for_log("sandbox: commands run as nobody (uid 65534) in " +
                             (daemon.state_dir() / "workspace").string()));
+}
+
+TEST_CASE("a daemon logs at start which protections a skill process gets on this machine", "[integration]") {
+  DaemonProcess daemon(options());
+  // The daemon probes the same kernel as this process, as the same user.
+  const std::string line = passepartout::describe(passepartout::probe_sandbox());
+  INFO(line);
+  CHECK(daemon.wait_for_log(line));
 }
 
 // Frames a request got, up to the response with `id`, printed one a line.
