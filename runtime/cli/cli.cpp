@@ -28,6 +28,7 @@
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "skills/skill_boot.hpp"
 
 namespace passepartout::cli {
@@ -45,6 +46,20 @@ int fail_usage(const std::string& message, bool as_json) {
     std::cerr << "passepartout: " << message << '\n';
   }
   return kExitUsage;
+}
+
+// What the manifest's `sandbox:` allows the skill's process, with what holds on this machine.
+json sandbox_json(const SandboxSpec& spec) {
+  json files = json::array();
+  for (const auto& path : spec.files) files.push_back(path.string());
+  return json{{"files", files},
+              {"network", spec.network},
+              {"processes", spec.processes},
+              {"memory_bytes", spec.memory_bytes},
+              {"open_files", spec.open_files},
+              {"cpu_seconds", spec.cpu_seconds},
+              {"require", spec.require},
+              {"description", describe(spec, sandbox_capabilities())}};
 }
 
 json slot_json(const Slot& slot) {
@@ -77,7 +92,8 @@ json slot_json(const Slot& slot) {
               {"tools", tools},
               {"gate", slot.has_gate()},
               {"prompt", slot.has_prompt()},
-              {"config_keys", config_keys}};
+              {"config_keys", config_keys},
+              {"sandbox", sandbox_json(slot.manifest().sandbox)}};
 }
 
 // The skill's config keys for `skills check`, one line each after a heading:
@@ -122,6 +138,7 @@ int run_check(const CheckOptions& options) {
                     {"manifest_dir", options.manifest_dir.string()},
                     {"plugin_dir", options.plugin_dir.string()},
                     {"manifests", total},
+                    {"sandbox_protections", describe(sandbox_capabilities())},
                     {"order", order},
                     {"disabled", disabled},
                     {"manifest_errors", errors}});
@@ -129,12 +146,15 @@ int run_check(const CheckOptions& options) {
   }
 
   std::cout << "Checked " << total << " manifest" << (total == 1 ? "" : "s") << " in " << options.manifest_dir.string()
-            << " (plugins from " << options.plugin_dir.string() << ")\n";
+            << " (plugins from " << options.plugin_dir.string() << ")\n"
+            << describe(sandbox_capabilities()) << "\n";
   if (!result.slots.empty()) {
     std::cout << "\nLoad order:\n";
     for (std::size_t i = 0; i < result.slots.size(); ++i) {
       std::cout << "  " << (i + 1) << ". " << describe_slot(*result.slots[i]) << "\n";
       for (const auto& line : describe_config_keys(*result.slots[i])) std::cout << "     " << line << "\n";
+      std::cout << "     sandbox (in a skill process): "
+                << describe(result.slots[i]->manifest().sandbox, sandbox_capabilities()) << "\n";
     }
   }
   const std::size_t problems = result.manifest_errors.size() + result.disabled.size();

@@ -51,6 +51,7 @@
 #include "providers/scripted_provider.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/crash_record.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_watcher.hpp"
 
@@ -353,6 +354,11 @@ Result<void> Daemon::Impl::boot() {
                 "unprivileged user unless its manifest says allow_root: true); run the daemon as its own user, as "
                 "scripts/passepartout.service does");
   }
+  // Which protections a skill process gets on this machine (a layer the
+  // kernel or the container refuses is named, with why).
+  const SandboxCapabilities& sandbox = sandbox_capabilities();
+  log_message(sandbox.seccomp && sandbox.landlock_abi > 0 ? LogLevel::info : LogLevel::warn, kComponent, "{}",
+              describe(sandbox));
 
   // H6 (2): memory.
   memory.set_history_limit(c.memory_history_limit);

@@ -157,7 +157,7 @@ Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
     audit = std::move(*opened);
   }
   auto loader =
-      SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}, options.workspace});
+      SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}, options.workspace, {}});
   if (!loader) return fail(loader.error().code, loader.error().message);
   return std::unique_ptr<SkillHost>(new SkillHost(std::move(options), std::move(*loader), std::move(audit)));
 }

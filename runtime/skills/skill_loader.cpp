@@ -368,6 +368,13 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   const std::string who = quoted(manifest.name);
   const fs::path source = library_path(manifest);
 
+  // A layer the manifest requires and this machine cannot give: refused before anything is read.
+  const SandboxCapabilities& capabilities =
+      state_->options.sandbox_capabilities ? *state_->options.sandbox_capabilities : sandbox_capabilities();
+  if (auto required = check_requirements(manifest.sandbox, capabilities); !required) {
+    return fail(required.error().code, who + ": " + required.error().message);
+  }
+
   std::error_code ec;
   if (!fs::exists(source, ec)) {
     return fail(ErrorCode::not_found, who + ": library " + source.string() +

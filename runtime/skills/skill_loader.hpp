@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "base/result.hpp"
 #include "skills/control_thread.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "skills/skill_manifest.hpp"
 #include "skills/slot.hpp"
 
@@ -26,6 +28,9 @@ struct LoaderOptions {
   // has none, and a manifest that uses it is refused). Created, mode 0700,
   // when a skill that names it is loaded and it does not exist yet.
   std::filesystem::path workspace;
+  // What this machine's sandbox offers skill processes, against which a
+  // manifest's `sandbox.require` is checked (unset: probed once per process).
+  std::optional<SandboxCapabilities> sandbox_capabilities;
 };
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).

@@ -27,17 +27,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kTopKeys[] = {"name",       "version", "library", "abi",    "priority",    "depends_on",
-                                         "guarded_by", "trigger", "config",  "sha256", "description", "never_unload"};
+constexpr std::string_view kTopKeys[] = {"name",        "version",      "library", "abi",    "priority",
+                                         "depends_on",  "guarded_by",   "trigger", "config", "sha256",
+                                         "description", "never_unload", "sandbox"};
 constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
 constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
+constexpr std::string_view kSandboxKeys[] = {"files",      "network",     "processes", "memory",
+                                             "open_files", "cpu_seconds", "require"};
 
 // Names people reach for that are too far from ours for the edit distance to find.
 constexpr std::pair<std::string_view, std::string_view> kKeyAliases[] = {
     {"dependencies", "depends_on"}, {"depends", "depends_on"}, {"requires", "depends_on"}, {"guards", "guarded_by"},
     {"guarded", "guarded_by"},      {"guard", "guarded_by"},   {"lib", "library"},         {"so", "library"},
     {"checksum", "sha256"},         {"hash", "sha256"},        {"desc", "description"},    {"settings", "config"},
-    {"options", "config"},          {"abi_version", "abi"},    {"triggers", "trigger"},
+    {"options", "config"},          {"abi_version", "abi"},    {"triggers", "trigger"},    {"permissions", "sandbox"},
+    {"security", "sandbox"},
+};
+constexpr std::pair<std::string_view, std::string_view> kSandboxAliases[] = {
+    {"paths", "files"},           {"read", "files"},     {"net", "network"},         {"sockets", "network"},
+    {"fork", "processes"},        {"exec", "processes"}, {"memory_limit", "memory"}, {"address_space", "memory"},
+    {"files_open", "open_files"}, {"fds", "open_files"}, {"cpu", "cpu_seconds"},     {"requires", "require"},
+    {"required", "require"},
 };
 
 // --- small text helpers --------------------------------------------------------
@@ -97,6 +107,11 @@ class ManifestReader : public YamlProblems {
                          std::vector<Dependency>& out, std::vector<YAML::Mark>& marks);
   void read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_sha256(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
+  void read_sandbox(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out);
+  void read_sandbox_files(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out);
+  void read_sandbox_require(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out);
+  std::optional<std::uint64_t> sandbox_count(const YAML::Node& key, const YAML::Node& value, std::string_view field,
+                                             std::uint64_t most);
   Value convert_config(const YAML::Node& node, const std::string& path, int depth);
   Value convert_config_scalar(const YAML::Node& node, const std::string& path);
 
@@ -192,6 +207,8 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
       if (auto text = scalar(key, value, k, "a string")) out.description = *text;
     } else if (k == "never_unload") {
       if (auto b = boolean(key, value, k)) out.never_unload = *b;
+    } else if (k == "sandbox") {
+      read_sandbox(key, value, out.sandbox);
     }
   }
 
@@ -383,6 +400,140 @@ void ManifestReader::read_sha256(const YAML::Node& key, const YAML::Node& value,
     return;
   }
   out.sha256 = ascii_lower(*text);
+}
+
+void ManifestReader::read_sandbox(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out) {
+  if (value.IsNull()) return;
+  if (!value.IsMap()) {
+    problem_at(key, value,
+               "'sandbox' must be a map such as { files: [/srv/data], network: false }, found " + describe(value));
+    return;
+  }
+  std::set<std::string> seen;
+  for (const auto& entry : value) {
+    const YAML::Node& k = entry.first;
+    const YAML::Node& v = entry.second;
+    if (!k.IsScalar()) {
+      problem(k.Mark(), "keys of 'sandbox' must be names, found " + describe(k));
+      continue;
+    }
+    const std::string& name = k.Scalar();
+    if (std::find(std::begin(kSandboxKeys), std::end(kSandboxKeys), name) == std::end(kSandboxKeys)) {
+      problem(k.Mark(), unknown_key_message(name, kSandboxKeys, " in 'sandbox'", kSandboxAliases));
+      continue;
+    }
+    if (!seen.insert(name).second) {
+      problem(k.Mark(), "duplicate key " + in_quotes(name) + " in 'sandbox'; keep one");
+      continue;
+    }
+    if (name == "files") {
+      read_sandbox_files(k, v, out);
+    } else if (name == "network") {
+      if (auto b = boolean(k, v, "sandbox.network")) out.network = *b;
+    } else if (name == "processes") {
+      if (auto b = boolean(k, v, "sandbox.processes")) out.processes = *b;
+    } else if (name == "memory") {
+      auto text = scalar(k, v, "sandbox.memory", "a size such as 256MiB");
+      if (!text) continue;
+      auto bytes = parse_size(*text);
+      if (!bytes) {
+        problem(v.Mark(), "'sandbox.memory' " + in_quotes(*text) + ": " + bytes.error().message);
+      } else if (*bytes < SandboxSpec::kMinMemoryBytes || *bytes > SandboxSpec::kMaxMemoryBytes) {
+        problem(v.Mark(), "'sandbox.memory' " + in_quotes(*text) + " is out of range; use " +
+                              size_text(SandboxSpec::kMinMemoryBytes) + " to " +
+                              size_text(SandboxSpec::kMaxMemoryBytes));
+      } else {
+        out.memory_bytes = *bytes;
+      }
+    } else if (name == "open_files") {
+      if (auto n = sandbox_count(k, v, "sandbox.open_files", SandboxSpec::kMaxOpenFiles)) out.open_files = *n;
+    } else if (name == "cpu_seconds") {
+      if (auto n = sandbox_count(k, v, "sandbox.cpu_seconds", std::uint64_t{1} << 31)) out.cpu_seconds = *n;
+    } else if (name == "require") {
+      read_sandbox_require(k, v, out);
+    }
+  }
+}
+
+std::optional<std::uint64_t> ManifestReader::sandbox_count(const YAML::Node& key, const YAML::Node& value,
+                                                           std::string_view field, std::uint64_t most) {
+  const std::optional<std::string> text = scalar(key, value, field, "a positive integer");
+  if (!text) return std::nullopt;
+  const std::string_view digits = *text;
+  std::uint64_t number = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  if (ec != std::errc() || end != digits.data() + digits.size() || number == 0 || number > most) {
+    problem(value.Mark(), "'" + std::string(field) + "' must be an integer from 1 to " + std::to_string(most) +
+                              ", found " + describe(value));
+    return std::nullopt;
+  }
+  return number;
+}
+
+void ManifestReader::read_sandbox_files(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out) {
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) {
+    problem_at(key, value,
+               "'sandbox.files' must be a list of absolute paths such as [/srv/data], found " + describe(value));
+    return;
+  }
+  for (const YAML::Node& item : value) {
+    if (!item.IsScalar()) {
+      problem_at(key, item, "each entry of 'sandbox.files' must be an absolute path, found " + describe(item));
+      continue;
+    }
+    const std::string& text = item.Scalar();
+    const bool has_control =
+        std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+    if (text.empty() || text[0] != '/' || has_control) {
+      problem(item.Mark(), "'sandbox.files' entry " + in_quotes(text) +
+                               " is not an absolute path; write it from the root, such as /srv/data "
+                               "(the skill process does not share the daemon's working folder)");
+      continue;
+    }
+    fs::path path = fs::path(text).lexically_normal();
+    if (path.has_relative_path() && !path.has_filename()) path = path.parent_path();  // "/srv/data/" -> "/srv/data"
+    if (std::find(out.files.begin(), out.files.end(), path) != out.files.end()) {
+      problem(item.Mark(), "'sandbox.files' lists " + in_quotes(path.string()) + " twice; keep one");
+      continue;
+    }
+    if (out.files.size() == SandboxSpec::kMaxFiles) {
+      problem(item.Mark(), "'sandbox.files' lists more than " + std::to_string(SandboxSpec::kMaxFiles) +
+                               " paths; name their common folder instead");
+      return;
+    }
+    out.files.push_back(path);
+  }
+}
+
+void ManifestReader::read_sandbox_require(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out) {
+  if (value.IsNull()) return;
+  if (!value.IsSequence()) {
+    problem_at(key, value, "'sandbox.require' must be a list such as [seccomp, landlock], found " + describe(value));
+    return;
+  }
+  for (const YAML::Node& item : value) {
+    if (!item.IsScalar()) {
+      problem_at(key, item, "each entry of 'sandbox.require' must be a layer name, found " + describe(item));
+      continue;
+    }
+    const std::string layer = ascii_lower(item.Scalar());
+    if (std::find(std::begin(kSandboxLayers), std::end(kSandboxLayers), layer) == std::end(kSandboxLayers)) {
+      std::string_view nearest = kSandboxLayers[0];
+      for (std::string_view known : kSandboxLayers) {
+        if (edit_distance(layer, known) < edit_distance(layer, nearest)) nearest = known;
+      }
+      std::string message = "unknown sandbox layer " + in_quotes(item.Scalar()) + " in 'sandbox.require'; ";
+      if (edit_distance(layer, nearest) <= 2) message += "did you mean '" + std::string(nearest) + "'? ";
+      problem(item.Mark(), message + "the layers are seccomp, landlock and user");
+      continue;
+    }
+    if (std::find(out.require.begin(), out.require.end(), layer) != out.require.end()) {
+      problem(item.Mark(), "'sandbox.require' lists " + in_quotes(layer) + " twice; keep one");
+      continue;
+    }
+    out.require.push_back(layer);
+  }
 }
 
 Value ManifestReader::convert_config(const YAML::Node& node, const std::string& path, int depth) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "skills/version.hpp"
 #include "value/value.hpp"
 
@@ -57,6 +58,8 @@ struct TriggerSpec {
 //   sha256: 3f5a...             pin of the library
 //   description: ...            one line for operators
 //   never_unload: false         keep the library mapped after the skill is removed
+//   sandbox: { files: [/srv/data], network: false, require: [seccomp] }
+//                               what the skill's process may do (see SandboxSpec)
 //
 // Config conversion: maps become plists with upper-cased keyword keys
 // (max_output -> :MAX_OUTPUT), sequences become lists, and plain scalars are
@@ -94,6 +97,7 @@ struct SkillManifest {
   std::optional<std::string> sha256;  // 64 lower-case hex digits
   std::string description;
   bool never_unload = false;
+  SandboxSpec sandbox;  // the defaults when the manifest has no `sandbox:`
 
   // What must be loaded before this skill, and may not be unloaded while it
   // is: depends_on, then guarded_by (but the skill itself, which may guard

@@ -27,6 +27,7 @@
 #include "daemon/frame_codec.hpp"
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
@@ -811,6 +812,14 @@ TEST_CASE("a daemon started as root says so in its log, and its shell runs comma
                             (daemon.state_dir() / "workspace").string()));
 }
 
+TEST_CASE("a daemon logs at start which protections a skill process gets on this machine", "[integration]") {
+  DaemonProcess daemon(options());
+  // The daemon probes the same kernel as this process, as the same user.
+  const std::string line = passepartout::describe(passepartout::probe_sandbox());
+  INFO(line);
+  CHECK(daemon.wait_for_log(line));
+}
+
 // Frames a request got, up to the response with `id`, printed one a line.
 std::string exchange(WireClient& client, const std::string& message, std::string_view id) {
   client.send(message);
@@ -1099,6 +1108,40 @@ TEST_CASE("skills check prints each skill's config keys, and refuses a manifest 
   CHECK(refused.out.find((folder / "policy.yaml").string() + ":" + std::to_string(typo_line) +
                          ":3: unknown key 'min_explanation_lenght' in 'config' of skill 'policy'; did you mean "
                          "'min_explanation_length'?") != std::string::npos);
+}
+
+TEST_CASE("skills check prints what each skill's process is allowed and which protections this machine has",
+          "[integration][skills]") {
+  testing::TempDir dir;
+  const auto env = testing::hermetic_env(dir.path());
+  const auto folder = dir.path() / "manifests";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(std::filesystem::path(PP_MANIFEST_DIR) / "policy.yaml", folder / "policy.yaml");
+  {
+    std::ofstream sandbox(folder / "policy.yaml", std::ios::app);
+    sandbox << "sandbox:\n  files: [/srv/data]\n  network: true\n  memory: 256MiB\n";
+  }
+  auto text = testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR}, env);
+  INFO(text.out << text.err);
+  CHECK(text.exit_status == 0);
+  CHECK(text.out.find("\nskill sandbox: seccomp ") != std::string::npos);
+  CHECK(text.out.find("     sandbox (in a skill process): files: /srv/data (read-only") != std::string::npos);
+  CHECK(text.out.find("; network: allowed; processes: denied; memory: ") != std::string::npos);
+
+  auto as_json =
+      testing::run_passepartout({"skills", "check", folder.string(), "--plugins", PP_PLUGIN_DIR, "--json"}, env);
+  INFO(as_json.out << as_json.err);
+  CHECK(as_json.exit_status == 0);
+  const auto document = nlohmann::json::parse(as_json.out);
+  CHECK(document.at("sandbox_protections").get<std::string>().rfind("skill sandbox: ", 0) == 0);
+  REQUIRE(document.at("order").size() == 1);
+  const auto& sandbox = document.at("order")[0].at("sandbox");
+  CHECK(sandbox.at("files") == nlohmann::json::array({"/srv/data"}));
+  CHECK(sandbox.at("network") == true);
+  CHECK(sandbox.at("processes") == false);
+  CHECK(sandbox.at("memory_bytes") == 268435456);
+  CHECK(sandbox.at("open_files") == 64);
+  CHECK(sandbox.at("require") == nlohmann::json::array());
 }
 
 TEST_CASE("systemd hears READY, WATCHDOG and STOPPING on NOTIFY_SOCKET", "[integration]") {

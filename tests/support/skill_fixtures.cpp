@@ -29,7 +29,8 @@ TempDir::~TempDir() {
 namespace {
 SkillLoader make_loader(const fs::path& plugin_dir) {
   // ${workspace} in a manifest: a folder beside the plugins, made when a skill names it.
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, plugin_dir.parent_path() / "workspace"});
+  auto loader =
+      SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, plugin_dir.parent_path() / "workspace", {}});
   REQUIRE(loader.has_value());
   return std::move(*loader);
 }
