@@ -2,6 +2,7 @@
 // permission and sha256 checks, dlopen, ABI and manifest checks, instance.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -26,6 +27,8 @@ struct LoaderOptions {
   // has none, and a manifest that uses it is refused). Created, mode 0700,
   // when a skill that names it is loaded and it does not exist yet.
   std::filesystem::path workspace;
+  // The largest `gate_timeout` a manifest may ask for; one above it is refused.
+  std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
 };
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).
