@@ -38,7 +38,7 @@ struct PublishedHooks {
   std::vector<std::pair<const char*, const RunningHookCell*>> cells;
 
   static PublishedHooks& instance() {
-    static PublishedHooks* hooks = new PublishedHooks;  // never destroyed: threads may outlive statics
+    static auto* hooks = new PublishedHooks;  // never destroyed: threads may outlive statics
     return *hooks;
   }
 };

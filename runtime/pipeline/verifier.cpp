@@ -26,6 +26,8 @@ std::uint64_t now_ns() {
           .count());
 }
 
+static_assert(Snapshot::kMaxGateBudgetMs == GateWatch::kMaxBudgetMs, "a gate's budget must fit in its ticket");
+
 // The calling thread's watch and counter shard, looked up once per thread:
 // a constinit thread_local is one segment-relative load on the hot path.
 struct ThreadContext {
