@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/crash_context.hpp"
 #include "base/log.hpp"
 
 namespace passepartout {
@@ -336,7 +337,10 @@ ThreadPool::ThreadPool(std::size_t threads) : impl_(std::make_unique<Impl>()), s
   impl_->threads.reserve(size_);
   try {
     for (std::size_t i = 0; i < size_; ++i) {
-      impl_->threads.emplace_back([impl = impl_.get()] { run_context(impl->context); });
+      impl_->threads.emplace_back([impl = impl_.get()] {
+        publish_running_hook("a thread pool");  // a hook stuck here is named at shutdown
+        run_context(impl->context);
+      });
     }
   } catch (...) {
     // The threads already started must be joined before the pool goes away.
@@ -457,6 +461,7 @@ EventLoops::EventLoops(std::size_t threads, std::chrono::nanoseconds idle_poll)
           sync->all_made.wait(lock, [&] { return sync->made == size; });
           if (sync->failure) return;  // the constructor throws; nothing runs
         }
+        publish_running_hook("an event loop");  // a hook stuck here is named at shutdown
         OwnTasks own(*loop.context);
         current_loop = CurrentLoop{impl, loop.context.get(), &own};
         run_event_loop(*loop.context, own, impl->idle_poll, impl->pulse.get(), i);

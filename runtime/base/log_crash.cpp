@@ -18,6 +18,8 @@
 #include <ctime>
 #include <mutex>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/crash_context.hpp"
 #include "base/errno_text.hpp"
@@ -26,7 +28,57 @@
 
 namespace passepartout {
 
-constinit thread_local RunningHook t_running_hook{};
+constinit thread_local RunningHookCell t_running_hook{};
+
+namespace {
+
+// The threads published with publish_running_hook(), each until it exits.
+struct PublishedHooks {
+  std::mutex mutex;
+  std::vector<std::pair<const char*, const RunningHookCell*>> cells;
+
+  static PublishedHooks& instance() {
+    static auto* hooks = new PublishedHooks;  // never destroyed: threads may outlive statics
+    return *hooks;
+  }
+};
+
+// Removes the thread's cell when the thread exits.
+struct PublishedHookLease {
+  bool published = false;
+  PublishedHookLease() = default;
+  PublishedHookLease(const PublishedHookLease&) = delete;
+  PublishedHookLease& operator=(const PublishedHookLease&) = delete;
+  ~PublishedHookLease() {
+    if (!published) return;
+    PublishedHooks& hooks = PublishedHooks::instance();
+    std::lock_guard lock(hooks.mutex);
+    const RunningHookCell* mine = &t_running_hook;
+    std::erase_if(hooks.cells, [mine](const auto& cell) { return cell.second == mine; });
+  }
+};
+thread_local PublishedHookLease t_published_hook;
+
+}  // namespace
+
+void publish_running_hook(const char* role) {
+  if (t_published_hook.published) return;
+  t_published_hook.published = true;
+  PublishedHooks& hooks = PublishedHooks::instance();
+  std::lock_guard lock(hooks.mutex);
+  hooks.cells.emplace_back(role, &t_running_hook);
+}
+
+std::vector<RunningHookOf> running_hooks() {
+  std::vector<RunningHookOf> running;
+  PublishedHooks& hooks = PublishedHooks::instance();
+  std::lock_guard lock(hooks.mutex);
+  for (const auto& [role, cell] : hooks.cells) {
+    const RunningHook hook = cell->get();
+    if (hook.skill != nullptr) running.push_back(RunningHookOf{role, hook});
+  }
+  return running;
+}
 
 namespace {
 
@@ -242,7 +294,7 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* context) {
   // A signal another process sent (kill, systemd's watchdog) lands on any
   // thread: the hook that thread runs did not cause it, and is not named.
   const bool caused_here = info == nullptr || info->si_code > 0 || info->si_pid == ::getpid();
-  const RunningHook running = caused_here ? t_running_hook : RunningHook{};
+  const RunningHook running = caused_here ? t_running_hook.get() : RunningHook{};
   const char* library = nullptr;
   if (const std::uintptr_t pc = code_address(context); pc != 0) {
     Dl_info where{};
@@ -265,7 +317,7 @@ extern "C" void on_fatal_signal(int number, siginfo_t* info, void* context) {
 
 // exit() or quick_exit() called while a hook runs on this thread.
 extern "C" void on_exit_in_hook() {
-  const RunningHook running = t_running_hook;
+  const RunningHook running = t_running_hook.get();
   if (running.skill == nullptr) return;
   if (is_thread_batching()) write_held(thread_held_lines());  // this thread's own lines only
   write_crash_line("exit", "the skill called exit()", running, nullptr);

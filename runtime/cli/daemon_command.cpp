@@ -116,8 +116,10 @@ void add_daemon_command(CLI::App& app, Runner& chosen) {
       ":AUTH \"<token>\"; on the Unix socket (mode 0600) none is needed.\n"
       "\n"
       "Signals: SIGTERM and SIGINT stop accepting, let requests in flight finish (--shutdown-grace),\n"
-      "save memory and exit 0; SIGHUP rescans the manifest folder.\n"
-      "Exit status: 0 after a clean stop; 1 could not start or memory could not be saved;\n"
+      "save memory and exit 0; SIGHUP rescans the manifest folder. A skill's hook still running\n"
+      "when the grace ends is named in the log, memory is saved, and the daemon exits 1 at once.\n"
+      "Exit status: 0 after a clean stop; 1 could not start, memory could not be saved, or a skill's\n"
+      "hook did not return within the grace;\n"
       "2 a bad setting (flag, config file, environment or .env).");
   command->callback([args, &chosen] { chosen = [args] { return run_daemon(*args); }; });
 }

@@ -58,8 +58,9 @@ void Connection::force_close() {
   asio::post(strand_, [self = shared_from_this()] { self->close_now(); });
 }
 
-// defer: from a thread of the same io_context (the pipeline's), the strand's
-// turn comes once the current task returns, without waking another thread.
+// defer: from a thread of the same io_context (the connections' loop), the
+// strand's turn comes once the current task returns, without waking another
+// thread; from another (a pipeline loop), it is a post.
 void Connection::deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final) {
   bool first = false;
   {

@@ -30,6 +30,7 @@
 #include "base/digest.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "base/log_fields.hpp"
 #include "daemon/daemon_handler.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
@@ -42,6 +43,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/gate_watchdog.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -64,7 +66,11 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::string_view kComponent = "daemon";
-constexpr std::size_t kIoThreads = 1;  // signals only: connections run on the pipeline's loops
+constexpr std::size_t kIoThreads = 1;  // signals and the metrics endpoint
+// The connections' loop: reading, decoding and writing frames, never a
+// pipeline step, so a skill stuck on every pipeline loop cannot keep an
+// operator's request from being read and answered (docs/architecture.md).
+constexpr std::size_t kConnectionThreads = 1;
 constexpr std::size_t kPipelineThreads = 2;
 constexpr std::size_t kBlockingThreads = 2;
 
@@ -152,6 +158,8 @@ struct Daemon::Impl {
 
   // Before the pipeline (it holds references to them); stopped explicitly.
   EventLoops pool{kPipelineThreads, config.idle_poll};
+  // The server's connections; stopped after the server.
+  EventLoops connection_loops{kConnectionThreads, config.idle_poll};
   std::unique_ptr<HttpClients> http;  // the real providers' transfers, on the loops; stopped before them
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
@@ -322,6 +330,7 @@ struct Daemon::Impl {
   Result<void> listen();
   bool save_memory(std::string_view why);
   int shutdown();
+  [[noreturn]] void exit_with_stuck_hooks(const std::vector<RunningHookOf>& stuck);
 };
 
 Result<void> Daemon::Impl::boot() {
@@ -404,8 +413,10 @@ Result<void> Daemon::Impl::boot() {
   }
 
   // H6 (3, 4): actuators and skills.
-  SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir),
-                                true,           c.workspace,  held_skills_file(c.state_dir)};
+  SkillHostOptions host_options{
+      c.manifest_dir,    c.plugin_dir, audit_file(c.state_dir), true, c.workspace, held_skills_file(c.state_dir),
+      c.gate_timeout_max};
+  GateWatchdog::set_budget(c.gate_timeout);
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;
@@ -607,10 +618,11 @@ Result<void> Daemon::Impl::listen() {
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
   auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.tcp_auth);
-  // The connections share the pipeline's event loops: a request is read,
-  // reasoned and answered on one thread, with no hand-over between threads.
+  // The connections have a loop of their own: a request is read there and
+  // handed to the pipeline's loops (chat) or the operator thread, so no
+  // skill holding the pipeline's loops keeps a request from being read.
   auto started_server =
-      Server::start(pool.contexts(), std::move(options), handler, [this] { return current_health(); });
+      Server::start(connection_loops.contexts(), std::move(options), handler, [this] { return current_health(); });
   if (!started_server) return fail(started_server.error().code, started_server.error().message);
   server = std::move(*started_server);
   server_ready.store(server.get(), std::memory_order_release);
@@ -661,6 +673,10 @@ int Daemon::Impl::shutdown() {
     // Poll: the pipeline reports only a count, and the wait is bounded.
     while (pipeline->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
     if (pipeline->in_flight() > 0) {
+      // A skill's hook that has not returned cannot be interrupted, and its
+      // thread cannot be joined: save what matters from this thread and end
+      // the process now, rather than wait on it past the grace.
+      if (std::vector<RunningHookOf> stuck = running_hooks(); !stuck.empty()) exit_with_stuck_hooks(stuck);
       log_message(LogLevel::warn, kComponent, "{} signal(s) still in flight after the grace; interrupting",
                   pipeline->in_flight());
       pipeline->interrupt();
@@ -671,6 +687,7 @@ int Daemon::Impl::shutdown() {
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     server->stop(std::max<std::chrono::milliseconds>(left, 500ms));
   }
+  connection_loops.stop();
   if (metrics_listener) metrics_listener->stop();  // before what it reads stops
   control.stop();
   if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
@@ -687,6 +704,26 @@ int Daemon::Impl::shutdown() {
   }
   log_message(LogLevel::info, kComponent, "stopped");
   return saved ? 0 : 1;
+}
+
+// The grace is over and skills' hooks still run: each is named, what the
+// signals recorded and memory are saved from this thread (which no skill
+// holds), and the process ends without joining the threads the hooks hold.
+void Daemon::Impl::exit_with_stuck_hooks(const std::vector<RunningHookOf>& stuck) {
+  for (const RunningHookOf& hook : stuck) {
+    log_fields(LogLevel::error, kComponent, {{"skill", hook.running.skill->name}, {"hook", hook.running.hook}},
+               "shutdown: skill '{}' {} is stuck in its {} hook on {} thread after the {} ms grace; it cannot be "
+               "interrupted",
+               hook.running.skill->name, hook.running.skill->version, hook.running.hook, hook.role,
+               config.shutdown_grace.count());
+  }
+  const bool saved = save_memory("shutdown");  // first: the writer's flush below is a wait of its own
+  if (decisions) decisions->flush();
+  log_message(LogLevel::warn, kComponent, "stopped, leaving {} stuck hook(s) behind (exit status 1)", stuck.size());
+  notifier.notify("STATUS=stopped with stuck skill hooks");
+  (void)saved;  // the status is 1 either way: the stop was not clean
+  std::fflush(nullptr);
+  ::_exit(1);
 }
 
 // --- Daemon --------------------------------------------------------------------------------

@@ -146,6 +146,12 @@ constexpr std::array kSettings{
                   "A frame begun must be complete within this (default 30)"},
     DaemonSetting{"shutdown-grace", "PASSEPARTOUT_SHUTDOWN_GRACE", "SECONDS",
                   "On SIGTERM, SIGINT or :SHUTDOWN, how long signals in flight may take to finish (default 10)"},
+    DaemonSetting{"gate-timeout", "PASSEPARTOUT_GATE_TIMEOUT", "SECONDS",
+                  "A gate's time budget per call when its manifest sets no gate_timeout (default 1); a gate past\n"
+                  "its budget fails closed (the action is blocked, the trace says :FAILED)"},
+    DaemonSetting{"gate-timeout-max", "PASSEPARTOUT_GATE_TIMEOUT_MAX", "SECONDS",
+                  "The largest gate_timeout a manifest may set (default 10; at most 3600); a skill asking for\n"
+                  "more is refused at load"},
     DaemonSetting{"idle-poll", "PASSEPARTOUT_IDLE_POLL", "MICROSECONDS",
                   "After its last piece of work, each of the two event loops keeps polling this long before it\n"
                   "sleeps, and polls while the other is busy, so a request arriving meanwhile is taken up\n"
@@ -534,13 +540,28 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
         Duration{"decision-log-rotate", &config.decision_log_rotate, true},
         Duration{"idle-timeout", &config.idle_timeout, true}, Duration{"read-timeout", &config.read_timeout, false},
         Duration{"handshake-timeout", &config.handshake_timeout, true},
-        Duration{"shutdown-grace", &config.shutdown_grace, true}}) {
+        Duration{"shutdown-grace", &config.shutdown_grace, true}, Duration{"gate-timeout", &config.gate_timeout, false},
+        Duration{"gate-timeout-max", &config.gate_timeout_max, false}}) {
     const Raw* r = raw(d.key);
     if (r == nullptr) continue;
     auto value = parse_seconds(*r);
     if (!value) return fail(value.error().code, value.error().message);
     if (!d.zero_allowed && value->count() == 0) return bad(*r, "is not a number of seconds above 0");
     *d.out = *value;
+  }
+  for (std::string_view key : {"gate-timeout", "gate-timeout-max"}) {
+    const Raw* r = raw(key);
+    if (r == nullptr) continue;
+    const std::chrono::milliseconds value = key == "gate-timeout" ? config.gate_timeout : config.gate_timeout_max;
+    if (value < std::chrono::milliseconds(1) || value > std::chrono::hours(1)) {
+      return bad(*r, "is not a number of seconds from 0.001 to 3600");
+    }
+  }
+  if (config.gate_timeout > config.gate_timeout_max) {
+    return fail(ErrorCode::invalid_input, "--gate-timeout (" + std::to_string(config.gate_timeout.count()) +
+                                              " ms) is above --gate-timeout-max (" +
+                                              std::to_string(config.gate_timeout_max.count()) +
+                                              " ms); lower the one or raise the other");
   }
   if (const Raw* r = raw("default-actuator")) {
     auto v = parse_actuator(*r, r->text);

@@ -119,6 +119,10 @@ struct DaemonConfig {
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(30)};       // zero: never
   std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(10)};
+  // A gate's time budget when its manifest sets no `gate_timeout`, and the
+  // largest `gate_timeout` a manifest may set (one above it is refused at load).
+  std::chrono::milliseconds gate_timeout{std::chrono::seconds(1)};
+  std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
   // How long an event loop polls after its last work before it sleeps.
   std::chrono::microseconds idle_poll{200};
 

@@ -139,7 +139,7 @@ void Run::act(const Value& approved, const Value* untraced) {
   if (!is_log_or_event(action) || acts(target)) {
     Verification last_mile;
     if (bare.is_nil()) bare = action.without("GATE-TRACE");
-    verify_and_record(DecisionStage::last_mile, snapshot, bare, signal, last_mile, decision_context());
+    verify_and_record(DecisionStage::last_mile, snapshot, bare, signal, last_mile, decision_context(), timed_out_gates);
     if (last_mile.outcome == VerifyOutcome::blocked) {
       log_message(LogLevel::warn, kPipelineComponent, "ACT BLOCKED: Action failed last-mile deterministic check.");
       signal = signal.without("APPROVED-ACTION");

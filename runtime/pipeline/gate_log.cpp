@@ -54,13 +54,14 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
 // disagreements join the decision's record. Off the usual path.
 [[gnu::noinline]] void verify_and_record_shadowed(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot,
                                                   const Value& action, const Value& signal, Verification& out,
-                                                  const DecisionContext& context) {
+                                                  const DecisionContext& context,
+                                                  std::span<const std::string> timed_out) {
   const IntervalClock::Ticks start = IntervalClock::now();
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
   times.count = 0;
   ShadowCapture capture;
   const bool timed = context.log != nullptr && context.log->time_next_gates();
-  Verifier::verify(*snapshot, action, signal, out, timed ? &times : nullptr, &capture);
+  Verifier::verify(*snapshot, action, signal, out, timed ? &times : nullptr, &capture, timed_out);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   std::vector<ShadowDisagreement> disagreements;
@@ -89,14 +90,15 @@ std::vector<VerificationTally> verifications_counted() {
 }
 
 void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
-                       const Value& signal, Verification& out, const DecisionContext& context) {
+                       const Value& signal, Verification& out, const DecisionContext& context,
+                       std::span<const std::string> timed_out) {
   if (!snapshot->shadows().empty()) [[unlikely]] {
-    verify_and_record_shadowed(stage, snapshot, action, signal, out, context);
+    verify_and_record_shadowed(stage, snapshot, action, signal, out, context, timed_out);
     return;
   }
   const IntervalClock::Ticks start = IntervalClock::now();
   if (context.log == nullptr) {
-    Verifier::verify(*snapshot, action, signal, out);
+    Verifier::verify(*snapshot, action, signal, out, nullptr, nullptr, timed_out);
     count_verification(stage, out.outcome);
     if (out.trace.all_plain_passes()) return;
     log_gate_decisions(stage, out, action, signal, IntervalClock::elapsed(start, IntervalClock::now()));
@@ -104,7 +106,8 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
   }
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
   times.count = 0;
-  Verifier::verify(*snapshot, action, signal, out, context.log->time_next_gates() ? &times : nullptr);
+  Verifier::verify(*snapshot, action, signal, out, context.log->time_next_gates() ? &times : nullptr, nullptr,
+                   timed_out);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   const std::string decision_id = context.log->record(stage, snapshot, action, signal, out, times, start, end, context);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,8 +53,10 @@ struct DecisionContext {
 // decisions when any gate did not simply pass; the usual verification, all
 // plain passes, reads the clock once (and once per gate while the decision
 // log records). Records the decision in `context.log`. Any thread.
+// `timed_out`: gates that timed out earlier for this signal (Verifier::verify).
 void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot>& snapshot, const Value& action,
-                       const Value& signal, Verification& out, const DecisionContext& context = {});
+                       const Value& signal, Verification& out, const DecisionContext& context = {},
+                       std::span<const std::string> timed_out = {});
 
 // Verifications verify_and_record() ran in this process, by stage ("reason",
 // "last-mile", "approval") and outcome ("passed", "blocked",

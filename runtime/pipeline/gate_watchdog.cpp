@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "skills/registry.hpp"
+
 namespace passepartout {
 namespace {
 
@@ -47,15 +49,24 @@ class Watchdog {
   }
 
  private:
-  static constexpr std::uint32_t kScansPerBudget = 4;
+  static constexpr std::int64_t kScansPerBudget = 4;
+
+  // A quarter of the finest budget in use: the default's, or the smallest
+  // `gate_timeout` of a loaded gate; at least 1 ms.
+  std::chrono::milliseconds period() const {
+    std::int64_t finest = budget_ms_.load(std::memory_order_relaxed);
+    finest = std::min<std::int64_t>(finest, Snapshot::finest_gate_budget_ms());
+    return std::chrono::milliseconds(std::max<std::int64_t>(finest / kScansPerBudget, 1));
+  }
 
   void run() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {
-      auto period = std::chrono::milliseconds(budget_ms_.load(std::memory_order_relaxed) / kScansPerBudget);
-      wake_.wait_for(lock, period, [this] { return stopping_; });
+      wake_.wait_for(lock, period(), [this] { return stopping_; });
       if (stopping_) break;
-      for (GateWatch* watch : watches_) watch->scan(kScansPerBudget);
+      const auto now = std::chrono::steady_clock::now();
+      const std::chrono::milliseconds fallback = budget();
+      for (GateWatch* watch : watches_) watch->scan(now, fallback);
     }
   }
 

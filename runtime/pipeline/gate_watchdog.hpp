@@ -10,17 +10,25 @@ namespace passepartout {
 
 // A gate cannot be interrupted (it runs in-process, in the skill's code), but
 // its verdict can be refused. Each verifying thread owns a GateWatch; around
-// each gate call the thread bumps a sequence number (two relaxed stores). A
-// background thread samples the sequences every budget/4: a call whose
-// sequence has not moved for a whole budget is marked late, and the verifier
-// turns its verdict into a failure ("exceeded its time budget"). Precision is
-// a quarter budget, which is what a deadline of this kind needs; the cost on
-// the hot path is about a nanosecond per gate.
+// each gate call the thread writes a ticket (two relaxed stores) that carries
+// a call number and the gate's own budget in ms (0: the host's default). A
+// background thread samples the tickets every quarter of the finest budget in
+// use: a call whose ticket has not moved for its whole budget is marked late,
+// and the verifier turns its verdict into a failure ("exceeded its time
+// budget of N ms"). A call is never marked late before its budget has passed;
+// it is noticed within about half the finest budget after. The cost on the
+// hot path is about a nanosecond per gate.
 class GateWatch {
  public:
-  // Enters a gate call; returns the ticket to pass to finish().
-  std::uint64_t start() noexcept {
-    std::uint64_t ticket = sequence_.load(std::memory_order_relaxed) + 1;  // odd: in a gate
+  // Ticket layout: bit 0 set while in a gate; bits 1-23 the budget in ms;
+  // bits 24-63 the call number.
+  static constexpr std::uint32_t kMaxBudgetMs = (1U << 23) - 1;
+
+  // Enters a gate call with `budget_ms` (0: the host's default; at most
+  // kMaxBudgetMs); returns the ticket to pass to finish().
+  std::uint64_t start(std::uint32_t budget_ms = 0) noexcept {
+    const std::uint64_t call = (sequence_.load(std::memory_order_relaxed) >> kCallShift) + 1;
+    const std::uint64_t ticket = (call << kCallShift) | (std::uint64_t{budget_ms} << 1U) | 1U;  // odd: in a gate
     sequence_.store(ticket, std::memory_order_relaxed);
     return ticket;
   }
@@ -33,26 +41,31 @@ class GateWatch {
   // Verifications this thread has run; drives latency sampling.
   std::uint64_t next_verification() noexcept { return ++verifications_; }
 
-  // One watchdog scan (watchdog thread only): a call whose sequence has not
-  // moved for `scans_per_budget` scans has used its whole budget.
-  void scan(std::uint32_t scans_per_budget) noexcept {
-    std::uint64_t seen = sequence_.load(std::memory_order_relaxed);
-    bool in_gate = (seen & 1U) != 0;
+  // One watchdog scan (watchdog thread only), at `now`: a call whose ticket
+  // has not moved since a scan at least its budget ago (`default_budget`
+  // for a ticket that carries none) is marked late.
+  void scan(std::chrono::steady_clock::time_point now, std::chrono::milliseconds default_budget) noexcept {
+    const std::uint64_t seen = sequence_.load(std::memory_order_relaxed);
+    const bool in_gate = (seen & 1U) != 0;
     if (!in_gate || seen != last_seen_) {
       last_seen_ = seen;
-      unchanged_scans_ = 0;
+      first_seen_ = now;
       return;
     }
-    if (++unchanged_scans_ >= scans_per_budget) late_ticket_.store(seen, std::memory_order_relaxed);
+    const auto carried = static_cast<std::uint32_t>((seen >> 1U) & kMaxBudgetMs);
+    const std::chrono::milliseconds budget = carried != 0 ? std::chrono::milliseconds(carried) : default_budget;
+    if (now - first_seen_ >= budget) late_ticket_.store(seen, std::memory_order_relaxed);
   }
 
  private:
+  static constexpr unsigned kCallShift = 24;
+
   std::atomic<std::uint64_t> sequence_{0};
   std::atomic<std::uint64_t> late_ticket_{0};
   std::uint64_t verifications_ = 0;  // owner thread only
   // Watchdog thread only:
   std::uint64_t last_seen_ = 0;
-  std::uint32_t unchanged_scans_ = 0;
+  std::chrono::steady_clock::time_point first_seen_{};
 };
 
 class GateWatchdog {
@@ -61,10 +74,15 @@ class GateWatchdog {
   // unregistered when the thread exits. Starts the watchdog thread lazily.
   static GateWatch& this_thread();
 
-  // The budget every gate call gets (default 1000 ms). Any thread; applies to
-  // calls from the next scan on.
+  // The budget of a gate whose manifest sets no `gate_timeout` (default
+  // 1000 ms; the daemon's --gate-timeout). Any thread; applies to calls from
+  // the next scan on.
   static void set_budget(std::chrono::milliseconds budget);
   static std::chrono::milliseconds budget();
+  // The budget a gate call with `budget_ms` (a ticket's; 0: the default) gets.
+  static std::chrono::milliseconds budget_of(std::uint32_t budget_ms) {
+    return budget_ms != 0 ? std::chrono::milliseconds(budget_ms) : budget();
+  }
 };
 
 }  // namespace passepartout

@@ -49,6 +49,7 @@ void Run::cycle(Value next) {
   pipeline->processed.add(1);
   snapshot = services().registry.snapshot();
   model_proposed = false;
+  timed_out_gates.clear();
   signal = perceive(std::move(next));
   if (is_reasoned(signal)) {
     attempt = 0;

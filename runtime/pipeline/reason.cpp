@@ -284,7 +284,10 @@ void Run::reasoned(const CascadeOutcome& outcome) {
   action = aimed(std::move(action), target, false);
   Verification verification;
   model_proposed = outcome.ok();
-  verify_and_record(DecisionStage::reason, snapshot, action, reasoning, verification, decision_context());
+  verify_and_record(DecisionStage::reason, snapshot, action, reasoning, verification, decision_context(),
+                    timed_out_gates);
+  if (verification.timed_out != nullptr) [[unlikely]]
+    timed_out_gates.push_back(verification.timed_out->name());
   if (conversing) record_verdict(verification);
   switch (verification.outcome) {
     case VerifyOutcome::approval_required: {

@@ -148,6 +148,9 @@ struct Run : std::enable_shared_from_this<Run> {
   bool target_implied = false;  // the action being acted on named no :TARGET of its own (E4)
   Value reasoning;              // the signal copy reasoning works on (carries :REJECTION-TRACE)
   Value last_rejection;
+  // Gates that ran past their budget for this cycle's signal: its further
+  // attempts (and last-mile gates) fail them without calling them again.
+  std::vector<std::string> timed_out_gates;
   std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
   // The cascade's answer, kept here from its completion to the step that
   // reasons on it, so that the posted step holds only the run (and is kept

@@ -45,11 +45,12 @@ CandidateVerdict ask(const Snapshot::Shadow& shadow, const Value& input, const V
   pp_call call;
   pp_verdict verdict{};
   GateWatch& watch = GateWatchdog::this_thread();
-  const std::uint64_t ticket = watch.start();
+  const std::uint64_t ticket = watch.start(shadow.gate.budget_ms);
   const pp_status status = shadow.gate.fn(shadow.gate.instance, &call, to_handle(input), to_handle(signal), &verdict);
   const bool late = watch.finish(ticket);
   if (late) {
-    answer.reason = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
+    answer.reason =
+        "exceeded its time budget of " + std::to_string(GateWatchdog::budget_of(shadow.gate.budget_ms).count()) + " ms";
     return answer;
   }
   if (status != PP_OK) {

@@ -26,6 +26,8 @@ std::uint64_t now_ns() {
           .count());
 }
 
+static_assert(Snapshot::kMaxGateBudgetMs == GateWatch::kMaxBudgetMs, "a gate's budget must fit in its ticket");
+
 // The calling thread's watch and counter shard, looked up once per thread:
 // a constinit thread_local is one segment-relative load on the hot path.
 struct ThreadContext {
@@ -164,7 +166,8 @@ namespace {
   // Anything not clearly a pass, rewrite, block or approval fails closed.
   std::string failure;
   if (late) {
-    failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget().count()) + " ms";
+    out.timed_out = gate.slot;
+    failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms";
   } else if (status != PP_OK) {
     failure = call.error.empty() ? std::string("reported an error without a reason") : call.error;
   } else if (verdict_kind(verdict) == VerdictKind::rewrite) {
@@ -208,6 +211,29 @@ namespace {
   return true;
 }
 
+// A gate that timed out earlier for this signal: not called again, it fails at once.
+[[gnu::noinline, gnu::cold]] void fail_timed_out_before(const Snapshot::Gate& gate, std::size_t shard,
+                                                        Verification& out) {
+  gate.slot->counters().add(shard, GateCounters::failures);
+  const std::string failure = "timed out earlier for this signal, not called again (budget " +
+                              std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms)";
+  Value reason = Value::string(failure);
+  out.trace.push_back(gate.slot, GateResult::failed, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.reason = std::move(reason);
+  out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
+  log_fields(LogLevel::warn, "verifier",
+             {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "failed"}},
+             "{} failed: {}", gate_label(*gate.slot), failure);
+}
+
+[[gnu::noinline, gnu::cold]] bool named_in(std::span<const std::string> names, const Slot& slot) {
+  for (const std::string& name : names) {
+    if (name == slot.name()) return true;
+  }
+  return false;
+}
+
 // The guard rule failed: no gate is asked, the action is blocked as a failure.
 [[gnu::noinline, gnu::cold]] void fail_unguarded(const std::string& why, Verification& out) {
   Value reason = Value::string(why);
@@ -232,9 +258,12 @@ namespace {
 // The gate loop. kCapture: the snapshot carries shadow candidates, and what
 // their live gates were given and let through is captured for them (a
 // separate instantiation, so a verification without candidates pays nothing).
-template <bool kCapture>
+// kSkip: some gates timed out earlier for this signal (`timed_out`); they
+// fail without being called (another instantiation, off the usual path).
+template <bool kCapture, bool kSkip = false>
 void run_gates(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out, GateTimes* times,
-               const ThreadContext& context, bool timed, ShadowCapture* capture) {
+               const ThreadContext& context, bool timed, ShadowCapture* capture,
+               [[maybe_unused]] std::span<const std::string> timed_out = {}) {
   GateWatch& watch = *context.watch;
   const std::size_t shard = context.shard;
   const pp_value* signal_handle = to_handle(signal);
@@ -256,14 +285,20 @@ void run_gates(const Snapshot& snapshot, const Value& action, const Value& signa
         shadowed->trace_index = out.trace.size();
       }
     }
+    if constexpr (kSkip) {
+      if (named_in(timed_out, *gate.slot)) {
+        fail_timed_out_before(gate, shard, out);
+        return;
+      }
+    }
     pp_verdict verdict{};
     call.reset_error();
 
     const std::uint64_t started = timed ? now_ns() : 0;
-    const std::uint64_t ticket = watch.start();
-    t_running_hook = RunningHook{&gate.slot->running(), "gate"};  // for the crash writer: two stores a gate
+    const std::uint64_t ticket = watch.start(gate.budget_ms);
+    t_running_hook.set(&gate.slot->running(), "gate");  // for the crash writer and shutdown: two stores a gate
     const pp_status status = gate.fn(gate.instance, &call, to_handle(*current), signal_handle, &verdict);
-    t_running_hook.skill = nullptr;
+    t_running_hook.clear();
     const bool late = watch.finish(ticket);
     if (times != nullptr) times->mark();
     GateCounters& counters = gate.slot->counters();
@@ -308,10 +343,11 @@ void run_gates(const Snapshot& snapshot, const Value& action, const Value& signa
 }  // namespace
 
 void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
-                      GateTimes* times, ShadowCapture* capture) {
+                      GateTimes* times, ShadowCapture* capture, std::span<const std::string> timed_out) {
   out.trace.clear();
   out.trace.set_prebuilt(snapshot.passed_trace());
   out.reason = Value();
+  out.timed_out = nullptr;
 
   const ThreadContext& context = thread_context();
   GateWatch& watch = *context.watch;
@@ -331,6 +367,14 @@ void Verifier::verify(const Snapshot& snapshot, const Value& action, const Value
     }
   }
 
+  if (!timed_out.empty()) [[unlikely]] {
+    if (shadowed) {
+      run_gates<true, true>(snapshot, action, signal, out, times, context, timed, capture, timed_out);
+    } else {
+      run_gates<false, true>(snapshot, action, signal, out, times, context, timed, nullptr, timed_out);
+    }
+    return;
+  }
   if (shadowed) [[unlikely]] {
     run_gates<true>(snapshot, action, signal, out, times, context, timed, capture);
     return;

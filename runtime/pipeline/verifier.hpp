@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/interval_clock.hpp"
@@ -151,6 +152,10 @@ struct Verification {
   // blocked and approval_required: why (the deciding gate's reason).
   Value reason;
   GateTrace trace;
+  // The gate that ran past its time budget in this verification (it failed
+  // it), or null: a caller that asks again for the same signal passes its
+  // name in Verifier::verify's `timed_out`, so it is not called again.
+  const Slot* timed_out = nullptr;
 
   // The seed-shaped result: the action or rejection with :GATE-TRACE, or
   // (:TYPE :EVENT :LEVEL :APPROVAL-REQUIRED :GATE-TRACE .. :PAYLOAD (:SENSOR :APPROVAL-REQUIRED :ACTION a :REASON r)).
@@ -203,14 +208,20 @@ struct ShadowCapture {
 // error, throws (the SDK turns that into an error), answers a verdict kind
 // this host does not know, rewrites without an action, or exceeds its time
 // budget (GateWatchdog) *fails*: the action is blocked and the trace says
-// :FAILED, distinct from :BLOCKED.
+// :FAILED, distinct from :BLOCKED. A gate named in `timed_out` (it ran past
+// its budget earlier for the same signal) is not called: it fails at once
+// ("timed out earlier for this signal, not called again"), so the retries of
+// a signal never wait on a slow gate twice.
 class Verifier {
  public:
   // `times`, when given, gets a clock reading before the first gate and after each.
   // `capture`, when given, is filled for the snapshot's shadow candidates
   // (the gate loop then runs its capturing variant; without it, nothing is captured).
+  // `timed_out`: names of gates that timed out earlier for this signal
+  // (Verification::timed_out); usually empty, and then free.
   static void verify(const Snapshot& snapshot, const Value& action, const Value& signal, Verification& out,
-                     GateTimes* times = nullptr, ShadowCapture* capture = nullptr);
+                     GateTimes* times = nullptr, ShadowCapture* capture = nullptr,
+                     std::span<const std::string> timed_out = {});
   static Verification verify(const Snapshot& snapshot, const Value& action, const Value& signal) {
     Verification out;
     verify(snapshot, action, signal, out);

@@ -71,7 +71,22 @@ std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names 
 
 namespace {
 std::atomic<std::uint64_t> next_snapshot_id{1};
+std::atomic<std::uint32_t> finest_gate_budget{UINT32_MAX};
+
+// The gate of `slot` as the verifier calls it, with its own budget.
+Snapshot::Gate gate_of(const Slot& slot) {
+  std::uint32_t budget = 0;
+  if (const auto& timeout = slot.manifest().gate_timeout) {
+    budget = static_cast<std::uint32_t>(std::clamp<std::int64_t>(timeout->count(), 1, Snapshot::kMaxGateBudgetMs));
+    std::uint32_t finest = finest_gate_budget.load(std::memory_order_relaxed);
+    while (budget < finest && !finest_gate_budget.compare_exchange_weak(finest, budget, std::memory_order_relaxed)) {
+    }
+  }
+  return Snapshot::Gate{slot.api().gate, slot.instance(), &slot, budget};
+}
 }  // namespace
+
+std::uint32_t Snapshot::finest_gate_budget_ms() noexcept { return finest_gate_budget.load(std::memory_order_relaxed); }
 
 Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t generation,
                    std::vector<ShadowCandidate> candidates)
@@ -81,7 +96,7 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
   for (const auto& slot : slots_) ordered.push_back(slot.get());
   std::sort(ordered.begin(), ordered.end(), runs_before);
   for (const Slot* slot : ordered) {
-    if (slot->has_gate()) gates_.push_back(Gate{slot->api().gate, slot->instance(), slot});
+    if (slot->has_gate()) gates_.push_back(gate_of(*slot));
     if (slot->has_prompt()) prompt_skills_.push_back(slot);
     if (slot->has_observe()) observers_.push_back(slot);
     if (slot->has_error_policy()) error_policies_.push_back(slot);
@@ -124,7 +139,7 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
       if (candidate.live != gates_[g].slot || candidate.slot == nullptr || !candidate.slot->has_gate()) continue;
       const Slot& slot = *candidate.slot;
       // Taken: the emptied candidate matches no later gate.
-      shadows_.push_back(Shadow{Gate{slot.api().gate, slot.instance(), &slot}, g, std::exchange(candidate, {})});
+      shadows_.push_back(Shadow{gate_of(slot), g, std::exchange(candidate, {})});
       break;
     }
   }

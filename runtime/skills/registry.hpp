@@ -27,7 +27,15 @@ class Snapshot {
     decltype(pp_skill_api::gate) fn;
     void* instance;
     const Slot* slot;
+    // The manifest's `gate_timeout` in ms (at most kMaxGateBudgetMs);
+    // 0: the host's default budget (GateWatchdog).
+    std::uint32_t budget_ms = 0;
   };
+  static constexpr std::uint32_t kMaxGateBudgetMs = (1U << 23) - 1;  // what a GateWatch ticket carries
+
+  // The smallest `gate_timeout` of any gate in any snapshot built so far, in
+  // ms (UINT32_MAX: none set one): the watchdog scans often enough for it.
+  static std::uint32_t finest_gate_budget_ms() noexcept;
 
   // A tool the model may call: tool `index` of `slot` (Slot::tools()).
   struct ToolEntry {

@@ -38,7 +38,8 @@ std::vector<std::pair<std::string_view, std::string>> settings(const SkillManife
           {"guarded_by", dependency_texts(m.guarded_by)},
           {"trigger", trigger_text(m.trigger)},
           {"sha256", m.sha256.value_or("")},
-          {"never_unload", m.never_unload ? "true" : "false"}};
+          {"never_unload", m.never_unload ? "true" : "false"},
+          {"gate_timeout", m.gate_timeout ? std::to_string(m.gate_timeout->count()) + "ms" : ""}};
 }
 
 // A config plist's entries by lower-case key.
@@ -69,6 +70,7 @@ std::string shown_or_none(const std::map<std::string, Value>& entries, const std
 std::string skill_fingerprint(const SkillManifest& manifest, const Value& config) {
   std::string canonical = "name=" + manifest.name + "\n";
   for (const auto& [key, value] : settings(manifest)) {
+    if (key == "gate_timeout" && value.empty()) continue;  // unset: fingerprints from before the field stay valid
     canonical.append(key).append("=").append(value).append("\n");
   }
   canonical += "config=" + to_sexp(config) + "\n";

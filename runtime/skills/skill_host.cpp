@@ -144,7 +144,7 @@ bool same_settings(const SkillManifest& a, const SkillManifest& b) {
   return a.version == b.version && a.library == b.library && a.priority == b.priority && a.abi.major == b.abi.major &&
          a.abi.minor == b.abi.minor && deps(a) == deps(b) && a.trigger.sensors == b.trigger.sensors &&
          a.trigger.always == b.trigger.always && a.config == b.config && a.sha256 == b.sha256 &&
-         a.never_unload == b.never_unload;
+         a.never_unload == b.never_unload && a.gate_timeout == b.gate_timeout;
 }
 
 }  // namespace
@@ -156,8 +156,8 @@ Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
     if (!opened) return fail(opened.error().code, opened.error().message);
     audit = std::move(*opened);
   }
-  auto loader =
-      SkillLoader::create(LoaderOptions{options.plugin_dir, {}, options.check_permissions, {}, options.workspace, {}});
+  auto loader = SkillLoader::create(LoaderOptions{
+      options.plugin_dir, {}, options.check_permissions, {}, options.workspace, {}, options.gate_timeout_max});
   if (!loader) return fail(loader.error().code, loader.error().message);
   return std::unique_ptr<SkillHost>(new SkillHost(std::move(options), std::move(*loader), std::move(audit)));
 }

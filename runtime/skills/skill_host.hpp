@@ -38,6 +38,8 @@ struct SkillHostOptions {
   // Where the skills held back after a crash are kept across restarts
   // (held_skills_file); empty keeps them in memory only.
   std::filesystem::path held_file;
+  // The largest `gate_timeout` a manifest may ask for (LoaderOptions::gate_timeout_max).
+  std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
 };
 
 struct ChangeResult {

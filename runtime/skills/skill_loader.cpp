@@ -367,6 +367,13 @@ Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const st
 Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   const std::string who = quoted(manifest.name);
   const fs::path source = library_path(manifest);
+  if (manifest.gate_timeout && *manifest.gate_timeout > state_->options.gate_timeout_max) {
+    return fail(ErrorCode::refused, who + ": 'gate_timeout' " + std::to_string(manifest.gate_timeout->count()) +
+                                        " ms in " + manifest.path.filename().string() +
+                                        " is above the host's maximum of " +
+                                        std::to_string(state_->options.gate_timeout_max.count()) +
+                                        " ms (--gate-timeout-max); lower it, or raise the maximum");
+  }
 
   // A layer the manifest requires and this machine cannot give: refused before anything is read.
   const SandboxCapabilities& capabilities =

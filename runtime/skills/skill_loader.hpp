@@ -2,6 +2,7 @@
 // permission and sha256 checks, dlopen, ABI and manifest checks, instance.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -31,6 +32,8 @@ struct LoaderOptions {
   // What this machine's sandbox offers skill processes, against which a
   // manifest's `sandbox.require` is checked (unset: probed once per process).
   std::optional<SandboxCapabilities> sandbox_capabilities;
+  // The largest `gate_timeout` a manifest may ask for; one above it is refused.
+  std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
 };
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kTopKeys[] = {"name",        "version",      "library", "abi",    "priority",
                                          "depends_on",  "guarded_by",   "trigger", "config", "sha256",
-                                         "description", "never_unload", "sandbox"};
+                                         "description", "never_unload", "sandbox", "gate_timeout"};
 constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
 constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
 constexpr std::string_view kSandboxKeys[] = {"files",      "network",     "processes", "memory",
@@ -112,6 +112,7 @@ class ManifestReader : public YamlProblems {
   void read_sandbox_require(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out);
   std::optional<std::uint64_t> sandbox_count(const YAML::Node& key, const YAML::Node& value, std::string_view field,
                                              std::uint64_t most);
+  void read_gate_timeout(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   Value convert_config(const YAML::Node& node, const std::string& path, int depth);
   Value convert_config_scalar(const YAML::Node& node, const std::string& path);
 
@@ -209,6 +210,8 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
       if (auto b = boolean(key, value, k)) out.never_unload = *b;
     } else if (k == "sandbox") {
       read_sandbox(key, value, out.sandbox);
+    } else if (k == "gate_timeout") {
+      read_gate_timeout(key, value, out);
     }
   }
 
@@ -281,6 +284,40 @@ void ManifestReader::read_priority(const YAML::Node& key, const YAML::Node& valu
     return;
   }
   out.priority = priority;
+}
+
+void ManifestReader::read_gate_timeout(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  auto text = scalar(key, value, "gate_timeout", "a duration such as 250ms or 2s");
+  if (!text) return;
+  const std::string_view written = *text;
+  std::string_view digits = written;
+  std::int64_t scale = 0;
+  if (digits.size() > 2 && digits.substr(digits.size() - 2) == "ms") {
+    digits.remove_suffix(2);
+    scale = 1;
+  } else if (digits.size() > 1 && digits.back() == 's') {
+    digits.remove_suffix(1);
+    scale = 1000;
+  }
+  std::int64_t count = 0;
+  bool shape = scale != 0 && !digits.empty() && std::all_of(digits.begin(), digits.end(), is_digit);
+  if (shape) {
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+    shape = end == digits.data() + digits.size() && (ec == std::errc() || ec == std::errc::result_out_of_range);
+    if (ec == std::errc::result_out_of_range) count = std::numeric_limits<std::int64_t>::max() / 1000;
+  }
+  if (!shape) {
+    problem(value.Mark(),
+            "'gate_timeout' must be a duration in ms or s, such as 250ms or 2s, found " + describe(value));
+    return;
+  }
+  const std::int64_t limit = SkillManifest::kMaxGateTimeout.count();
+  if (count == 0 || count > limit / scale) {
+    problem(value.Mark(), "'gate_timeout' " + in_quotes(*text) + " is out of range; use 1ms to " +
+                              std::to_string(limit / 1000) + "s");
+    return;
+  }
+  out.gate_timeout = std::chrono::milliseconds(count * scale);
 }
 
 void ManifestReader::read_dependencies(const YAML::Node& key, const YAML::Node& value, std::string_view field,

@@ -2,6 +2,7 @@
 // ABI, priority, dependencies, trigger, config), read and checked before any library is loaded.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -60,6 +61,9 @@ struct TriggerSpec {
 //   never_unload: false         keep the library mapped after the skill is removed
 //   sandbox: { files: [/srv/data], network: false, require: [seccomp] }
 //                               what the skill's process may do (see SandboxSpec)
+//   gate_timeout: 250ms         the gate's time budget per call ("250ms", "2s"; from
+//                               1 ms to kMaxGateTimeout); default the host's budget,
+//                               and at most the host's maximum (checked at load)
 //
 // Config conversion: maps become plists with upper-cased keyword keys
 // (max_output -> :MAX_OUTPUT), sequences become lists, and plain scalars are
@@ -98,6 +102,15 @@ struct SkillManifest {
   std::string description;
   bool never_unload = false;
   SandboxSpec sandbox;  // the defaults when the manifest has no `sandbox:`
+  // The gate's time budget per call, as written; nullopt: the host's default.
+  std::optional<std::chrono::milliseconds> gate_timeout;
+  static constexpr std::chrono::milliseconds kMaxGateTimeout{std::chrono::hours(1)};
+
+  // The budget each call of this skill's gate gets: gate_timeout, or the
+  // host's default when the manifest sets none.
+  std::chrono::milliseconds gate_budget(std::chrono::milliseconds host_default) const noexcept {
+    return gate_timeout.value_or(host_default);
+  }
 
   // What must be loaded before this skill, and may not be unloaded while it
   // is: depends_on, then guarded_by (but the skill itself, which may guard

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -750,4 +752,37 @@ TEST_CASE("in JSON lines the fatal-signal line is a JSON object too", "[log]") {
         std::string::npos);
   CHECK(lines[2].ends_with("; the process stops\"}"));
   CHECK((lines[2][32] == '+' || lines[2][32] == '-'));  // {"time":"2026-11-22T12:00:00.000+0000"
+}
+
+TEST_CASE("a pool thread's running hook is readable from another thread while the hook runs", "[log][crash]") {
+  static const RunningSkill kSkill{"stuck-skill", "1.2.3", ""};
+  ThreadPool pool(1);
+  std::promise<void> entered;
+  std::promise<void> leave;
+  std::shared_future<void> left = leave.get_future().share();
+  pool.post([&entered, left] {
+    HookScope scope(kSkill, "gate");
+    entered.set_value();
+    left.wait();
+  });
+  REQUIRE(entered.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  std::vector<RunningHookOf> running = running_hooks();
+  auto mine =
+      std::find_if(running.begin(), running.end(), [](const RunningHookOf& r) { return r.running.skill == &kSkill; });
+  REQUIRE(mine != running.end());
+  CHECK(std::string_view(mine->role) == "a thread pool");
+  CHECK(std::string_view(mine->running.hook) == "gate");
+  leave.set_value();
+  pool.stop();
+  running = running_hooks();
+  CHECK(
+      std::none_of(running.begin(), running.end(), [](const RunningHookOf& r) { return r.running.skill == &kSkill; }));
+}
+
+TEST_CASE("a thread that did not publish its hook is not listed", "[log][crash]") {
+  static const RunningSkill kSkill{"unlisted-skill", "1.0.0", ""};
+  HookScope scope(kSkill, "prompt");  // the test's own thread: not a pool's
+  const std::vector<RunningHookOf> running = running_hooks();
+  CHECK(
+      std::none_of(running.begin(), running.end(), [](const RunningHookOf& r) { return r.running.skill == &kSkill; }));
 }

@@ -194,6 +194,37 @@ TEST_CASE("a bad setting is refused with its source and what is allowed", "[daem
   }
 }
 
+TEST_CASE("the gate budget and its maximum are read, bounded, and the budget may not exceed the maximum",
+          "[daemon][config]") {
+  Sources s;
+  SECTION("defaults") {
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->gate_timeout == 1s);
+    CHECK(config->gate_timeout_max == 10s);
+  }
+  SECTION("set, in seconds") {
+    s.sources.command_line["gate-timeout"] = "0.25";
+    s.env["PASSEPARTOUT_GATE_TIMEOUT_MAX"] = "30";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->gate_timeout == 250ms);
+    CHECK(config->gate_timeout_max == 30s);
+  }
+  SECTION("zero and past an hour are refused") {
+    s.sources.command_line["gate-timeout"] = "0";
+    CHECK(error_of(s.resolve()) == "--gate-timeout: '0' is not a number of seconds above 0");
+    s.sources.command_line["gate-timeout"] = "1";
+    s.sources.command_line["gate-timeout-max"] = "3601";
+    CHECK(error_of(s.resolve()) == "--gate-timeout-max: '3601' is not a number of seconds from 0.001 to 3600");
+  }
+  SECTION("a budget above the maximum stops the start, naming both") {
+    s.sources.command_line["gate-timeout"] = "20";
+    CHECK(error_of(s.resolve()) ==
+          "--gate-timeout (20000 ms) is above --gate-timeout-max (10000 ms); lower the one or raise the other");
+  }
+}
+
 TEST_CASE("a config file's mistakes are reported with file, line and column", "[daemon][config]") {
   TempDir dir;
   const auto file = dir.path() / "daemon.yaml";

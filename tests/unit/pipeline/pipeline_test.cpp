@@ -114,6 +114,25 @@ TEST_CASE("a destructive proposal is blocked three times and the rejection reach
   CHECK(rig.logged("gates: GATE DECISION [reason]: shell-guard@1.0.0 blocked"));
 }
 
+TEST_CASE("a gate that timed out is not called again by the retries of the same signal", "[pipeline][loop]") {
+  Rig rig({{"slow-gate", 50, "gate_timeout: 40ms\nconfig: { sleep-ms: 300 }\n"}},
+          {"rules:\n  - match: \"hello\"\n    reply: \"Hello! How can I help?\"\n"});
+  auto sink = std::make_shared<RecordingSink>();
+  LoopReport report = rig.run(user_input_signal("hello there", "s1"), sink);
+  CHECK(report.stopped_by == "done");
+  CHECK(rig.providers[0]->hits(0) == 3);  // every attempt asked the model; the gate answered only the first
+  CHECK(rig.logged("gate 'slow-gate' 1.0.0 failed: exceeded its time budget of 40 ms"));
+  CHECK(
+      rig.logged("gate 'slow-gate' 1.0.0 failed: timed out earlier for this signal, not called again (budget 40 ms)"));
+  const auto counts = rig.registry.snapshot()->find("slow-gate")->counters().read();
+  CHECK(counts.failures == 3);
+  CHECK(counts.passes == 0);
+  const auto printed = sink->printed();
+  REQUIRE(printed.size() == 1);
+  CHECK(printed[0].find("not called again") != std::string::npos);
+  CHECK(printed[0].find("Hello!") == std::string::npos);
+}
+
 TEST_CASE("a reasoned message reaches the user with its gate trace", "[pipeline][loop]") {
   Rig rig({{"policy", 0, {}, true}, {"protocol-validator", 0, {}, true}},
           {"rules:\n  - match: \"hello\"\n    reply: \"Hello! How can I help?\"\n"});

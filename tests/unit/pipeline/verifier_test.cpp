@@ -191,6 +191,69 @@ TEST_CASE("a gate that exceeds its time budget fails closed", "[pipeline][verifi
   CHECK(v.reason.text() == "exceeded its time budget of 40 ms");
 }
 
+TEST_CASE("a gate is judged against its own gate_timeout, and the failure names that budget", "[pipeline][verifier]") {
+  // The host's default is generous; the manifest's 40 ms is what counts.
+  auto previous = GateWatchdog::budget();
+  GateWatchdog::set_budget(std::chrono::milliseconds(5000));
+  Gates gates({{"slow-gate", 10}}, "gate_timeout: 40ms\nconfig: { sleep-ms: 400 }\n");
+  REQUIRE(gates.registry.snapshot()->gates()[0].budget_ms == 40);
+  auto v = gates.verify(kAction);
+  GateWatchdog::set_budget(previous);
+  REQUIRE(v.outcome == VerifyOutcome::blocked);
+  CHECK(trace_lines(v) == std::vector<std::string>{"slow-gate failed"});
+  CHECK(v.reason.text() == "exceeded its time budget of 40 ms");
+}
+
+TEST_CASE("a spinning gate past its gate_timeout fails closed", "[pipeline][verifier]") {
+  Gates gates({{"slow-gate", 10}},
+              "gate_timeout: 40ms\nconfig: { until-file: \"/nonexistent/release\", max-ms: 400 }\n");
+  auto v = gates.verify(kAction);
+  REQUIRE(v.outcome == VerifyOutcome::blocked);
+  CHECK(v.reason.text() == "exceeded its time budget of 40 ms");
+}
+
+TEST_CASE("a gate_timeout above the host's default lets a slow gate pass", "[pipeline][verifier]") {
+  auto previous = GateWatchdog::budget();
+  GateWatchdog::set_budget(std::chrono::milliseconds(40));
+  Gates gates({{"slow-gate", 10}}, "gate_timeout: 5s\nconfig: { sleep-ms: 200 }\n");
+  auto v = gates.verify(kAction);
+  GateWatchdog::set_budget(previous);
+  CHECK(v.outcome == VerifyOutcome::passed);
+  CHECK(trace_lines(v) == std::vector<std::string>{"slow-gate passed"});
+}
+
+TEST_CASE("a gate_timeout above the host's maximum is refused at load, naming both", "[pipeline][verifier]") {
+  SkillFixtures fx;
+  auto slot = fx.loader().load(fx.manifest("slow-gate", 10, "gate_timeout: 11s\n"));
+  REQUIRE_FALSE(slot.has_value());
+  CHECK(slot.error().code == ErrorCode::refused);
+  CHECK_THAT(slot.error().message, Catch::Contains("'gate_timeout' 11000 ms in") &&
+                                       Catch::Contains("is above the host's maximum of 10000 ms (--gate-timeout-max)"));
+}
+
+TEST_CASE("a gate that timed out earlier for the signal fails at once without being called", "[pipeline][verifier]") {
+  auto previous = GateWatchdog::budget();
+  GateWatchdog::set_budget(std::chrono::milliseconds(40));
+  Gates gates({{"pass-gate-0", 90}, {"slow-gate", 50}, {"pass-gate-1", 10}}, "config: { sleep-ms: 400 }\n");
+  Verification first;
+  Verifier::verify(*gates.registry.snapshot(), kAction, user_signal(), first);
+  REQUIRE(first.timed_out != nullptr);
+  CHECK(first.timed_out->name() == "slow-gate");
+
+  const std::vector<std::string> timed_out{first.timed_out->name()};
+  Verification again;
+  const auto started = std::chrono::steady_clock::now();
+  Verifier::verify(*gates.registry.snapshot(), kAction, user_signal(), again, nullptr, nullptr, timed_out);
+  const auto took = std::chrono::steady_clock::now() - started;
+  GateWatchdog::set_budget(previous);
+  CHECK(took < std::chrono::milliseconds(300));  // the gate sleeps 400 ms when called
+  REQUIRE(again.outcome == VerifyOutcome::blocked);
+  CHECK(trace_lines(again) == std::vector<std::string>{"pass-gate-0 passed", "slow-gate failed"});
+  CHECK(again.reason.text() == "timed out earlier for this signal, not called again (budget 40 ms)");
+  CHECK(again.timed_out == nullptr);
+  CHECK_THAT(to_sexp(again.to_value()), Catch::Contains(":RESULT :FAILED"));
+}
+
 TEST_CASE("a gate within its time budget is not failed", "[pipeline][verifier]") {
   Gates gates({{"slow-gate", 10}}, "config: { sleep-ms: 5 }\n");
   auto v = gates.verify(kAction);

@@ -139,6 +139,33 @@ TEST_CASE("manifest fills optional fields with their defaults", "[skills]") {
   }
 }
 
+TEST_CASE("manifest reads gate_timeout in ms or s, and the effective budget falls back to the host's", "[skills]") {
+  using std::chrono::milliseconds;
+  CHECK_FALSE(parsed(kBase).gate_timeout.has_value());
+  CHECK(parsed(kBase).gate_budget(milliseconds(1000)) == milliseconds(1000));
+  CHECK(parsed(kBase + "gate_timeout: 250ms\n").gate_timeout == milliseconds(250));
+  CHECK(parsed(kBase + "gate_timeout: 2s\n").gate_timeout == milliseconds(2000));
+  CHECK(parsed(kBase + "gate_timeout: 1ms\n").gate_budget(milliseconds(1000)) == milliseconds(1));
+  CHECK(parsed(kBase + "gate_timeout: 3600s\n").gate_timeout == milliseconds(3600000));
+}
+
+TEST_CASE("manifest rejects a gate_timeout that is not a duration in range, with its position", "[skills]") {
+  const std::string shape = "'gate_timeout' must be a duration in ms or s, such as 250ms or 2s, found ";
+  CHECK(error_of(kBase + "gate_timeout: 250\n") == "skill.yaml:5:15: " + shape + "'250'");
+  CHECK(error_of(kBase + "gate_timeout: 1.5s\n") == "skill.yaml:5:15: " + shape + "'1.5s'");
+  CHECK(error_of(kBase + "gate_timeout: -2s\n") == "skill.yaml:5:15: " + shape + "'-2s'");
+  CHECK(error_of(kBase + "gate_timeout: 2 s\n") == "skill.yaml:5:15: " + shape + "'2 s'");
+  CHECK(error_of(kBase + "gate_timeout: ms\n") == "skill.yaml:5:15: " + shape + "'ms'");
+  CHECK(error_of(kBase + "gate_timeout: [1s]\n") ==
+        "skill.yaml:5:15: 'gate_timeout' must be a duration such as 250ms or 2s, found a sequence");
+  CHECK(error_of(kBase + "gate_timeout: 0ms\n") ==
+        "skill.yaml:5:15: 'gate_timeout' '0ms' is out of range; use 1ms to 3600s");
+  CHECK(error_of(kBase + "gate_timeout: 3601s\n") ==
+        "skill.yaml:5:15: 'gate_timeout' '3601s' is out of range; use 1ms to 3600s");
+  CHECK(error_of(kBase + "gate_timeout: 99999999999999999999999ms\n") ==
+        "skill.yaml:5:15: 'gate_timeout' '99999999999999999999999ms' is out of range; use 1ms to 3600s");
+}
+
 TEST_CASE("manifest parsed from memory is named <string>", "[skills]") {
   auto m = SkillManifest::parse(kBase, {});
   REQUIRE(m.has_value());
@@ -334,7 +361,7 @@ TEST_CASE("manifest names an unknown key and suggests the closest known one", "[
         "skill.yaml:5:1: unknown key 'dependencies'; did you mean 'depends_on'?");
   CHECK(error_of(kBase + "colour: red\n") ==
         "skill.yaml:5:1: unknown key 'colour'; allowed keys are name, version, library, abi, "
-        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, sandbox");
+        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, sandbox, gate_timeout");
   CHECK(error_of(kBase + "trigger: { sensor: [user-input] }\n") ==
         "skill.yaml:5:12: unknown key 'sensor' in 'trigger'; did you mean 'sensors'?");
   CHECK(error_of(kBase + "[a]: 1\n") == "skill.yaml:5:1: keys must be names such as 'name', found a sequence");
