@@ -42,6 +42,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/gate_watchdog.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "providers/cascade.hpp"
@@ -400,6 +401,7 @@ Result<void> Daemon::Impl::boot() {
   // H6 (3, 4): actuators and skills.
   SkillHostOptions host_options{c.manifest_dir, c.plugin_dir, audit_file(c.state_dir),
                                 true,           c.workspace,  held_skills_file(c.state_dir)};
+  host_options.call_budget = GateWatchdog::budget();  // a worker's pipeline hooks get the gates' budget
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;

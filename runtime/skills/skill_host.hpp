@@ -38,6 +38,11 @@ struct SkillHostOptions {
   // Where the skills held back after a crash are kept across restarts
   // (held_skills_file); empty keeps them in memory only.
   std::filesystem::path held_file;
+  // Skills in worker processes (LoaderOptions): the executable started as
+  // `<it> skill-worker` (empty: this one), and the budget of a pipeline hook
+  // (the daemon's gate budget).
+  std::filesystem::path worker_executable{};
+  std::chrono::milliseconds call_budget{1000};
 };
 
 struct ChangeResult {

@@ -14,6 +14,13 @@
 
 namespace passepartout {
 
+// Where a skill's code runs: in a worker process of its own (a crash, a hang
+// or a runaway allocation costs only that process), or inside the host.
+enum class Isolation { process, in_process };
+
+// "process" or "in-process", as manifests write it.
+const char* to_string(Isolation isolation) noexcept;
+
 // One entry of `depends_on` or `guarded_by`: "policy" or "policy >=1.0".
 struct Dependency {
   std::string name;
@@ -57,6 +64,8 @@ struct TriggerSpec {
 //   sha256: 3f5a...             pin of the library
 //   description: ...            one line for operators
 //   never_unload: false         keep the library mapped after the skill is removed
+//   isolation: process          `process` (a worker process of its own) or
+//                               `in-process` (inside the host); see kDefaultIsolation
 //
 // Config conversion: maps become plists with upper-cased keyword keys
 // (max_output -> :MAX_OUTPUT), sequences become lists, and plain scalars are
@@ -94,6 +103,9 @@ struct SkillManifest {
   std::optional<std::string> sha256;  // 64 lower-case hex digits
   std::string description;
   bool never_unload = false;
+  // What a manifest that does not say gets.
+  static constexpr Isolation kDefaultIsolation = Isolation::in_process;
+  Isolation isolation = kDefaultIsolation;
 
   // What must be loaded before this skill, and may not be unloaded while it
   // is: depends_on, then guarded_by (but the skill itself, which may guard

@@ -52,7 +52,7 @@ struct LoadedGates {
  private:
   static std::unique_ptr<LoadedGates> create(const char* plugin_dir) {
     auto created = SkillLoader::create(
-        LoaderOptions{plugin_dir, {}, false, {}, std::filesystem::path(plugin_dir).parent_path() / "workspace"});
+        loader_options(plugin_dir, false, std::filesystem::path(plugin_dir).parent_path() / "workspace"));
     if (!created) die("bench", created.error().message);
     auto gates = std::make_unique<LoadedGates>();
     gates->loader = std::make_unique<SkillLoader>(std::move(*created));
