@@ -88,8 +88,8 @@ pp_status proxy_prompt(void* instance, pp_call* call, const pp_value* signal, co
 pp_status proxy_gate(void* instance, pp_call* call, const pp_value* action, const pp_value* signal,
                      pp_verdict* verdict) {
   auto& library = library_of(instance);
-  auto reply = library.call(FrameKind::gate, Value::list({from_handle(action), from_handle(signal)}),
-                            library.call_budget());
+  auto reply =
+      library.call(FrameKind::gate, Value::list({from_handle(action), from_handle(signal)}), library.call_budget());
   if (!reply) return set_error(call, reply.error().message), PP_ERROR;
   auto items = reply_items(library, *reply, 6, "(status error kind level action reason)");
   if (!items) return set_error(call, items.error().message), PP_ERROR;
@@ -260,13 +260,15 @@ Result<void> ProcessSkillLibrary::start_worker_locked() {
   if (!spawned) return fail(spawned.error().code, who + ": " + spawned.error().message);
   std::shared_ptr<WorkerProcess> worker = std::move(*spawned);
   const std::string skill = name_;
-  auto reply = worker->call(FrameKind::hello, Value::nil(), control_budget_,
-                            [&skill](std::int64_t level, const std::string& text) { log_from_worker(skill, level, text); });
+  auto reply =
+      worker->call(FrameKind::hello, Value::nil(), control_budget_,
+                   [&skill](std::int64_t level, const std::string& text) { log_from_worker(skill, level, text); });
   if (!reply) return fail(ErrorCode::failed, who + ": its process did not start: " + reply.error().message);
   const auto items = reply->items();
   if (!reply->is_list() || items.size() < 2 || !items[0].is_integer() || !items[1].is_string()) {
     worker->kill_for("garbage");
-    return fail(ErrorCode::failed, who + ": its process wrote garbage on its channel: a hello reply of the wrong shape");
+    return fail(ErrorCode::failed,
+                who + ": its process wrote garbage on its channel: a hello reply of the wrong shape");
   }
   if (items[0].as_integer() != PP_OK) {
     // The worker's loader said why (the same checks and words as in process).
@@ -275,8 +277,7 @@ Result<void> ProcessSkillLibrary::start_worker_locked() {
   if (table_.create == nullptr) {
     if (auto ok = read_description(*reply); !ok) {
       worker->kill_for("garbage");
-      return fail(ErrorCode::failed,
-                  who + ": its process wrote garbage on its channel: " + ok.error().message);
+      return fail(ErrorCode::failed, who + ": its process wrote garbage on its channel: " + ok.error().message);
     }
   } else if (items.size() < 7 || !items[6].is_integer() || items[6].as_integer() != hook_mask_) {
     worker->kill_for("garbage");

@@ -18,7 +18,7 @@ class RestartPolicy {
   struct Limits {
     std::chrono::milliseconds first_backoff{100};
     std::chrono::milliseconds max_backoff{30'000};
-    std::size_t max_deaths = 5;             // this many deaths within `window` quarantine the skill
+    std::size_t max_deaths = 5;  // this many deaths within `window` quarantine the skill
     std::chrono::milliseconds window{600'000};
   };
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -93,7 +94,9 @@ struct Worker {
   pp_host_api host{};
   pp_self self;
   Value config;  // what create was given; lives until destroy
-  void* instance = nullptr;
+  // Set by create on one lane, read by hooks on every lane (the host calls
+  // them only after create answered; atomic so that order is visible to tools too).
+  std::atomic<void*> instance{nullptr};
   std::string protections;
 };
 
@@ -104,7 +107,8 @@ thread_local std::uint64_t t_request = 0;
 void forward_log(pp_self* /*self*/, pp_log_level level, const char* message, size_t len) {
   const std::string_view text = message == nullptr ? std::string_view() : std::string_view(message, len);
   if (t_lane_fd < 0) return;  // not inside a call: nobody to tell
-  Value line = Value::list({Value::integer(level), Value::string(is_valid_utf8(text) ? text : "(log line with invalid UTF-8 dropped)")});
+  Value line = Value::list(
+      {Value::integer(level), Value::string(is_valid_utf8(text) ? text : "(log line with invalid UTF-8 dropped)")});
   (void)write_frame(t_lane_fd, FrameKind::log, t_request, line, no_deadline());
 }
 
@@ -154,17 +158,20 @@ Value describe(const Worker& worker) {
   if (hooks.act != nullptr) mask |= kHookAct;
   if (hooks.observe != nullptr) mask |= kHookObserve;
   if (hooks.error_policy != nullptr) mask |= kHookErrorPolicy;
-  auto text = [](const std::string& s, bool empty_is_null) { return s.empty() && empty_is_null ? Value() : Value::string(s); };
+  auto text = [](const std::string& s, bool empty_is_null) {
+    return s.empty() && empty_is_null ? Value() : Value::string(s);
+  };
   std::vector<Value> tools;
   for (const SkillTool& tool : table.tools) {
-    tools.push_back(Value::list({Value::string(tool.name), text(tool.description, true), text(tool.parameters_json, true)}));
+    tools.push_back(
+        Value::list({Value::string(tool.name), text(tool.description, true), text(tool.parameters_json, true)}));
   }
   std::vector<Value> actuators;
   for (const std::string& actuator : table.actuators) actuators.push_back(Value::string(actuator));
   std::vector<Value> keys;
   for (const SkillConfigKey& key : table.config_keys) {
-    keys.push_back(Value::list({Value::string(key.name), text(key.type, true), text(key.default_value, true),
-                                text(key.description, true)}));
+    keys.push_back(Value::list(
+        {Value::string(key.name), text(key.type, true), text(key.default_value, true), text(key.description, true)}));
   }
   return Value::list({Value::integer(PP_OK), Value::string(""), Value::string(hooks.name), Value::string(hooks.version),
                       Value::integer(hooks.abi_major), Value::integer(hooks.abi_minor), Value::integer(mask),
@@ -185,7 +192,7 @@ std::optional<Value> serve(Worker& worker, const Frame& request) {
   switch (request.kind) {
     case FrameKind::create: {
       auto a = args(request.value, 1);
-      if (!a || worker.instance != nullptr) return std::nullopt;
+      if (!a || worker.instance.load() != nullptr) return std::nullopt;
       worker.config = (*a)[0];
       void* instance = api.create(&worker.host, &worker.self, to_handle(worker.config), &call);
       if (instance == nullptr) return reply(PP_ERROR, call);
@@ -193,14 +200,13 @@ std::optional<Value> serve(Worker& worker, const Frame& request) {
       return reply(PP_OK, call);
     }
     case FrameKind::destroy:
-      if (worker.instance != nullptr) api.destroy(worker.instance);
-      worker.instance = nullptr;
+      if (void* instance = worker.instance.exchange(nullptr); instance != nullptr) api.destroy(instance);
       return reply(PP_OK, call);
     default:
       break;
   }
-  if (worker.instance == nullptr) return std::nullopt;  // the host calls hooks only after create
-  void* self = worker.instance;
+  void* self = worker.instance.load();
+  if (self == nullptr) return std::nullopt;  // the host calls hooks only after create
   switch (request.kind) {
     case FrameKind::trigger: {
       auto a = args(request.value, 1);

@@ -66,8 +66,8 @@ std::optional<ChannelError> write_frame(int fd, FrameKind kind, std::uint64_t id
   encode_message(value, bytes);
   const std::size_t payload = bytes.size() - sizeof(FrameHeader);
   if (payload > kMaxFramePayload) {
-    return ChannelError{ChannelFault::garbage, "a frame of " + std::to_string(payload) + " bytes is over the limit of " +
-                                                   std::to_string(kMaxFramePayload)};
+    return ChannelError{ChannelFault::garbage, "a frame of " + std::to_string(payload) +
+                                                   " bytes is over the limit of " + std::to_string(kMaxFramePayload)};
   }
   FrameHeader header{static_cast<std::uint32_t>(payload), static_cast<std::uint16_t>(kind), 0, id};
   std::memcpy(bytes.data(), &header, sizeof header);

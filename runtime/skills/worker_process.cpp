@@ -31,8 +31,8 @@ std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes / (1024
 // sanitizers' settings so a sanitized build's worker behaves as its host.
 std::vector<std::string> worker_environment() {
   std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin"};
-  for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-                           "TSAN_OPTIONS"}) {
+  for (const char* name :
+       {"XDG_RUNTIME_DIR", "TMPDIR", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
     if (const char* value = std::getenv(name); value != nullptr) env.push_back(std::string(name) + "=" + value);
   }
   return env;

@@ -25,7 +25,7 @@ namespace passepartout {
 inline constexpr int kWorkerMemoryLimitStatus = 86;
 
 struct WorkerSpawn {
-  std::filesystem::path executable;  // the `passepartout` executable
+  std::filesystem::path executable;    // the `passepartout` executable
   std::vector<std::string> arguments;  // after argv[0], starting with "skill-worker"
   std::size_t lanes = 4;
   std::uint64_t memory_limit = 0;  // bytes, for the reason of a death by it

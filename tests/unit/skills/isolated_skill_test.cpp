@@ -3,8 +3,8 @@
 // call fails with, the worker's restart, and quarantine after repeated deaths.
 #include <catch2/catch.hpp>
 
-#include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -119,8 +119,7 @@ TEST_CASE("a gate in a worker process answers through the channel and its log li
   CHECK(capture.contains("logging-skill: gate saw (:TYPE :REQUEST)"));
 }
 
-TEST_CASE("every verdict kind crosses from a worker process with its action, reason and level",
-          "[skills][isolation]") {
+TEST_CASE("every verdict kind crosses from a worker process with its action, reason and level", "[skills][isolation]") {
   Isolated iso;
   SECTION("block, with its reason") {
     const GateAnswer answer = gate(*iso.load("block-gate"));
@@ -199,9 +198,9 @@ TEST_CASE("state crosses between versions in and out of worker processes", "[ski
   Isolated iso;
   iso.fx.install_library("echo-v1");
   auto echo = [&](std::string_view isolation) {
-    auto manifest = SkillManifest::parse("name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: " +
-                                             std::string(isolation) + "\n",
-                                         iso.fx.manifest_dir() / "echo.yaml");
+    auto manifest = SkillManifest::parse(
+        "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: " + std::string(isolation) + "\n",
+        iso.fx.manifest_dir() / "echo.yaml");
     REQUIRE(manifest.has_value());
     auto slot = iso.loader.load(*manifest);
     INFO((slot ? std::string() : slot.error().message));
@@ -227,8 +226,7 @@ TEST_CASE("state crosses between versions in and out of worker processes", "[ski
   CHECK(to_sexp(*last) == "(:GENERATION 3)");
 }
 
-TEST_CASE("a worker that fails takes only itself down, and the call fails closed saying how",
-          "[skills][isolation]") {
+TEST_CASE("a worker that fails takes only itself down, and the call fails closed saying how", "[skills][isolation]") {
   SECTION("a fault in the hook: SIGSEGV") {
     Isolated iso;
     auto slot = iso.load("crash-gate");
@@ -394,8 +392,8 @@ TEST_CASE("restart policy backs off from 100 ms doubling to 30 s, and forgets de
 TEST_CASE("the channel refuses a frame over its size limit before allocating it", "[skills][isolation]") {
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
-  FrameHeader header{static_cast<std::uint32_t>(kMaxFramePayload + 1), static_cast<std::uint16_t>(FrameKind::reply),
-                     0, 1};
+  FrameHeader header{static_cast<std::uint32_t>(kMaxFramePayload + 1), static_cast<std::uint16_t>(FrameKind::reply), 0,
+                     1};
   REQUIRE(::write(pair[1], &header, sizeof header) == static_cast<ssize_t>(sizeof header));
   FrameOrError read = read_frame(pair[0], std::chrono::steady_clock::now() + 1s);
   CHECK_FALSE(read.frame.has_value());
