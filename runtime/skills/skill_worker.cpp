@@ -12,7 +12,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/errno_text.hpp"
 #include "base/utf8.hpp"
 #include "skills/host_api.hpp"
 #include "skills/isolated_skill.hpp"
@@ -130,8 +130,8 @@ std::string apply_worker_limits(std::uint64_t memory_limit) {
 #else
   if (memory_limit == 0) return "no memory limit";
   rlimit limit{memory_limit, memory_limit};
-  if (::setrlimit(RLIMIT_AS, &limit) != 0) return "memory limit could not be set: " + std::string(std::strerror(errno));
-  return "memory limit " + std::to_string(memory_limit / (1024 * 1024)) + " MiB (RLIMIT_AS)";
+  if (::setrlimit(RLIMIT_AS, &limit) != 0) return "memory limit could not be set: " + errno_text(errno);
+  return "memory limit " + std::to_string(memory_limit / (1024ULL * 1024)) + " MiB (RLIMIT_AS)";
 #endif
 }
 

@@ -25,7 +25,7 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes / (1024 * 1024)) + " MiB"; }
+std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes / (1024ULL * 1024)) + " MiB"; }
 
 // The worker's environment: what a library may reasonably need, and the
 // sanitizers' settings so a sanitized build's worker behaves as its host.
@@ -85,10 +85,12 @@ Result<std::shared_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerSpawn& s
   std::vector<std::string> args{spec.executable.string()};
   args.insert(args.end(), spec.arguments.begin(), spec.arguments.end());
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::vector<std::string> env = worker_environment();
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (std::string& entry : env) envp.push_back(entry.data());
   envp.push_back(nullptr);
 
@@ -103,10 +105,10 @@ Result<std::shared_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerSpawn& s
     return fail(ErrorCode::io_error,
                 "cannot start the skill process " + spec.executable.string() + ": " + errno_text(spawned));
   }
-  return std::shared_ptr<WorkerProcess>(new WorkerProcess(pid, std::move(host_fds), spec.memory_limit));
+  return std::shared_ptr<WorkerProcess>(new WorkerProcess(pid, host_fds, spec.memory_limit));
 }
 
-WorkerProcess::WorkerProcess(pid_t pid, std::vector<int> fds, std::uint64_t memory_limit)
+WorkerProcess::WorkerProcess(pid_t pid, const std::vector<int>& fds, std::uint64_t memory_limit)
     : pid_(pid), memory_limit_(memory_limit) {
   for (int fd : fds) lanes_.push_back(Lane{fd, false});
 }

@@ -63,7 +63,7 @@ class WorkerProcess {
     int fd = -1;
     bool busy = false;
   };
-  WorkerProcess(pid_t pid, std::vector<int> fds, std::uint64_t memory_limit);
+  WorkerProcess(pid_t pid, const std::vector<int>& fds, std::uint64_t memory_limit);
   // Marks it dead (killing and reaping it) and wakes every waiter; returns the reason.
   std::string die(const std::string& killed_for);
 
