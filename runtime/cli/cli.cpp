@@ -30,6 +30,7 @@
 #include "skills/registry.hpp"
 #include "skills/sandbox_spec.hpp"
 #include "skills/skill_boot.hpp"
+#include "skills/skill_worker.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;
@@ -365,6 +366,9 @@ std::string format_history_json(const std::vector<SkillChange>& changes, std::st
 }
 
 int run(int argc, char** argv) {
+  // The worker a skill with `isolation: process` runs in: started by the
+  // daemon, kept out of --help (not meant to be run by hand).
+  if (argc >= 2 && std::string_view(argv[1]) == "skill-worker") return run_skill_worker(argc, argv);
   CLI::App app{
       "Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
       "The model proposes; deterministic gates in skills decide.",

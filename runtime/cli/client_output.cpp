@@ -223,37 +223,62 @@ std::vector<Value> entries_of(const Value& list) {
 std::string skills_table(const Value& skills, bool with_details) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;
+  std::vector<std::string> quarantined;
   if (with_details) {
-    rows.push_back({"NAME", "VERSION", "PRIORITY", "STATE", "GATE", "VERIFIED", "BLOCKED", "FAILED", "SHA256"});
+    rows.push_back(
+        {"NAME", "VERSION", "PRIORITY", "STATE", "GATE", "VERIFIED", "BLOCKED", "FAILED", "SHA256", "ISOLATION"});
   } else {
-    rows.push_back({"NAME", "VERSION", "STATE", "VERIFIED", "BLOCKED", "FAILED"});
+    rows.push_back({"NAME", "VERSION", "STATE", "VERIFIED", "BLOCKED", "FAILED", "ISOLATION"});
   }
   std::string out;
   for (const Value& skill : entries_of(skills)) {
     const std::string name = display_text(skill.at("NAME"));
     const std::string state = json_key(display_text(skill.at("STATE")));
     std::string sha = display_text(skill.at("SHA256")).substr(0, 12);
+    // "in-process", or "process (pid 1234, 2 restarts)" / "process (quarantined)".
+    std::string isolation = display_text(skill.at("ISOLATION"));
+    if (isolation.empty()) isolation = "-";
+    if (isolation == "process") {
+      std::string detail;
+      if (!skill.at("QUARANTINED").is_nil()) {
+        detail = "quarantined";
+      } else if (skill.at("WORKER-PID").as_integer() > 0) {
+        detail = "pid " + integer_text(skill.at("WORKER-PID"));
+      } else {
+        detail = "not running";
+      }
+      const std::int64_t restarts = skill.at("RESTARTS").as_integer();
+      if (restarts > 0) detail += ", " + std::to_string(restarts) + (restarts == 1 ? " restart" : " restarts");
+      isolation += " (" + detail + ")";
+    }
     if (with_details) {
       rows.push_back({name.empty() ? "?" : name, display_text(skill.at("VERSION")), integer_text(skill.at("PRIORITY")),
                       state, skill.get("GATE") != nullptr ? yes_no(skill.at("GATE")) : "-",
                       integer_text(skill.at("VERIFIED")), integer_text(skill.at("BLOCKED")),
-                      integer_text(skill.at("FAILED")), sha.empty() ? "-" : sha});
+                      integer_text(skill.at("FAILED")), sha.empty() ? "-" : sha, isolation});
     } else {
       rows.push_back({name.empty() ? "?" : name, display_text(skill.at("VERSION")), state,
                       integer_text(skill.at("VERIFIED")), integer_text(skill.at("BLOCKED")),
-                      integer_text(skill.at("FAILED"))});
+                      integer_text(skill.at("FAILED")), isolation});
     }
     if (const Value& reason = skill.at("REASON"); !reason.is_nil()) {
       notes.push_back("  " + (name.empty() ? std::string("?") : name) + ": " + display_text(reason));
     }
+    if (const Value& reason = skill.at("QUARANTINED"); !reason.is_nil()) {
+      quarantined.push_back("  " + (name.empty() ? std::string("?") : name) + ": " + display_text(reason));
+    }
   }
   out += render_table(rows,
-                      with_details ? std::vector<bool>{false, false, true, false, false, true, true, true, false}
-                                   : std::vector<bool>{false, false, false, true, true, true},
+                      with_details ? std::vector<bool>{false, false, true, false, false, true, true, true, false, false}
+                                   : std::vector<bool>{false, false, false, true, true, true, false},
                       "  ");
   if (!notes.empty()) {
     out += "\nWhy disabled:\n";
     for (const auto& note : notes) out += note + '\n';
+  }
+  if (!quarantined.empty()) {
+    out += "\nQuarantined (its hooks fail closed until `passepartout skills reload NAME`):\n";
+    for (const auto& note : quarantined) out += note + '\n';
   }
   out += offers_text(skills);
   return out;

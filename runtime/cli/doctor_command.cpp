@@ -114,7 +114,7 @@ Check check_skills(const fs::path& manifest_dir, const fs::path& plugin_dir) {
     check.hint = "pass --manifests DIR or set PASSEPARTOUT_MANIFEST_DIR";
     return check;
   }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, default_state_dir() / "workspace", {}});
+  auto loader = SkillLoader::create(loader_options(plugin_dir, true, default_state_dir() / "workspace"));
   if (!loader) {
     check.detail = loader.error().message;
     return check;

@@ -17,7 +17,7 @@ std::optional<LocalSkills> load_local_skills(const fs::path& manifest_dir, const
     error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
     return std::nullopt;
   }
-  auto loader = SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, default_state_dir() / "workspace", {}});
+  auto loader = SkillLoader::create(loader_options(plugin_dir, true, default_state_dir() / "workspace"));
   if (!loader) {
     error = loader.error().message;
     return std::nullopt;

@@ -417,6 +417,7 @@ Result<void> Daemon::Impl::boot() {
       c.manifest_dir,    c.plugin_dir, audit_file(c.state_dir), true, c.workspace, held_skills_file(c.state_dir),
       c.gate_timeout_max};
   GateWatchdog::set_budget(c.gate_timeout);
+  host_options.call_budget = c.gate_timeout;  // a worker's pipeline hooks get the gates' default budget
   auto host = SkillHost::create(host_options);
   if (!host) {
     audit_ok = false;

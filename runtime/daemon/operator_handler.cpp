@@ -299,6 +299,16 @@ Value OperatorHandler::skills_value() const {
                                {"VERSION-VERIFIED", num(static_cast<std::int64_t>(counts.calls()))},
                                {"VERSION-BLOCKED", num(static_cast<std::int64_t>(counts.blocks))},
                                {"VERSION-FAILED", num(static_cast<std::int64_t>(counts.failures))}});
+    // Where its code runs: in the daemon, or a worker process (pid, restarts, quarantine).
+    const IsolationStatus isolation = slot->isolation_status();
+    item = std::move(item).with("ISOLATION", str(to_string(isolation.tier)));
+    if (isolation.tier == Isolation::process) {
+      item = std::move(item)
+                 .with("WORKER-PID", num(isolation.pid))
+                 .with("RESTARTS", num(static_cast<std::int64_t>(isolation.restarts)));
+      if (!isolation.last_death.empty()) item = std::move(item).with("LAST-DEATH", str(isolation.last_death));
+      if (isolation.quarantined) item = std::move(item).with("QUARANTINED", str(isolation.quarantine_reason));
+    }
     if (slot->acts()) {  // what it offers, and the gates it must have to act
       std::vector<Value> actuators, tools, guards;
       for (const std::string& a : slot->actuators()) actuators.push_back(Value::keyword(a));

@@ -25,7 +25,9 @@ struct SkillChange {
   // "load", "swap", "add", "remove", "force-remove" (a guard removed with
   // --force), "shadow" (a candidate version started beside the live one),
   // "shadow-stop" (dropped: by the operator, or because the live version
-  // changed), "promote" (the candidate swapped in)
+  // changed), "promote" (the candidate swapped in), "quarantine" (a skill's
+  // worker process died too often; requester "worker", outcome "failed",
+  // the reason in `error`). A new action is a new string, not a schema change.
   std::string action;
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)
@@ -48,6 +50,7 @@ struct SkillChange {
   std::string outcome;  // "ok", "refused", "failed"
   // The step that failed: "manifest", "dependencies", "load", "create", "self-test", "state", "publish";
   // "crash" for a boot load refused because the skill crashed the previous run (crash_record.hpp);
+  // "quarantine" for a quarantine;
   // empty when ok.
   std::string step;
   std::string error;             // the message, empty when ok

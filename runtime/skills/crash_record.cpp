@@ -66,7 +66,7 @@ std::string CrashRecord::hold_reason() const {
   return (cause == "exit" ? "ended the daemon: " : "crashed the daemon: ") + what() + " (version " + version +
          ", library sha256 " + sha256.substr(0, 12) + "); not loaded again until an operator loads it " +
          "(passepartout skills load MANIFEST, or skills reload " + skill +
-         "); running it out of process (isolation: process, coming) would contain it";
+         "); running it out of process (isolation: process in its manifest) would contain it";
 }
 
 Result<CrashRecord> parse_crash_record(std::string_view text) {

@@ -27,6 +27,9 @@ struct pp_call {
 // The host's handle for one skill instance; log lines are attributed to it.
 struct pp_self {
   std::string skill_name;
+  // For a skill in a worker process: the host-side object the proxy table's
+  // create reaches its worker through (SkillLibrary::proxy()); null otherwise.
+  void* proxy = nullptr;
 };
 
 namespace passepartout {

@@ -156,8 +156,14 @@ Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
     if (!opened) return fail(opened.error().code, opened.error().message);
     audit = std::move(*opened);
   }
-  auto loader = SkillLoader::create(LoaderOptions{
-      options.plugin_dir, {}, options.check_permissions, {}, options.workspace, {}, options.gate_timeout_max});
+  LoaderOptions loader_options;
+  loader_options.plugin_dir = options.plugin_dir;
+  loader_options.check_permissions = options.check_permissions;
+  loader_options.workspace = options.workspace;
+  loader_options.worker_executable = options.worker_executable;
+  loader_options.call_budget = options.call_budget;
+  loader_options.gate_timeout_max = options.gate_timeout_max;
+  auto loader = SkillLoader::create(std::move(loader_options));
   if (!loader) return fail(loader.error().code, loader.error().message);
   return std::unique_ptr<SkillHost>(new SkillHost(std::move(options), std::move(*loader), std::move(audit)));
 }
@@ -165,6 +171,20 @@ Result<std::unique_ptr<SkillHost>> SkillHost::create(SkillHostOptions options) {
 SkillHost::SkillHost(SkillHostOptions options, SkillLoader loader, std::unique_ptr<AuditLog> audit)
     : options_(std::move(options)), loader_(std::move(loader)), audit_(std::move(audit)) {
   loader_.set_retire_queue(control_.queue());
+  // A skill whose worker process died too often is recorded as every change
+  // is, on the control thread (the report comes from whichever thread saw the death).
+  loader_.set_on_quarantine([this, queue = control_.queue()](const std::string& skill, const std::string& reason) {
+    queue->post([this, skill, reason] {
+      SkillChange change;
+      change.requester = "worker";
+      change.action = "quarantine";
+      change.skill = skill;
+      change.outcome = "failed";
+      change.step = "quarantine";
+      change.error = reason;
+      record(change);
+    });
+  });
 }
 
 SkillHost::~SkillHost() {

@@ -40,6 +40,11 @@ struct SkillHostOptions {
   std::filesystem::path held_file;
   // The largest `gate_timeout` a manifest may ask for (LoaderOptions::gate_timeout_max).
   std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
+  // Skills in worker processes (LoaderOptions): the executable started as
+  // `<it> skill-worker` (empty: this one), and the budget of a pipeline hook
+  // (the daemon's gate budget).
+  std::filesystem::path worker_executable{};
+  std::chrono::milliseconds call_budget{1000};
 };
 
 struct ChangeResult {

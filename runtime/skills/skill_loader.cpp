@@ -33,6 +33,7 @@
 #include "base/log.hpp"
 #include "skills/config_placeholders.hpp"
 #include "skills/elf_inspector.hpp"
+#include "skills/isolated_skill.hpp"
 #include "skills/skill_table.hpp"
 
 namespace passepartout {
@@ -295,6 +296,14 @@ std::size_t sweep_stale_copy_dirs(const fs::path& parent) {
   return removed;
 }
 
+LoaderOptions loader_options(fs::path plugin_dir, bool check_permissions, fs::path workspace) {
+  LoaderOptions options;
+  options.plugin_dir = std::move(plugin_dir);
+  options.check_permissions = check_permissions;
+  options.workspace = std::move(workspace);
+  return options;
+}
+
 std::uint64_t leaked_library_count() noexcept { return leaked_libraries.load(std::memory_order_relaxed); }
 std::uint64_t pinned_library_count() noexcept { return pinned_libraries.load(std::memory_order_relaxed); }
 
@@ -335,6 +344,10 @@ void SkillLoader::set_retire_queue(std::shared_ptr<ControlThread::Queue> queue) 
   state_->options.retire_queue = std::move(queue);
 }
 
+void SkillLoader::set_on_quarantine(std::function<void(const std::string&, const std::string&)> report) {
+  state_->options.on_quarantine = std::move(report);
+}
+
 const fs::path& SkillLoader::plugin_dir() const noexcept { return state_->options.plugin_dir; }
 
 const fs::path& SkillLoader::copy_dir() const noexcept { return state_->options.copy_dir; }
@@ -364,7 +377,7 @@ Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const st
   return std::move(expanded->config);
 }
 
-Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
+Result<SkillLoader::CheckedLibrary> SkillLoader::read_checked(const SkillManifest& manifest) const {
   const std::string who = quoted(manifest.name);
   const fs::path source = library_path(manifest);
   if (manifest.gate_timeout && *manifest.gate_timeout > state_->options.gate_timeout_max) {
@@ -405,9 +418,18 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
                                         *manifest.sha256 + "; rebuild the pinned version or update 'sha256' in " +
                                         manifest.path.filename().string());
   }
+  return CheckedLibrary{source, std::move(*bytes), std::move(sha256)};
+}
+
+Result<SkillLoader::MappedLibrary> SkillLoader::map(const SkillManifest& manifest) {
+  const std::string who = quoted(manifest.name);
+  auto checked = read_checked(manifest);
+  if (!checked) return fail(checked.error().code, checked.error().message);
+  const fs::path& source = checked->source;
+  const std::string& bytes = checked->bytes;
 
   // GNU unique symbols make glibc ignore dlclose: every swap would leave a copy mapped.
-  if (ElfReport elf = inspect_elf_bytes(*bytes); !elf.gnu_unique_symbols.empty()) {
+  if (ElfReport elf = inspect_elf_bytes(bytes); !elf.gnu_unique_symbols.empty()) {
     log_message(LogLevel::warn, "loader",
                 "{}: {} exports STB_GNU_UNIQUE symbols ({}{}); glibc will never unload it, so each hot swap leaves "
                 "a copy mapped; build it with -fno-gnu-unique (passepartout_add_skill does)",
@@ -418,12 +440,13 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   fs::path copy =
       state_->options.copy_dir / (manifest.name + "-" + std::to_string(::getpid()) + "-" +
                                   std::to_string(copy_sequence.fetch_add(1, std::memory_order_relaxed)) + ".so");
-  if (auto ok = write_private_copy(copy, *bytes, who); !ok) return fail(ok.error().code, ok.error().message);
+  if (auto ok = write_private_copy(copy, bytes, who); !ok) return fail(ok.error().code, ok.error().message);
 
   auto library = std::make_unique<BoostSkillLibrary>(source, copy, manifest.never_unload);
   const std::set<std::string> before = loaded_objects();
   auto opened = library->open(who);
   if (opened) pin_new_dependencies(before, copy);
+  std::error_code ec;
   fs::remove(copy, ec);  // the mapping outlives the name; nothing is left behind on a crash
   if (!opened) return fail(opened.error().code, opened.error().message);
 
@@ -431,6 +454,32 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   if (!entry) return fail(entry.error().code, entry.error().message);
   auto table = SkillTable::read(**entry, manifest);
   if (!table) return fail(table.error().code, table.error().message);
+  return MappedLibrary{std::move(library), std::move(*table), std::move(checked->sha256)};
+}
+
+Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
+  const std::string who = quoted(manifest.name);
+  std::unique_ptr<SkillLibrary> library;
+  std::optional<SkillTable> table;
+  std::string sha256;
+  if (manifest.isolation == Isolation::process) {
+    // The same checks of the file here; the worker maps it, pinned to these bytes.
+    auto checked = read_checked(manifest);
+    if (!checked) return fail(checked.error().code, checked.error().message);
+    auto started = ProcessSkillLibrary::start(manifest, checked->source, checked->sha256, state_->options);
+    if (!started) return fail(started.error().code, started.error().message);
+    auto read = SkillTable::read((*started)->table(), manifest);
+    if (!read) return fail(read.error().code, read.error().message);
+    library = std::move(*started);
+    table = std::move(*read);
+    sha256 = std::move(checked->sha256);
+  } else {
+    auto mapped = map(manifest);
+    if (!mapped) return fail(mapped.error().code, mapped.error().message);
+    library = std::move(mapped->library);
+    table = std::move(mapped->table);
+    sha256 = std::move(mapped->sha256);
+  }
   if (auto ok = table->check_guards(manifest); !ok) return fail(ok.error().code, ok.error().message);
   auto config = expand_config(manifest, who);
   if (!config) return fail(config.error().code, config.error().message);

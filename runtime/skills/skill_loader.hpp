@@ -3,9 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "base/result.hpp"
 #include "skills/control_thread.hpp"
@@ -34,7 +37,31 @@ struct LoaderOptions {
   std::optional<SandboxCapabilities> sandbox_capabilities;
   // The largest `gate_timeout` a manifest may ask for; one above it is refused.
   std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
+
+  // --- skills whose manifest says `isolation: process` -----------------------
+  // The executable started as `<it> skill-worker` (empty: this process's own, /proc/self/exe).
+  std::filesystem::path worker_executable{};
+  // How long a pipeline hook (trigger, prompt, gate, observe, error_policy)
+  // may take in the worker before it is killed and the call fails: the daemon
+  // passes its gate budget (GateWatchdog::budget()). A per-manifest gate
+  // timeout, when manifests get one, replaces this for that skill.
+  std::chrono::milliseconds call_budget{1000};
+  // create, self_test, export_state, import_state, and starting the worker.
+  std::chrono::milliseconds control_budget{10'000};
+  // call_tool and act.
+  std::chrono::milliseconds action_budget{600'000};
+  // Concurrent calls one worker serves (a lane and a worker thread each).
+  std::size_t worker_lanes = 4;
+  // The worker's address-space limit (RLIMIT_AS), in bytes.
+  std::uint64_t worker_memory_limit = 512ULL * 1024 * 1024;
+  // The clock restart backoff and quarantine read (empty: steady_clock::now).
+  std::function<std::chrono::steady_clock::time_point()> clock{};
+  // Told when a skill is quarantined (its worker died too often): skill name, reason.
+  std::function<void(const std::string&, const std::string&)> on_quarantine{};
 };
+
+// Options for the common case: skills from `plugin_dir`, "${workspace}" standing for `workspace`.
+LoaderOptions loader_options(std::filesystem::path plugin_dir, bool check_permissions, std::filesystem::path workspace);
 
 // Loads skills. Control thread only (dlopen, static constructors of skills).
 class SkillLoader {
@@ -49,11 +76,23 @@ class SkillLoader {
   // (a skill that offers actuators or tools must name its guards in
   // `guarded_by`), and its config's placeholders expanded.
   Result<std::shared_ptr<Slot>> open(const SkillManifest& manifest);
+  // The library checked and mapped into this process, its table read
+  // against the manifest (what a worker process does with it; open() does
+  // the rest for an in-process skill).
+  struct MappedLibrary {
+    std::unique_ptr<SkillLibrary> library;
+    SkillTable table;
+    std::string sha256;
+  };
+  Result<MappedLibrary> map(const SkillManifest& manifest);
   // open(), then create the instance and run its self-test.
   Result<std::shared_ptr<Slot>> load(const SkillManifest& manifest);
 
   // Slots opened from now on retire onto `queue` (see LoaderOptions::retire_queue).
   void set_retire_queue(std::shared_ptr<ControlThread::Queue> queue);
+
+  // Skills opened from now on report a quarantine to `report` (see LoaderOptions::on_quarantine).
+  void set_on_quarantine(std::function<void(const std::string&, const std::string&)> report);
 
   const std::filesystem::path& plugin_dir() const noexcept;
   // Where private copies are written (each is unlinked as soon as it is mapped).
@@ -63,6 +102,13 @@ class SkillLoader {
 
  private:
   struct State;
+  // The library's file checked (exists, permissions) and read, its digest against any pin.
+  struct CheckedLibrary {
+    std::filesystem::path source;
+    std::string bytes;
+    std::string sha256;
+  };
+  Result<CheckedLibrary> read_checked(const SkillManifest& manifest) const;
   explicit SkillLoader(std::unique_ptr<State> state);
   // The manifest's config with "${workspace}" expanded (the folder made when missing).
   Result<Value> expand_config(const SkillManifest& manifest, const std::string& who) const;

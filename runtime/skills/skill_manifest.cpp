@@ -27,9 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kTopKeys[] = {"name",        "version",      "library", "abi",    "priority",
-                                         "depends_on",  "guarded_by",   "trigger", "config", "sha256",
-                                         "description", "never_unload", "sandbox", "gate_timeout"};
+constexpr std::string_view kTopKeys[] = {"name",        "version",      "library",      "abi",       "priority",
+                                         "depends_on",  "guarded_by",   "trigger",      "config",    "sha256",
+                                         "description", "never_unload", "gate_timeout", "isolation", "sandbox"};
 constexpr std::string_view kRequiredKeys[] = {"name", "version", "library", "abi"};
 constexpr std::string_view kTriggerKeys[] = {"sensors", "always"};
 constexpr std::string_view kSandboxKeys[] = {"files",      "network",     "processes", "memory",
@@ -212,6 +212,19 @@ void ManifestReader::read(const YAML::Node& root, SkillManifest& out) {
       read_sandbox(key, value, out.sandbox);
     } else if (k == "gate_timeout") {
       read_gate_timeout(key, value, out);
+    } else if (k == "isolation") {
+      if (auto text = scalar(key, value, k, "'process' or 'in-process'")) {
+        if (*text == "process") {
+          out.isolation = Isolation::process;
+        } else if (*text == "in-process") {
+          out.isolation = Isolation::in_process;
+        } else {
+          problem(value.Mark(),
+                  "'isolation' must be 'process' (the skill runs in a worker process of its own) or "
+                  "'in-process' (it runs inside the daemon), found " +
+                      in_quotes(*text));
+        }
+      }
     }
   }
 
@@ -697,6 +710,10 @@ std::vector<const Dependency*> SkillManifest::requirements() const {
     if (guard.name != name) all.push_back(&guard);
   }
   return all;
+}
+
+const char* to_string(Isolation isolation) noexcept {
+  return isolation == Isolation::process ? "process" : "in-process";
 }
 
 bool is_valid_skill_name(std::string_view name) {

@@ -16,6 +16,13 @@
 
 namespace passepartout {
 
+// Where a skill's code runs: in a worker process of its own (a crash, a hang
+// or a runaway allocation costs only that process), or inside the host.
+enum class Isolation { process, in_process };
+
+// "process" or "in-process", as manifests write it.
+const char* to_string(Isolation isolation) noexcept;
+
 // One entry of `depends_on` or `guarded_by`: "policy" or "policy >=1.0".
 struct Dependency {
   std::string name;
@@ -64,6 +71,8 @@ struct TriggerSpec {
 //   gate_timeout: 250ms         the gate's time budget per call ("250ms", "2s"; from
 //                               1 ms to kMaxGateTimeout); default the host's budget,
 //                               and at most the host's maximum (checked at load)
+//   isolation: process          `process` (a worker process of its own) or
+//                               `in-process` (inside the host); see kDefaultIsolation
 //
 // Config conversion: maps become plists with upper-cased keyword keys
 // (max_output -> :MAX_OUTPUT), sequences become lists, and plain scalars are
@@ -111,6 +120,9 @@ struct SkillManifest {
   std::chrono::milliseconds gate_budget(std::chrono::milliseconds host_default) const noexcept {
     return gate_timeout.value_or(host_default);
   }
+  // What a manifest that does not say gets.
+  static constexpr Isolation kDefaultIsolation = Isolation::in_process;
+  Isolation isolation = kDefaultIsolation;
 
   // What must be loaded before this skill, and may not be unloaded while it
   // is: depends_on, then guarded_by (but the skill itself, which may guard

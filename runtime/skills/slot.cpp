@@ -39,6 +39,7 @@ Slot::Slot(SkillManifest manifest, std::string sha256, std::unique_ptr<SkillLibr
       library_(std::move(library)),
       table_(std::move(table)) {
   self_.skill_name = manifest_.name;
+  self_.proxy = library_->proxy();
   instance_.api = &table_.hooks;
   running_ = RunningSkill{manifest_.name.c_str(), version_text_.c_str(), sha256_.c_str()};
 }

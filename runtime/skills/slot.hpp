@@ -21,6 +21,16 @@
 
 namespace passepartout {
 
+// Where a skill runs, for `status` and `skills list`.
+struct IsolationStatus {
+  Isolation tier = Isolation::in_process;
+  int pid = 0;                 // the worker's, while it runs (0: none)
+  std::uint64_t restarts = 0;  // worker restarts after deaths
+  std::string last_death;      // why the worker last died ("" when it never did)
+  bool quarantined = false;    // died too often: its hooks fail until a reload
+  std::string quarantine_reason;
+};
+
 // A mapped private copy of a skill library. Unmapping it verifies the copy is
 // really gone (RTLD_NOLOAD probe); one that stays mapped is counted, not crashed into.
 class SkillLibrary {
@@ -28,6 +38,11 @@ class SkillLibrary {
   virtual ~SkillLibrary() = default;
   // The library as the operator named it (not the private copy).
   virtual const std::filesystem::path& source_path() const = 0;
+  // For a skill in a worker process: the host-side object its proxy hooks
+  // reach through pp_self at create (see isolated_skill.hpp); null otherwise.
+  virtual void* proxy() noexcept { return nullptr; }
+  // Where the skill's code runs and, for a worker process, how it fares.
+  virtual IsolationStatus isolation_status() const { return {}; }
 };
 
 // Number of library copies that stayed mapped after their slot was destroyed
@@ -125,6 +140,8 @@ class Slot {
   // Name, version and library digest as the crash writer names the skill
   // (set in t_running_hook around every call into it).
   const RunningSkill& running() const noexcept { return running_; }
+  // In-process, or a worker process (with its pid, restarts, quarantine).
+  IsolationStatus isolation_status() const { return library_->isolation_status(); }
 
   // The skill's hooks in a full-size table: members beyond the skill's ABI
   // minor read as NULL (a 1.0 skill has no tools, actuators or 1.1 hooks).

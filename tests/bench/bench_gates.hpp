@@ -24,13 +24,15 @@ struct LoadedGates {
   std::unique_ptr<SkillLoader> loader;
   Registry registry;
 
-  static std::unique_ptr<LoadedGates> pass_through(int n) {
+  // `isolation`: "in-process", or "process" for gates in worker processes.
+  static std::unique_ptr<LoadedGates> pass_through(int n, const std::string& isolation = "in-process") {
     auto gates = create(PP_FIXTURE_DIR);
     std::vector<std::shared_ptr<const Slot>> slots;
     for (int i = 0; i < n; ++i) {
       std::string name = "pass-gate-" + std::to_string(i);
       auto manifest = SkillManifest::parse("name: " + name + "\nversion: 1.0.0\nlibrary: lib" + name +
-                                               ".so\nabi: 1\npriority: " + std::to_string(100 - i) + "\n",
+                                               ".so\nabi: 1\npriority: " + std::to_string(100 - i) +
+                                               "\nisolation: " + isolation + "\n",
                                            name + ".yaml");
       if (!manifest) die("bench", manifest.error().message);
       auto slot = gates->loader->load(*manifest);
@@ -51,8 +53,10 @@ struct LoadedGates {
 
  private:
   static std::unique_ptr<LoadedGates> create(const char* plugin_dir) {
-    auto created = SkillLoader::create(
-        LoaderOptions{plugin_dir, {}, false, {}, std::filesystem::path(plugin_dir).parent_path() / "workspace", {}});
+    LoaderOptions options =
+        loader_options(plugin_dir, false, std::filesystem::path(plugin_dir).parent_path() / "workspace");
+    options.worker_executable = PP_PASSEPARTOUT_EXE;  // serves `skill-worker` for isolation: process
+    auto created = SkillLoader::create(std::move(options));
     if (!created) die("bench", created.error().message);
     auto gates = std::make_unique<LoadedGates>();
     gates->loader = std::make_unique<SkillLoader>(std::move(*created));

@@ -35,7 +35,8 @@ constexpr std::string_view kScript = R"(rules:
 // a plugin folder and a manifest folder of their own, kept across restarts.
 class CrashSetup {
  public:
-  explicit CrashSetup(std::string_view fixture) : name_(fixture) {
+  // `extra`: more manifest lines for the fixture ("isolation: process\n").
+  explicit CrashSetup(std::string_view fixture, std::string_view extra = "") : name_(fixture) {
     fs::create_directories(plugins());
     fs::create_directories(manifests());
     for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
@@ -47,7 +48,8 @@ class CrashSetup {
       fs::copy_file(entry.path(), manifests() / entry.path().filename());
     }
     std::ofstream(manifest()) << "name: " << fixture << "\nversion: 1.0.0\nlibrary: " << library
-                              << "\nabi: 1\npriority: 999\n";
+                              << "\nabi: 1\npriority: 999\n"
+                              << extra;
   }
 
   fs::path plugins() const { return root_.path() / "plugins"; }
@@ -109,6 +111,41 @@ std::string ask(const DaemonProcess& daemon, std::string_view id) {
 }
 
 }  // namespace
+
+TEST_CASE("a gate in a worker process that crashes fails closed while the daemon keeps serving other clients",
+          "[integration][crash]") {
+  const CrashSetup setup("crash-gate", "isolation: process\n");
+  DaemonProcess daemon(setup.options());
+  REQUIRE(daemon.started());
+
+  // One client's request reaches the crashing gate: the worker dies, the action is blocked as failed.
+  const std::string crashed = ask(daemon, "crash");
+  INFO(crashed);
+  // The first attempt kills the worker; the model's retries find it dead or restarting.
+  CHECK(crashed.find(":RESULT :FAILED :REASON \"skill process") != std::string::npos);
+  CHECK(crashed.find("died: SIGSEGV") != std::string::npos);
+  CHECK(daemon.wait_for_log("crash-gate: skill process died: SIGSEGV"));
+
+  // Another client chats meanwhile and after: answered, never by a dead daemon.
+  WireClient other = WireClient::local(daemon.socket_path());
+  other.expect_handshake();
+  const Value status = operator_request(other, ":STATUS");
+  INFO(to_sexp(status));
+  const Value entry = skill_entry(status.path({"PAYLOAD", "SKILLS"}), "crash-gate");
+  CHECK(entry.at("ISOLATION").text() == "process");
+  CHECK(entry.at("LAST-DEATH").text() == "skill process died: SIGSEGV");
+  const std::string again = ask(daemon, "again");
+  INFO(again);
+  CHECK(again.find("skill process") != std::string::npos);  // died again, or restarting: failed closed either way
+  CHECK(::kill(daemon.pid(), 0) == 0);
+
+  const auto env = testing::hermetic_env(daemon.dir());
+  const auto listed = testing::run_passepartout({"skills", "list", "--socket", daemon.socket_path().string()}, env);
+  INFO(listed.out << listed.err);
+  CHECK(listed.out.find("ISOLATION") != std::string::npos);
+  CHECK(listed.out.find("in-process") != std::string::npos);  // the bundled skills
+  CHECK(listed.out.find("process (") != std::string::npos);   // the crashing gate
+}
 
 TEST_CASE("a skill that crashes the daemon is named, recorded, and held back until an operator loads it",
           "[integration][crash]") {

@@ -26,11 +26,16 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
+LoaderOptions loader_options_for_test(const fs::path& plugin_dir) {
+  LoaderOptions options = loader_options(plugin_dir, true, plugin_dir.parent_path() / "workspace");
+  options.worker_executable = PP_PASSEPARTOUT_EXE;  // the built executable serves `skill-worker`
+  return options;
+}
+
 namespace {
 SkillLoader make_loader(const fs::path& plugin_dir) {
   // ${workspace} in a manifest: a folder beside the plugins, made when a skill names it.
-  auto loader =
-      SkillLoader::create(LoaderOptions{plugin_dir, {}, true, {}, plugin_dir.parent_path() / "workspace", {}});
+  auto loader = SkillLoader::create(loader_options_for_test(plugin_dir));
   REQUIRE(loader.has_value());
   return std::move(*loader);
 }

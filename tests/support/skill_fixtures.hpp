@@ -25,6 +25,10 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Loader options for a test's plugin folder: "${workspace}" beside it, and
+// workers (isolation: process) started from the built `passepartout`.
+LoaderOptions loader_options_for_test(const std::filesystem::path& plugin_dir);
+
 class SkillFixtures {
  public:
   SkillFixtures();

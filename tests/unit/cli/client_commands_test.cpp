@@ -83,7 +83,9 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
     CHECK(contains(out, "  pending approvals  1 (see `passepartout approvals list`)\n"));
     CHECK(contains(out, "  approvals refused  7 (past --max-pending-approvals[-per-session])\n"));
     CHECK(contains(out, "Skills (2, in load order):"));
-    CHECK(contains(out, "  shell-guard  1.2.0    loaded          10        2       1\n"));
+    CHECK(
+        contains(out, "  shell-guard  1.2.0    loaded          10        2       1  process (pid 4242, 2 restarts)\n"));
+    CHECK(contains(out, "  weather      0.3.0    disabled         0        0       0  -\n"));
     CHECK(contains(out, "  weather: depends on 'geo', which failed to load\n"));
   }
   SECTION("json") {

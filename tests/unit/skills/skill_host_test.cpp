@@ -2,6 +2,7 @@
 // load, every failing step leaving the old version serving, dependents,
 // audit, unloading on the control thread, and the folder watcher.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -134,6 +135,40 @@ TEST_CASE("a swap publishes the new version and hands the state over", "[skills]
   CHECK(c.details == "version: 1.0.0 -> 2.0.0; library: libecho-v1.so -> libecho-v2.so");
   CHECK(c.state_handover.ends_with(" bytes"));
   CHECK(c.state_handover != "0 bytes");
+}
+
+TEST_CASE("a swap moves a skill into a worker process and back, handing its state over each time", "[skills][swap]") {
+  World w;  // echo 1.0.0, in process (a manifest that does not say)
+  CHECK(w.host->snapshot()->find("echo")->isolation_status().tier == Isolation::in_process);
+  CHECK(w.verify().at("ECHO-GENERATION").as_integer() == 1);
+
+  ChangeResult to_process =
+      w.host->swap(w.manifest(manifest_yaml("echo", "2.0.0", "libecho-v2.so", "isolation: process\n")), "test");
+  INFO(to_process.change.error);
+  REQUIRE(to_process.ok());
+  const IsolationStatus worker = w.host->snapshot()->find("echo")->isolation_status();
+  CHECK(worker.tier == Isolation::process);
+  CHECK(worker.pid > 0);
+  CHECK(w.stamps() == std::vector<std::string>{"echo 2.0.0"});
+  CHECK(w.verify().at("ECHO-GENERATION").as_integer() == 2);  // imported 1 in the worker, plus one
+
+  // A version whose self-test fails in its worker leaves the one in process serving.
+  ChangeResult refused = w.host->swap(
+      w.manifest(manifest_yaml("echo", "2.0.0", "libecho-v2-selftest.so", "isolation: process\n")), "test");
+  CHECK_FALSE(refused.ok());
+  CHECK(refused.change.step == "self-test");
+  CHECK(w.stamps() == std::vector<std::string>{"echo 2.0.0"});
+
+  ChangeResult back =
+      w.host->swap(w.manifest(manifest_yaml("echo", "3.0.0", "libecho-v3.so", "isolation: in-process\n")), "test");
+  INFO(back.change.error);
+  REQUIRE(back.ok());
+  CHECK(w.host->snapshot()->find("echo")->isolation_status().tier == Isolation::in_process);
+  CHECK(w.stamps() == std::vector<std::string>{"echo 3.0.0"});
+  CHECK(w.verify().at("ECHO-GENERATION").as_integer() == 3);
+  w.settle();
+  // The old worker is stopped once the last snapshot holding it is released.
+  CHECK(::kill(worker.pid, 0) != 0);
 }
 
 TEST_CASE("a swap of the same library with other settings is told apart by its fingerprint and details",

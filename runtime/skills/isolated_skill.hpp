@@ -1,0 +1,122 @@
+// ProcessSkillLibrary: the host side of a skill that runs in a worker process
+// (`isolation: process`) — a synthesized pp_skill_api whose hooks forward
+// over the worker's channel, so Slot, the verifier and hot swap use it as any table.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "passepartout/abi.h"
+#include "skills/restart_policy.hpp"
+#include "skills/skill_manifest.hpp"
+#include "skills/slot.hpp"
+#include "skills/worker_channel.hpp"
+#include "value/value.hpp"
+
+namespace passepartout {
+
+struct LoaderOptions;
+class WorkerProcess;
+
+// Bits of the hook mask a worker describes its table with.
+enum WorkerHook : std::uint32_t {
+  kHookTrigger = 1U << 0,
+  kHookPrompt = 1U << 1,
+  kHookGate = 1U << 2,
+  kHookSelfTest = 1U << 3,
+  kHookExportState = 1U << 4,
+  kHookImportState = 1U << 5,
+  kHookCallTool = 1U << 6,
+  kHookAct = 1U << 7,
+  kHookObserve = 1U << 8,
+  kHookErrorPolicy = 1U << 9,
+};
+
+// Created by SkillLoader on the control thread; its hooks are called from any
+// thread, as any skill's. Owns the worker process: destroying it kills the
+// worker. A dead worker is restarted by the next call after its backoff
+// (RestartPolicy), with the config it was created with and its self-test;
+// its state is lost.
+class ProcessSkillLibrary final : public SkillLibrary {
+ public:
+  // Starts the worker for `manifest` (the library at `source`, whose bytes
+  // hash to `sha256`: the worker refuses others) and reads its table description.
+  static Result<std::unique_ptr<ProcessSkillLibrary>> start(const SkillManifest& manifest,
+                                                            const std::filesystem::path& source,
+                                                            const std::string& sha256, const LoaderOptions& options);
+  ~ProcessSkillLibrary() override;
+  ProcessSkillLibrary(const ProcessSkillLibrary&) = delete;
+  ProcessSkillLibrary& operator=(const ProcessSkillLibrary&) = delete;
+
+  const std::filesystem::path& source_path() const override { return source_; }
+  void* proxy() noexcept override { return this; }
+  IsolationStatus isolation_status() const override;
+
+  // The proxy table, for SkillTable::read (which checks it as any skill's table).
+  const pp_skill_api& table() const noexcept { return table_; }
+
+  // One request to the worker (restarting it first when it died and its
+  // backoff passed); failed with the reason the call could not be answered.
+  Result<Value> call(FrameKind kind, const Value& request, std::chrono::milliseconds budget);
+  // Kills the worker because it answered `what` (a reply of the wrong shape);
+  // returns the reason every call then fails with.
+  std::string protocol_violation(const std::string& what);
+
+  Result<void> create(const Value& config);
+  void destroy_instance();
+  std::chrono::milliseconds call_budget() const noexcept { return call_budget_; }
+  std::chrono::milliseconds control_budget() const noexcept { return control_budget_; }
+  std::chrono::milliseconds action_budget() const noexcept { return action_budget_; }
+
+  // The worker's pid (0 when none runs), for tests.
+  int worker_pid_for_test() const;
+
+ private:
+  ProcessSkillLibrary() = default;
+  // Spawns a worker and checks its description against this table (or, the
+  // first time, builds the table from it). mutex_ held.
+  Result<void> start_worker_locked();
+  Result<void> read_description(const Value& description);
+  // The live worker, restarted when it died and may start again. mutex_ not held.
+  Result<std::shared_ptr<WorkerProcess>> live_worker();
+  // Counts the death of `worker` once (backoff, quarantine). mutex_ held.
+  void note_death_locked(const WorkerProcess& worker);
+  std::chrono::steady_clock::time_point now() const;
+
+  std::string name_;
+  std::string version_text_;
+  std::filesystem::path source_;
+  std::vector<std::string> worker_arguments_;
+  std::filesystem::path executable_;
+  std::size_t lanes_ = 4;
+  std::uint64_t memory_limit_ = 0;
+  std::chrono::milliseconds call_budget_{1000};
+  std::chrono::milliseconds control_budget_{10'000};
+  std::chrono::milliseconds action_budget_{600'000};
+  std::function<std::chrono::steady_clock::time_point()> clock_;
+  std::function<void(const std::string&, const std::string&)> on_quarantine_;
+
+  // The proxy table and what its pointers point into.
+  pp_skill_api table_{};
+  std::uint32_t hook_mask_ = 0;
+  std::deque<std::string> strings_;
+  std::vector<pp_tool> tools_;
+  std::vector<const char*> actuators_;
+  std::vector<pp_config_key> config_keys_;
+
+  mutable std::mutex mutex_;  // guards worker_, death_noted_, restarts_, created_, config_
+  std::shared_ptr<WorkerProcess> worker_;
+  bool death_noted_ = false;
+  RestartPolicy restarts_;
+  bool created_ = false;
+  Value config_;
+};
+
+}  // namespace passepartout
