@@ -22,6 +22,7 @@ namespace passepartout::bench {
 // gates (priorities 100, 99, ...) or, with bundled(), every bundled skill.
 struct LoadedGates {
   std::unique_ptr<SkillLoader> loader;
+  std::unique_ptr<SkillLoader> fixture_loader;  // bundled(true): the pass gate in a worker
   Registry registry;
 
   // `isolation`: "in-process", or "process" for gates in worker processes.
@@ -43,11 +44,23 @@ struct LoadedGates {
     return gates;
   }
 
-  static std::unique_ptr<LoadedGates> bundled() {
+  // With `process_gate`, a pass-through gate in a worker process among them.
+  static std::unique_ptr<LoadedGates> bundled(bool process_gate = false) {
     auto gates = create(PP_PLUGIN_DIR);
     auto boot = boot_skill_dir(PP_MANIFEST_DIR, *gates->loader);
     if (!boot || !boot->all_loaded()) die("bench", "the bundled skills did not all load");
-    gates->registry.publish(boot->slots);
+    std::vector<std::shared_ptr<const Slot>> slots = boot->slots;
+    if (process_gate) {
+      gates->fixture_loader = std::move(create(PP_FIXTURE_DIR)->loader);
+      auto manifest = SkillManifest::parse(
+          "name: pass-gate-0\nversion: 1.0.0\nlibrary: libpass-gate-0.so\nabi: 1\nisolation: process\n",
+          "pass-gate-0.yaml");
+      if (!manifest) die("bench", manifest.error().message);
+      auto slot = gates->fixture_loader->load(*manifest);
+      if (!slot) die("bench", slot.error().message);
+      slots.push_back(std::move(*slot));
+    }
+    gates->registry.publish(std::move(slots));
     return gates;
   }
 

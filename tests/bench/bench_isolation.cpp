@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_gates.hpp"
+#include "pipeline/verifier.hpp"
 #include "value/sexp_printer.hpp"
 #include "value/sexp_reader.hpp"
 
@@ -99,5 +100,35 @@ void BM_SpawnPerCall(benchmark::State& state) {
   state.counters["spawn_per_call_p99_us"] = percentile(micros, 0.99);
 }
 BENCHMARK(BM_SpawnPerCall)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One verification through one pass-through gate in a worker process: the
+// action and the signal encoded, a round trip through the worker's channel,
+// the hook, the verdict decoded. Each verification timed on its own.
+constexpr int kOopCalls = 20000;
+
+void BM_VerifyOopGate(benchmark::State& state) {
+  auto gates = bench::LoadedGates::pass_through(1, "process");
+  auto snapshot = gates->registry.snapshot();
+  const Value action = *read_sexp(action_text());
+  const Value signal = *read_sexp(
+      "(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"s-4f2a9c\") :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"why did "
+      "the build fail?\") :DEPTH 0)");
+  Verification out;
+  std::vector<double> micros;
+  micros.reserve(kOopCalls);
+  for (auto _ : state) {
+    for (int i = 0; i < 1000; ++i) Verifier::verify(*snapshot, action, signal, out);  // warm up
+    micros.clear();
+    for (int i = 0; i < kOopCalls; ++i) {
+      const auto start = Clock::now();
+      Verifier::verify(*snapshot, action, signal, out);
+      micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      if (out.outcome != VerifyOutcome::passed) die("the gate in its worker did not pass");
+    }
+  }
+  state.counters["verify_oop_gate_us"] = percentile(micros, 0.50);
+  state.counters["verify_oop_gate_p99_us"] = percentile(micros, 0.99);
+}
+BENCHMARK(BM_VerifyOopGate)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

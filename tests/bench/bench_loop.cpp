@@ -57,9 +57,12 @@ struct LoopWorld {
   std::unique_ptr<Pipeline> pipeline;
 
   // `decision_buffer`: records per thread the decision log holds for its writer.
+  // `bundled`: the bundled skills instead of ten pass-through gates;
+  // `process_gate`: with them, a pass-through gate in a worker process.
   LoopWorld(std::size_t threads, bool bundled, bool record_decisions = false,
-            std::size_t decision_buffer = DecisionLogOptions::kDefaultBuffer)
-      : gates(bundled ? bench::LoadedGates::bundled() : bench::LoadedGates::pass_through(10)), pool(threads) {
+            std::size_t decision_buffer = DecisionLogOptions::kDefaultBuffer, bool process_gate = false)
+      : gates(bundled ? bench::LoadedGates::bundled(process_gate) : bench::LoadedGates::pass_through(10)),
+        pool(threads) {
     auto script = ScriptedScript::parse(
         "rules:\n"
         "  - match: \"build\"\n"
@@ -191,8 +194,9 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
   return static_cast<double>(finished) / seconds;
 }
 
-void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const char* key) {
-  LoopWorld world(threads, bundled);
+void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const char* key,
+              bool process_gate = false) {
+  LoopWorld world(threads, bundled, false, DecisionLogOptions::kDefaultBuffer, process_gate);
   drive(world, std::chrono::milliseconds(20), 64, 256);  // warm up: skills, caches, allocator
   double rate = 0;
   for (auto _ : state) rate = drive(world, std::chrono::milliseconds(200), 64, 256);
@@ -250,11 +254,17 @@ void BM_DecisionLogWriter(benchmark::State& state) {
 void BM_Loop(benchmark::State& state) { run_loop(state, 2, false, "loop_signals_per_s"); }
 void BM_Loop1Core(benchmark::State& state) { run_loop(state, 1, false, "loop_signals_per_s_1_core"); }
 void BM_LoopBundled(benchmark::State& state) { run_loop(state, 2, true, "loop_bundled_signals_per_s"); }
+// The bundled skills and one pass-through gate in a worker process: two
+// channel round trips per signal (the reasoning and the last-mile verification).
+void BM_LoopBundledOop(benchmark::State& state) {
+  run_loop(state, 2, true, "loop_bundled_oop_signals_per_s", true);
+}
 BENCHMARK(BM_Loop)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopDecisionLog)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DecisionLogWriter)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop1Core)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopBundled)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LoopBundledOop)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -34,8 +34,8 @@ const Value& signal() {
   return value;
 }
 
-void verify_n(benchmark::State& state, int n, const std::string& isolation = "in-process") {
-  auto gates = LoadedGates::pass_through(n, isolation);
+void verify_n(benchmark::State& state, int n) {
+  auto gates = LoadedGates::pass_through(n);
   auto snapshot = gates->registry.snapshot();
   Verification out;
   for (auto _ : state) {
@@ -50,11 +50,6 @@ void BM_Verify1Gate(benchmark::State& state) { verify_n(state, 1); }
 void BM_Verify10Gates(benchmark::State& state) { verify_n(state, 10); }
 BENCHMARK(BM_Verify1Gate);
 BENCHMARK(BM_Verify10Gates);
-
-// One pass gate in a worker process: a round trip through its channel (encode,
-// socket, decode, the hook, and back) per verification.
-void BM_Verify1ProcessGate(benchmark::State& state) { verify_n(state, 1, "process"); }
-BENCHMARK(BM_Verify1ProcessGate);
 
 // Every bundled gate on an ordinary message.
 void BM_VerifyBundled(benchmark::State& state) {
