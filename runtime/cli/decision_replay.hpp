@@ -86,10 +86,11 @@ class DecisionReplay {
 // and prints the report to `out` (text, or one JSON document), skipped
 // lines named on `err`. Returns kExitChanged when an outcome changed,
 // kExitOk when none did, kExitUsage for missing or unreadable input or
-// skills that cannot be loaded. Defined in verify_command.cpp.
+// skills that cannot be loaded. `isolate`: every skill in a worker process
+// of its own, whatever its manifest says. Defined in verify_command.cpp.
 int replay_decisions(const std::string& replay, const std::filesystem::path& manifest_dir,
                      const std::filesystem::path& plugin_dir, bool as_json, std::istream& in, std::ostream& out,
-                     std::ostream& err);
+                     std::ostream& err, bool isolate = false);
 
 // The report as text: the table of changed decisions, then the summary.
 std::string format_replay(const ReplayReport& report);

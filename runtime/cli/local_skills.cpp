@@ -11,13 +11,15 @@ namespace passepartout::cli {
 namespace fs = std::filesystem;
 
 std::optional<LocalSkills> load_local_skills(const fs::path& manifest_dir, const fs::path& plugin_dir,
-                                             std::string& error) {
+                                             std::string& error, bool force_process) {
   std::error_code ec;
   if (!fs::is_directory(manifest_dir, ec)) {
     error = "manifest folder " + manifest_dir.string() + " does not exist; pass --manifests DIR";
     return std::nullopt;
   }
-  auto loader = SkillLoader::create(loader_options(plugin_dir, true, default_state_dir() / "workspace"));
+  LoaderOptions options = loader_options(plugin_dir, true, default_state_dir() / "workspace");
+  options.force_process = force_process;
+  auto loader = SkillLoader::create(std::move(options));
   if (!loader) {
     error = loader.error().message;
     return std::nullopt;

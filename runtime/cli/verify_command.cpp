@@ -40,6 +40,7 @@ struct VerifyOptions {
   fs::path manifest_dir;
   fs::path plugin_dir;
   bool json = false;
+  bool isolate = false;  // every gate in a worker process, whatever the manifests say
 };
 
 void print_json(const json& document) { std::cout << document.dump(2) << '\n'; }
@@ -75,7 +76,7 @@ int run_verify(const VerifyOptions& options) {
   if (!signal) return fail_usage("the signal is not a valid s-expression: " + signal.error().message, options.json);
 
   std::string error;
-  auto loaded = load_local_skills(options.manifest_dir, options.plugin_dir, error);
+  auto loaded = load_local_skills(options.manifest_dir, options.plugin_dir, error, options.isolate);
   if (!loaded) return fail_usage(error, options.json);
   const BootResult& result = loaded->boot;
 
@@ -160,7 +161,7 @@ std::vector<fs::path> replay_files(const fs::path& given, std::string& error) {
 }  // namespace
 
 int replay_decisions(const std::string& replay, const fs::path& manifest_dir, const fs::path& plugin_dir, bool as_json,
-                     std::istream& in, std::ostream& out, std::ostream& err) {
+                     std::istream& in, std::ostream& out, std::ostream& err, bool isolate) {
   auto fail = [&](const std::string& message) {
     if (as_json) {
       out << json{{"ok", false}, {"error", message}}.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
@@ -180,7 +181,7 @@ int replay_decisions(const std::string& replay, const fs::path& manifest_dir, co
   }
 
   std::string error;
-  auto loaded = load_local_skills(manifest_dir, plugin_dir, error);
+  auto loaded = load_local_skills(manifest_dir, plugin_dir, error, isolate);
   if (!loaded) return fail(error);
   const BootResult& booted = loaded->boot;
   Registry registry;
@@ -240,7 +241,10 @@ void add_verify_command(CLI::App& app, Runner& chosen) {
                          "read, replayed, skipped; outcomes now; changes by gate; how many carried masked text, which\n"
                          "the gates see masked). Exit status 0 when nothing changed, 7 when an outcome changed,\n"
                          "2 for bad input. Lines that are not records or whose action does not parse are skipped\n"
-                         "and named (file:line) on standard error.");
+                         "and named (file:line) on standard error.\n"
+                         "Skills run as their manifests say (`isolation:`; default a worker process of their own,\n"
+                         "the bundled ones in-process); with --isolate every skill runs in a worker process, so a\n"
+                         "gate that crashes is reported as failed instead of taking verify down.");
   auto* action =
       cmd->add_option("action", options->action,
                       "The proposed action as an s-expression, e.g.\n"
@@ -258,6 +262,9 @@ void add_verify_command(CLI::App& app, Runner& chosen) {
   cmd->add_option("--plugins", options->plugin_dir,
                   "Plugin folder (default: the bundled skills; env PASSEPARTOUT_PLUGIN_DIR)");
   cmd->add_flag("--json", options->json, "Print one JSON document");
+  cmd->add_flag("--isolate", options->isolate,
+                "Run every skill in a worker process of its own, whatever its manifest says: a gate that\n"
+                "crashes or exits is reported as FAILED (e.g. \"skill process died: SIGSEGV\")");
   const CLI::Option* verbose = app.get_option_no_throw("--verbose");
   cmd->callback([&chosen, options, action, replay, verbose] {
     chosen = [options, action, replay, verbose] {
@@ -269,7 +276,7 @@ void add_verify_command(CLI::App& app, Runner& chosen) {
       if (options->plugin_dir.empty()) options->plugin_dir = default_plugin_dir();
       if (replay->count() > 0) {
         return replay_decisions(options->replay, options->manifest_dir, options->plugin_dir, options->json, std::cin,
-                                std::cout, std::cerr);
+                                std::cout, std::cerr, options->isolate);
       }
       if (action->count() == 0) return fail_usage("verify needs an action, or --replay FILE", options->json);
       return run_verify(*options);

@@ -462,7 +462,7 @@ Result<std::shared_ptr<Slot>> SkillLoader::open(const SkillManifest& manifest) {
   std::unique_ptr<SkillLibrary> library;
   std::optional<SkillTable> table;
   std::string sha256;
-  if (manifest.isolation == Isolation::process) {
+  if (manifest.isolation == Isolation::process || state_->options.force_process) {
     // The same checks of the file here; the worker maps it, pinned to these bytes.
     auto checked = read_checked(manifest);
     if (!checked) return fail(checked.error().code, checked.error().message);

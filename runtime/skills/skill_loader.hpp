@@ -39,6 +39,9 @@ struct LoaderOptions {
   std::chrono::milliseconds gate_timeout_max{std::chrono::seconds(10)};
 
   // --- skills whose manifest says `isolation: process` -----------------------
+  // Run every skill in a worker process, whatever its manifest says
+  // (`passepartout verify --isolate`).
+  bool force_process = false;
   // The executable started as `<it> skill-worker` (empty: this process's own, /proc/self/exe).
   std::filesystem::path worker_executable{};
   // How long a pipeline hook (trigger, prompt, gate, observe, error_policy)

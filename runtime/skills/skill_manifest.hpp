@@ -120,8 +120,9 @@ struct SkillManifest {
   std::chrono::milliseconds gate_budget(std::chrono::milliseconds host_default) const noexcept {
     return gate_timeout.value_or(host_default);
   }
-  // What a manifest that does not say gets.
-  static constexpr Isolation kDefaultIsolation = Isolation::in_process;
+  // What a manifest that does not say gets: skills that are not bundled run in
+  // a worker process of their own; the bundled manifests say `in-process`.
+  static constexpr Isolation kDefaultIsolation = Isolation::process;
   Isolation isolation = kDefaultIsolation;
 
   // What must be loaded before this skill, and may not be unloaded while it

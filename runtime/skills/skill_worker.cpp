@@ -315,7 +315,7 @@ int run_skill_worker(int argc, char** argv) {
   if (!parsed) {
     std::fprintf(stderr,
                  "skill-worker: not meant to be run by hand; the daemon starts it for skills whose manifest says "
-                 "'isolation: process'\n");
+                 "'isolation: process' or nothing (the default)\n");
     return 2;
   }
   for (std::size_t i = 0; i < parsed->lanes; ++i) {

@@ -41,7 +41,8 @@ struct SwapWorld {
     for (auto lib : {"libecho-v1.so", "libecho-v2.so"}) {
       fs::copy_file(fs::path(PP_FIXTURE_DIR) / lib, root / "plugins" / lib);
     }
-    std::ofstream(root / "manifests" / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
+    std::ofstream(root / "manifests" / "echo.yaml")
+        << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: in-process\n";
     // Changes are kept in memory here: the audit's fsync comes after publication
     // and is not part of the figure, but it would pace the swaps.
     auto created =
@@ -49,8 +50,8 @@ struct SwapWorld {
     if (!created) die(created.error().message);
     host = std::move(*created);
     if (!host->boot("bench").all_loaded()) die("echo did not load");
-    v1 = parse("name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n");
-    v2 = parse("name: echo\nversion: 2.0.0\nlibrary: libecho-v2.so\nabi: 1\n");
+    v1 = parse("name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: in-process\n");
+    v2 = parse("name: echo\nversion: 2.0.0\nlibrary: libecho-v2.so\nabi: 1\nisolation: in-process\n");
   }
   ~SwapWorld() {
     host.reset();

@@ -1,7 +1,8 @@
 // A skill that takes the daemon down with it: the crash writer names the
 // skill, its version and the hook; the next start holds it back until an
 // operator loads it; exit() in a hook is logged; the listening sockets are
-// not inherited by a child; `passepartout verify` says what it had.
+// not inherited by a child; `passepartout verify` says what it had, and with
+// --isolate reports the crash as the gate's failure.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
@@ -31,24 +34,32 @@ constexpr std::string_view kScript = R"(rules:
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo approved-run" :EXPLANATION "Printing a greeting."))'
 )";
 
+// Copies the bundled skills' libraries and manifests into `plugins` and `manifests`.
+void copy_bundled(const fs::path& plugins, const fs::path& manifests) {
+  fs::create_directories(plugins);
+  fs::create_directories(manifests);
+  for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
+    if (entry.path().extension() == ".so") fs::copy_file(entry.path(), plugins / entry.path().filename());
+  }
+  for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
+    fs::copy_file(entry.path(), manifests / entry.path().filename());
+  }
+}
+
 // The bundled skills and the fixture `fixture` (a gate, asked before all others):
 // a plugin folder and a manifest folder of their own, kept across restarts.
 class CrashSetup {
  public:
-  // `extra`: more manifest lines for the fixture ("isolation: process\n").
+  // `extra`: more manifest lines for the fixture ("isolation: process\n");
+  // without an `isolation:` line the fixture runs in-process, the tier whose
+  // crash these tests take the daemon down with.
   explicit CrashSetup(std::string_view fixture, std::string_view extra = "") : name_(fixture) {
-    fs::create_directories(plugins());
-    fs::create_directories(manifests());
-    for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
-      if (entry.path().extension() == ".so") fs::copy_file(entry.path(), plugins() / entry.path().filename());
-    }
+    copy_bundled(plugins(), manifests());
     const std::string library = "lib" + std::string(fixture) + ".so";
     fs::copy_file(fs::path(PP_FIXTURE_DIR) / library, plugins() / library);
-    for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
-      fs::copy_file(entry.path(), manifests() / entry.path().filename());
-    }
     std::ofstream(manifest()) << "name: " << fixture << "\nversion: 1.0.0\nlibrary: " << library
                               << "\nabi: 1\npriority: 999\n"
+                              << (extra.find("isolation:") == std::string_view::npos ? "isolation: in-process\n" : "")
                               << extra;
   }
 
@@ -296,6 +307,112 @@ TEST_CASE("passepartout verify says what it had before a crashing gate takes it"
   CHECK(run.err.find("crash-gate 1.0.0", order) != std::string::npos);
   REQUIRE(crash != std::string::npos);
   CHECK(order < crash);
+}
+
+TEST_CASE("passepartout verify --isolate reports a crashing gate as failed and goes on to the outcome",
+          "[integration][crash]") {
+  const CrashSetup setup("crash-gate");  // its manifest says in-process: --isolate overrides it
+  testing::TempDir home;
+  const std::vector<std::string> verify{"verify",      "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"echo hi\"))",
+                                        "--manifests", setup.manifests().string(),
+                                        "--plugins",   setup.plugins().string()};
+  SECTION("text") {
+    std::vector<std::string> args = verify;
+    args.emplace_back("--isolate");
+    const auto run = testing::run_passepartout(args, testing::hermetic_env(home.path()));
+    INFO(run.out << run.err);
+    CHECK(run.exit_status == 3);  // blocked: a failed gate fails closed
+    std::istringstream lines(run.out);
+    std::string line;
+    bool found = false;
+    while (std::getline(lines, line)) {
+      if (line.find("crash-gate 1.0.0") == std::string::npos || line.find("FAILED") == std::string::npos) continue;
+      found = line.find("skill process died: SIGSEGV") != std::string::npos;
+    }
+    CHECK(found);
+    CHECK(run.out.find("Outcome: blocked") != std::string::npos);
+    CHECK(run.err.find("crash: SIGSEGV: fatal signal") == std::string::npos);  // verify itself did not crash
+  }
+  SECTION("json") {
+    std::vector<std::string> args = verify;
+    args.emplace_back("--isolate");
+    args.emplace_back("--json");
+    const auto run = testing::run_passepartout(args, testing::hermetic_env(home.path()));
+    INFO(run.out << run.err);
+    CHECK(run.exit_status == 3);
+    CHECK(run.out.find("\"outcome\": \"blocked\"") != std::string::npos);
+    CHECK(run.out.find("\"result\": \"failed\"") != std::string::npos);
+    CHECK(run.out.find("skill process died: SIGSEGV") != std::string::npos);
+  }
+}
+
+// shadow-gate 1.0.0 (passes, in-process) live in a daemon, and 2.0.0, which
+// crashes, tried beside it as a shadow candidate whose manifest does not say
+// `isolation`: the default puts it in a worker of its own, whose death is the
+// candidate's failure, counted; the users' verdicts and the daemon go on.
+TEST_CASE("a shadow candidate that crashes in its worker leaves the daemon and the live verdicts unaffected",
+          "[integration][crash][shadow]") {
+  testing::TempDir root;
+  const fs::path plugins = root.path() / "plugins";
+  const fs::path manifests = root.path() / "manifests";
+  copy_bundled(plugins, manifests);
+  for (const char* library : {"libshadow-gate-1.so", "libshadow-gate-2.so"}) {
+    fs::copy_file(fs::path(PP_FIXTURE_DIR) / library, plugins / library);
+  }
+  std::ofstream(manifests / "shadow-gate.yaml")
+      << "name: shadow-gate\nversion: 1.0.0\nlibrary: libshadow-gate-1.so\nabi: 1\npriority: 999\n"
+         "isolation: in-process\nconfig: { mode: pass }\n";
+  const fs::path candidate = root.path() / "shadow-gate-candidate.yaml";
+  std::ofstream(candidate) << "name: shadow-gate\nversion: 2.0.0\nlibrary: libshadow-gate-2.so\nabi: 1\npriority: 999\n"
+                              "config: { mode: crash }\n";
+
+  DaemonProcess daemon(DaemonProcess::Options{
+      std::string(kScript), {"--plugins", plugins.string(), "--manifests", manifests.string()}, {}, false, {}});
+  REQUIRE(daemon.started());
+  const auto env = testing::hermetic_env(daemon.dir());
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--socket", daemon.socket_path().string()});
+    return testing::run_passepartout(args, env);
+  };
+  const std::string before = ask(daemon, "before");
+  INFO(before);
+
+  const auto started = run({"skills", "shadow", candidate.string()});
+  INFO(started.out << started.err);
+  REQUIRE(started.exit_status == 0);
+
+  for (const char* id : {"shadowed-1", "shadowed-2"}) {
+    const std::string reply = ask(daemon, id);
+    INFO(reply);
+    CHECK(reply.find(":FAILED") == std::string::npos);  // the candidate's failure is not the users'
+    CHECK(reply.find("skill process died") == std::string::npos);
+    // The live gates decide as they did before the candidate came.
+    CHECK((reply.find("APPROVAL-REQUIRED") != std::string::npos) ==
+          (before.find("APPROVAL-REQUIRED") != std::string::npos));
+  }
+  CHECK(daemon.wait_for_log("skill process died: SIGSEGV"));
+  CHECK(::kill(daemon.pid(), 0) == 0);
+
+  const auto status = run({"skills", "shadow", "status", "shadow-gate", "--json"});
+  INFO(status.out << status.err);
+  REQUIRE(status.exit_status == 0);
+  const auto document = nlohmann::json::parse(status.out);
+  REQUIRE(document["shadows"].size() == 1);
+  CHECK(document["shadows"][0]["seen"].get<int>() >= 2);
+  CHECK(document["shadows"][0]["candidate_failed"].get<int>() == document["shadows"][0]["seen"].get<int>());
+  REQUIRE_FALSE(document["shadows"][0]["latest"].empty());
+  const auto& oldest = document["shadows"][0]["latest"].back();
+  CHECK(oldest["live"] == "passed");
+  CHECK(oldest["candidate"] == "failed");
+  CHECK(oldest["candidate_reason"] == "skill process died: SIGSEGV");
+
+  // The daemon still serves, and the live version is the one in force.
+  WireClient other = WireClient::local(daemon.socket_path());
+  other.expect_handshake();
+  const Value overview = operator_request(other, ":STATUS");
+  INFO(to_sexp(overview));
+  CHECK(skill_entry(overview.path({"PAYLOAD", "SKILLS"}), "shadow-gate").at("VERSION").text() == "1.0.0");
+  CHECK(run({"skills", "shadow", "stop", "shadow-gate"}).exit_status == 0);
 }
 
 }  // namespace passepartout

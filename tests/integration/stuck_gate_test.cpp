@@ -51,7 +51,7 @@ class StuckSetup {
     }
     std::ofstream(manifests() / "slow-gate.yaml")
         << "name: slow-gate\nversion: 1.0.0\nlibrary: libslow-gate.so\nabi: 1\npriority: 999\n"
-        << "gate_timeout: 200ms\n"
+        << "gate_timeout: 200ms\nisolation: in-process\n"
         << "config: { until-file: \"" << released().string() << "\", spinning-file: \"" << spinning().string()
         << "\", max-ms: 60000 }\n";
   }

@@ -74,16 +74,20 @@ void SkillFixtures::add_bundled_requirements(std::vector<SkillManifest>& manifes
   }
 }
 
-std::string SkillFixtures::yaml(std::string_view name, int priority, std::string_view extra) {
+std::string SkillFixtures::yaml(std::string_view name, int priority, std::string_view extra, Isolation isolation) {
   std::string text = "name: " + std::string(name) + "\nversion: 1.0.0\nlibrary: lib" + std::string(name) +
                      ".so\nabi: 1\npriority: " + std::to_string(priority) + "\n";
+  if (extra.find("isolation:") == std::string_view::npos)
+    text += "isolation: " + std::string(to_string(isolation)) + "\n";
   text += extra;
   return text;
 }
 
-SkillManifest SkillFixtures::manifest(std::string_view name, int priority, std::string_view extra) {
+SkillManifest SkillFixtures::manifest(std::string_view name, int priority, std::string_view extra,
+                                      Isolation isolation) {
   install_library(name);
-  auto parsed = SkillManifest::parse(yaml(name, priority, extra), manifest_dir_ / (std::string(name) + ".yaml"));
+  auto parsed =
+      SkillManifest::parse(yaml(name, priority, extra, isolation), manifest_dir_ / (std::string(name) + ".yaml"));
   INFO((parsed ? std::string() : parsed.error().message));
   REQUIRE(parsed.has_value());
   return std::move(*parsed);

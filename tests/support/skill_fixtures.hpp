@@ -35,10 +35,15 @@ class SkillFixtures {
 
   // Copies lib<library>.so from `from_dir` into the private plugin folder.
   void install_library(std::string_view library, const std::filesystem::path& from_dir = PP_FIXTURE_DIR);
-  // Manifest YAML for the fixture `name` (library lib<name>.so), version 1.0.0.
-  static std::string yaml(std::string_view name, int priority = 10, std::string_view extra = "");
+  // Manifest YAML for the fixture `name` (library lib<name>.so), version 1.0.0,
+  // saying `isolation: <isolation>` unless `extra` has an `isolation:` line.
+  // In-process unless asked: what most tests look at (mapped copies, pins,
+  // crashes, timings) is that tier's, and a worker per skill costs time.
+  static std::string yaml(std::string_view name, int priority = 10, std::string_view extra = "",
+                          Isolation isolation = Isolation::in_process);
   // Installs the fixture library and parses a manifest for it (REQUIREs success).
-  SkillManifest manifest(std::string_view name, int priority = 10, std::string_view extra = "");
+  SkillManifest manifest(std::string_view name, int priority = 10, std::string_view extra = "",
+                         Isolation isolation = Isolation::in_process);
   // Adds to `manifests` the bundled manifests (from manifests/, libraries
   // installed from the build's plugin dir) of every skill they depend on or
   // are guarded by and that is not among them yet, with their own config:

@@ -65,8 +65,8 @@ mode_t mode_of(const fs::path& file) {
 // <dir>/build/<library>, from the fixture library `fixture`.
 fs::path built_skill(const fs::path& dir, const std::string& name, const std::string& fixture,
                      const std::string& library, const std::string& version = "1.0.0") {
-  spit(dir / (name + ".yaml"),
-       "name: " + name + "\nversion: " + version + "\nlibrary: " + library + "\nabi: 1\npriority: 20\n");
+  spit(dir / (name + ".yaml"), "name: " + name + "\nversion: " + version + "\nlibrary: " + library +
+                                   "\nabi: 1\nisolation: in-process\npriority: 20\n");
   fs::create_directories(dir / "build");
   fs::copy_file(fs::path(PP_FIXTURE_DIR) / ("lib" + fixture + ".so"), dir / "build" / library,
                 fs::copy_options::overwrite_existing);
@@ -343,7 +343,7 @@ TEST_CASE("skills uninstall removes the skill's manifest and library and nothing
 
   // A library another manifest still names stays.
   spit(folders.manifest_dir / "twin.yaml",
-       "name: twin\nversion: 1.0.0\nlibrary: libblock-gate.so\nabi: 1\npriority: 5\n");
+       "name: twin\nversion: 1.0.0\nlibrary: libblock-gate.so\nabi: 1\nisolation: in-process\npriority: 5\n");
   auto twin = remove_skill_files("twin", folders);
   REQUIRE(twin.has_value());
   CHECK_FALSE(twin->library.has_value());

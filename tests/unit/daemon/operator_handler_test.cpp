@@ -307,9 +307,10 @@ namespace {
 std::string write_shadow_manifest(OperatorRig& rig, const std::string& file, int version, std::string_view mode) {
   rig.fx.install_library("shadow-gate-" + std::to_string(version));
   return rig.fx
-      .write_manifest(file, "name: shadow-gate\nversion: " + std::to_string(version) +
-                                ".0.0\nlibrary: libshadow-gate-" + std::to_string(version) +
-                                ".so\nabi: 1\npriority: 20\nconfig: { mode: " + std::string(mode) + " }\n")
+      .write_manifest(
+          file, "name: shadow-gate\nversion: " + std::to_string(version) + ".0.0\nlibrary: libshadow-gate-" +
+                    std::to_string(version) +
+                    ".so\nabi: 1\nisolation: in-process\npriority: 20\nconfig: { mode: " + std::string(mode) + " }\n")
       .string();
 }
 

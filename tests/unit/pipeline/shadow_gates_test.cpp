@@ -39,7 +39,7 @@ const Value kAction = *read_sexp("(:TYPE :REQUEST :TARGET :CLI :PAYLOAD (:ACTION
 // shadow-gate `version` (1 or 2) with `config`, as skill "shadow-gate".
 std::string shadow_yaml(int version, std::string_view config, int priority = 10) {
   return "name: shadow-gate\nversion: " + std::to_string(version) + ".0.0\nlibrary: libshadow-gate-" +
-         std::to_string(version) + ".so\nabi: 1\npriority: " + std::to_string(priority) +
+         std::to_string(version) + ".so\nabi: 1\nisolation: in-process\npriority: " + std::to_string(priority) +
          "\nconfig: " + std::string(config) + "\n";
 }
 

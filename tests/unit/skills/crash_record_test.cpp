@@ -148,9 +148,10 @@ struct CrashedWorld {
       fs::permissions(plugins / lib,
                       fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
     }
-    std::ofstream(manifests / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
+    std::ofstream(manifests / "echo.yaml")
+        << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: in-process\n";
     std::ofstream(manifests / "depends-on-echo.yaml")
-        << "name: depends-on-echo\nversion: 1.0.0\nlibrary: libdepends-on-echo.so\nabi: 1\n"
+        << "name: depends-on-echo\nversion: 1.0.0\nlibrary: libdepends-on-echo.so\nabi: 1\nisolation: in-process\n"
            "depends_on: [\"echo >=1.0 <3\"]\n";
     auto created = SkillHost::create(options());
     REQUIRE(created.has_value());
@@ -249,7 +250,8 @@ TEST_CASE("a held-back skill whose manifest was removed is let go", "[skills][cr
   w.restart();
   CHECK(w.host->held_back().empty());
   CHECK_FALSE(fs::exists(held_skills_file(w.root.path() / "state")));
-  std::ofstream(w.manifests / "echo.yaml") << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\n";
+  std::ofstream(w.manifests / "echo.yaml")
+      << "name: echo\nversion: 1.0.0\nlibrary: libecho-v1.so\nabi: 1\nisolation: in-process\n";
   w.restart();
   CHECK(w.host->snapshot()->find("echo") != nullptr);
 }

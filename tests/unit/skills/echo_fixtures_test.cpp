@@ -19,9 +19,10 @@ namespace {
 SkillManifest echo_manifest(SkillFixtures& fx, std::string_view library, std::string_view version,
                             std::string_view name = "echo") {
   fx.install_library(library);
-  auto manifest = SkillManifest::parse("name: " + std::string(name) + "\nversion: " + std::string(version) +
-                                           "\nlibrary: lib" + std::string(library) + ".so\nabi: 1\n",
-                                       fx.manifest_dir() / (std::string(name) + ".yaml"));
+  auto manifest =
+      SkillManifest::parse("name: " + std::string(name) + "\nversion: " + std::string(version) + "\nlibrary: lib" +
+                               std::string(library) + ".so\nabi: 1\nisolation: in-process\n",
+                           fx.manifest_dir() / (std::string(name) + ".yaml"));
   INFO((manifest ? std::string() : manifest.error().message));
   REQUIRE(manifest.has_value());
   return std::move(*manifest);

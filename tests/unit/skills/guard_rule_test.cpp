@@ -198,8 +198,9 @@ TEST_CASE("a rescan leaves alone what an operator loaded from elsewhere", "[skil
   }
   SECTION("a swap made from another folder is not reverted, and the rescan says so") {
     const fs::path stricter = elsewhere.path() / "policy.yaml";
-    std::ofstream(stricter) << "name: policy\nversion: 1.0.0\nlibrary: libpolicy.so\nabi: 1\npriority: 500\n"
-                               "config: {min_explanation_length: 40}\n";
+    std::ofstream(stricter)
+        << "name: policy\nversion: 1.0.0\nlibrary: libpolicy.so\nabi: 1\nisolation: in-process\npriority: 500\n"
+           "config: {min_explanation_length: 40}\n";
     auto policy = SkillManifest::load(stricter);
     REQUIRE(policy.has_value());
     REQUIRE(world.host->swap(*policy, "test").ok());

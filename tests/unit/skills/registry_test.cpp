@@ -42,7 +42,7 @@ TEST_CASE("boot loads a folder in dependency order and disables what cannot load
   fx.write_manifest("b.yaml", SkillFixtures::yaml("pass-gate-1", 5));
   fx.write_manifest("c.yaml", SkillFixtures::yaml("create-fails", 50));
   fx.write_manifest("d.yaml",
-                    "name: needs-broken\nversion: 1.0.0\nlibrary: libpass-gate-2.so\nabi: 1\n"
+                    "name: needs-broken\nversion: 1.0.0\nlibrary: libpass-gate-2.so\nabi: 1\nisolation: in-process\n"
                     "depends_on: [create-fails]\n");
   fx.write_manifest("e.yaml", "name: [not a name\n");
 

@@ -33,9 +33,10 @@ const Value& an_action() {
   return a;
 }
 
-std::string shadow_yaml(int version, std::string_view mode) {
+std::string shadow_yaml(int version, std::string_view mode, std::string_view isolation = "in-process") {
   return "name: shadow-gate\nversion: " + std::to_string(version) + ".0.0\nlibrary: libshadow-gate-" +
-         std::to_string(version) + ".so\nabi: 1\npriority: 10\nconfig: { mode: " + std::string(mode) + " }\n";
+         std::to_string(version) + ".so\nabi: 1\nisolation: " + std::string(isolation) +
+         "\npriority: 10\nconfig: { mode: " + std::string(mode) + " }\n";
 }
 
 // shadow-gate 1.0.0 (passes) and pass-gate-0 booted from the manifest folder;
@@ -57,9 +58,10 @@ struct ShadowWorld {
     REQUIRE(boot.disabled.empty());
   }
 
-  SkillManifest candidate(int version, std::string_view mode, std::string_view name = "shadow-gate") {
+  SkillManifest candidate(int version, std::string_view mode, std::string_view name = "shadow-gate",
+                          std::string_view isolation = "in-process") {
     fs::create_directories(state.path() / "candidates");
-    std::string yaml = shadow_yaml(version, mode);
+    std::string yaml = shadow_yaml(version, mode, isolation);
     if (name != "shadow-gate") yaml.replace(yaml.find("shadow-gate"), 11, name);
     auto parsed = SkillManifest::parse(yaml, state.path() / "candidates" / "candidate.yaml");
     INFO((parsed ? std::string() : parsed.error().message));
@@ -129,6 +131,43 @@ TEST_CASE("shadow, status, promote: the candidate is swapped in and every step i
   const auto promote_kind = static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), "promote") - kinds.begin());
   REQUIRE(promote_kind < kinds.size());
   CHECK(world.host->change_count(promote_kind, 0) == 1);
+}
+
+TEST_CASE("a candidate in a worker process that crashes costs only its own record", "[skills][shadow]") {
+  ShadowWorld world;
+  const SkillManifest crashing = world.candidate(2, "crash", "shadow-gate", "process");
+  REQUIRE(crashing.isolation == Isolation::process);
+  ChangeResult started = world.host->shadow(crashing, "operator");
+  INFO(started.change.error);
+  REQUIRE(started.ok());
+  {
+    const auto snapshot = world.host->snapshot();
+    REQUIRE(snapshot->shadows().size() == 1);
+    CHECK(snapshot->shadows()[0].candidate.slot->isolation_status().tier == Isolation::process);
+  }
+
+  for (int i = 0; i < 2; ++i) {
+    const Verification v = world.verify();
+    CHECK(v.outcome == VerifyOutcome::passed);  // the live gates decide, unaffected
+    for (std::size_t g = 0; g < v.trace.size(); ++g) CHECK(v.trace[g].result != GateResult::failed);
+  }
+
+  auto status = world.host->shadow_status();
+  REQUIRE(status.size() == 1);
+  CHECK(status[0].counts.seen == 2);
+  CHECK(status[0].counts.of(ShadowKind::candidate_failed) == 2);
+  REQUIRE(status[0].latest.size() == 2);
+  const ShadowSample& first = status[0].latest.back();  // newest first
+  CHECK(first.live == "passed");
+  CHECK(first.candidate == "failed");
+  CHECK(first.candidate_reason == "skill process died: SIGSEGV");
+  CHECK(world.host->snapshot()->find("shadow-gate")->version_text() == "1.0.0");
+
+  // The candidate can still be stopped, audited with what it cost.
+  ChangeResult stopped = world.host->shadow_stop("shadow-gate", "operator");
+  INFO(stopped.change.error);
+  REQUIRE(stopped.ok());
+  CHECK(stopped.change.detail.find("\"candidate-failed\":2") != std::string::npos);
 }
 
 TEST_CASE("shadow, then stop: the candidate is dropped, audited with its statistics", "[skills][shadow]") {

@@ -32,7 +32,8 @@ const Value& action() {
 std::string manifest_yaml(std::string_view name, std::string_view version, std::string_view library,
                           std::string_view extra = "") {
   return "name: " + std::string(name) + "\nversion: " + std::string(version) + "\nlibrary: " + std::string(library) +
-         "\nabi: 1\n" + std::string(extra);
+         "\nabi: 1\n" + (extra.find("isolation:") == std::string_view::npos ? "isolation: in-process\n" : "") +
+         std::string(extra);
 }
 
 // A manifest folder, a plugin folder holding every echo fixture, an audit log, and a host.

@@ -152,16 +152,18 @@ TEST_CASE("loader refuses a library whose name or version differs from the manif
   SkillFixtures fx;
   fx.install_library("pass-gate-5");
   SECTION("name") {
-    auto manifest = SkillManifest::parse("name: other\nversion: 1.0.0\nlibrary: libpass-gate-5.so\nabi: 1\n",
-                                         fx.manifest_dir() / "other.yaml");
+    auto manifest =
+        SkillManifest::parse("name: other\nversion: 1.0.0\nlibrary: libpass-gate-5.so\nabi: 1\nisolation: in-process\n",
+                             fx.manifest_dir() / "other.yaml");
     REQUIRE(manifest.has_value());
     CHECK(load_error(fx, *manifest) ==
           "skill 'other': the library reports name 'pass-gate-5', the manifest other.yaml says 'other'; fix 'name' "
           "in the manifest or point 'library' at the right file");
   }
   SECTION("version") {
-    auto manifest = SkillManifest::parse("name: pass-gate-5\nversion: 2.0.0\nlibrary: libpass-gate-5.so\nabi: 1\n",
-                                         fx.manifest_dir() / "pass-gate-5.yaml");
+    auto manifest = SkillManifest::parse(
+        "name: pass-gate-5\nversion: 2.0.0\nlibrary: libpass-gate-5.so\nabi: 1\nisolation: in-process\n",
+        fx.manifest_dir() / "pass-gate-5.yaml");
     REQUIRE(manifest.has_value());
     CHECK(load_error(fx, *manifest) ==
           "skill 'pass-gate-5': the library reports version '1.0.0', the manifest says 2.0.0; rebuild the library "
@@ -171,8 +173,9 @@ TEST_CASE("loader refuses a library whose name or version differs from the manif
 
 TEST_CASE("loader says which library is missing and where it looked", "[skills][loader]") {
   SkillFixtures fx;
-  auto manifest = SkillManifest::parse("name: ghost\nversion: 1.0.0\nlibrary: libghost.so\nabi: 1\n",
-                                       fx.manifest_dir() / "ghost.yaml");
+  auto manifest =
+      SkillManifest::parse("name: ghost\nversion: 1.0.0\nlibrary: libghost.so\nabi: 1\nisolation: in-process\n",
+                           fx.manifest_dir() / "ghost.yaml");
   REQUIRE(manifest.has_value());
   CHECK(load_error(fx, *manifest) == "skill 'ghost': library " + (fx.plugin_dir() / "libghost.so").string() +
                                          " not found; build it, or fix 'library' in ghost.yaml or the plugin folder");
@@ -250,8 +253,9 @@ TEST_CASE("the loader warns about a library that exports STB_GNU_UNIQUE symbols"
   passepartout::LogCapture capture;
   SkillFixtures fx;
   fx.install_library("echo-v1-unique");
-  auto manifest = SkillManifest::parse("name: echo\nversion: 1.0.2\nlibrary: libecho-v1-unique.so\nabi: 1\n",
-                                       fx.manifest_dir() / "echo.yaml");
+  auto manifest =
+      SkillManifest::parse("name: echo\nversion: 1.0.2\nlibrary: libecho-v1-unique.so\nabi: 1\nisolation: in-process\n",
+                           fx.manifest_dir() / "echo.yaml");
   REQUIRE(manifest.has_value());
   auto slot = fx.loader().load(*manifest);
   REQUIRE(slot.has_value());  // a warning, not a refusal

@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "skills/skill_manifest.hpp"
 #include "value/value.hpp"
 
 using passepartout::ErrorCode;
+using passepartout::Isolation;
 using passepartout::SemVer;
 using passepartout::SkillManifest;
 using passepartout::TriggerSpec;
@@ -130,6 +132,7 @@ TEST_CASE("manifest fills optional fields with their defaults", "[skills]") {
   CHECK_FALSE(m.sha256.has_value());
   CHECK(m.description.empty());
   CHECK_FALSE(m.never_unload);
+  CHECK(m.isolation == Isolation::process);  // a skill that is not bundled runs in a worker of its own
   SECTION("empty collections count as absent") {
     SkillManifest e = parsed(kBase + "depends_on:\ntrigger:\nconfig:\ndescription:\n");
     CHECK(e.depends_on.empty());
@@ -137,6 +140,26 @@ TEST_CASE("manifest fills optional fields with their defaults", "[skills]") {
     CHECK(e.config.is_nil());
     CHECK(parsed(kBase + "config: {}\n").config.is_nil());
   }
+}
+
+TEST_CASE("manifest reads isolation, and every bundled manifest says in-process explicitly", "[skills]") {
+  CHECK(parsed(kBase + "isolation: process\n").isolation == Isolation::process);
+  CHECK(parsed(kBase + "isolation: in-process\n").isolation == Isolation::in_process);
+  int bundled = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(PP_MANIFEST_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++bundled;
+    std::ifstream in(entry.path());
+    std::ostringstream read;
+    read << in.rdbuf();
+    const std::string text = read.str();
+    INFO(entry.path());
+    CHECK(text.find("\nisolation: in-process") != std::string::npos);  // not left to the default
+    auto manifest = SkillManifest::load(entry.path());
+    REQUIRE(manifest.has_value());
+    CHECK(manifest->isolation == Isolation::in_process);
+  }
+  CHECK(bundled > 0);
 }
 
 TEST_CASE("manifest reads gate_timeout in ms or s, and the effective budget falls back to the host's", "[skills]") {
@@ -361,7 +384,8 @@ TEST_CASE("manifest names an unknown key and suggests the closest known one", "[
         "skill.yaml:5:1: unknown key 'dependencies'; did you mean 'depends_on'?");
   CHECK(error_of(kBase + "colour: red\n") ==
         "skill.yaml:5:1: unknown key 'colour'; allowed keys are name, version, library, abi, "
-        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, gate_timeout, isolation, sandbox");
+        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, gate_timeout, "
+        "isolation, sandbox");
   CHECK(error_of(kBase + "trigger: { sensor: [user-input] }\n") ==
         "skill.yaml:5:12: unknown key 'sensor' in 'trigger'; did you mean 'sensors'?");
   CHECK(error_of(kBase + "[a]: 1\n") == "skill.yaml:5:1: keys must be names such as 'name', found a sequence");
