@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kSpawnCalls = 400;
 
 const std::string& action_text() {
-  static const std::string text = print_sexp(*read_sexp(
+  static const std::string text = to_sexp(*read_sexp(
       "(:TYPE :REQUEST :TARGET :TUI :PAYLOAD (:ACTION :MESSAGE :TEXT \"The build failed because the linker could "
       "not find libyaml-cpp.\"))"));
   return text;
