@@ -361,7 +361,8 @@ TEST_CASE("manifest names an unknown key and suggests the closest known one", "[
         "skill.yaml:5:1: unknown key 'dependencies'; did you mean 'depends_on'?");
   CHECK(error_of(kBase + "colour: red\n") ==
         "skill.yaml:5:1: unknown key 'colour'; allowed keys are name, version, library, abi, "
-        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, gate_timeout, isolation, sandbox");
+        "priority, depends_on, guarded_by, trigger, config, sha256, description, never_unload, gate_timeout, "
+        "isolation, sandbox");
   CHECK(error_of(kBase + "trigger: { sensor: [user-input] }\n") ==
         "skill.yaml:5:12: unknown key 'sensor' in 'trigger'; did you mean 'sensors'?");
   CHECK(error_of(kBase + "[a]: 1\n") == "skill.yaml:5:1: keys must be names such as 'name', found a sequence");
