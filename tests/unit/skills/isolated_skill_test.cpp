@@ -487,10 +487,25 @@ TEST_CASE("a skill process logs its protections when it starts", "[skills][isola
 }
 
 TEST_CASE("a gate whose sandbox was denied a call still passes when it says pass", "[skills][isolation][sandbox]") {
-  // `try: fork` where processes are allowed succeeds; the verdict is the gate's own.
+  if (!sandbox_capabilities().seccomp) {
+    WARN("seccomp is unavailable here (" << sandbox_capabilities().seccomp_reason << "): nothing to deny");
+    return;
+  }
+  // The sandbox denies the system call, not the verdict.
+  Isolated iso;
+  LogCapture capture;
+  auto slot = iso.load(kProbe, "config: { try: open, path: /etc/passwd, verdict: pass }\n");
+  const GateAnswer answer = gate(*slot);
+  CHECK(answer.status == PP_OK);
+  CHECK(answer.verdict.kind == PP_VERDICT_PASS);
+  CHECK(count_lines(capture, "skill 'sandbox-probe-gate' tried openat (denied by the sandbox)") == 1);
+}
+
+TEST_CASE("sandbox processes: true lets a skill process fork", "[skills][isolation][sandbox]") {
   Isolated iso;
   const GateAnswer answer = gate(*probe(iso, "fork", "sandbox: { processes: true }\n"));
   CHECK(answer.status == PP_OK);
+  CHECK(answer.reason.empty());
   CHECK(answer.verdict.kind == PP_VERDICT_PASS);
 }
 
