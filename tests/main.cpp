@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "base/log.hpp"
-#include "skills/skill_worker.hpp"
+#include "isolation/skill_worker.hpp"
 
 int main(int argc, char* argv[]) {
   // A skill host made in a test starts its workers (isolation: process) from

@@ -25,12 +25,12 @@
 #include "cli/history_format.hpp"
 #include "cli/local_skills.hpp"
 #include "cli/terminal_text.hpp"
+#include "isolation/skill_worker.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/registry.hpp"
 #include "skills/sandbox_spec.hpp"
 #include "skills/skill_boot.hpp"
-#include "skills/skill_worker.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;

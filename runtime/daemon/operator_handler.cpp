@@ -305,7 +305,8 @@ Value OperatorHandler::skills_value() const {
     if (isolation.tier == Isolation::process) {
       item = std::move(item)
                  .with("WORKER-PID", num(isolation.pid))
-                 .with("RESTARTS", num(static_cast<std::int64_t>(isolation.restarts)));
+                 .with("RESTARTS", num(static_cast<std::int64_t>(isolation.restarts)))
+                 .with("SANDBOX-DENIALS", num(static_cast<std::int64_t>(isolation.sandbox_denials)));
       if (!isolation.last_death.empty()) item = std::move(item).with("LAST-DEATH", str(isolation.last_death));
       if (isolation.quarantined) item = std::move(item).with("QUARANTINED", str(isolation.quarantine_reason));
     }

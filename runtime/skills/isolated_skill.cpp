@@ -210,8 +210,9 @@ Result<std::unique_ptr<ProcessSkillLibrary>> ProcessSkillLibrary::start(const Sk
   library->executable_ =
       options.worker_executable.empty() ? std::filesystem::path("/proc/self/exe") : options.worker_executable;
   library->lanes_ = options.worker_lanes == 0 ? 1 : options.worker_lanes;
-  library->memory_limit_ = options.worker_memory_limit;
-  library->call_budget_ = options.call_budget;
+  library->memory_limit_ = manifest.sandbox.memory_bytes;
+  // The skill's own gate budget (gate_timeout) when its manifest sets one.
+  library->call_budget_ = manifest.gate_budget(options.call_budget);
   library->control_budget_ = options.control_budget;
   library->action_budget_ = options.action_budget;
   library->clock_ = options.clock;
@@ -231,8 +232,19 @@ Result<std::unique_ptr<ProcessSkillLibrary>> ProcessSkillLibrary::start(const Sk
                                 sha256,
                                 "--lanes",
                                 std::to_string(library->lanes_),
-                                "--memory-limit",
-                                std::to_string(library->memory_limit_)};
+                                "--memory",
+                                std::to_string(manifest.sandbox.memory_bytes),
+                                "--open-files",
+                                std::to_string(manifest.sandbox.open_files),
+                                "--cpu-seconds",
+                                std::to_string(manifest.sandbox.cpu_seconds)};
+  std::vector<std::string>& arguments = library->worker_arguments_;
+  for (const std::filesystem::path& readable : manifest.sandbox.files) {
+    arguments.insert(arguments.end(), {"--read", readable.string()});
+  }
+  for (const std::string& layer : manifest.sandbox.require) arguments.insert(arguments.end(), {"--require", layer});
+  if (manifest.sandbox.network) arguments.emplace_back("--network");
+  if (manifest.sandbox.processes) arguments.emplace_back("--processes");
   if (!options.check_permissions) library->worker_arguments_.emplace_back("--no-permission-check");
   if (manifest.never_unload) library->worker_arguments_.emplace_back("--never-unload");
 
@@ -256,7 +268,8 @@ std::chrono::steady_clock::time_point ProcessSkillLibrary::now() const {
 
 Result<void> ProcessSkillLibrary::start_worker_locked() {
   const std::string who = "skill '" + name_ + "'";
-  auto spawned = WorkerProcess::spawn({executable_, worker_arguments_, lanes_, memory_limit_});
+  auto spawned = WorkerProcess::spawn({executable_, worker_arguments_, lanes_, memory_limit_,
+                                       [this](const std::vector<std::string>& names) { note_denials(names); }});
   if (!spawned) return fail(spawned.error().code, who + ": " + spawned.error().message);
   std::shared_ptr<WorkerProcess> worker = std::move(*spawned);
   const std::string skill = name_;
@@ -286,6 +299,21 @@ Result<void> ProcessSkillLibrary::start_worker_locked() {
   worker_ = std::move(worker);
   death_noted_ = false;
   return {};
+}
+
+constexpr std::size_t kMaxLoggedDenials = 512;
+
+void ProcessSkillLibrary::note_denials(const std::vector<std::string>& names) {
+  sandbox_denials_.fetch_add(names.size(), std::memory_order_relaxed);
+  for (const std::string& name : names) {
+    bool first = false;
+    {
+      std::lock_guard lock(denials_mutex_);
+      // Bounded: a worker gone wrong cannot grow it past the number of system calls there are.
+      first = denied_.size() < kMaxLoggedDenials && denied_.insert(name).second;
+    }
+    if (first) log_message(LogLevel::warn, "sandbox", "skill '{}' tried {} (denied by the sandbox)", name_, name);
+  }
 }
 
 Result<void> ProcessSkillLibrary::read_description(const Value& description) {
@@ -496,6 +524,8 @@ IsolationStatus ProcessSkillLibrary::isolation_status() const {
   status.last_death = worker_ && worker_->is_dead() ? worker_->death_reason() : restarts_.last_death();
   status.quarantined = restarts_.quarantined();
   status.quarantine_reason = restarts_.quarantine_reason();
+  status.sandbox_denials = sandbox_denials_.load(std::memory_order_relaxed);
+  status.call_budget = call_budget_;
   return status;
 }
 

@@ -3,12 +3,15 @@
 // over the worker's channel, so Slot, the verifier and hot swap use it as any table.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +80,8 @@ class ProcessSkillLibrary final : public SkillLibrary {
 
   // The worker's pid (0 when none runs), for tests.
   int worker_pid_for_test() const;
+  // System calls the sandbox denied this skill's processes so far, once per call and system call.
+  std::uint64_t sandbox_denials() const noexcept { return sandbox_denials_.load(std::memory_order_relaxed); }
 
  private:
   ProcessSkillLibrary() = default;
@@ -88,6 +93,8 @@ class ProcessSkillLibrary final : public SkillLibrary {
   Result<std::shared_ptr<WorkerProcess>> live_worker();
   // Counts the death of `worker` once (backoff, quarantine). mutex_ held.
   void note_death_locked(const WorkerProcess& worker);
+  // Logs each system call the sandbox denied the first time (per skill), counts every one.
+  void note_denials(const std::vector<std::string>& names);
   std::chrono::steady_clock::time_point now() const;
 
   std::string name_;
@@ -117,6 +124,10 @@ class ProcessSkillLibrary final : public SkillLibrary {
   RestartPolicy restarts_;
   bool created_ = false;
   Value config_;
+
+  std::mutex denials_mutex_;      // guards denied_
+  std::set<std::string> denied_;  // system calls already logged
+  std::atomic<std::uint64_t> sandbox_denials_{0};
 };
 
 }  // namespace passepartout

@@ -72,12 +72,23 @@ std::vector<Entry> first_by_name(const std::vector<const Slot*>& ordered, Names 
 namespace {
 std::atomic<std::uint64_t> next_snapshot_id{1};
 std::atomic<std::uint32_t> finest_gate_budget{UINT32_MAX};
+constexpr std::int64_t kWorkerDeadlineMarginMs = 100;
 
-// The gate of `slot` as the verifier calls it, with its own budget.
+// The gate of `slot` as the verifier calls it, with its own budget. A gate in
+// a worker process has its deadline there (the worker is killed and the call
+// fails "no answer in 200 ms"); the watchdog's budget for it is that deadline
+// plus a margin, so the worker's answer is what reports and the watchdog stays
+// the backstop.
 Snapshot::Gate gate_of(const Slot& slot) {
+  std::int64_t wanted = 0;
+  if (const auto& timeout = slot.manifest().gate_timeout) wanted = timeout->count();
+  if (slot.manifest().isolation == Isolation::process) {
+    const std::int64_t deadline = slot.isolation_status().call_budget.count();
+    if (deadline > 0) wanted = deadline + std::max<std::int64_t>(kWorkerDeadlineMarginMs, deadline / 4);
+  }
   std::uint32_t budget = 0;
-  if (const auto& timeout = slot.manifest().gate_timeout) {
-    budget = static_cast<std::uint32_t>(std::clamp<std::int64_t>(timeout->count(), 1, Snapshot::kMaxGateBudgetMs));
+  if (wanted > 0) {
+    budget = static_cast<std::uint32_t>(std::clamp<std::int64_t>(wanted, 1, Snapshot::kMaxGateBudgetMs));
     std::uint32_t finest = finest_gate_budget.load(std::memory_order_relaxed);
     while (budget < finest && !finest_gate_budget.compare_exchange_weak(finest, budget, std::memory_order_relaxed)) {
     }

@@ -46,8 +46,9 @@ struct LoaderOptions {
   std::filesystem::path worker_executable{};
   // How long a pipeline hook (trigger, prompt, gate, observe, error_policy)
   // may take in the worker before it is killed and the call fails: the daemon
-  // passes its gate budget (GateWatchdog::budget()). A per-manifest gate
-  // timeout, when manifests get one, replaces this for that skill.
+  // passes its gate budget (GateWatchdog::budget()). A manifest's
+  // `gate_timeout` replaces it for that skill (SkillManifest::gate_budget).
+  // The worker's limits (memory, open files, CPU) are the manifest's `sandbox:`.
   std::chrono::milliseconds call_budget{1000};
   // create, self_test, export_state, import_state, and starting the worker.
   std::chrono::milliseconds control_budget{10'000};
@@ -55,8 +56,6 @@ struct LoaderOptions {
   std::chrono::milliseconds action_budget{600'000};
   // Concurrent calls one worker serves (a lane and a worker thread each).
   std::size_t worker_lanes = 4;
-  // The worker's address-space limit (RLIMIT_AS), in bytes.
-  std::uint64_t worker_memory_limit = 512ULL * 1024 * 1024;
   // The clock restart backoff and quarantine read (empty: steady_clock::now).
   std::function<std::chrono::steady_clock::time_point()> clock{};
   // Told when a skill is quarantined (its worker died too often): skill name, reason.

@@ -2,6 +2,7 @@
 // instance and its counters. Published to readers through immutable snapshots.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -29,6 +30,9 @@ struct IsolationStatus {
   std::string last_death;      // why the worker last died ("" when it never did)
   bool quarantined = false;    // died too often: its hooks fail until a reload
   std::string quarantine_reason;
+  std::uint64_t sandbox_denials = 0;  // system calls its sandbox denied (every one)
+  // How long the worker answers a pipeline hook before it is killed (gate_timeout or the host's budget).
+  std::chrono::milliseconds call_budget{0};
 };
 
 // A mapped private copy of a skill library. Unmapping it verifies the copy is

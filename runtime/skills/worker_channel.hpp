@@ -14,7 +14,7 @@
 namespace passepartout {
 
 // What a frame carries. Requests go host -> worker and are answered by one
-// kReply with the same id; kLog frames (worker -> host) may come before it.
+// kReply with the same id; kLog and kDenial frames (worker -> host) may come before it.
 enum class FrameKind : std::uint16_t {
   hello = 1,  // () -> the table description, or the load error
   create = 2,
@@ -31,6 +31,7 @@ enum class FrameKind : std::uint16_t {
   error_policy = 13,
   reply = 100,
   log = 101,
+  denial = 102,  // ("openat" ...): system calls the sandbox denied during the call
 };
 
 // The wire header, in host byte order (both ends are the same executable on

@@ -105,11 +105,11 @@ Result<std::shared_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerSpawn& s
     return fail(ErrorCode::io_error,
                 "cannot start the skill process " + spec.executable.string() + ": " + errno_text(spawned));
   }
-  return std::shared_ptr<WorkerProcess>(new WorkerProcess(pid, host_fds, spec.memory_limit));
+  return std::shared_ptr<WorkerProcess>(new WorkerProcess(pid, host_fds, spec));
 }
 
-WorkerProcess::WorkerProcess(pid_t pid, const std::vector<int>& fds, std::uint64_t memory_limit)
-    : pid_(pid), memory_limit_(memory_limit) {
+WorkerProcess::WorkerProcess(pid_t pid, const std::vector<int>& fds, const WorkerSpawn& spec)
+    : pid_(pid), memory_limit_(spec.memory_limit), on_denial_(spec.on_denial) {
   for (int fd : fds) lanes_.push_back(Lane{fd, false});
 }
 
@@ -220,6 +220,15 @@ Result<Value> WorkerProcess::call(FrameKind kind, const Value& request, std::chr
         return failed({ChannelFault::garbage, "a log frame that is not (level \"text\")"});
       }
       if (log) log(items[0].as_integer(), std::string(items[1].text()));
+      continue;
+    }
+    if (frame.kind == FrameKind::denial) {
+      std::vector<std::string> names;
+      for (const Value& item : frame.value.items()) {
+        if (!item.is_string()) return failed({ChannelFault::garbage, "a denial frame that is not (\"name\" ...)"});
+        names.emplace_back(item.text());
+      }
+      if (on_denial_ && !names.empty()) on_denial_(names);
       continue;
     }
     if (frame.kind != FrameKind::reply || frame.id != id) {

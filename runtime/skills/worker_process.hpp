@@ -29,6 +29,9 @@ struct WorkerSpawn {
   std::vector<std::string> arguments;  // after argv[0], starting with "skill-worker"
   std::size_t lanes = 4;
   std::uint64_t memory_limit = 0;  // bytes, for the reason of a death by it
+  // Told the system calls the worker's sandbox denied during a call ("openat"),
+  // from the thread that made the call; empty: ignored.
+  std::function<void(const std::vector<std::string>&)> on_denial;
 };
 
 // Created and used from any thread: calls run concurrently, one per lane.
@@ -63,12 +66,13 @@ class WorkerProcess {
     int fd = -1;
     bool busy = false;
   };
-  WorkerProcess(pid_t pid, const std::vector<int>& fds, std::uint64_t memory_limit);
+  WorkerProcess(pid_t pid, const std::vector<int>& fds, const WorkerSpawn& spec);
   // Marks it dead (killing and reaping it) and wakes every waiter; returns the reason.
   std::string die(const std::string& killed_for);
 
   pid_t pid_;
   std::uint64_t memory_limit_;
+  std::function<void(const std::vector<std::string>&)> on_denial_;
   mutable std::mutex mutex_;  // guards lanes_' busy flags, next_id_, dead_, reason_
   std::condition_variable lane_freed_;
   std::vector<Lane> lanes_;

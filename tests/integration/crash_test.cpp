@@ -145,6 +145,7 @@ TEST_CASE("a gate in a worker process that crashes fails closed while the daemon
   const Value entry = skill_entry(status.path({"PAYLOAD", "SKILLS"}), "crash-gate");
   CHECK(entry.at("ISOLATION").text() == "process");
   CHECK(entry.at("LAST-DEATH").text() == "skill process died: SIGSEGV");
+  CHECK(entry.at("SANDBOX-DENIALS").as_integer() == 0);  // a crash is no denial
   const std::string again = ask(daemon, "again");
   INFO(again);
   CHECK(again.find("skill process") != std::string::npos);  // died again, or restarting: failed closed either way

@@ -204,6 +204,17 @@ TEST_CASE("a gate is judged against its own gate_timeout, and the failure names 
   CHECK(v.reason.text() == "exceeded its time budget of 40 ms");
 }
 
+TEST_CASE("a process gate past its gate_timeout fails with its worker's deadline, not the watchdog's",
+          "[pipeline][verifier][isolation]") {
+  // The worker is killed at 200 ms and says so; the watchdog waits a margin longer.
+  Gates gates({{"slow-gate", 10}}, "isolation: process\ngate_timeout: 200ms\nconfig: { sleep-ms: 60000 }\n");
+  REQUIRE(gates.registry.snapshot()->gates()[0].budget_ms == 300);
+  auto v = gates.verify(kAction);
+  REQUIRE(v.outcome == VerifyOutcome::blocked);
+  CHECK(trace_lines(v) == std::vector<std::string>{"slow-gate failed"});
+  CHECK(v.reason.text() == "no answer in 200 ms");
+}
+
 TEST_CASE("a spinning gate past its gate_timeout fails closed", "[pipeline][verifier]") {
   Gates gates({{"slow-gate", 10}},
               "gate_timeout: 40ms\nconfig: { until-file: \"/nonexistent/release\", max-ms: 400 }\n");

@@ -7,10 +7,15 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +23,7 @@
 #include "base/log.hpp"
 #include "skills/host_api.hpp"
 #include "skills/restart_policy.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "skills/skill_loader.hpp"
 #include "skills/worker_channel.hpp"
 #include "support/sexp.hpp"
@@ -55,14 +61,15 @@ struct Isolated {
   std::vector<std::string> quarantined;
   SkillLoader loader;
 
-  explicit Isolated(std::chrono::milliseconds call_budget = 5000ms, std::uint64_t memory_limit = 512ULL << 20)
-      : loader(make(fx, clock, quarantined, call_budget, memory_limit)) {}
+  explicit Isolated(std::chrono::milliseconds call_budget = 5000ms,
+                    std::optional<SandboxCapabilities> capabilities = std::nullopt)
+      : loader(make(fx, clock, quarantined, call_budget, std::move(capabilities))) {}
 
   static SkillLoader make(SkillFixtures& fx, const FakeClock& clock, std::vector<std::string>& quarantined,
-                          std::chrono::milliseconds call_budget, std::uint64_t memory_limit) {
+                          std::chrono::milliseconds call_budget, std::optional<SandboxCapabilities> capabilities) {
     LoaderOptions options = loader_options_for_test(fx.plugin_dir());
     options.call_budget = call_budget;
-    options.worker_memory_limit = memory_limit;
+    options.sandbox_capabilities = std::move(capabilities);
     options.clock = [clock] { return clock.now(); };
     options.on_quarantine = [&quarantined](const std::string& skill, const std::string& reason) {
       quarantined.push_back(skill + ": " + reason);
@@ -260,8 +267,9 @@ TEST_CASE("a worker that fails takes only itself down, and the call fails closed
   }
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   SECTION("an allocation past the memory limit") {
-    Isolated iso(5000ms, 256ULL << 20);
-    const GateAnswer answer = gate(*iso.load("greedy-gate", "config: { megabytes: 1024 }\n"));
+    Isolated iso;
+    const GateAnswer answer =
+        gate(*iso.load("greedy-gate", "config: { megabytes: 1024 }\nsandbox: { memory: 256MiB }\n"));
     CHECK(answer.status == PP_ERROR);
     CHECK(answer.error == "killed: memory limit (256 MiB)");
   }
@@ -411,4 +419,150 @@ TEST_CASE("the channel refuses a frame over its size limit before allocating it"
   read = read_frame(pair[0], std::chrono::steady_clock::now() + 1s);
   CHECK(read.error.fault == ChannelFault::closed);
   ::close(pair[0]);
+}
+
+// --- the sandbox of a skill process ---------------------------------------------
+
+namespace {
+
+// Log lines that contain `needle`.
+std::size_t count_lines(const LogCapture& capture, std::string_view needle) {
+  const std::vector<std::string> lines = capture.lines();
+  return static_cast<std::size_t>(std::count_if(
+      lines.begin(), lines.end(), [&](const std::string& line) { return line.find(needle) != std::string::npos; }));
+}
+
+// The probe gate trying `attempt` (see sandbox_probe_gate.c), with `more` manifest lines.
+std::shared_ptr<Slot> probe(Isolated& iso, std::string_view attempt, std::string_view more = "") {
+  return iso.load("sandbox-probe-gate", "config: { try: " + std::string(attempt) + " }\n" + std::string(more));
+}
+
+constexpr std::string_view kProbe = "sandbox-probe-gate";
+
+}  // namespace
+
+TEST_CASE("a skill process's sandbox denies what its manifest does not allow: the hook sees EPERM and carries on",
+          "[skills][isolation][sandbox]") {
+  if (!sandbox_capabilities().seccomp) {
+    WARN("seccomp is unavailable here (" << sandbox_capabilities().seccomp_reason << "): nothing to deny");
+    return;
+  }
+  struct Attempt {
+    std::string_view name;
+    std::string_view syscall;  // what the denial log names; empty: not recorded (new processes)
+  };
+  const Attempt attempt = GENERATE(Attempt{"open", "openat"}, Attempt{"socket", "socket"}, Attempt{"connect", "socket"},
+                                   Attempt{"fork", ""}, Attempt{"exec", "execve"});
+  INFO("try: " << attempt.name);
+  Isolated iso;
+  LogCapture capture;
+  auto slot = probe(iso, attempt.name);
+  const int pid = slot->isolation_status().pid;
+  REQUIRE(pid > 0);
+
+  const GateAnswer first = gate(*slot);
+  CHECK(first.status == PP_OK);
+  CHECK(first.verdict.kind == PP_VERDICT_BLOCK);
+  CHECK(first.reason == std::string(attempt.name) + " failed: Operation not permitted (errno 1)");
+  // The same process serves the next call, and the denial is logged once.
+  const GateAnswer second = gate(*slot);
+  CHECK(second.reason == first.reason);
+  CHECK(slot->isolation_status().pid == pid);
+  CHECK(process_exists(pid));
+  if (!attempt.syscall.empty()) {
+    const std::string line =
+        "skill 'sandbox-probe-gate' tried " + std::string(attempt.syscall) + " (denied by the sandbox)";
+    CHECK(count_lines(capture, line) == 1);
+    CHECK(slot->isolation_status().sandbox_denials >= 2);
+  } else {
+    CHECK(count_lines(capture, "(denied by the sandbox)") == 0);
+  }
+}
+
+TEST_CASE("a skill process logs its protections when it starts", "[skills][isolation][sandbox]") {
+  Isolated iso;
+  LogCapture capture;
+  auto slot = probe(iso, "open");
+  CHECK(count_lines(capture, std::string(kProbe) + ": sandbox in force: no_new_privs; limits (open files 64") == 1);
+}
+
+TEST_CASE("a gate whose sandbox was denied a call still passes when it says pass", "[skills][isolation][sandbox]") {
+  if (!sandbox_capabilities().seccomp) {
+    WARN("seccomp is unavailable here (" << sandbox_capabilities().seccomp_reason << "): nothing to deny");
+    return;
+  }
+  // The sandbox denies the system call, not the verdict.
+  Isolated iso;
+  LogCapture capture;
+  auto slot = iso.load(kProbe, "config: { try: open, path: /etc/passwd, verdict: pass }\n");
+  const GateAnswer answer = gate(*slot);
+  CHECK(answer.status == PP_OK);
+  CHECK(answer.verdict.kind == PP_VERDICT_PASS);
+  CHECK(count_lines(capture, "skill 'sandbox-probe-gate' tried openat (denied by the sandbox)") == 1);
+}
+
+TEST_CASE("sandbox processes: true lets a skill process fork", "[skills][isolation][sandbox]") {
+  Isolated iso;
+  const GateAnswer answer = gate(*probe(iso, "fork", "sandbox: { processes: true }\n"));
+  CHECK(answer.status == PP_OK);
+  CHECK(answer.reason.empty());
+  CHECK(answer.verdict.kind == PP_VERDICT_PASS);
+}
+
+TEST_CASE("sandbox network: true lets a skill process open a socket", "[skills][isolation][sandbox]") {
+  Isolated iso;
+  const GateAnswer answer = gate(*probe(iso, "socket", "sandbox: { network: true }\n"));
+  CHECK(answer.status == PP_OK);
+  CHECK(answer.reason.empty());
+  CHECK(answer.verdict.kind == PP_VERDICT_PASS);
+}
+
+TEST_CASE("sandbox files lets a skill process read beneath them and nowhere else", "[skills][isolation][sandbox]") {
+  passepartout::testing::TempDir readable;
+  // World-readable: a root daemon's skill process runs as nobody.
+  std::filesystem::permissions(readable.path(), std::filesystem::perms(0755));
+  const std::filesystem::path file = readable.path() / "data.txt";
+  std::ofstream(file) << "data\n";
+  std::filesystem::permissions(file, std::filesystem::perms(0644));
+  const std::string files = "sandbox: { files: [" + readable.path().string() + "] }\n";
+
+  Isolated iso;
+  const GateAnswer read = gate(*iso.load(kProbe, "config: { try: open, path: " + file.string() + " }\n" + files));
+  CHECK(read.reason.empty());
+  CHECK(read.verdict.kind == PP_VERDICT_PASS);
+
+  Isolated other;
+  const GateAnswer outside = gate(*other.load(kProbe, "config: { try: open, path: /etc/passwd }\n" + files));
+  if (sandbox_capabilities().landlock_abi == 0) {
+    WARN("Landlock is unavailable here (" << sandbox_capabilities().landlock_reason
+                                          << "): read-only opens are allowed anywhere, /etc/passwd not checked");
+  } else {
+    CHECK(outside.verdict.kind == PP_VERDICT_BLOCK);
+    CHECK(outside.reason == "open failed: Permission denied (errno 13)");
+  }
+}
+
+TEST_CASE("a manifest that requires seccomp is refused where seccomp is unavailable", "[skills][isolation][sandbox]") {
+  SandboxCapabilities without;
+  without.seccomp = false;
+  without.seccomp_reason = "the kernel was built without CONFIG_SECCOMP_FILTER";
+  Isolated iso(5000ms, without);
+  auto slot = iso.loader.load(iso.fx.manifest(kProbe, 10, std::string(kProcess) + "sandbox: { require: [seccomp] }\n"));
+  REQUIRE_FALSE(slot.has_value());
+  CHECK(slot.error().code == ErrorCode::refused);
+  CHECK_THAT(slot.error().message, Catch::StartsWith("skill 'sandbox-probe-gate': the manifest requires seccomp"));
+  CHECK_THAT(slot.error().message, Catch::Contains("CONFIG_SECCOMP_FILTER"));
+}
+
+TEST_CASE("a process gate's gate_timeout is its worker's deadline", "[skills][isolation]") {
+  Isolated iso(5000ms);
+  auto slot = iso.load("slow-gate", "config: { sleep-ms: 60000 }\ngate_timeout: 200ms\n");
+  CHECK(slot->isolation_status().call_budget == 200ms);
+  const int pid = slot->isolation_status().pid;
+  const auto started = std::chrono::steady_clock::now();
+  const GateAnswer answer = gate(*slot);
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+  CHECK(answer.status == PP_ERROR);
+  CHECK(answer.error == "no answer in 200 ms");
+  CHECK_FALSE(process_exists(pid));
 }

@@ -1,9 +1,11 @@
 // The skill worker's serving loop: one thread per lane, each reading a
 // request frame, calling the skill's hook, and writing the reply; the
 // skill's log lines travel as frames on the lane of the call that wrote them.
-#include "skills/skill_worker.hpp"
+// Before any lane thread starts, the worker sandboxes itself
+// (isolation/worker_sandbox.hpp); the system calls the sandbox denied during
+// a call travel as a denial frame before its reply.
+#include "isolation/skill_worker.hpp"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/errno_text.hpp"
 #include "base/utf8.hpp"
+#include "isolation/worker_sandbox.hpp"
 #include "skills/host_api.hpp"
 #include "skills/isolated_skill.hpp"
 #include "skills/skill_loader.hpp"
@@ -38,7 +40,7 @@ struct WorkerArguments {
   std::filesystem::path manifest;
   std::string sha256;
   std::size_t lanes = 1;
-  std::uint64_t memory_limit = 0;
+  SandboxSpec sandbox;
   bool check_permissions = true;
   bool never_unload = false;
 };
@@ -55,6 +57,14 @@ std::optional<WorkerArguments> parse_arguments(int argc, char** argv) {
       out.never_unload = true;
       continue;
     }
+    if (flag == "--network") {
+      out.sandbox.network = true;
+      continue;
+    }
+    if (flag == "--processes") {
+      out.sandbox.processes = true;
+      continue;
+    }
     if (i + 1 >= argc) return std::nullopt;
     const std::string value = argv[++i];
     if (flag == "--name") {
@@ -69,14 +79,22 @@ std::optional<WorkerArguments> parse_arguments(int argc, char** argv) {
       out.manifest = value;
     } else if (flag == "--sha256") {
       out.sha256 = value;
-    } else if (flag == "--lanes" || flag == "--memory-limit") {
+    } else if (flag == "--read") {
+      out.sandbox.files.emplace_back(value);
+    } else if (flag == "--require") {
+      out.sandbox.require.push_back(value);
+    } else if (flag == "--lanes" || flag == "--memory" || flag == "--open-files" || flag == "--cpu-seconds") {
       std::uint64_t number = 0;
       const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
       if (error != std::errc() || end != value.data() + value.size()) return std::nullopt;
       if (flag == "--lanes") {
         out.lanes = static_cast<std::size_t>(number);
+      } else if (flag == "--memory") {
+        out.sandbox.memory_bytes = number;
+      } else if (flag == "--open-files") {
+        out.sandbox.open_files = number;
       } else {
-        out.memory_limit = number;
+        out.sandbox.cpu_seconds = number;
       }
     } else {
       return std::nullopt;
@@ -97,7 +115,7 @@ struct Worker {
   // Set by create on one lane, read by hooks on every lane (the host calls
   // them only after create answered; atomic so that order is visible to tools too).
   std::atomic<void*> instance{nullptr};
-  std::string protections;
+  std::string protections;  // the sandbox's report, logged with the hello reply
 };
 
 Worker* g_worker = nullptr;
@@ -118,21 +136,15 @@ void forward_log(pp_self* /*self*/, pp_log_level level, const char* message, siz
   ::_exit(kWorkerMemoryLimitStatus);
 }
 
-// The worker's protections, after the library is loaded and before create.
-// SANDBOX: runtime/isolation/worker_sandbox's apply_worker_sandbox(...)
-// (seccomp, Landlock, no_new_privs, the other rlimits) is called here once it
-// lands; until then the memory limit is the one protection.
-std::string apply_worker_limits(std::uint64_t memory_limit) {
-  std::set_new_handler(out_of_memory);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  (void)memory_limit;
-  return "memory limit not enforced: a sanitizer build's shadow memory needs the address space";
-#else
-  if (memory_limit == 0) return "no memory limit";
-  rlimit limit{memory_limit, memory_limit};
-  if (::setrlimit(RLIMIT_AS, &limit) != 0) return "memory limit could not be set: " + errno_text(errno);
-  return "memory limit " + std::to_string(memory_limit / (1024ULL * 1024)) + " MiB (RLIMIT_AS)";
-#endif
+// The system calls the sandbox denied since the last drain, as a denial
+// frame on the lane of the call that just ran (before its reply).
+void send_denials(int fd, std::uint64_t request) {
+  const std::vector<int> denied = drain_sandbox_denials();
+  if (denied.empty()) return;
+  std::vector<Value> names;
+  names.reserve(denied.size());
+  for (const int number : denied) names.push_back(Value::string(syscall_name(number)));
+  (void)write_frame(fd, FrameKind::denial, request, Value::list(std::span<const Value>(names)), no_deadline());
 }
 
 Value reply(pp_status status, const pp_call& call, std::initializer_list<Value> more = {}) {
@@ -144,7 +156,8 @@ Value reply(pp_status status, const pp_call& call, std::initializer_list<Value> 
 Value nullable(const pp_value* handle) { return from_handle(handle); }
 
 Value describe(const Worker& worker) {
-  if (!worker.mapped) return Value::list({Value::integer(PP_ERROR), Value::string(worker.load_error)});
+  if (!worker.mapped || !worker.load_error.empty())
+    return Value::list({Value::integer(PP_ERROR), Value::string(worker.load_error)});
   const SkillTable& table = worker.mapped->table;
   const pp_skill_api& hooks = table.hooks;
   std::uint32_t mask = 0;
@@ -290,18 +303,21 @@ void serve_lane(Worker& worker, int fd) {
   for (;;) {
     FrameOrError read = read_frame(fd, no_deadline());
     // The host closed the channel: it is done with us (or gone). Leave at
-    // once: the library's destructors are not worth the host's wait.
+    // once: the library's destructors are not worth the host's wait. Always
+    // _exit() once sandboxed: LeakSanitizer's exit check cannot stop the
+    // world in the sandbox (it would end an ASan build's worker with status 1).
     if (!read.frame && read.error.fault == ChannelFault::closed) ::_exit(0);
     if (!read.frame) stop(("the host wrote garbage on the channel: " + read.error.message).c_str());
     t_request = read.frame->id;
     std::optional<Value> answer;
     if (read.frame->kind == FrameKind::hello) {
       if (!worker.protections.empty()) {
-        forward_log(&worker.self, PP_LOG_DEBUG, worker.protections.data(), worker.protections.size());
+        forward_log(&worker.self, PP_LOG_INFO, worker.protections.data(), worker.protections.size());
       }
       answer = describe(worker);
-    } else if (worker.mapped) {
+    } else if (worker.mapped && worker.load_error.empty()) {
       answer = serve(worker, *read.frame);
+      send_denials(fd, read.frame->id);
     }
     if (!answer) stop("the host sent a request out of order or of the wrong shape");
     if (auto error = write_frame(fd, FrameKind::reply, read.frame->id, *answer, no_deadline())) ::_exit(0);
@@ -364,7 +380,20 @@ int run_skill_worker(int argc, char** argv) {
       }
     }
   }
-  if (worker.mapped) worker.protections = "skill process protections: " + apply_worker_limits(parsed->memory_limit);
+  // The sandbox, while this is the process's one thread (Landlock binds only
+  // the calling thread) and after the dynamic loader opened what it needed.
+  // A worker whose sandbox failed serves nothing: its hello reply carries the
+  // failure, and the host refuses the load with it.
+  std::set_new_handler(out_of_memory);
+  if (worker.mapped) {
+    auto sandboxed = apply_worker_sandbox(parsed->sandbox);
+    if (sandboxed) {
+      worker.protections = sandboxed->description;
+    } else {
+      worker.load_error =
+          "skill '" + parsed->name + "': its process could not be sandboxed: " + sandboxed.error().message;
+    }
+  }
 
   std::vector<std::thread> lanes;
   for (std::size_t i = 1; i < parsed->lanes; ++i) {
