@@ -153,7 +153,7 @@ std::string DaemonMetrics::scrape() const {
     const std::string changes = name("skill_changes_total");
     out.family(changes, Type::counter,
                "Changes to the loaded skills (hot swaps and the rest) by kind (load, swap, add, remove, "
-               "force-remove, shadow, shadow-stop, promote) and outcome (ok, refused, failed).");
+               "force-remove, shadow, shadow-stop, promote, quarantine) and outcome (ok, refused, failed).");
     const auto kinds = SkillHost::change_kinds();
     const auto outcomes = SkillHost::change_outcomes();
     for (std::size_t k = 0; k < kinds.size(); ++k) {

@@ -84,8 +84,8 @@ constexpr const char* kColumns =
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
-constexpr std::array<std::string_view, 8> kActions = {"load",         "swap",   "add",         "remove",
-                                                      "force-remove", "shadow", "shadow-stop", "promote"};
+constexpr std::array<std::string_view, 9> kActions = {"load",   "swap",        "add",     "remove",    "force-remove",
+                                                      "shadow", "shadow-stop", "promote", "quarantine"};
 constexpr std::array<std::string_view, 3> kOutcomes = {"ok", "refused", "failed"};
 
 bool is_one_of(std::string_view value, const auto& allowed) {

@@ -220,8 +220,8 @@ Result<SkillHost::NewSlot> SkillHost::prepare(const SkillManifest& manifest, Ski
 }
 
 namespace {
-constexpr std::array<std::string_view, 9> kChangeKindNames{"load",   "swap",        "add",     "remove", "force-remove",
-                                                           "shadow", "shadow-stop", "promote", "other"};
+constexpr std::array<std::string_view, 10> kChangeKindNames{
+    "load", "swap", "add", "remove", "force-remove", "shadow", "shadow-stop", "promote", "quarantine", "other"};
 constexpr std::array<std::string_view, 4> kChangeOutcomeNames{"ok", "refused", "failed", "other"};
 
 template <std::size_t N>

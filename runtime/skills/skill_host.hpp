@@ -232,7 +232,7 @@ class SkillHost {
   // Writes held_back_ to options_.held_file (held_mutex_ held).
   void save_held_locked();
   mutable std::mutex held_mutex_;
-  static constexpr std::size_t kChangeKinds = 9;
+  static constexpr std::size_t kChangeKinds = 10;
   static constexpr std::size_t kChangeOutcomes = 4;
   std::array<std::atomic<std::uint64_t>, kChangeKinds * kChangeOutcomes>
       change_counts_{};  // written on the control thread

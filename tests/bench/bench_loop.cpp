@@ -194,8 +194,7 @@ double drive(LoopWorld& world, std::chrono::milliseconds duration, std::size_t s
   return static_cast<double>(finished) / seconds;
 }
 
-void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const char* key,
-              bool process_gate = false) {
+void run_loop(benchmark::State& state, std::size_t threads, bool bundled, const char* key, bool process_gate = false) {
   LoopWorld world(threads, bundled, false, DecisionLogOptions::kDefaultBuffer, process_gate);
   drive(world, std::chrono::milliseconds(20), 64, 256);  // warm up: skills, caches, allocator
   double rate = 0;
@@ -256,9 +255,7 @@ void BM_Loop1Core(benchmark::State& state) { run_loop(state, 1, false, "loop_sig
 void BM_LoopBundled(benchmark::State& state) { run_loop(state, 2, true, "loop_bundled_signals_per_s"); }
 // The bundled skills and one pass-through gate in a worker process: two
 // channel round trips per signal (the reasoning and the last-mile verification).
-void BM_LoopBundledOop(benchmark::State& state) {
-  run_loop(state, 2, true, "loop_bundled_oop_signals_per_s", true);
-}
+void BM_LoopBundledOop(benchmark::State& state) { run_loop(state, 2, true, "loop_bundled_oop_signals_per_s", true); }
 BENCHMARK(BM_Loop)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LoopDecisionLog)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DecisionLogWriter)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

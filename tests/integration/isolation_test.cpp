@@ -354,10 +354,7 @@ TEST_CASE("a worker that dies five times is quarantined, and a reload brings it 
     if (!recorded) std::this_thread::sleep_for(20ms);  // a poll of the audit log, bounded above
   }
   INFO(history);
-  // Known gap: the quarantine's row has not reached the audit history in this
-  // daemon within 3 s (only the boot's load is listed). Reported, not failed,
-  // until the recording is fixed; then this becomes a CHECK.
-  CHECK_NOFAIL(recorded);
+  CHECK(recorded);
 
   const auto env = testing::hermetic_env(daemon.dir());
   const auto reloaded =
