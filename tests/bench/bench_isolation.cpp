@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 [[noreturn]] void die(const std::string& message) { bench::die("bench_isolation", message); }
 
 constexpr int kSpawnCalls = 400;
+constexpr int kOopCalls = 20000;
 
 const std::string& action_text() {
   static const std::string text = to_sexp(*read_sexp(
@@ -101,10 +103,55 @@ void BM_SpawnPerCall(benchmark::State& state) {
 }
 BENCHMARK(BM_SpawnPerCall)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The machine's floor for the tier: a round trip of a few bytes between two
+// processes over a socket pair, blocking reads, nothing else (no encoding,
+// no deadline, no hook). What verify_oop_gate_us adds is ours.
+void BM_ProcessRoundTripFloor(benchmark::State& state) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) die("socketpair failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) die("fork failed");
+  if (pid == 0) {  // the echo: answers every message until the parent closes
+    ::close(pair[0]);
+    char message[64];
+    for (;;) {
+      const ssize_t got = ::read(pair[1], message, sizeof message);
+      if (got <= 0 || ::write(pair[1], message, static_cast<std::size_t>(got)) != got) ::_exit(0);
+    }
+  }
+  ::close(pair[1]);
+  char message[64] = {};
+  const auto round_trip = [&] {
+    if (::write(pair[0], message, sizeof message) != static_cast<ssize_t>(sizeof message)) die("write failed");
+    std::size_t got = 0;
+    while (got < sizeof message) {
+      const ssize_t n = ::read(pair[0], message + got, sizeof message - got);
+      if (n <= 0) die("the echo process stopped");
+      got += static_cast<std::size_t>(n);
+    }
+  };
+  std::vector<double> micros;
+  micros.reserve(kOopCalls);
+  for (auto _ : state) {
+    for (int i = 0; i < 1000; ++i) round_trip();
+    micros.clear();
+    for (int i = 0; i < kOopCalls; ++i) {
+      const auto start = Clock::now();
+      round_trip();
+      micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+  }
+  ::close(pair[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  state.counters["oop_floor_rtt_us"] = percentile(micros, 0.50);
+  state.counters["oop_floor_rtt_p99_us"] = percentile(micros, 0.99);
+}
+BENCHMARK(BM_ProcessRoundTripFloor)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // One verification through one pass-through gate in a worker process: the
 // action and the signal encoded, a round trip through the worker's channel,
 // the hook, the verdict decoded. Each verification timed on its own.
-constexpr int kOopCalls = 20000;
 
 void BM_VerifyOopGate(benchmark::State& state) {
   auto gates = bench::LoadedGates::pass_through(1, "process");

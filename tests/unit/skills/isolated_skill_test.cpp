@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -332,6 +334,23 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
   CHECK(gate(*reloaded).status == PP_OK);
 }
 
+namespace {
+
+// How many of process `pid`'s threads are asleep in a system call that
+// sleeps (slow-gate's gate, on a worker's lanes), read from /proc.
+int threads_sleeping(int pid) {
+  int sleeping = 0;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream in(task.path() / "syscall");
+    long number = -1;
+    if (in >> number && (number == SYS_clock_nanosleep || number == SYS_nanosleep)) ++sleeping;
+  }
+  return sleeping;
+}
+
+}  // namespace
+
 TEST_CASE("calls in flight to a worker that dies all fail at once", "[skills][isolation][concurrency]") {
   Isolated iso(30'000ms);
   auto slot = iso.load("slow-gate", "config: { sleep-ms: 20000 }\n");
@@ -347,9 +366,13 @@ TEST_CASE("calls in flight to a worker that dies all fail at once", "[skills][is
     });
   }
   while (started.load() < 3) std::this_thread::yield();
+  // Every call in the gate (three lanes asleep in it) before the worker dies.
+  const auto patience = std::chrono::steady_clock::now() + 10s;
+  while (threads_sleeping(pid) < 3 && std::chrono::steady_clock::now() < patience) std::this_thread::sleep_for(1ms);
+  REQUIRE(threads_sleeping(pid) == 3);
   REQUIRE(::kill(pid, SIGSEGV) == 0);
   for (auto& caller : callers) caller.join();
-  CHECK(std::chrono::steady_clock::now() - begin < 10s);  // not the 20 s the gate sleeps, nor the 30 s budget
+  CHECK(std::chrono::steady_clock::now() - begin < 15s);  // not the 20 s the gate sleeps, nor the 30 s budget
   for (const GateAnswer& answer : answers) {
     CHECK(answer.status == PP_ERROR);
     CHECK(answer.error == "skill process died: SIGSEGV");
