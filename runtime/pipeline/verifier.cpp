@@ -155,6 +155,21 @@ Value Verification::to_value() const {
 
 namespace {
 
+// The gate failed (`failure` says how): it blocks, and the trace says
+// "failed", not "blocked".
+[[gnu::cold]] void fail_gate(const Snapshot::Gate& gate, std::size_t shard, const std::string& failure,
+                             Verification& out) {
+  gate.slot->counters().add(shard, GateCounters::failures);
+  Value reason = Value::string(failure);
+  out.trace.push_back(gate.slot, GateResult::failed, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.reason = std::move(reason);
+  out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
+  log_fields(LogLevel::warn, "verifier",
+             {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "failed"}},
+             "{} failed: {}", gate_label(*gate.slot), failure);
+}
+
 // Everything but a plain pass or rewrite, off the hot path. Returns true when
 // the verification is decided (a block or a failure) and must stop; `approval`
 // and `approval_action` collect approvals, which do not stop it.
@@ -198,33 +213,17 @@ namespace {
     failure = "answered an unknown verdict (" + std::to_string(verdict.kind) + ")";
   }
 
-  // The gate failed: block, and say "failed", not "blocked".
-  counters.add(shard, GateCounters::failures);
-  Value reason = Value::string(failure);
-  out.trace.push_back(gate.slot, GateResult::failed, reason);
-  out.outcome = VerifyOutcome::blocked;
-  out.reason = std::move(reason);
-  out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
-  log_fields(LogLevel::warn, "verifier",
-             {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "failed"}},
-             "{} failed: {}", gate_label(*gate.slot), failure);
+  fail_gate(gate, shard, failure, out);
   return true;
 }
 
 // A gate that timed out earlier for this signal: not called again, it fails at once.
 [[gnu::noinline, gnu::cold]] void fail_timed_out_before(const Snapshot::Gate& gate, std::size_t shard,
                                                         Verification& out) {
-  gate.slot->counters().add(shard, GateCounters::failures);
-  const std::string failure = "timed out earlier for this signal, not called again (budget " +
-                              std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms)";
-  Value reason = Value::string(failure);
-  out.trace.push_back(gate.slot, GateResult::failed, reason);
-  out.outcome = VerifyOutcome::blocked;
-  out.reason = std::move(reason);
-  out.action = rejection("ERROR", "Action blocked: " + gate_label(*gate.slot) + " failed: " + failure);
-  log_fields(LogLevel::warn, "verifier",
-             {{"skill", gate.slot->name()}, {"version", gate.slot->version_text()}, {"verdict", "failed"}},
-             "{} failed: {}", gate_label(*gate.slot), failure);
+  fail_gate(gate, shard,
+            "timed out earlier for this signal, not called again (budget " +
+                std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms)",
+            out);
 }
 
 [[gnu::noinline, gnu::cold]] bool named_in(std::span<const std::string> names, const Slot& slot) {

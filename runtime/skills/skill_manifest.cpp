@@ -105,6 +105,12 @@ class ManifestReader : public YamlProblems {
   // depends_on and guarded_by: `field` names the key in messages.
   void read_dependencies(const YAML::Node& key, const YAML::Node& value, std::string_view field,
                          std::vector<Dependency>& out, std::vector<YAML::Mark>& marks);
+  // The entries of a nested map (`trigger`, `sandbox`) whose keys are names
+  // in `known`, each once; a problem for every other entry. Null reads as no
+  // entries; anything but a map is a problem showing `example`.
+  std::vector<std::pair<YAML::Node, YAML::Node>> section_entries(
+      const YAML::Node& key, const YAML::Node& value, const std::string& section, std::string_view example,
+      std::span<const std::string_view> known, std::span<const std::pair<std::string_view, std::string_view>> aliases);
   void read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_sha256(const YAML::Node& key, const YAML::Node& value, SkillManifest& out);
   void read_sandbox(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out);
@@ -385,29 +391,41 @@ void ManifestReader::read_dependencies(const YAML::Node& key, const YAML::Node& 
   }
 }
 
-void ManifestReader::read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
-  if (value.IsNull()) return;
+std::vector<std::pair<YAML::Node, YAML::Node>> ManifestReader::section_entries(
+    const YAML::Node& key, const YAML::Node& value, const std::string& section, std::string_view example,
+    std::span<const std::string_view> known, std::span<const std::pair<std::string_view, std::string_view>> aliases) {
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+  if (value.IsNull()) return entries;
   if (!value.IsMap()) {
-    problem_at(key, value, "'trigger' must be a map such as { sensors: [user-input] }, found " + describe(value));
-    return;
+    problem_at(key, value,
+               in_quotes(section) + " must be a map such as " + std::string(example) + ", found " + describe(value));
+    return entries;
   }
   std::set<std::string> seen;
   for (const auto& entry : value) {
     const YAML::Node& k = entry.first;
-    const YAML::Node& v = entry.second;
     if (!k.IsScalar()) {
-      problem(k.Mark(), "keys of 'trigger' must be names, found " + describe(k));
+      problem(k.Mark(), "keys of " + in_quotes(section) + " must be names, found " + describe(k));
       continue;
     }
     const std::string& name = k.Scalar();
-    if (std::find(std::begin(kTriggerKeys), std::end(kTriggerKeys), name) == std::end(kTriggerKeys)) {
-      problem(k.Mark(), unknown_key_message(name, kTriggerKeys, " in 'trigger'", kKeyAliases));
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      problem(k.Mark(), unknown_key_message(name, known, " in " + in_quotes(section), aliases));
       continue;
     }
     if (!seen.insert(name).second) {
-      problem(k.Mark(), "duplicate key " + in_quotes(name) + " in 'trigger'; keep one");
+      problem(k.Mark(), "duplicate key " + in_quotes(name) + " in " + in_quotes(section) + "; keep one");
       continue;
     }
+    entries.emplace_back(entry.first, entry.second);
+  }
+  return entries;
+}
+
+void ManifestReader::read_trigger(const YAML::Node& key, const YAML::Node& value, SkillManifest& out) {
+  for (const auto& [k, v] :
+       section_entries(key, value, "trigger", "{ sensors: [user-input] }", kTriggerKeys, kKeyAliases)) {
+    const std::string& name = k.Scalar();
     if (name == "always") {
       if (auto b = boolean(k, v, "trigger.always")) out.trigger.always = *b;
       continue;
@@ -453,29 +471,9 @@ void ManifestReader::read_sha256(const YAML::Node& key, const YAML::Node& value,
 }
 
 void ManifestReader::read_sandbox(const YAML::Node& key, const YAML::Node& value, SandboxSpec& out) {
-  if (value.IsNull()) return;
-  if (!value.IsMap()) {
-    problem_at(key, value,
-               "'sandbox' must be a map such as { files: [/srv/data], network: false }, found " + describe(value));
-    return;
-  }
-  std::set<std::string> seen;
-  for (const auto& entry : value) {
-    const YAML::Node& k = entry.first;
-    const YAML::Node& v = entry.second;
-    if (!k.IsScalar()) {
-      problem(k.Mark(), "keys of 'sandbox' must be names, found " + describe(k));
-      continue;
-    }
+  for (const auto& [k, v] : section_entries(key, value, "sandbox", "{ files: [/srv/data], network: false }",
+                                            kSandboxKeys, kSandboxAliases)) {
     const std::string& name = k.Scalar();
-    if (std::find(std::begin(kSandboxKeys), std::end(kSandboxKeys), name) == std::end(kSandboxKeys)) {
-      problem(k.Mark(), unknown_key_message(name, kSandboxKeys, " in 'sandbox'", kSandboxAliases));
-      continue;
-    }
-    if (!seen.insert(name).second) {
-      problem(k.Mark(), "duplicate key " + in_quotes(name) + " in 'sandbox'; keep one");
-      continue;
-    }
     if (name == "files") {
       read_sandbox_files(k, v, out);
     } else if (name == "network") {
