@@ -7,7 +7,9 @@
 // once the worker is back), the worker is restarted, and repeated deaths
 // quarantine the skill until an operator reloads it. Then the refusals (a
 // create that fails, a self-test that fails during a swap) and a hot swap
-// in-process -> process -> in-process under load with the state handed over.
+// in-process -> process -> in-process under load with the state handed over,
+// and the sandbox under load: a gate that tries to open a file, connect a
+// socket, fork or exec is denied each time, logged, and goes on serving.
 #include <catch2/catch.hpp>
 
 #include <sys/types.h>
@@ -530,6 +532,46 @@ TEST_CASE("a stateful skill moves in-process -> process -> in-process under load
   for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
   CHECK(errors.empty());
   CHECK(load.failed_closed() == 0);
+}
+
+TEST_CASE("a worker's gate that tries what its sandbox denies is refused and logged while clients chat, and serves on",
+          "[integration][isolation][sandbox][concurrency]") {
+  struct Attempt {
+    std::string name;     // sandbox-probe-gate's :TRY
+    std::string syscall;  // as the denial's log line names it ("" when not recorded: fork)
+  };
+  const std::vector<Attempt> attempts = {{"open", "openat"}, {"connect", "socket"}, {"fork", ""}, {"exec", "execve"}};
+  for (const Attempt& attempt : attempts) {
+    DYNAMIC_SECTION("try " << attempt.name) {
+      const IsolationSetup setup({"sandbox-probe-gate"});
+      // verdict: pass: the gate passes whatever the attempt did, so every chat goes through it.
+      setup.write_manifest("sandbox-probe-gate", "sandbox-probe-gate", "1.0.0",
+                           "isolation: process\nconfig: { try: " + attempt.name + ", verdict: pass }\n");
+      DaemonProcess daemon(setup.options());
+      REQUIRE(daemon.started());
+      WireClient op = WireClient::local(daemon.socket_path());
+      op.expect_handshake();
+      const std::int64_t pid =
+          skill_entry(operator_request(op, ":STATUS"), "sandbox-probe-gate").at("WORKER-PID").as_integer();
+      REQUIRE(pid > 0);
+
+      ChatLoad load(daemon, kClients);
+      CHECK(load.wait_passes(20));
+      load.stop();
+      for (const std::string& error : load.errors()) FAIL_CHECK(error);
+      CHECK(load.failed_closed() == 0);  // denied, not crashed: no chat failed
+
+      const Value entry = skill_entry(operator_request(op, ":STATUS"), "sandbox-probe-gate");
+      INFO(to_sexp(entry));
+      CHECK(entry.at("WORKER-PID").as_integer() == pid);  // the same worker served every call
+      CHECK(entry.at("RESTARTS").as_integer() == 0);
+      if (!attempt.syscall.empty()) {
+        CHECK(entry.at("SANDBOX-DENIALS").as_integer() >= 1);
+        CHECK(daemon.wait_for_log("tried " + attempt.syscall + " (denied by the sandbox)"));
+      }
+      CHECK(::kill(static_cast<pid_t>(pid), 0) == 0);
+    }
+  }
 }
 
 }  // namespace passepartout
