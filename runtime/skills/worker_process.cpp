@@ -28,12 +28,20 @@ std::string signal_name(int signal) {
 std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes / (1024ULL * 1024)) + " MiB"; }
 
 // The worker's environment: what a library may reasonably need, and the
-// sanitizers' settings so a sanitized build's worker behaves as its host.
+// sanitizers' settings so a sanitized build's worker behaves as its host —
+// but for fatal signals: a sanitizer would report a skill's segfault and end
+// the worker with its own abort, and the host names the death by the signal
+// that ended the worker, so the worker leaves those signals to the kernel.
 std::vector<std::string> worker_environment() {
   std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin"};
-  for (const char* name :
-       {"XDG_RUNTIME_DIR", "TMPDIR", "LANG", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+  for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR", "LANG", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
     if (const char* value = std::getenv(name); value != nullptr) env.push_back(std::string(name) + "=" + value);
+  }
+  for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* value = std::getenv(name);
+    std::string options = value != nullptr && *value != '\0' ? std::string(value) + ":" : std::string();
+    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+    env.push_back(std::string(name) + "=" + options);
   }
   return env;
 }
