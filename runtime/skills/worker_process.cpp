@@ -32,6 +32,8 @@ std::string mebibytes(std::uint64_t bytes) { return std::to_string(bytes / (1024
 // but for fatal signals: a sanitizer would report a skill's segfault and end
 // the worker with its own abort, and the host names the death by the signal
 // that ended the worker, so the worker leaves those signals to the kernel.
+// Nor does a worker check for leaks at exit: inside its sandbox the leak
+// checker cannot stop the world, and would turn a skill's exit(3) into an abort.
 std::vector<std::string> worker_environment() {
   std::vector<std::string> env{"PATH=/usr/local/bin:/usr/bin:/bin"};
   for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR", "LANG", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
@@ -40,7 +42,7 @@ std::vector<std::string> worker_environment() {
   for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS"}) {
     const char* value = std::getenv(name);
     std::string options = value != nullptr && *value != '\0' ? std::string(value) + ":" : std::string();
-    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0:detect_leaks=0";
     env.push_back(std::string(name) + "=" + options);
   }
   return env;
