@@ -234,18 +234,18 @@ struct FaultCase {
 TEST_CASE("each way a worker process fails blocks only its action, names why, and the worker is restarted under load",
           "[integration][isolation][concurrency]") {
   std::vector<FaultCase> cases = {
-      {"segv", "skill process died: SIGSEGV", "SIGSEGV", ""},
-      {"abort", "skill process died: SIGABRT", "SIGABRT", ""},
+    {"segv", "skill process died: SIGSEGV", "SIGSEGV", ""},
+    {"abort", "skill process died: SIGABRT", "SIGABRT", ""},
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-      {"exit", "skill process exited with status 3", "exited with status 3", ""},
+    {"exit", "skill process exited with status 3", "exited with status 3", ""},
 #else
-      // Under a sanitizer the C++ fixture's exit(3) runs the sanitizer
-      // runtime's exit handlers, which end the worker with a status of their own.
-      {"exit", "skill process exited with status ", "exited with status ", ""},
+    // Under a sanitizer the C++ fixture's exit(3) runs the sanitizer
+    // runtime's exit handlers, which end the worker with a status of their own.
+    {"exit", "skill process exited with status ", "exited with status ", ""},
 #endif
-      // The gate's own budget (300 ms) is the worker's deadline: past it the worker is killed.
-      {"loop", "no answer in 300 ms", "no answer in 300 ms", ""},
-      {"junk", "skill process wrote garbage on its channel", "wrote garbage on its channel", ""},
+    // The gate's own budget (300 ms) is the worker's deadline: past it the worker is killed.
+    {"loop", "no answer in 300 ms", "no answer in 300 ms", ""},
+    {"junk", "skill process wrote garbage on its channel", "wrote garbage on its channel", ""},
   };
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   cases.push_back({"greedy", "killed: memory limit (512 MiB)", "killed: memory limit (512 MiB)",
