@@ -49,19 +49,11 @@ TokenUsage read_usage(const Json& usage, TokenUsage out) {
   return out;
 }
 
-class StreamDecoder final : public driver_detail::DecoderBase {
- public:
-  void feed(std::string_view bytes, const OnText& on_text) override {
-    keep_for_error(bytes);
-    if (failed()) return;
-    auto fed = parser_.feed(bytes, [&](const SseEvent& event) { on_event(event, on_text); });
-    if (!fed) fail_with(ProviderReply::failed(fed.error().message, FailureClass::too_large));
-  }
-
+class StreamDecoder final : public driver_detail::SseDecoder {
  protected:
   ProviderReply complete() override {
     if (!done_) {
-      parser_.finish([&](const SseEvent& event) { on_event(event, nullptr); });
+      parser_.finish([&](const SseEvent& event) { on_item(event, nullptr); });
       if (failed()) return std::move(failure_);
     }
     if (!done_) return ProviderReply::failed("stream ended without message_stop", FailureClass::truncated);
@@ -80,7 +72,7 @@ class StreamDecoder final : public driver_detail::DecoderBase {
     bool has_deltas = false;  // input_json_delta pieces came: they are the arguments
   };
 
-  void on_event(const SseEvent& event, const OnText& on_text) {
+  void on_item(const SseEvent& event, const OnText& on_text) override {
     if (failed() || done_) return;
     const Json data = Json::parse(event.data, nullptr, false);
     if (data.is_discarded() || !data.is_object()) {
@@ -132,7 +124,6 @@ class StreamDecoder final : public driver_detail::DecoderBase {
     if (on_text) on_text(text);
   }
 
-  SseParser parser_;
   std::string content_;
   std::map<std::int64_t, ToolBlock> tool_blocks_;  // by content block index, so in the message's order
   TokenUsage usage_;

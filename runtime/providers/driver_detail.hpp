@@ -1,6 +1,7 @@
 // What the three drivers share: the request's model and URL, tool
-// descriptors as JSON, a decoder base that classifies failed statuses, and
-// the checked assembly of tool calls. Private to runtime/providers.
+// descriptors as JSON, a decoder base that classifies failed statuses, one
+// that drives a stream parser, and the checked assembly of tool calls.
+// Private to runtime/providers.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "providers/driver.hpp"
+#include "providers/stream_parser.hpp"
 
 namespace passepartout::driver_detail {
 
@@ -60,6 +62,30 @@ class DecoderBase : public ReplyDecoder {
  private:
   std::string error_body_;
 };
+
+// A streamed body read with `Parser` (SseParser, NdjsonParser): the bytes go
+// to the parser, each event or line it completes to on_item(), and a parser
+// refusing one (over its cap) fails the reply as too_large.
+template <class Parser, class Item>
+class ParsingDecoder : public DecoderBase {
+ public:
+  void feed(std::string_view bytes, const OnText& on_text) final {
+    keep_for_error(bytes);
+    if (failed()) return;
+    auto fed = parser_.feed(bytes, [&](Item item) { on_item(item, on_text); });
+    if (!fed) fail_with(ProviderReply::failed(fed.error().message, FailureClass::too_large));
+  }
+
+ protected:
+  // One complete event or line; `on_text` is empty for what the parser's
+  // finish() hands over at the end.
+  virtual void on_item(Item item, const OnText& on_text) = 0;
+
+  Parser parser_;
+};
+
+using SseDecoder = ParsingDecoder<SseParser, const SseEvent&>;
+using NdjsonDecoder = ParsingDecoder<NdjsonParser, std::string_view>;
 
 // Reads a whole (not streamed) JSON body, up to kMaxBody bytes; the
 // subclass's decode() turns the document into the reply.

@@ -58,22 +58,14 @@ class LineReader {
   ProviderReply failure{ProviderReply::failed({}, FailureClass::none)};
 };
 
-class StreamDecoder final : public driver_detail::DecoderBase {
- public:
-  void feed(std::string_view bytes, const OnText& on_text) override {
-    keep_for_error(bytes);
-    if (failed()) return;
-    auto fed = parser_.feed(bytes, [&](std::string_view line) { on_line(line, on_text); });
-    if (!fed) fail_with(ProviderReply::failed(fed.error().message, FailureClass::too_large));
-  }
-
+class StreamDecoder final : public driver_detail::NdjsonDecoder {
  protected:
   ProviderReply complete() override {
     if (!reader_.done) {
       // A last line without its newline: read it, unless it is cut short.
       parser_.finish([&](std::string_view line) {
         if (!Json::accept(line)) return;
-        on_line(line, nullptr);
+        on_item(line, nullptr);
       });
       if (failed()) return std::move(failure_);
     }
@@ -82,7 +74,7 @@ class StreamDecoder final : public driver_detail::DecoderBase {
   }
 
  private:
-  void on_line(std::string_view text, const OnText& on_text) {
+  void on_item(std::string_view text, const OnText& on_text) override {
     if (failed() || reader_.done) return;
     const Json line = Json::parse(text, nullptr, false);
     if (line.is_discarded() || !line.is_object()) {
@@ -95,7 +87,6 @@ class StreamDecoder final : public driver_detail::DecoderBase {
     if (reader_.failure.failure != FailureClass::none) fail_with(std::move(reader_.failure));
   }
 
-  NdjsonParser parser_;
   LineReader reader_;
   std::size_t lines_ = 0;
 };

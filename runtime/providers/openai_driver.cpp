@@ -99,19 +99,11 @@ class ToolCallAssembler {
   std::vector<Slot> slots_;
 };
 
-class StreamDecoder final : public driver_detail::DecoderBase {
- public:
-  void feed(std::string_view bytes, const OnText& on_text) override {
-    keep_for_error(bytes);
-    if (failed()) return;
-    auto fed = parser_.feed(bytes, [&](const SseEvent& event) { on_event(event, on_text); });
-    if (!fed) fail_with(ProviderReply::failed(fed.error().message, FailureClass::too_large));
-  }
-
+class StreamDecoder final : public driver_detail::SseDecoder {
  protected:
   ProviderReply complete() override {
     if (!done_) {
-      parser_.finish([&](const SseEvent& event) { on_event(event, nullptr); });
+      parser_.finish([&](const SseEvent& event) { on_item(event, nullptr); });
       if (failed()) return std::move(failure_);
     }
     if (!done_) return ProviderReply::failed("stream ended without [DONE]", FailureClass::truncated);
@@ -119,7 +111,7 @@ class StreamDecoder final : public driver_detail::DecoderBase {
   }
 
  private:
-  void on_event(const SseEvent& event, const OnText& on_text) {
+  void on_item(const SseEvent& event, const OnText& on_text) override {
     if (failed() || done_) return;
     if (event.data == "[DONE]") {
       done_ = true;
@@ -154,7 +146,6 @@ class StreamDecoder final : public driver_detail::DecoderBase {
     }
   }
 
-  SseParser parser_;
   std::string content_;
   ToolCallAssembler calls_;
   TokenUsage usage_;
