@@ -3,11 +3,12 @@
 #include "cli/client_output.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <ostream>
 
+#include "base/ascii.hpp"
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
+#include "value/json_bridge_detail.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout::cli {
@@ -21,14 +22,6 @@ bool is_plist(const Value& value) {
     if (!items[i].is_keyword()) return false;
   }
   return true;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 std::string yes_no(const Value& value) { return value.is_nil() ? "no" : "yes"; }
@@ -71,45 +64,12 @@ std::string offers_text(const Value& skills) {
 }  // namespace
 
 std::string json_key(std::string_view keyword) {
-  std::string key = lower(keyword);
-  for (char& c : key) {
-    if (c == '-') c = '_';
-  }
+  std::string key = ascii_lower(keyword);
+  std::replace(key.begin(), key.end(), '-', '_');
   return key;
 }
 
-OrderedJson value_json(const Value& value) {
-  switch (value.kind()) {
-    case Kind::nil:
-      return nullptr;
-    case Kind::t:
-      return true;
-    case Kind::integer:
-      return value.as_integer();
-    case Kind::real:
-      return std::isfinite(value.as_float()) ? OrderedJson(value.as_float()) : OrderedJson(nullptr);
-    case Kind::string:
-      return std::string(value.text());
-    case Kind::keyword:
-      return lower(value.text());
-    case Kind::symbol:
-      return std::string(value.text());
-    case Kind::list:
-      break;
-  }
-  const auto items = value.items();
-  if (is_plist(value)) {
-    OrderedJson object = OrderedJson::object();
-    for (std::size_t i = 0; i < items.size(); i += 2) {
-      const std::string key = json_key(items[i].text());
-      if (!object.contains(key)) object[key] = value_json(items[i + 1]);  // the first wins, as plist lookup does
-    }
-    return object;
-  }
-  OrderedJson array = OrderedJson::array();
-  for (const Value& item : items) array.push_back(value_json(item));
-  return array;
-}
+OrderedJson value_json(const Value& value) { return value_to_json_dom(value, JsonKeys::snake_case); }
 
 OrderedJson list_json(const Value& value) {
   if (value.is_nil()) return OrderedJson::array();

@@ -2,6 +2,8 @@
 // parser (no intermediate document), and the document-level conversions.
 #include "value/json_bridge.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -203,7 +205,7 @@ Value json_dom_to_value(const Json& json) {
   }
 }
 
-OrderedJson value_to_json_dom(const Value& value) {
+OrderedJson value_to_json_dom(const Value& value, JsonKeys keys) {
   switch (value.kind()) {
     case Kind::nil:
       return nullptr;
@@ -212,7 +214,8 @@ OrderedJson value_to_json_dom(const Value& value) {
     case Kind::integer:
       return value.as_integer();
     case Kind::real:
-      return value.as_float();
+      // JSON has no NaN or infinities; dump() would write null for them too.
+      return std::isfinite(value.as_float()) ? OrderedJson(value.as_float()) : OrderedJson(nullptr);
     case Kind::string:
     case Kind::symbol:
       return std::string(value.text());
@@ -224,12 +227,14 @@ OrderedJson value_to_json_dom(const Value& value) {
         OrderedJson object = OrderedJson::object();
         for (std::size_t i = 0; i < items.size(); i += 2) {
           std::string key = ascii_lower(items[i].text());
-          if (!object.contains(key)) object.emplace(std::move(key), value_to_json_dom(items[i + 1]));
+          if (keys == JsonKeys::snake_case) std::replace(key.begin(), key.end(), '-', '_');
+          // A repeated key keeps its first value, as plist lookup does.
+          if (!object.contains(key)) object.emplace(std::move(key), value_to_json_dom(items[i + 1], keys));
         }
         return object;
       }
       OrderedJson array = OrderedJson::array();
-      for (const Value& item : items) array.push_back(value_to_json_dom(item));
+      for (const Value& item : items) array.push_back(value_to_json_dom(item, keys));
       return array;
     }
   }

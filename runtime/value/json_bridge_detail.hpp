@@ -14,7 +14,13 @@ namespace passepartout {
 // converts implicitly from a string literal, which would make calls ambiguous.
 Value json_dom_to_value(const nlohmann::json& json);
 
-// The mapping of value_to_json (json_bridge.hpp) as an order-keeping document.
-nlohmann::ordered_json value_to_json_dom(const Value& value);
+// How value_to_json_dom names an object's keys: the keyword's name
+// lower-cased (:SESSION-ID -> "session-id", as value_to_json does), or with
+// each '-' as '_' as well (-> "session_id", as the client commands print).
+enum class JsonKeys { lower_case, snake_case };
+
+// The mapping of value_to_json (json_bridge.hpp) as an order-keeping document,
+// its object keys named as `keys` says.
+nlohmann::ordered_json value_to_json_dom(const Value& value, JsonKeys keys = JsonKeys::lower_case);
 
 }  // namespace passepartout

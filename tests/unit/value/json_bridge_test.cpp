@@ -210,3 +210,15 @@ TEST_CASE("json documents convert like json text, with sorted keys", "[value][js
   CHECK(passepartout::json_dom_to_value(nlohmann::json::array()).is_nil());
   CHECK(passepartout::value_to_json_dom(sexp("(:A (1 2))")).dump() == R"({"a":[1,2]})");
 }
+
+TEST_CASE("json documents name keys in snake case when asked, at every depth, and hold no NaN", "[value][json]") {
+  using passepartout::JsonKeys;
+  const Value value = sexp("(:SESSION-ID \"s-1\" :GATE-TRACE ((:SKILL-NAME :SHELL-GUARD)) :SESSION-ID \"later\")");
+  CHECK(passepartout::value_to_json_dom(value).dump() ==
+        R"({"session-id":"s-1","gate-trace":[{"skill-name":"shell-guard"}]})");
+  CHECK(passepartout::value_to_json_dom(value, JsonKeys::snake_case).dump() ==
+        R"({"session_id":"s-1","gate_trace":[{"skill_name":"shell-guard"}]})");
+  const auto not_a_number = passepartout::value_to_json_dom(Value::real(std::numeric_limits<double>::quiet_NaN()));
+  CHECK(not_a_number.is_null());
+  CHECK(passepartout::value_to_json_dom(Value::real(std::numeric_limits<double>::infinity())).is_null());
+}
