@@ -81,11 +81,6 @@ class CrashSetup {
   testing::TempDir root_;
 };
 
-std::string chat(std::string_view text, std::string_view request_id) {
-  return "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) +
-         "\") :REQUEST-ID \"" + std::string(request_id) + "\")";
-}
-
 Value operator_request(WireClient& client, std::string_view command_and_args) {
   client.send("(:TYPE :OPERATOR :COMMAND " + std::string(command_and_args) + ")");
   return client.expect_frame();
@@ -104,21 +99,13 @@ Value skill_entry(const Value& skills, std::string_view name) {
 WireClient send_request(const DaemonProcess& daemon, std::string_view id) {
   WireClient user = WireClient::local(daemon.socket_path());
   user.expect_handshake();
-  user.send(chat("greet the operator", id));
+  user.send(testing::user_input("greet the operator", id));
   return user;
 }
 
 // Asks for the same, and reads frames until the one answering it.
 std::string ask(const DaemonProcess& daemon, std::string_view id) {
-  WireClient user = WireClient::local(daemon.socket_path());
-  user.expect_handshake();
-  user.send(chat("greet the operator", id));
-  std::string seen;
-  for (;;) {
-    const Value frame = user.expect_frame();
-    seen += to_sexp(frame) + "\n";
-    if (frame.at("REQUEST-ID").text() == id) return seen;
-  }
+  return testing::ask(daemon, "greet the operator", id);
 }
 
 }  // namespace

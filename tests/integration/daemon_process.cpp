@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "value/sexp_printer.hpp"
+
 namespace passepartout::testing {
 namespace fs = std::filesystem;
 
@@ -281,6 +283,34 @@ void DaemonProcess::signal(int number) const { REQUIRE(::kill(pid_, number) == 0
 
 std::optional<int> DaemonProcess::wait_exit(std::chrono::milliseconds timeout) {
   return wait_child(pid_, Clock::now() + timeout, reaped_);
+}
+
+std::string user_input(std::string_view text, std::string_view request_id, std::string_view token) {
+  std::string message =
+      "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
+  if (!request_id.empty()) message.insert(message.size() - 1, " :REQUEST-ID \"" + std::string(request_id) + "\"");
+  if (!token.empty()) message.insert(message.size() - 1, " :AUTH \"" + std::string(token) + "\"");
+  return message;
+}
+
+std::string exchange(WireClient& client, const std::string& message, std::string_view request_id) {
+  client.send(message);
+  std::string seen;
+  for (;;) {
+    const Value frame = client.expect_frame();
+    seen += to_sexp(frame) + "\n";
+    if (frame.at("REQUEST-ID").text() == request_id) return seen;
+  }
+}
+
+std::string converse(WireClient& client, std::string_view text, std::string_view request_id) {
+  return exchange(client, user_input(text, request_id), request_id);
+}
+
+std::string ask(const DaemonProcess& daemon, std::string_view text, std::string_view request_id) {
+  WireClient user = WireClient::local(daemon.socket_path());
+  user.expect_handshake();
+  return converse(user, text, request_id);
 }
 
 }  // namespace passepartout::testing

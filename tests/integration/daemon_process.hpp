@@ -1,5 +1,6 @@
 // Test support for the integration tests: the real `passepartout` executable
-// run as a child process in a temp dir (support/wire_client.hpp talks to it).
+// run as a child process in a temp dir (support/wire_client.hpp talks to it),
+// and a user's requests to it.
 #pragma once
 
 #include <sys/types.h>
@@ -124,5 +125,16 @@ class DaemonProcess {
   std::uint16_t port_ = 0;
   std::uint16_t metrics_port_ = 0;
 };
+
+// A user's input as the TUI sends it, with :REQUEST-ID and :AUTH (which
+// every TCP request needs: the daemon's token()) when they are given.
+std::string user_input(std::string_view text, std::string_view request_id = "", std::string_view token = "");
+// Sends `message` on `client` and reads frames until the one answering
+// `request_id`: all of them, printed, one a line.
+std::string exchange(WireClient& client, const std::string& message, std::string_view request_id);
+// The same with `text` as the user's input.
+std::string converse(WireClient& client, std::string_view text, std::string_view request_id);
+// The same on a new connection to the daemon's Unix socket (no token needed).
+std::string ask(const DaemonProcess& daemon, std::string_view text, std::string_view request_id);
 
 }  // namespace passepartout::testing

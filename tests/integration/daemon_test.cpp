@@ -36,6 +36,8 @@ namespace passepartout {
 namespace {
 
 using testing::DaemonProcess;
+using testing::exchange;
+using testing::user_input;
 using testing::WireClient;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -66,28 +68,11 @@ DaemonProcess::Options options(std::vector<std::string> extra_args = {}) {
   return DaemonProcess::Options{std::string(kScript), std::move(extra_args), {}, false, {}};
 }
 
-// User input; over TCP it carries the daemon's token (`token`), as every TCP request must.
-std::string chat(std::string_view text, std::string_view request_id = "", std::string_view token = "") {
-  std::string message =
-      "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) + "\"))";
-  if (!request_id.empty()) message.insert(message.size() - 1, " :REQUEST-ID \"" + std::string(request_id) + "\"");
-  if (!token.empty()) message.insert(message.size() - 1, " :AUTH \"" + std::string(token) + "\"");
-  return message;
-}
-
 // Asks the model, on a connection of its own, for a harmless shell command
 // (the scripted model's "greet the operator"): every frame up to the answer
 // to `id`, printed one a line: what the user is told.
 std::string ask_greeting(const DaemonProcess& daemon, std::string_view id) {
-  WireClient user = WireClient::local(daemon.socket_path());
-  user.expect_handshake();
-  user.send(chat("greet the operator", id));
-  std::string seen;
-  for (;;) {
-    const Value frame = user.expect_frame();
-    seen += to_sexp(frame) + "\n";
-    if (frame.at("REQUEST-ID").text() == id) return seen;
-  }
+  return testing::ask(daemon, "greet the operator", id);
 }
 
 // A fresh connection's health check: the daemon still serves.
@@ -159,7 +144,7 @@ TEST_CASE("a chat goes through the scripted model and comes back with its gate t
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("hello there", "r-1", daemon.token()));
+  client.send(user_input("hello there", "r-1", daemon.token()));
 
   const Value reply = client.expect_frame();
   INFO(to_sexp(reply) << "\n" << daemon.log());
@@ -178,13 +163,13 @@ TEST_CASE("a chat goes through the scripted model and comes back with its gate t
   SECTION("and without a request id the reply alone comes back, on the Unix socket too") {
     WireClient local = WireClient::local(daemon.socket_path());
     local.expect_handshake();
-    local.send(chat("hello again"));
+    local.send(user_input("hello again"));
     CHECK(local.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
     // The next request is answered after it: nothing else was queued in between.
     CHECK(is_health_response(local.request("(:TYPE :HEALTH-CHECK)")));
   }
   SECTION("streamed replies arrive as chunks before the final frame") {
-    client.send(chat("a streamed answer please", "r-2", daemon.token()));
+    client.send(user_input("a streamed answer please", "r-2", daemon.token()));
     std::string streamed;
     Value frame = client.expect_frame();
     while (is_stream_chunk(frame)) {
@@ -202,7 +187,7 @@ TEST_CASE("a destructive shell command from the model is blocked and the user se
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("my disk is full", "r-3", daemon.token()));
+  client.send(user_input("my disk is full", "r-3", daemon.token()));
 
   const Value rejection = client.expect_frame();
   const std::string printed = to_sexp(rejection);
@@ -252,7 +237,7 @@ TEST_CASE("non-ASCII text is counted in code points both ways", "[integration]")
   client.send_raw("000020" + payload);
   CHECK(is_health_response(client.expect_frame()));
 
-  client.send(chat("a naïve question", "r-4", daemon.token()));
+  client.send(user_input("a naïve question", "r-4", daemon.token()));
   const Value reply = client.expect_frame();
   INFO(to_sexp(reply));
   CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Déjà vu: a naïve café ☕");
@@ -318,7 +303,7 @@ TEST_CASE("SIGTERM lets the request in flight finish, then the daemon exits 0", 
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("answer slowly", "r-5", daemon.token()));
+  client.send(user_input("answer slowly", "r-5", daemon.token()));
   REQUIRE(poll_status(daemon, [](const Value& status) {
     return status.path({"PAYLOAD", "IN-FLIGHT"}).as_integer() >= 1;
   }));
@@ -393,7 +378,7 @@ TEST_CASE("an action held for approval runs once when an operator approves it, a
   {
     WireClient client = WireClient::local(first.socket_path());
     client.expect_handshake();
-    client.send(chat("greet the operator", "g1"));
+    client.send(user_input("greet the operator", "g1"));
     for (;;) {
       const Value frame = client.expect_frame();
       INFO(to_sexp(frame));
@@ -553,7 +538,7 @@ TEST_CASE("an approved run the daemon died during reads as interrupted once it i
   DaemonProcess first(options());
   WireClient client = WireClient::local(first.socket_path());
   client.expect_handshake();
-  client.send(chat("take your time", "t1"));
+  client.send(user_input("take your time", "t1"));
   for (;;) {
     const Value frame = client.expect_frame();
     if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
@@ -762,7 +747,7 @@ TEST_CASE("with --log-json, gate decisions carry skill, version, verdict, sessio
   DaemonProcess daemon(options({"--log-json"}));
   WireClient client = WireClient::local(daemon.socket_path());
   client.expect_handshake();
-  client.send(chat("my disk is full", "d1"));
+  client.send(user_input("my disk is full", "d1"));
   for (;;) {
     if (client.expect_frame().at("REQUEST-ID").text() == "d1") break;
   }
@@ -820,17 +805,6 @@ TEST_CASE("a daemon logs at start which protections a skill process gets on this
   CHECK(daemon.wait_for_log(line));
 }
 
-// Frames a request got, up to the response with `id`, printed one a line.
-std::string exchange(WireClient& client, const std::string& message, std::string_view id) {
-  client.send(message);
-  std::string seen;
-  for (;;) {
-    const Value frame = client.expect_frame();
-    seen += to_sexp(frame) + "\n";
-    if (frame.at("REQUEST-ID").text() == id) return seen;
-  }
-}
-
 // A local user without the token asks for a file of the daemon's workspace
 // with a raw tool action: refused over TCP; with the token, served.
 TEST_CASE("over TCP, a raw action without the token is refused and with it is served", "[integration][auth]") {
@@ -861,7 +835,7 @@ TEST_CASE("a tokenless Lisp-style client is served with --tcp-auth user-input an
     DaemonProcess daemon(options());
     WireClient lisp = WireClient::tcp(daemon.port());
     lisp.expect_handshake();
-    lisp.send(chat("hello", ""));
+    lisp.send(user_input("hello", ""));
     const Value refused = lisp.expect_frame();
     INFO(to_sexp(refused));
     CHECK(error_response_code(refused) == "UNAUTHORIZED");
@@ -871,12 +845,12 @@ TEST_CASE("a tokenless Lisp-style client is served with --tcp-auth user-input an
     CHECK(daemon.wait_for_log("--tcp-auth user-input: any local user may send user input over TCP"));
     WireClient lisp = WireClient::tcp(daemon.port());
     lisp.expect_handshake();
-    lisp.send(chat("hello", ""));  // exactly what a Lisp peer sends: no :REQUEST-ID, no :AUTH
+    lisp.send(user_input("hello", ""));  // exactly what a Lisp peer sends: no :REQUEST-ID, no :AUTH
     const Value reply = lisp.expect_frame();
     INFO(to_sexp(reply));
     CHECK(reply.path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
 
-    const std::string approval = exchange(lisp, chat("greet the operator", "g"), "g");
+    const std::string approval = exchange(lisp, user_input("greet the operator", "g"), "g");
     INFO(approval);
     CHECK(approval.find("only an authenticated client may ask for one") != std::string::npos);
     CHECK(approval.find("APPROVAL-REQUIRED") == std::string::npos);
@@ -1018,7 +992,7 @@ TEST_CASE("32 clients that send large events and never read stay within the repl
   CHECK(daemon.wait_for_log("bytes of unread replies were the most while all connections together held more than"));
   WireClient polite = WireClient::tcp(daemon.port());
   polite.expect_handshake();
-  polite.send(chat("hello", "p", daemon.token()));
+  polite.send(user_input("hello", "p", daemon.token()));
   CHECK(polite.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
   const std::size_t rss_after = rss_kib(daemon.pid());
   INFO("RSS " << rss_before << " -> " << rss_after << " KiB");
@@ -1275,7 +1249,7 @@ TEST_CASE("killed with SIGKILL while it records, the daemon leaves every written
   DaemonProcess daemon(options());
   WireClient client = WireClient::tcp(daemon.port());
   client.expect_handshake();
-  client.send(chat("my disk is full", "r-0", daemon.token()));  // shell-guard blocks it
+  client.send(user_input("my disk is full", "r-0", daemon.token()));  // shell-guard blocks it
   CHECK(client.expect_frame().at("TYPE").is_keyword("LOG"));
   CHECK(client.expect_frame().at("REQUEST-ID").text() == "r-0");
   // The writer has put it on disk once STATUS counts it.
@@ -1283,7 +1257,7 @@ TEST_CASE("killed with SIGKILL while it records, the daemon leaves every written
     return response.path({"PAYLOAD", "DECISIONS-WRITTEN"}).as_integer() >= 1;
   }));
   // A burst still being recorded when the process dies.
-  for (int i = 0; i < 300; ++i) client.send(chat("hello", "", daemon.token()));
+  for (int i = 0; i < 300; ++i) client.send(user_input("hello", "", daemon.token()));
   CHECK(client.expect_frame().path({"PAYLOAD", "TEXT"}).text() == "Hello! How can I help?");
   daemon.signal(SIGKILL);
   CHECK_FALSE(daemon.wait_exit().has_value());  // a signal ended it

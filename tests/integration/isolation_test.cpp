@@ -35,6 +35,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::ask;
+using testing::converse;
 using testing::DaemonProcess;
 using testing::WireClient;
 
@@ -92,29 +94,6 @@ class IsolationSetup {
  private:
   testing::TempDir root_;
 };
-
-std::string chat(std::string_view text, std::string_view request_id) {
-  return "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) +
-         "\") :REQUEST-ID \"" + std::string(request_id) + "\")";
-}
-
-// Sends `text` as a chat on `client` and reads frames until the one answering
-// it: all of them, printed, one a line.
-std::string converse(WireClient& client, std::string_view text, std::string_view id) {
-  client.send(chat(text, id));
-  std::string seen;
-  for (;;) {
-    const Value frame = client.expect_frame();
-    seen += to_sexp(frame) + "\n";
-    if (frame.at("REQUEST-ID").text() == id) return seen;
-  }
-}
-
-std::string ask(const DaemonProcess& daemon, std::string_view text, std::string_view id) {
-  WireClient user = WireClient::local(daemon.socket_path());
-  user.expect_handshake();
-  return converse(user, text, id);
-}
 
 bool passed(const std::string& answer) { return answer.find("APPROVAL-REQUIRED") != std::string::npos; }
 

@@ -30,6 +30,7 @@ namespace passepartout {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::converse;
 using testing::DaemonProcess;
 using testing::http_get;
 using testing::WireClient;
@@ -49,17 +50,6 @@ DaemonProcess::Options with_metrics(std::vector<std::string> extra_args = {}) {
   options.extra_args = std::move(extra_args);
   options.metrics_port = "0";
   return options;
-}
-
-// Sends user input on `client` (the Unix socket: no token needed) and reads
-// frames until the one that ends the request.
-void chat(WireClient& client, std::string_view text, std::string_view request_id) {
-  client.send("(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) +
-              "\") :REQUEST-ID \"" + std::string(request_id) + "\")");
-  for (;;) {
-    const Value frame = client.expect_frame();
-    if (frame.at("REQUEST-ID").is_string() && frame.at("REQUEST-ID").text() == request_id) return;
-  }
 }
 
 // The samples of an exposition: "name{labels}" -> value.
@@ -133,8 +123,8 @@ TEST_CASE("a scrape after real traffic, a blocked action among it, passes promto
   {
     WireClient client = WireClient::local(daemon.socket_path());
     client.expect_handshake();
-    chat(client, "hello there", "m-1");
-    chat(client, "my disk is full", "m-2");  // the model proposes rm -rf; shell-guard blocks it
+    converse(client, "hello there", "m-1");
+    converse(client, "my disk is full", "m-2");  // the model proposes rm -rf; shell-guard blocks it
   }
   const std::string text = scrape(daemon.metrics_port());
   INFO(text);
@@ -180,7 +170,7 @@ TEST_CASE("scrapes while signals flow succeed and their counters never go down",
         WireClient client = WireClient::local(daemon.socket_path());
         client.expect_handshake();
         for (int i = 0; i < kChatsEach; ++i) {
-          chat(client, i % 5 == 0 ? "my disk is full" : "hello", "c" + std::to_string(c) + "-" + std::to_string(i));
+          converse(client, i % 5 == 0 ? "my disk is full" : "hello", "c" + std::to_string(c) + "-" + std::to_string(i));
           chats_done.fetch_add(1);
         }
       } catch (const std::exception& e) {

@@ -20,6 +20,7 @@ namespace passepartout {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::converse;
 using testing::DaemonProcess;
 using testing::WireClient;
 
@@ -31,21 +32,6 @@ constexpr std::string_view kScript = R"(rules:
   - match: 'disk'
     reply: '(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "rm -rf ~/scratch" :EXPLANATION "Freeing space on the disk."))'
 )";
-
-std::string chat(std::string_view text, std::string_view request_id) {
-  return "(:TYPE :EVENT :META (:SOURCE :TUI) :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" + std::string(text) +
-         "\") :REQUEST-ID \"" + std::string(request_id) + "\")";
-}
-
-// Sends the chat and reads frames until the one that ends its request.
-void converse(WireClient& client, std::string_view text, std::string_view request_id) {
-  client.send(chat(text, request_id));
-  for (;;) {
-    const Value frame = client.expect_frame();
-    INFO(to_sexp(frame));
-    if (frame.at("REQUEST-ID").is_string() && frame.at("REQUEST-ID").text() == request_id) return;
-  }
-}
 
 // The bundled manifests copied into `folder`, policy wanting explanations
 // longer than 100 characters (every recorded one is shorter).
