@@ -52,6 +52,17 @@ std::vector<ToolSpec> tool_specs(const Value& tools) {
   return specs;
 }
 
+Json function_tools(const std::vector<ToolSpec>& specs) {
+  Json tools = Json::array();
+  for (const ToolSpec& spec : specs) {
+    Json function = {{"name", spec.name}};
+    if (!spec.description.empty()) function["description"] = spec.description;
+    function["parameters"] = spec.parameters;
+    tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return tools;
+}
+
 Json arguments_object(std::string_view arguments) {
   Json json = Json::parse(arguments, nullptr, false);
   return json.is_object() ? json : Json::object();

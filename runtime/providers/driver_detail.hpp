@@ -30,6 +30,10 @@ struct ToolSpec {
   Json parameters;
 };
 std::vector<ToolSpec> tool_specs(const Value& tools);
+// The tools as OpenAI's chat completions take them, as Ollama's /api/chat
+// does too: [{"type":"function","function":{name, description (when it has
+// one), parameters}}].
+Json function_tools(const std::vector<ToolSpec>& specs);
 // A call's arguments text as a JSON object ({} when it is not one: the
 // transcript only holds arguments checked when the reply came).
 Json arguments_object(std::string_view arguments);

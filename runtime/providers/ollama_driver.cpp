@@ -139,14 +139,7 @@ class OllamaDriver final : public Driver {
     const auto specs =
         settings.tools ? driver_detail::tool_specs(request.tools) : std::vector<driver_detail::ToolSpec>{};
     if (!specs.empty()) {
-      Json tools = Json::array();
-      for (const auto& spec : specs) {
-        Json function = {{"name", spec.name}};
-        if (!spec.description.empty()) function["description"] = spec.description;
-        function["parameters"] = spec.parameters;
-        tools.push_back({{"type", "function"}, {"function", std::move(function)}});
-      }
-      body["tools"] = std::move(tools);
+      body["tools"] = driver_detail::function_tools(specs);
     }
 
     HttpCall call{"POST", driver_detail::join_url(settings.base_url, "/api/chat"), {}, driver_detail::dump(body)};

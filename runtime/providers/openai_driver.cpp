@@ -206,14 +206,7 @@ class OpenAiDriver final : public Driver {
     const auto specs =
         settings.tools ? driver_detail::tool_specs(request.tools) : std::vector<driver_detail::ToolSpec>{};
     if (!specs.empty()) {
-      Json tools = Json::array();
-      for (const auto& spec : specs) {
-        Json function = {{"name", spec.name}};
-        if (!spec.description.empty()) function["description"] = spec.description;
-        function["parameters"] = spec.parameters;
-        tools.push_back({{"type", "function"}, {"function", std::move(function)}});
-      }
-      body["tools"] = std::move(tools);
+      body["tools"] = driver_detail::function_tools(specs);
       if (settings.tool_choice) body["tool_choice"] = "auto";
       if (settings.parallel_tool_calls) body["parallel_tool_calls"] = true;
     }
