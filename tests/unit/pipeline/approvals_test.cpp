@@ -259,7 +259,9 @@ TEST_CASE("a store the previous version wrote opens: its approvals get their ses
   StoreRig rig;
   const std::string printed = to_sexp(sexp(kAction));
   const std::string sha = sha256_hex(printed);
-  // Version 1's schema, as it shipped.
+  // Version 1's schema, as it shipped: a copy on purpose, not the store's
+  // first migration, so that an edit to that migration cannot change what
+  // this test upgrades from.
   raw_exec(rig.file, R"sql(
 CREATE TABLE approvals (
   token TEXT PRIMARY KEY NOT NULL,
