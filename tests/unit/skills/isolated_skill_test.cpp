@@ -109,6 +109,18 @@ GateAnswer gate(const Slot& slot, const Value& action = kAction) {
 
 bool process_exists(int pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
+// Waits (bounded) until the restart thread has restarted `slot`'s worker
+// `restarts` times in all and the new worker runs; no call is made to it meanwhile.
+bool wait_restarted(const Slot& slot, std::uint64_t restarts) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    const IsolationStatus status = slot.isolation_status();
+    if (status.restarts >= restarts && status.pid > 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);  // status is polled: the restart reports to nobody
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a gate in a worker process answers through the channel and its log lines reach the host",
@@ -300,8 +312,9 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
   REQUIRE(::kill(first, SIGKILL) == 0);
   CHECK(gate(*slot).error == "skill process died: SIGKILL");
   // Within the backoff: fails at once.
-  CHECK(gate(*slot).error == "skill process restarting after it died: SIGKILL");
+  CHECK(gate(*slot).error == "skill process restarting after it died: SIGKILL (restart pending)");
   iso.clock.advance(100ms);
+  REQUIRE(wait_restarted(*slot, 1));
   const GateAnswer restarted = gate(*slot);
   CHECK(restarted.status == PP_OK);
   CHECK(slot->isolation_status().restarts == 1);
@@ -314,8 +327,9 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
     CHECK(gate(*slot).error == "skill process died: SIGSEGV");
     if (death == 5) break;
     iso.clock.advance(backoff - 1ms);
-    CHECK(gate(*slot).error == "skill process restarting after it died: SIGSEGV");
+    CHECK(gate(*slot).error == "skill process restarting after it died: SIGSEGV (restart pending)");
     iso.clock.advance(1ms);
+    REQUIRE(wait_restarted(*slot, static_cast<std::uint64_t>(death)));
     CHECK(gate(*slot).status == PP_OK);
     backoff *= 2;
   }
@@ -332,6 +346,71 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
 
   auto reloaded = iso.load("pass-gate-0");
   CHECK(gate(*reloaded).status == PP_OK);
+}
+
+TEST_CASE("a dead worker comes back once its backoff passed, without a call to bring it", "[skills][isolation]") {
+  Isolated iso;
+  LogCapture capture;
+  auto slot = iso.load("pass-gate-0");
+  const int first = slot->isolation_status().pid;
+  REQUIRE(::kill(first, SIGKILL) == 0);
+  CHECK(gate(*slot).error == "skill process died: SIGKILL");  // the call that finds it dead
+  CHECK(slot->isolation_status().pid == 0);
+  CHECK(slot->isolation_status().last_death == "skill process died: SIGKILL");
+  iso.clock.advance(100ms);
+  REQUIRE(wait_restarted(*slot, 1));
+  const IsolationStatus status = slot->isolation_status();
+  CHECK(status.pid != first);
+  CHECK(process_exists(status.pid));
+  CHECK(status.last_death == "skill process died: SIGKILL");
+  CHECK(capture.contains("pass-gate-0: its process was restarted after it died (SIGKILL); the state it held was lost"));
+  CHECK(gate(*slot).status == PP_OK);
+}
+
+TEST_CASE("a call while its worker restarts fails at once, naming the death and the restart in progress",
+          "[skills][isolation]") {
+  passepartout::testing::TempDir held;
+  // World-readable: a root test run's skill process runs as nobody.
+  std::filesystem::permissions(held.path(), std::filesystem::perms(0755));
+  const std::filesystem::path hold = held.path() / "hold";
+  Isolated iso;
+  auto slot = iso.load("slow-gate", "config: { sleep-ms: 0, max-ms: 20000, hold-create-while: " + hold.string() +
+                                        " }\nsandbox: { files: [" + held.path().string() + "] }\n");
+  REQUIRE(gate(*slot).status == PP_OK);
+  // From now on a create holds until the file is gone (at most 20 s): the restart's will.
+  std::ofstream(hold) << "hold\n";
+  std::filesystem::permissions(hold, std::filesystem::perms(0644));
+  REQUIRE(::kill(slot->isolation_status().pid, SIGKILL) == 0);
+  CHECK(gate(*slot).error == "skill process died: SIGKILL");
+  iso.clock.advance(100ms);
+
+  const std::string in_progress = "skill process restarting after it died: SIGKILL (restart in progress)";
+  GateAnswer answer;
+  std::chrono::steady_clock::duration longest{};
+  const auto patience = std::chrono::steady_clock::now() + 10s;
+  do {
+    const auto asked = std::chrono::steady_clock::now();
+    answer = gate(*slot);
+    longest = std::max(longest, std::chrono::steady_clock::now() - asked);
+    if (answer.error != in_progress) std::this_thread::sleep_for(1ms);  // polled until the restart starts
+  } while (answer.error != in_progress && std::chrono::steady_clock::now() < patience);
+  REQUIRE(answer.error == in_progress);
+  // Every call answered at once, whatever the restart was doing.
+  CHECK(longest < 2s);
+  CHECK(answer.status == PP_ERROR);
+  CHECK(slot->isolation_status().pid == 0);
+  CHECK(slot->isolation_status().restarts == 0);
+
+  SECTION("the restart completes once its create returns") {
+    std::filesystem::remove(hold);
+    REQUIRE(wait_restarted(*slot, 1));
+    CHECK(gate(*slot).status == PP_OK);
+  }
+  SECTION("destroying the skill ends the restart in progress at once") {
+    const auto started = std::chrono::steady_clock::now();
+    slot.reset();
+    CHECK(std::chrono::steady_clock::now() - started < 5s);  // not the 10 s control budget, nor the 20 s hold
+  }
 }
 
 namespace {
