@@ -195,7 +195,7 @@ std::string skills_table(const Value& skills, bool with_details) {
     const std::string name = display_text(skill.at("NAME"));
     const std::string state = json_key(display_text(skill.at("STATE")));
     std::string sha = display_text(skill.at("SHA256")).substr(0, 12);
-    // "in-process", or "process (pid 1234, 2 restarts)" / "process (quarantined)".
+    // "in-process", or "process (pid 1234, 2 restarts, 3 sandbox denials)" / "process (quarantined)".
     std::string isolation = display_text(skill.at("ISOLATION"));
     if (isolation.empty()) isolation = "-";
     if (isolation == "process") {
@@ -209,6 +209,11 @@ std::string skills_table(const Value& skills, bool with_details) {
       }
       const std::int64_t restarts = skill.at("RESTARTS").as_integer();
       if (restarts > 0) detail += ", " + std::to_string(restarts) + (restarts == 1 ? " restart" : " restarts");
+      // Only where non-zero: a denial is worth a look (the log names the system call).
+      const std::int64_t denials = skill.at("SANDBOX-DENIALS").as_integer();
+      if (denials > 0) {
+        detail += ", " + std::to_string(denials) + (denials == 1 ? " sandbox denial" : " sandbox denials");
+      }
       isolation += " (" + detail + ")";
     }
     if (with_details) {

@@ -664,25 +664,34 @@ int Daemon::Impl::shutdown() {
   notifier.notify("STOPPING=1\nSTATUS=stopping");
   stopping.store(true, std::memory_order_relaxed);
   if (heartbeat) heartbeat->stop();
-  watcher.reset();
+  // Asked now, joined below: a rescan of its may be waiting on the control thread.
+  if (watcher) watcher->request_stop();
   const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;
   if (server) server->begin_stop();
+  bool in_flight = false;
   if (pipeline) {
     // Before the loops and pools stop: each call ends as cancelled, its
     // transfer removed, and its signal's loop ends.
     pipeline->cancel_calls();
     // Poll: the pipeline reports only a count, and the wait is bounded.
     while (pipeline->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-    if (pipeline->in_flight() > 0) {
-      // A skill's hook that has not returned cannot be interrupted, and its
-      // thread cannot be joined: save what matters from this thread and end
-      // the process now, rather than wait on it past the grace.
-      if (std::vector<RunningHookOf> stuck = running_hooks(); !stuck.empty()) exit_with_stuck_hooks(stuck);
-      log_message(LogLevel::warn, kComponent, "{} signal(s) still in flight after the grace; interrupting",
-                  pipeline->in_flight());
-      pipeline->interrupt();
-    }
+    in_flight = pipeline->in_flight() > 0;
   }
+  // A change in progress (a reload's create, self-test, state export or
+  // import) has the same grace: the control pool and the watcher are joined below.
+  const bool control_busy = skills && !skills->control().wait_idle_until(deadline);
+  if (in_flight || control_busy) {
+    // A skill's hook that has not returned cannot be interrupted, and its
+    // thread cannot be joined: save what matters from this thread and end
+    // the process now, rather than wait on it past the grace.
+    if (std::vector<RunningHookOf> stuck = running_hooks(); !stuck.empty()) exit_with_stuck_hooks(stuck);
+  }
+  if (in_flight) {
+    log_message(LogLevel::warn, kComponent, "{} signal(s) still in flight after the grace; interrupting",
+                pipeline->in_flight());
+    pipeline->interrupt();
+  }
+  watcher.reset();
   if (server) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

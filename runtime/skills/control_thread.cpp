@@ -1,6 +1,8 @@
 // ControlThread's queue and loop.
 #include "skills/control_thread.hpp"
 
+#include "base/crash_context.hpp"
+
 namespace passepartout {
 
 void ControlThread::Queue::post(std::function<void()> task) {
@@ -42,7 +44,13 @@ ControlThread::~ControlThread() {
   for (auto& task : rest) task();
 }
 
+bool ControlThread::wait_idle_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(queue_->mutex_);
+  return queue_->idle_.wait_until(lock, deadline, [this] { return !queue_->running_ && queue_->tasks_.empty(); });
+}
+
 void ControlThread::loop() {
+  publish_running_hook("the control");  // a hook stuck here is named at shutdown
   for (;;) {
     std::function<void()> task;
     {
@@ -51,9 +59,13 @@ void ControlThread::loop() {
       if (queue_->tasks_.empty()) return;  // stopped and drained
       task = std::move(queue_->tasks_.front());
       queue_->tasks_.pop_front();
+      queue_->running_ = true;
     }
     task();
+    task = nullptr;  // what the task held goes before the thread counts as idle
     std::lock_guard lock(queue_->mutex_);
+    queue_->running_ = false;
+    if (queue_->tasks_.empty()) queue_->idle_.notify_all();
     if (queue_->stopped_ && queue_->tasks_.empty()) return;
   }
 }

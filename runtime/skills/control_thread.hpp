@@ -2,6 +2,7 @@
 // publishes, and destroys retired slots (dlopen/dlclose happen only here).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -16,7 +17,9 @@ namespace passepartout {
 // Runs posted tasks in order on one thread. post() and run() from any thread;
 // the destructor runs what is queued, then joins. Tasks posted after the
 // thread stopped run inline on the poster (so a late slot release still
-// destroys the slot instead of leaking it).
+// destroys the slot instead of leaking it). The thread publishes its running
+// hook (crash_context.hpp), so a skill's hook stuck on it (create, self-test,
+// state export and import) is named at shutdown as "on the control thread".
 class ControlThread {
  public:
   ControlThread();
@@ -26,6 +29,10 @@ class ControlThread {
 
   void post(std::function<void()> task) { queue_->post(std::move(task)); }
   bool is_current() const noexcept { return std::this_thread::get_id() == queue_->thread_id(); }
+
+  // Waits until no task runs or waits, or `deadline` passes; true when idle.
+  // Any thread but the control thread itself.
+  bool wait_idle_until(std::chrono::steady_clock::time_point deadline);
 
   // Runs `f` on the control thread and returns its result; inline when
   // already there. Exceptions propagate to the caller.
@@ -49,7 +56,9 @@ class ControlThread {
     friend class ControlThread;
     mutable std::mutex mutex_;  // guards everything below
     std::condition_variable ready_;
+    std::condition_variable idle_;  // a task finished with nothing queued
     std::deque<std::function<void()>> tasks_;
+    bool running_ = false;  // the thread is in a task
     bool stopped_ = false;
     std::thread::id thread_id_;
   };

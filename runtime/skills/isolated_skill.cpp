@@ -1,11 +1,13 @@
 // ProcessSkillLibrary: the proxy table's hooks (each a request to the worker
-// and a strictly checked reply), starting and restarting the worker.
+// and a strictly checked reply), starting the worker, and the thread that restarts it.
 #include "skills/isolated_skill.hpp"
 
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <span>
+#include <system_error>
 #include <utility>
 
 #include "base/log.hpp"
@@ -248,17 +250,35 @@ Result<std::unique_ptr<ProcessSkillLibrary>> ProcessSkillLibrary::start(const Sk
   if (!options.check_permissions) library->worker_arguments_.emplace_back("--no-permission-check");
   if (manifest.never_unload) library->worker_arguments_.emplace_back("--never-unload");
 
-  std::lock_guard lock(library->mutex_);
-  if (auto ok = library->start_worker_locked(); !ok) return fail(ok.error().code, ok.error().message);
+  auto first = library->spawn_worker();
+  if (!first) return fail(first.error().code, first.error().message);
+  {
+    std::lock_guard lock(library->mutex_);
+    library->starting_.reset();
+    library->worker_ = std::move(*first);
+  }
+  try {
+    library->restarter_ = std::thread([raw = library.get()] { raw->restart_loop(); });
+  } catch (const std::system_error& error) {
+    return fail(ErrorCode::io_error,
+                "skill '" + manifest.name + "': cannot start the thread that restarts its process: " + error.what());
+  }
   return library;
 }
 
 ProcessSkillLibrary::~ProcessSkillLibrary() {
   std::shared_ptr<WorkerProcess> worker;
+  std::shared_ptr<WorkerProcess> starting;
   {
     std::lock_guard lock(mutex_);
+    stopping_ = true;
     worker = std::move(worker_);
+    starting = starting_;
   }
+  restart_wanted_.notify_all();
+  // A restart in progress ends at once: its calls to the new worker fail.
+  if (starting) starting->kill_for("stopped");
+  if (restarter_.joinable()) restarter_.join();
   if (worker) worker->kill_for("stopped");
 }
 
@@ -266,12 +286,22 @@ std::chrono::steady_clock::time_point ProcessSkillLibrary::now() const {
   return clock_ ? clock_() : std::chrono::steady_clock::now();
 }
 
-Result<void> ProcessSkillLibrary::start_worker_locked() {
+Result<std::shared_ptr<WorkerProcess>> ProcessSkillLibrary::spawn_worker() {
   const std::string who = "skill '" + name_ + "'";
   auto spawned = WorkerProcess::spawn({executable_, worker_arguments_, lanes_, memory_limit_,
                                        [this](const std::vector<std::string>& names) { note_denials(names); }});
   if (!spawned) return fail(spawned.error().code, who + ": " + spawned.error().message);
   std::shared_ptr<WorkerProcess> worker = std::move(*spawned);
+  bool stopping = false;
+  {
+    std::lock_guard lock(mutex_);
+    stopping = stopping_;
+    if (!stopping) starting_ = worker;
+  }
+  if (stopping) {
+    worker->kill_for("stopped");
+    return fail(ErrorCode::failed, who + ": stopped while its process started");
+  }
   const std::string skill = name_;
   auto reply =
       worker->call(FrameKind::hello, Value::nil(), control_budget_,
@@ -296,9 +326,44 @@ Result<void> ProcessSkillLibrary::start_worker_locked() {
     worker->kill_for("garbage");
     return fail(ErrorCode::failed, who + ": its restarted process describes other hooks than before");
   }
-  worker_ = std::move(worker);
-  death_noted_ = false;
-  return {};
+  return worker;
+}
+
+Result<std::shared_ptr<WorkerProcess>> ProcessSkillLibrary::restart_worker(bool create, const Value& config) {
+  auto started = spawn_worker();
+  if (!started || !create) return started;
+  std::shared_ptr<WorkerProcess> worker = std::move(*started);
+  const std::string skill = name_;
+  auto log = [&skill](std::int64_t level, const std::string& text) { log_from_worker(skill, level, text); };
+  // (status error): the status, and the skill's own words when it gave some.
+  auto refusal = [](const Value& reply, const char* what) -> std::optional<std::string> {
+    const auto items = reply.items();
+    if (reply.is_list() && !items.empty() && items[0].is_integer() && items[0].as_integer() == PP_OK) {
+      return std::nullopt;
+    }
+    std::string reason = std::string(what) + " failed in the restarted process";
+    if (items.size() >= 2 && items[1].is_string() && !items[1].text().empty()) {
+      reason += ": " + std::string(items[1].text());
+    }
+    return reason;
+  };
+  std::optional<std::string> failure;
+  auto created = worker->call(FrameKind::create, Value::list({config}), control_budget_, log);
+  if (!created) {
+    failure = created.error().message;
+  } else {
+    failure = refusal(*created, "create");
+  }
+  if (!failure && (hook_mask_ & kHookSelfTest) != 0) {
+    auto tested = worker->call(FrameKind::self_test, Value::nil(), control_budget_, log);
+    failure = tested ? refusal(*tested, "self-test") : tested.error().message;
+  }
+  if (failure) {
+    // The reason it died, when it did (a crash in create); else what it is killed for.
+    worker->kill_for(*failure);
+    return fail(ErrorCode::failed, worker->death_reason());
+  }
+  return worker;
 }
 
 constexpr std::size_t kMaxLoggedDenials = 512;
@@ -400,14 +465,60 @@ Result<void> ProcessSkillLibrary::read_description(const Value& description) {
 void ProcessSkillLibrary::note_death_locked(const WorkerProcess& worker) {
   if (death_noted_ || worker_.get() != &worker) return;
   death_noted_ = true;
-  const std::string reason = worker.death_reason();
+  record_death_locked(worker.death_reason());
+}
+
+void ProcessSkillLibrary::record_death_locked(const std::string& reason) {
   const bool quarantined = restarts_.record_death(now(), reason);
   if (quarantined) {
+    restart_due_ = false;
     log_message(LogLevel::error, name_, "{}", restarts_.quarantine_reason());
     if (on_quarantine_) on_quarantine_(name_, restarts_.quarantine_reason());
     return;
   }
   log_message(LogLevel::error, name_, "{}; restarting it in {}", reason, human_duration(restarts_.backoff()));
+  restart_due_ = true;
+  restart_wanted_.notify_all();
+}
+
+void ProcessSkillLibrary::restart_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    restart_wanted_.wait(lock, [this] { return stopping_ || restart_due_; });
+    if (stopping_) return;
+    if (restarts_.quarantined()) {
+      restart_due_ = false;
+      continue;
+    }
+    const auto at = now();
+    if (at < restarts_.next_start()) {
+      // One wait with the steady clock. An injected clock (tests) that has
+      // not moved far enough is looked at again once as long passed.
+      restart_wanted_.wait_for(lock, restarts_.next_start() - at);
+      continue;
+    }
+    restart_due_ = false;
+    restarting_ = true;
+    const bool create = created_;
+    const Value config = config_;
+    const std::string last = restarts_.last_death();
+    lock.unlock();
+    auto started = restart_worker(create, config);
+    lock.lock();
+    restarting_ = false;
+    starting_.reset();
+    if (stopping_) return;  // `started`, if up, is killed as it goes
+    if (!started) {
+      // A restart that fails counts as another death: it backs off and, repeated, quarantines.
+      record_death_locked(started.error().message);
+      continue;
+    }
+    worker_ = std::move(*started);
+    death_noted_ = false;
+    restarts_.record_restart();
+    log_message(LogLevel::warn, name_, "its process was restarted after it died ({}); the state it held was lost",
+                short_death_reason(last));
+  }
 }
 
 Result<std::shared_ptr<WorkerProcess>> ProcessSkillLibrary::live_worker() {
@@ -418,44 +529,11 @@ Result<std::shared_ptr<WorkerProcess>> ProcessSkillLibrary::live_worker() {
     return fail(ErrorCode::failed,
                 restarts_.quarantine_reason() + "; `passepartout skills reload " + name_ + "` to try again");
   }
-  if (!restarts_.may_start(now())) {
-    return fail(ErrorCode::failed,
-                "skill process restarting after it died: " + short_death_reason(restarts_.last_death()));
-  }
-  const std::string last = restarts_.last_death();
-  auto started = start_worker_locked();
-  if (started && created_) {
-    const std::string skill = name_;
-    auto log = [&skill](std::int64_t level, const std::string& text) { log_from_worker(skill, level, text); };
-    auto created = worker_->call(FrameKind::create, Value::list({config_}), control_budget_, log);
-    if (created && (!created->is_list() || created->items().empty() || !created->items()[0].is_integer() ||
-                    created->items()[0].as_integer() != PP_OK)) {
-      started = fail(ErrorCode::failed, "create failed in the restarted process");
-    } else if (!created) {
-      started = fail(ErrorCode::failed, created.error().message);
-    } else if ((hook_mask_ & kHookSelfTest) != 0) {
-      auto tested = worker_->call(FrameKind::self_test, Value::nil(), control_budget_, log);
-      if (!tested || !tested->is_list() || tested->items().empty() || !tested->items()[0].is_integer() ||
-          tested->items()[0].as_integer() != PP_OK) {
-        started = fail(ErrorCode::failed, "self-test failed in the restarted process");
-      }
-    }
-  }
-  if (!started) {
-    // A restart that fails counts as another death: it backs off and, repeated, quarantines.
-    if (worker_) worker_->kill_for(started.error().message);
-    death_noted_ = false;
-    if (!worker_) {
-      restarts_.record_death(now(), started.error().message);
-    } else {
-      note_death_locked(*worker_);
-    }
-    return fail(ErrorCode::failed, "skill process restarting after it died: " + short_death_reason(last));
-  }
-  restarts_.record_restart();
-  log_message(LogLevel::warn, name_, "its process was restarted after it died ({}); the state it held was lost",
-              short_death_reason(last));
-  return worker_;
+  if (restarts_.last_death().empty()) return fail(ErrorCode::failed, "the skill's process is not running");
+  // No wait here: the restart thread brings the worker back.
+  return fail(ErrorCode::failed,
+              "skill process restarting after it died: " + short_death_reason(restarts_.last_death()) +
+                  (restarting_ ? " (restart in progress)" : " (restart pending)"));
 }
 
 Result<Value> ProcessSkillLibrary::call(FrameKind kind, const Value& request, std::chrono::milliseconds budget) {
@@ -521,7 +599,8 @@ IsolationStatus ProcessSkillLibrary::isolation_status() const {
   status.tier = Isolation::process;
   status.pid = worker_ && !worker_->is_dead() ? worker_->pid() : 0;
   status.restarts = restarts_.restarts();
-  status.last_death = worker_ && worker_->is_dead() ? worker_->death_reason() : restarts_.last_death();
+  // A death not counted yet (a call is about to) is the latest; else the policy's (a failed restart's reason).
+  status.last_death = worker_ && worker_->is_dead() && !death_noted_ ? worker_->death_reason() : restarts_.last_death();
   status.quarantined = restarts_.quarantined();
   status.quarantine_reason = restarts_.quarantine_reason();
   status.sandbox_denials = sandbox_denials_.load(std::memory_order_relaxed);

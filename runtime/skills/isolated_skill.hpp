@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/result.hpp"
@@ -44,9 +46,11 @@ enum WorkerHook : std::uint32_t {
 
 // Created by SkillLoader on the control thread; its hooks are called from any
 // thread, as any skill's. Owns the worker process: destroying it kills the
-// worker. A dead worker is restarted by the next call after its backoff
-// (RestartPolicy), with the config it was created with and its self-test;
-// its state is lost.
+// worker. When a call finds its worker dead, a restart is scheduled for when
+// the backoff has passed (RestartPolicy) and made by the library's own restart
+// thread, with the config the instance was created with and its self-test;
+// the state is lost. No call waits for a restart: until the new worker is up,
+// calls fail at once saying why.
 class ProcessSkillLibrary final : public SkillLibrary {
  public:
   // Starts the worker for `manifest` (the library at `source`, whose bytes
@@ -65,8 +69,8 @@ class ProcessSkillLibrary final : public SkillLibrary {
   // The proxy table, for SkillTable::read (which checks it as any skill's table).
   const pp_skill_api& table() const noexcept { return table_; }
 
-  // One request to the worker (restarting it first when it died and its
-  // backoff passed); failed with the reason the call could not be answered.
+  // One request to the worker; failed with the reason the call could not be
+  // answered (at once, when no worker is live: it died, or is restarting).
   Result<Value> call(FrameKind kind, const Value& request, std::chrono::milliseconds budget);
   // Kills the worker because it answered `what` (a reply of the wrong shape);
   // returns the reason every call then fails with.
@@ -86,13 +90,21 @@ class ProcessSkillLibrary final : public SkillLibrary {
  private:
   ProcessSkillLibrary() = default;
   // Spawns a worker and checks its description against this table (or, the
-  // first time, builds the table from it). mutex_ held.
-  Result<void> start_worker_locked();
+  // first time, builds the table from it). mutex_ not held; while it starts,
+  // the worker is `starting_`, for the destructor to kill.
+  Result<std::shared_ptr<WorkerProcess>> spawn_worker();
+  // spawn_worker(), then create with `config` (when `create`) and the self-test.
+  Result<std::shared_ptr<WorkerProcess>> restart_worker(bool create, const Value& config);
   Result<void> read_description(const Value& description);
-  // The live worker, restarted when it died and may start again. mutex_ not held.
+  // The live worker; failed at once when there is none. mutex_ not held.
   Result<std::shared_ptr<WorkerProcess>> live_worker();
   // Counts the death of `worker` once (backoff, quarantine). mutex_ held.
   void note_death_locked(const WorkerProcess& worker);
+  // Counts a death for `reason`, logs it, and schedules the restart (or quarantines). mutex_ held.
+  void record_death_locked(const std::string& reason);
+  // The restart thread: waits until a scheduled restart is due, makes it, and
+  // schedules another when it fails, until quarantine or destruction.
+  void restart_loop();
   // Logs each system call the sandbox denied the first time (per skill), counts every one.
   void note_denials(const std::vector<std::string>& names);
   std::chrono::steady_clock::time_point now() const;
@@ -118,12 +130,19 @@ class ProcessSkillLibrary final : public SkillLibrary {
   std::vector<const char*> actuators_;
   std::vector<pp_config_key> config_keys_;
 
-  mutable std::mutex mutex_;  // guards worker_, death_noted_, restarts_, created_, config_
+  // guards worker_, starting_, death_noted_, restarts_, restart_due_, restarting_, stopping_, created_, config_
+  mutable std::mutex mutex_;
+  std::condition_variable restart_wanted_;  // a restart was scheduled, or stopping_ set
   std::shared_ptr<WorkerProcess> worker_;
+  std::shared_ptr<WorkerProcess> starting_;  // a worker being started by the restart thread
   bool death_noted_ = false;
   RestartPolicy restarts_;
+  bool restart_due_ = false;  // a death was counted: restart once restarts_.next_start() has passed
+  bool restarting_ = false;   // the restart thread is starting a worker
+  bool stopping_ = false;     // the destructor runs: no more restarts
   bool created_ = false;
   Value config_;
+  std::thread restarter_;  // runs restart_loop(); joined by the destructor
 
   std::mutex denials_mutex_;      // guards denied_
   std::set<std::string> denied_;  // system calls already logged

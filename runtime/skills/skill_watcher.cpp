@@ -58,9 +58,13 @@ Result<std::unique_ptr<SkillWatcher>> SkillWatcher::start(SkillHost& host, std::
 SkillWatcher::SkillWatcher(SkillHost& host, std::chrono::milliseconds debounce, int inotify_fd, int stop_fd)
     : host_(host), debounce_(debounce), inotify_fd_(inotify_fd), stop_fd_(stop_fd) {}
 
-SkillWatcher::~SkillWatcher() {
+void SkillWatcher::request_stop() noexcept {
   std::uint64_t one = 1;
   [[maybe_unused]] auto written = ::write(stop_fd_, &one, sizeof one);
+}
+
+SkillWatcher::~SkillWatcher() {
+  request_stop();
   if (thread_.joinable()) thread_.join();
   ::close(inotify_fd_);
   ::close(stop_fd_);

@@ -24,9 +24,13 @@ class SkillWatcher {
  public:
   static Result<std::unique_ptr<SkillWatcher>> start(
       SkillHost& host, std::chrono::milliseconds debounce = std::chrono::milliseconds(250));
-  ~SkillWatcher();  // stops and joins
+  ~SkillWatcher();  // request_stop(), then joins
   SkillWatcher(const SkillWatcher&) = delete;
   SkillWatcher& operator=(const SkillWatcher&) = delete;
+
+  // Asks the thread to end, without waiting: it ends after the rescan it may
+  // be running (which waits for the control thread). Any thread.
+  void request_stop() noexcept;
 
   // Rescans the watcher has run so far.
   std::uint64_t rescans() const noexcept { return rescans_.load(std::memory_order_acquire); }

@@ -307,6 +307,10 @@ TEST_CASE("SIGTERM lets the request in flight finish, then the daemon exits 0", 
   REQUIRE(poll_status(daemon, [](const Value& status) {
     return status.path({"PAYLOAD", "IN-FLIGHT"}).as_integer() >= 1;
   }));
+  // In flight is not yet in the model call: a stop before the call begins
+  // cancels it. Logged once the call is registered, where the scripted
+  // provider (which cannot stop) answers whatever the stop.
+  REQUIRE(daemon.wait_for_log("PROBABILISTIC: Attempting backend scripted"));
 
   daemon.signal(SIGTERM);
   const Value reply = client.expect_frame();

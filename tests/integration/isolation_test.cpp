@@ -302,7 +302,7 @@ TEST_CASE("a worker that dies five times is quarantined, and a reload brings it 
   REQUIRE(load.wait_passes(8));
 
   // Each death backs off longer (100 ms, 200 ms, ...): the next marker is sent
-  // once the worker is back (the others' chats restart it), until the fifth
+  // once the worker is back (restarted in the background), until the fifth
   // death quarantines it. A marker's retries may find the worker restarting.
   const auto is_quarantined = [](const Value& entry) { return !entry.at("QUARANTINED").is_nil(); };
   for (int round = 0; round < 10; ++round) {

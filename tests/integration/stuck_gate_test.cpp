@@ -1,7 +1,8 @@
 // A gate that never returns (slow-gate spinning until the test lets it go)
 // on every pipeline thread: operator requests are still read and answered,
 // and SIGTERM still ends the daemon within its grace, with memory saved and
-// the stuck skill and hook named in the log.
+// the stuck skill and hook named in the log; likewise a reload whose create
+// never returns on the control thread.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -179,6 +180,38 @@ TEST_CASE("SIGTERM ends the daemon within its grace while a gate never returns, 
                  "1000 ms grace") != std::string::npos);
   CHECK(log.find("shutdown: memory saved to " + memory_file.string()) != std::string::npos);
   CHECK(testing::read_text_file(memory_file).find("Water the ficus on Tuesdays") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM ends the daemon within its grace while a reload's create never returns, the hook named",
+          "[integration][stuck]") {
+  const StuckSetup setup;
+  const fs::path hold = setup.released().parent_path() / "hold";
+  // The create of the boot returns; the reload's waits while `hold` exists (60 s at most).
+  std::ofstream(setup.manifests() / "slow-gate.yaml")
+      << "name: slow-gate\nversion: 1.0.0\nlibrary: libslow-gate.so\nabi: 1\npriority: 999\n"
+      << "gate_timeout: 200ms\nisolation: in-process\n"
+      << "config: { hold-create-while: \"" << hold.string() << "\", spinning-file: \"" << setup.spinning().string()
+      << "\", max-ms: 60000 }\n";
+  DaemonProcess daemon(setup.options({"--shutdown-grace", "1"}));
+  REQUIRE(daemon.started());
+  std::ofstream(hold) << "hold\n";
+  WireClient op = WireClient::local(daemon.socket_path());
+  op.expect_handshake();
+  op.send("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"slow-gate\")");  // never answered
+  REQUIRE(setup.wait_spinning(1));
+
+  const auto signalled = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  const std::optional<int> status = daemon.wait_exit(10s);
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  const std::string log = daemon.log();
+  INFO(log);
+  REQUIRE(status.has_value());
+  CHECK(*status == 1);  // not a clean stop: the control thread was left in the skill
+  CHECK(took < 4s);     // the 1 s grace, and the saving; far from the 60 s the create would wait
+  CHECK(log.find("shutdown: skill 'slow-gate' 1.0.0 is stuck in its create hook on the control thread after the "
+                 "1000 ms grace") != std::string::npos);
+  CHECK(log.find("stopped, leaving 1 stuck hook(s) behind (exit status 1)") != std::string::npos);
 }
 
 }  // namespace passepartout

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/client_commands.hpp"
+#include "cli/client_output.hpp"
 #include "cli/exit_status.hpp"
 #include "unit/cli/fake_daemon.hpp"
 
@@ -83,8 +84,9 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
     CHECK(contains(out, "  pending approvals  1 (see `passepartout approvals list`)\n"));
     CHECK(contains(out, "  approvals refused  7 (past --max-pending-approvals[-per-session])\n"));
     CHECK(contains(out, "Skills (2, in load order):"));
-    CHECK(
-        contains(out, "  shell-guard  1.2.0    loaded          10        2       1  process (pid 4242, 2 restarts)\n"));
+    CHECK(contains(out,
+                   "  shell-guard  1.2.0    loaded          10        2       1  "
+                   "process (pid 4242, 2 restarts, 3 sandbox denials)\n"));
     CHECK(contains(out, "  weather      0.3.0    disabled         0        0       0  -\n"));
     CHECK(contains(out, "  weather: depends on 'geo', which failed to load\n"));
   }
@@ -144,6 +146,7 @@ TEST_CASE("skills list shows every skill with its state and counters", "[cli]") 
     CHECK(contains(out, "2 skills in the daemon at "));
     CHECK(contains(out, "NAME         VERSION  PRIORITY  STATE     GATE  VERIFIED  BLOCKED  FAILED  SHA256"));
     CHECK(contains(out, "shell-guard  1.2.0          90  loaded    yes         10        2       1  3f5a12345678"));
+    CHECK(contains(out, "3f5a12345678  process (pid 4242, 2 restarts, 3 sandbox denials)\n"));
     CHECK(contains(out, "weather      0.3.0          10  disabled  no           0        0       0  -"));
     CHECK(contains(out, "Why disabled:\n  weather: depends on 'geo', which failed to load\n"));
   }
@@ -153,6 +156,23 @@ TEST_CASE("skills list shows every skill with its state and counters", "[cli]") 
     const auto document = json::parse(captured.out.str());
     CHECK(document["skills"][0]["sha256"] == "3f5a1234567890abcdef");
     CHECK(document["skills"][1]["reason"] == "depends on 'geo', which failed to load");
+  }
+}
+
+TEST_CASE("the skills table names a worker's sandbox denials only where there are some", "[cli]") {
+  const Value skills = sexp(
+      "((:NAME \"none\" :VERSION \"1.0.0\" :STATE :LOADED :ISOLATION \"process\" :WORKER-PID 11 :RESTARTS 0 "
+      ":SANDBOX-DENIALS 0)"
+      " (:NAME \"one\" :VERSION \"1.0.0\" :STATE :LOADED :ISOLATION \"process\" :WORKER-PID 12 :RESTARTS 0 "
+      ":SANDBOX-DENIALS 1)"
+      " (:NAME \"many\" :VERSION \"1.0.0\" :STATE :LOADED :ISOLATION \"process\" :WORKER-PID 0 :RESTARTS 1 "
+      ":QUARANTINED \"quarantined: its process died 5 times in 10 minutes, last: SIGSYS\" :SANDBOX-DENIALS 7))");
+  for (const bool details : {false, true}) {
+    const std::string out = cli::skills_table(skills, details);
+    INFO(out);
+    CHECK(contains(out, "process (pid 11)\n"));
+    CHECK(contains(out, "process (pid 12, 1 sandbox denial)\n"));
+    CHECK(contains(out, "process (quarantined, 1 restart, 7 sandbox denials)\n"));
   }
 }
 

@@ -37,7 +37,7 @@ inline Value fake_skills() {
   return sexp(
       "((:NAME \"shell-guard\" :VERSION \"1.2.0\" :PRIORITY 90 :STATE :LOADED :SHA256 "
       "\"3f5a1234567890abcdef\" :GATE T :VERIFIED 10 :BLOCKED 2 :FAILED 1 :ISOLATION \"process\" :WORKER-PID 4242 "
-      ":RESTARTS 2 :LAST-DEATH \"skill process died: SIGSEGV\")"
+      ":RESTARTS 2 :LAST-DEATH \"skill process died: SIGSEGV\" :SANDBOX-DENIALS 3)"
       " (:NAME \"weather\" :VERSION \"0.3.0\" :PRIORITY 10 :STATE :DISABLED :REASON \"depends on 'geo', which failed "
       "to load\" :GATE NIL :VERIFIED 0 :BLOCKED 0 :FAILED 0))");
 }

@@ -64,13 +64,16 @@ struct Isolated {
   SkillLoader loader;
 
   explicit Isolated(std::chrono::milliseconds call_budget = 5000ms,
-                    std::optional<SandboxCapabilities> capabilities = std::nullopt)
-      : loader(make(fx, clock, quarantined, call_budget, std::move(capabilities))) {}
+                    std::optional<SandboxCapabilities> capabilities = std::nullopt,
+                    std::chrono::milliseconds control_budget = 10'000ms)
+      : loader(make(fx, clock, quarantined, call_budget, std::move(capabilities), control_budget)) {}
 
   static SkillLoader make(SkillFixtures& fx, const FakeClock& clock, std::vector<std::string>& quarantined,
-                          std::chrono::milliseconds call_budget, std::optional<SandboxCapabilities> capabilities) {
+                          std::chrono::milliseconds call_budget, std::optional<SandboxCapabilities> capabilities,
+                          std::chrono::milliseconds control_budget) {
     LoaderOptions options = loader_options_for_test(fx.plugin_dir());
     options.call_budget = call_budget;
+    options.control_budget = control_budget;
     options.sandbox_capabilities = std::move(capabilities);
     options.clock = [clock] { return clock.now(); };
     options.on_quarantine = [&quarantined](const std::string& skill, const std::string& reason) {
@@ -108,6 +111,32 @@ GateAnswer gate(const Slot& slot, const Value& action = kAction) {
 }
 
 bool process_exists(int pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// Waits (bounded) until the restart thread has restarted `slot`'s worker
+// `restarts` times in all and the new worker runs; no call is made to it meanwhile.
+bool wait_restarted(const Slot& slot, std::uint64_t restarts) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    const IsolationStatus status = slot.isolation_status();
+    if (status.restarts >= restarts && status.pid > 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);  // status is polled: the restart reports to nobody
+  }
+}
+
+// Calls `slot`'s gate (bounded) until it fails with `error`; each call answers at once.
+bool wait_gate_error(const Slot& slot, const std::string& error) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    const GateAnswer answer = gate(slot);
+    if (answer.status == PP_ERROR && answer.error == error) return true;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      UNSCOPED_INFO("last error: " << answer.error);
+      return false;
+    }
+    std::this_thread::sleep_for(1ms);  // polled: the restart thread reports to nobody
+  }
+}
 
 }  // namespace
 
@@ -300,8 +329,9 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
   REQUIRE(::kill(first, SIGKILL) == 0);
   CHECK(gate(*slot).error == "skill process died: SIGKILL");
   // Within the backoff: fails at once.
-  CHECK(gate(*slot).error == "skill process restarting after it died: SIGKILL");
+  CHECK(gate(*slot).error == "skill process restarting after it died: SIGKILL (restart pending)");
   iso.clock.advance(100ms);
+  REQUIRE(wait_restarted(*slot, 1));
   const GateAnswer restarted = gate(*slot);
   CHECK(restarted.status == PP_OK);
   CHECK(slot->isolation_status().restarts == 1);
@@ -314,8 +344,9 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
     CHECK(gate(*slot).error == "skill process died: SIGSEGV");
     if (death == 5) break;
     iso.clock.advance(backoff - 1ms);
-    CHECK(gate(*slot).error == "skill process restarting after it died: SIGSEGV");
+    CHECK(gate(*slot).error == "skill process restarting after it died: SIGSEGV (restart pending)");
     iso.clock.advance(1ms);
+    REQUIRE(wait_restarted(*slot, static_cast<std::uint64_t>(death)));
     CHECK(gate(*slot).status == PP_OK);
     backoff *= 2;
   }
@@ -332,6 +363,109 @@ TEST_CASE("a dead worker is restarted after its backoff, and quarantined after 5
 
   auto reloaded = iso.load("pass-gate-0");
   CHECK(gate(*reloaded).status == PP_OK);
+}
+
+TEST_CASE("a dead worker comes back once its backoff passed, without a call to bring it", "[skills][isolation]") {
+  Isolated iso;
+  LogCapture capture;
+  auto slot = iso.load("pass-gate-0");
+  const int first = slot->isolation_status().pid;
+  REQUIRE(::kill(first, SIGKILL) == 0);
+  CHECK(gate(*slot).error == "skill process died: SIGKILL");  // the call that finds it dead
+  CHECK(slot->isolation_status().pid == 0);
+  CHECK(slot->isolation_status().last_death == "skill process died: SIGKILL");
+  iso.clock.advance(100ms);
+  REQUIRE(wait_restarted(*slot, 1));
+  const IsolationStatus status = slot->isolation_status();
+  CHECK(status.pid != first);
+  CHECK(process_exists(status.pid));
+  CHECK(status.last_death == "skill process died: SIGKILL");
+  CHECK(capture.contains("pass-gate-0: its process was restarted after it died (SIGKILL); the state it held was lost"));
+  CHECK(gate(*slot).status == PP_OK);
+}
+
+TEST_CASE("a call while its worker restarts fails at once, naming the death and the restart in progress",
+          "[skills][isolation]") {
+  passepartout::testing::TempDir held;
+  // World-readable: a root test run's skill process runs as nobody.
+  std::filesystem::permissions(held.path(), std::filesystem::perms(0755));
+  const std::filesystem::path hold = held.path() / "hold";
+  Isolated iso;
+  auto slot = iso.load("slow-gate", "config: { sleep-ms: 0, max-ms: 20000, hold-create-while: " + hold.string() +
+                                        " }\nsandbox: { files: [" + held.path().string() + "] }\n");
+  REQUIRE(gate(*slot).status == PP_OK);
+  // From now on a create holds until the file is gone (at most 20 s): the restart's will.
+  std::ofstream(hold) << "hold\n";
+  std::filesystem::permissions(hold, std::filesystem::perms(0644));
+  REQUIRE(::kill(slot->isolation_status().pid, SIGKILL) == 0);
+  CHECK(gate(*slot).error == "skill process died: SIGKILL");
+  iso.clock.advance(100ms);
+
+  const std::string in_progress = "skill process restarting after it died: SIGKILL (restart in progress)";
+  GateAnswer answer;
+  std::chrono::steady_clock::duration longest{};
+  const auto patience = std::chrono::steady_clock::now() + 10s;
+  do {
+    const auto asked = std::chrono::steady_clock::now();
+    answer = gate(*slot);
+    longest = std::max(longest, std::chrono::steady_clock::now() - asked);
+    if (answer.error != in_progress) std::this_thread::sleep_for(1ms);  // polled until the restart starts
+  } while (answer.error != in_progress && std::chrono::steady_clock::now() < patience);
+  REQUIRE(answer.error == in_progress);
+  // Every call answered at once, whatever the restart was doing.
+  CHECK(longest < 2s);
+  CHECK(answer.status == PP_ERROR);
+  CHECK(slot->isolation_status().pid == 0);
+  CHECK(slot->isolation_status().restarts == 0);
+
+  SECTION("the restart completes once its create returns") {
+    std::filesystem::remove(hold);
+    REQUIRE(wait_restarted(*slot, 1));
+    CHECK(gate(*slot).status == PP_OK);
+  }
+  SECTION("destroying the skill ends the restart in progress at once") {
+    const auto started = std::chrono::steady_clock::now();
+    slot.reset();
+    CHECK(std::chrono::steady_clock::now() - started < 5s);  // not the 10 s control budget, nor the 20 s hold
+  }
+}
+
+TEST_CASE("a restart that fails counts as a death, is retried after the next backoff, and quarantines",
+          "[skills][isolation]") {
+  passepartout::testing::TempDir held;
+  std::filesystem::permissions(held.path(), std::filesystem::perms(0755));
+  const std::filesystem::path hold = held.path() / "hold";
+  // A create gets 300 ms: one held past it is killed, "no answer in 300 ms".
+  Isolated iso(5000ms, std::nullopt, 300ms);
+  auto slot = iso.load("slow-gate", "config: { sleep-ms: 0, max-ms: 20000, hold-create-while: " + hold.string() +
+                                        " }\nsandbox: { files: [" + held.path().string() + "] }\n");
+  REQUIRE(gate(*slot).status == PP_OK);
+  std::ofstream(hold) << "hold\n";  // every restart's create now holds
+  std::filesystem::permissions(hold, std::filesystem::perms(0644));
+  REQUIRE(::kill(slot->isolation_status().pid, SIGKILL) == 0);
+  CHECK(gate(*slot).error == "skill process died: SIGKILL");
+
+  const std::string restarting = "skill process restarting after it died: ";
+  std::string last = "SIGKILL";
+  std::chrono::milliseconds backoff = 100ms;
+  for (int death = 2; death <= 5; ++death) {
+    INFO("death " << death);
+    iso.clock.advance(backoff);
+    REQUIRE(wait_gate_error(*slot, restarting + last + " (restart in progress)"));
+    if (death == 5) break;
+    last = "no answer in 300 ms";
+    REQUIRE(wait_gate_error(*slot, restarting + last + " (restart pending)"));
+    CHECK(slot->isolation_status().last_death == last);
+    backoff *= 2;
+  }
+  const std::string quarantine = "quarantined: its process died 5 times in 10 minutes, last: no answer in 300 ms";
+  REQUIRE(wait_gate_error(*slot, quarantine + "; `passepartout skills reload slow-gate` to try again"));
+  const IsolationStatus status = slot->isolation_status();
+  CHECK(status.quarantined);
+  CHECK(status.restarts == 0);
+  CHECK(status.pid == 0);
+  REQUIRE(iso.quarantined.size() == 1);  // reported from the restart thread, under the lock the gate took
+  CHECK(iso.quarantined[0] == "slow-gate: " + quarantine);
 }
 
 namespace {
