@@ -6,6 +6,7 @@
 // a call travel as a denial frame before its reply.
 #include "isolation/skill_worker.hpp"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -395,9 +396,16 @@ int run_skill_worker(int argc, char** argv) {
     }
   }
 
+  // Lane 0 is this thread; the others are named "lane N" (what `top -H` and
+  // /proc/PID/task/TID/comm show), the name set by each thread itself, which
+  // the sandbox allows.
   std::vector<std::thread> lanes;
   for (std::size_t i = 1; i < parsed->lanes; ++i) {
-    lanes.emplace_back([fd = static_cast<int>(3 + i)] { serve_lane(*g_worker, fd); });
+    lanes.emplace_back([i, fd = static_cast<int>(3 + i)] {
+      const std::string name = "lane " + std::to_string(i);
+      ::pthread_setname_np(::pthread_self(), name.c_str());
+      serve_lane(*g_worker, fd);
+    });
   }
   serve_lane(worker, 3);
   return 0;  // not reached: serve_lane leaves with _exit

@@ -470,12 +470,16 @@ TEST_CASE("a restart that fails counts as a death, is retried after the next bac
 
 namespace {
 
-// How many of process `pid`'s threads are asleep in a system call that
-// sleeps (slow-gate's gate, on a worker's lanes), read from /proc.
+// How many of worker `pid`'s lanes are asleep in a system call that sleeps
+// (slow-gate's gate), read from /proc. The lanes are the main thread and the
+// threads named "lane N"; others (a sanitizer's own thread) do not count.
 int threads_sleeping(int pid) {
   int sleeping = 0;
   std::error_code error;
   for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (task.path().filename() != std::to_string(pid) && !comm.starts_with("lane ")) continue;
     std::ifstream in(task.path() / "syscall");
     long number = -1;
     if (in >> number && (number == SYS_clock_nanosleep || number == SYS_nanosleep)) ++sleeping;
