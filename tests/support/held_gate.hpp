@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -19,8 +20,8 @@ namespace passepartout::testing {
 // A slow-gate that waits, asleep, until it is let go (or 30 s have passed),
 // and writes a line to `calls` as each call starts. verify_when_late() runs a
 // verification on a thread of its own, waits (bounded) until the watchdog has
-// marked the call late, and only then lets the gate go: the verdict is judged late however
-// long the watchdog waited for a CPU, and however busy the machine is.
+// marked the call late, and only then lets the gate go: the verdict is judged
+// late however long the watchdog waited for a CPU, however busy the machine.
 struct HeldGate {
   TempDir dir;
   std::filesystem::path release = dir.path() / "release";
