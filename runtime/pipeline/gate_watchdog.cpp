@@ -38,6 +38,7 @@ class Watchdog {
   std::chrono::milliseconds budget() const {
     return std::chrono::milliseconds(budget_ms_.load(std::memory_order_relaxed));
   }
+  std::uint64_t late_calls() const noexcept { return late_calls_.load(std::memory_order_relaxed); }
 
   ~Watchdog() {
     {
@@ -66,7 +67,9 @@ class Watchdog {
       if (stopping_) break;
       const auto now = std::chrono::steady_clock::now();
       const std::chrono::milliseconds fallback = budget();
-      for (GateWatch* watch : watches_) watch->scan(now, fallback);
+      for (GateWatch* watch : watches_) {
+        if (watch->scan(now, fallback)) late_calls_.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
 
@@ -76,6 +79,7 @@ class Watchdog {
   std::thread thread_;
   bool stopping_ = false;
   std::atomic<std::int64_t> budget_ms_{1000};
+  std::atomic<std::uint64_t> late_calls_{0};
 };
 
 // Registers the thread's watch for the thread's life.
@@ -98,5 +102,7 @@ GateWatch& GateWatchdog::this_thread() {
 void GateWatchdog::set_budget(std::chrono::milliseconds budget) { Watchdog::instance().set_budget(budget); }
 
 std::chrono::milliseconds GateWatchdog::budget() { return Watchdog::instance().budget(); }
+
+std::uint64_t GateWatchdog::late_calls() noexcept { return Watchdog::instance().late_calls(); }
 
 }  // namespace passepartout

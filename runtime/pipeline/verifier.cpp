@@ -180,7 +180,8 @@ namespace {
   GateCounters& counters = gate.slot->counters();
   // Anything not clearly a pass, rewrite, block or approval fails closed.
   std::string failure;
-  if (late) {
+  // A call that failed at its own deadline says so, whether or not the watchdog got there first.
+  if (late && !(gate.own_deadline && status != PP_OK)) {
     out.timed_out = gate.slot;
     failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms";
   } else if (status != PP_OK) {

@@ -78,13 +78,18 @@ constexpr std::int64_t kWorkerDeadlineMarginMs = 100;
 // a worker process has its deadline there (the worker is killed and the call
 // fails "no answer in 200 ms"); the watchdog's budget for it is that deadline
 // plus a margin, so the worker's answer is what reports and the watchdog stays
-// the backstop.
+// the backstop (for a call that does not come back; a call that comes back
+// failed reports its own reason, however late: Gate::own_deadline).
 Snapshot::Gate gate_of(const Slot& slot) {
   std::int64_t wanted = 0;
   if (const auto& timeout = slot.manifest().gate_timeout) wanted = timeout->count();
+  bool own_deadline = false;
   if (slot.manifest().isolation == Isolation::process) {
     const std::int64_t deadline = slot.isolation_status().call_budget.count();
-    if (deadline > 0) wanted = deadline + std::max<std::int64_t>(kWorkerDeadlineMarginMs, deadline / 4);
+    if (deadline > 0) {
+      wanted = deadline + std::max<std::int64_t>(kWorkerDeadlineMarginMs, deadline / 4);
+      own_deadline = true;
+    }
   }
   std::uint32_t budget = 0;
   if (wanted > 0) {
@@ -93,7 +98,7 @@ Snapshot::Gate gate_of(const Slot& slot) {
     while (budget < finest && !finest_gate_budget.compare_exchange_weak(finest, budget, std::memory_order_relaxed)) {
     }
   }
-  return Snapshot::Gate{slot.api().gate, slot.instance(), &slot, budget};
+  return Snapshot::Gate{slot.api().gate, slot.instance(), &slot, budget, own_deadline};
 }
 }  // namespace
 

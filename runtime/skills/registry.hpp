@@ -30,6 +30,12 @@ class Snapshot {
     // The manifest's `gate_timeout` in ms (at most kMaxGateBudgetMs);
     // 0: the host's default budget (GateWatchdog).
     std::uint32_t budget_ms = 0;
+    // The call has a deadline of its own, shorter than `budget_ms` (a gate in
+    // a worker process: the worker is killed at it and the call fails "no
+    // answer in 200 ms"). A failed call then reports its own reason even when
+    // the watchdog marked it late too: which of the two noticed first depends
+    // on how busy the machine is, and the reason must not.
+    bool own_deadline = false;
   };
   static constexpr std::uint32_t kMaxGateBudgetMs = (1U << 23) - 1;  // what a GateWatch ticket carries
 

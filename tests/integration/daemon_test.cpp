@@ -534,7 +534,9 @@ TEST_CASE("a flood of approval requests is bounded, listed page by page, and den
   CHECK(again.out == "no pending approvals of session 'flood'\n");
   status = testing::run_passepartout({"status", "--json", "--socket", socket}, env);
   CHECK(nlohmann::json::parse(status.out)["pending_approvals"] == 980);
-  CHECK(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count() < 30);
+  // No bound on the whole run's time: 1,000 approvals are 1,000 synced
+  // writes, and on a busy or sanitized machine those take what they take.
+  // Every wait above is bounded (WireClient, run_passepartout).
 }
 
 TEST_CASE("an approved run the daemon died during reads as interrupted once it is back", "[integration]") {

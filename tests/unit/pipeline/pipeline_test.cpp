@@ -26,6 +26,7 @@
 #include "skills/registry.hpp"
 #include "skills/skill_boot.hpp"
 #include "support/async_wait.hpp"
+#include "support/held_gate.hpp"
 #include "support/sexp.hpp"
 #include "support/skill_fixtures.hpp"
 #include "unit/pipeline/pipeline_rig.hpp"
@@ -35,6 +36,7 @@
 namespace passepartout {
 namespace {
 
+using testing::HeldGate;
 using testing::RecordingSink;
 using testing::Rig;
 using testing::SkillFixtures;
@@ -115,10 +117,13 @@ TEST_CASE("a destructive proposal is blocked three times and the rejection reach
 }
 
 TEST_CASE("a gate that timed out is not called again by the retries of the same signal", "[pipeline][loop]") {
-  Rig rig({{"slow-gate", 50, "gate_timeout: 40ms\nconfig: { sleep-ms: 300 }\n"}},
+  const HeldGate held;  // let go once the watchdog has marked its call late
+  Rig rig({{"slow-gate", 50, held.manifest("gate_timeout: 40ms\n")}},
           {"rules:\n  - match: \"hello\"\n    reply: \"Hello! How can I help?\"\n"});
   auto sink = std::make_shared<RecordingSink>();
-  LoopReport report = rig.run(user_input_signal("hello there", "s1"), sink);
+  LoopReport report;
+  REQUIRE(held.verify_when_late([&] { report = rig.run(user_input_signal("hello there", "s1"), sink); }));
+  CHECK(held.call_count() == 1);
   CHECK(report.stopped_by == "done");
   CHECK(rig.providers[0]->hits(0) == 3);  // every attempt asked the model; the gate answered only the first
   CHECK(rig.logged("gate 'slow-gate' 1.0.0 failed: exceeded its time budget of 40 ms"));

@@ -16,11 +16,13 @@
 #include "pipeline/shadow_gates.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/registry.hpp"
+#include "support/held_gate.hpp"
 #include "support/skill_fixtures.hpp"
 #include "value/sexp_reader.hpp"
 
 using namespace passepartout;
 using nlohmann::json;
+using passepartout::testing::HeldGate;
 using passepartout::testing::SkillFixtures;
 using passepartout::testing::TempDir;
 namespace fs = std::filesystem;
@@ -233,9 +235,12 @@ TEST_CASE("a candidate that throws costs its own record only", "[pipeline][shado
 TEST_CASE("a candidate that runs out of time is failed, and the live reply is unaffected", "[pipeline][shadow]") {
   const auto previous = GateWatchdog::budget();
   GateWatchdog::set_budget(std::chrono::milliseconds(40));
-  Shadowed world("{ mode: pass }", "{ mode: sleep, sleep-ms: 400 }");
-  const Verification v = world.verify();
+  const HeldGate held;  // its release file: the candidate sleeps until the watchdog has marked it late
+  Shadowed world("{ mode: pass }", "{ mode: sleep, sleep-ms: 30000, until-file: \"" + held.release.string() + "\" }");
+  Verification v;
+  const bool marked = held.verify_when_late([&] { v = world.verify(); });
   GateWatchdog::set_budget(previous);
+  REQUIRE(marked);
   CHECK(v.outcome == VerifyOutcome::passed);
   CHECK(v.action == kAction);
   const ShadowCounts counts = world.stats->read();
