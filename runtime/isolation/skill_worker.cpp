@@ -137,6 +137,13 @@ void forward_log(pp_self* /*self*/, pp_log_level level, const char* message, siz
   ::_exit(kWorkerMemoryLimitStatus);
 }
 
+// A skill that calls exit(N) ends its worker with status N, at once. Without
+// this, exit() would run the static destructors (the worker's, the library's)
+// while other lanes still serve calls, and a lane that then found its state
+// gone could end the process first, with a status of its own. Registered after
+// the library is mapped, so it runs before the handlers registered earlier.
+void exit_now(int status, void* /*unused*/) { ::_exit(status); }
+
 // The system calls the sandbox denied since the last drain, as a denial
 // frame on the lane of the call that just ran (before its reply).
 void send_denials(int fd, std::uint64_t request) {
@@ -381,6 +388,8 @@ int run_skill_worker(int argc, char** argv) {
       }
     }
   }
+  ::on_exit(exit_now, nullptr);
+
   // The sandbox, while this is the process's one thread (Landlock binds only
   // the calling thread) and after the dynamic loader opened what it needed.
   // A worker whose sandbox failed serves nothing: its hello reply carries the
