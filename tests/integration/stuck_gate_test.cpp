@@ -106,6 +106,24 @@ Value operator_request(const DaemonProcess& daemon, std::string_view command) {
   return client.expect_frame();
 }
 
+// A SIGTERM, and how the daemon ended: its exit status (none if it was still
+// running 10 s later), how long it took, and its log.
+struct Stopped {
+  std::optional<int> status;
+  std::chrono::steady_clock::duration took{};
+  std::string log;
+};
+
+Stopped stop_with_sigterm(DaemonProcess& daemon) {
+  const auto signalled = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  Stopped stopped;
+  stopped.status = daemon.wait_exit(10s);
+  stopped.took = std::chrono::steady_clock::now() - signalled;
+  stopped.log = daemon.log();
+  return stopped;
+}
+
 }  // namespace
 
 TEST_CASE("operator requests are answered while a gate holds every pipeline thread", "[integration][stuck]") {
@@ -166,15 +184,12 @@ TEST_CASE("SIGTERM ends the daemon within its grace while a gate never returns, 
   for (const char* id : {"u1", "u2", "u3", "u4"}) users.push_back(chat(daemon, id));
   REQUIRE(setup.wait_spinning(2));
 
-  const auto signalled = std::chrono::steady_clock::now();
-  daemon.signal(SIGTERM);
-  const std::optional<int> status = daemon.wait_exit(10s);
-  const auto took = std::chrono::steady_clock::now() - signalled;
-  const std::string log = daemon.log();
+  const Stopped stopped = stop_with_sigterm(daemon);
+  const std::string& log = stopped.log;
   INFO(log);
-  REQUIRE(status.has_value());
-  CHECK(*status == 1);  // not a clean stop: threads were left in the skill
-  CHECK(took < 4s);     // the 1 s grace, and the saving; far from the 60 s the gate would spin
+  REQUIRE(stopped.status.has_value());
+  CHECK(*stopped.status == 1);  // not a clean stop: threads were left in the skill
+  CHECK(stopped.took < 4s);     // the 1 s grace, and the saving; far from the 60 s the gate would spin
   CHECK_FALSE(fs::exists(setup.released()));
   CHECK(log.find("shutdown: skill 'slow-gate' 1.0.0 is stuck in its gate hook on an event loop thread after the "
                  "1000 ms grace") != std::string::npos);
@@ -200,15 +215,12 @@ TEST_CASE("SIGTERM ends the daemon within its grace while a reload's create neve
   op.send("(:TYPE :OPERATOR :COMMAND :RELOAD :NAME \"slow-gate\")");  // never answered
   REQUIRE(setup.wait_spinning(1));
 
-  const auto signalled = std::chrono::steady_clock::now();
-  daemon.signal(SIGTERM);
-  const std::optional<int> status = daemon.wait_exit(10s);
-  const auto took = std::chrono::steady_clock::now() - signalled;
-  const std::string log = daemon.log();
+  const Stopped stopped = stop_with_sigterm(daemon);
+  const std::string& log = stopped.log;
   INFO(log);
-  REQUIRE(status.has_value());
-  CHECK(*status == 1);  // not a clean stop: the control thread was left in the skill
-  CHECK(took < 4s);     // the 1 s grace, and the saving; far from the 60 s the create would wait
+  REQUIRE(stopped.status.has_value());
+  CHECK(*stopped.status == 1);  // not a clean stop: the control thread was left in the skill
+  CHECK(stopped.took < 4s);     // the 1 s grace, and the saving; far from the 60 s the create would wait
   CHECK(log.find("shutdown: skill 'slow-gate' 1.0.0 is stuck in its create hook on the control thread after the "
                  "1000 ms grace") != std::string::npos);
   CHECK(log.find("stopped, leaving 1 stuck hook(s) behind (exit status 1)") != std::string::npos);
