@@ -490,37 +490,29 @@ TEST_CASE("a stateful skill moves in-process -> process -> in-process under load
     return testing::run_passepartout({"skills", "reload", "echo", "--socket", daemon.socket_path().string()}, env);
   };
   // The echo gate stamps its generation (1 when created, +1 at each hand-over) into the action.
-  const auto generation = [&](std::string_view id) { return ask(daemon, "greet the operator", id); };
+  const auto check_generation = [&](int expected) {
+    const std::string answer = ask(daemon, "greet the operator", "gen-" + std::to_string(expected));
+    INFO(answer);
+    CHECK(answer.find(":ECHO-GENERATION " + std::to_string(expected)) != std::string::npos);
+  };
+  // The manifest moved to `tier`, reloaded while the others chat; the state handed over once more.
+  const auto move_to = [&](const std::string& tier, int expected_generation, ChatLoad& load) {
+    setup.write_manifest("echo", "echo-v1", "1.0.0", "isolation: " + tier + "\n");
+    const auto reloaded = reload();
+    INFO(reloaded.out << reloaded.err);
+    CHECK(reloaded.exit_status == 0);
+    const Value moved = skill_entry(operator_request(op, ":STATUS"), "echo");
+    INFO(to_sexp(moved));
+    CHECK(moved.at("ISOLATION").text() == tier);
+    CHECK(load.wait_passes(4));
+    check_generation(expected_generation);
+  };
 
   ChatLoad load(daemon, kClients);
   REQUIRE(load.wait_passes(4));
-  const std::string first = generation("gen-1");
-  INFO(first);
-  CHECK(first.find(":ECHO-GENERATION 1") != std::string::npos);
-
-  setup.write_manifest("echo", "echo-v1", "1.0.0", "isolation: process\n");
-  const auto to_process = reload();
-  INFO(to_process.out << to_process.err);
-  CHECK(to_process.exit_status == 0);
-  const Value moved = skill_entry(operator_request(op, ":STATUS"), "echo");
-  INFO(to_sexp(moved));
-  CHECK(moved.at("ISOLATION").text() == "process");
-  CHECK(load.wait_passes(4));
-  const std::string second = generation("gen-2");
-  INFO(second);
-  CHECK(second.find(":ECHO-GENERATION 2") != std::string::npos);
-
-  setup.write_manifest("echo", "echo-v1", "1.0.0", "isolation: in-process\n");
-  const auto back = reload();
-  INFO(back.out << back.err);
-  CHECK(back.exit_status == 0);
-  const Value returned = skill_entry(operator_request(op, ":STATUS"), "echo");
-  INFO(to_sexp(returned));
-  CHECK(returned.at("ISOLATION").text() == "in-process");
-  CHECK(load.wait_passes(4));
-  const std::string third = generation("gen-3");
-  INFO(third);
-  CHECK(third.find(":ECHO-GENERATION 3") != std::string::npos);
+  check_generation(1);
+  move_to("process", 2, load);
+  move_to("in-process", 3, load);
   CHECK(no_workers(daemon.pid()));  // the process tier's worker retired
 
   load.stop();
