@@ -199,6 +199,14 @@ class ChatLoad {
   std::vector<std::thread> threads_;
 };
 
+// Every chat of `load` was answered (passed or failed closed): none lost or
+// refused. The first three errors, if any, go with the failure.
+void check_no_errors(const ChatLoad& load) {
+  const std::vector<std::string> errors = load.errors();
+  for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
+  CHECK(errors.empty());
+}
+
 constexpr int kClients = 4;
 
 // The fault gate's gate_timeout: past it a call fails and the worker is
@@ -285,9 +293,7 @@ TEST_CASE("each way a worker process fails blocks only its action, names why, an
       CHECK(after.at("QUARANTINED").is_nil());
       // Every other chat was answered: passed, or (while the worker was down,
       // between its death and its restart) failed closed, never lost.
-      const std::vector<std::string> errors = load.errors();
-      for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
-      CHECK(errors.empty());
+      check_no_errors(load);
       CHECK(load.passes() >= 16);
       for (const std::string& answer : load.answers()) {
         if (passed(answer)) continue;
@@ -367,9 +373,7 @@ TEST_CASE("a worker that dies five times is quarantined, and a reload brings it 
   CHECK(passed(ask(daemon, "greet the operator", "reloaded")));
   CHECK(load.wait_passes(8));
   load.stop();
-  const std::vector<std::string> errors = load.errors();
-  for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
-  CHECK(errors.empty());
+  check_no_errors(load);
 }
 
 TEST_CASE("a worker skill whose create fails is refused with its reason, and the daemon serves on",
@@ -471,9 +475,7 @@ TEST_CASE("a new version whose self-test fails in its worker is refused while th
   CHECK(after.at("WORKER-PID").as_integer() == old_pid);
   CHECK(::kill(old_pid, 0) == 0);
   CHECK(only_worker_is(daemon.pid(), old_pid));  // the new version's worker is gone
-  const std::vector<std::string> errors = load.errors();
-  for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
-  CHECK(errors.empty());
+  check_no_errors(load);
   CHECK(load.failed_closed() == 0);
 }
 
@@ -517,9 +519,7 @@ TEST_CASE("a stateful skill moves in-process -> process -> in-process under load
 
   load.stop();
   // No chat lost or failed across both swaps.
-  const std::vector<std::string> errors = load.errors();
-  for (std::size_t e = 0; e < errors.size() && e < 3; ++e) UNSCOPED_INFO(errors[e]);
-  CHECK(errors.empty());
+  check_no_errors(load);
   CHECK(load.failed_closed() == 0);
 }
 
