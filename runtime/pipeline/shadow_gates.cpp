@@ -48,7 +48,7 @@ CandidateVerdict ask(const Snapshot::Shadow& shadow, const Value& input, const V
   const std::uint64_t ticket = watch.start(shadow.gate.budget_ms);
   const pp_status status = shadow.gate.fn(shadow.gate.instance, &call, to_handle(input), to_handle(signal), &verdict);
   const bool late = watch.finish(ticket);
-  if (late && !(shadow.gate.own_deadline && status != PP_OK)) {  // a failure at its own deadline says so
+  if (shadow.gate.failed_as_late(late, status)) {
     answer.reason =
         "exceeded its time budget of " + std::to_string(GateWatchdog::budget_of(shadow.gate.budget_ms).count()) + " ms";
     return answer;

@@ -180,8 +180,7 @@ namespace {
   GateCounters& counters = gate.slot->counters();
   // Anything not clearly a pass, rewrite, block or approval fails closed.
   std::string failure;
-  // A call that failed at its own deadline says so, whether or not the watchdog got there first.
-  if (late && !(gate.own_deadline && status != PP_OK)) {
+  if (gate.failed_as_late(late, status)) {
     out.timed_out = gate.slot;
     failure = "exceeded its time budget of " + std::to_string(GateWatchdog::budget_of(gate.budget_ms).count()) + " ms";
   } else if (status != PP_OK) {

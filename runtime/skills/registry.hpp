@@ -36,6 +36,13 @@ class Snapshot {
     // the watchdog marked it late too: which of the two noticed first depends
     // on how busy the machine is, and the reason must not.
     bool own_deadline = false;
+
+    // Whether a call the watchdog marked `late`, which returned `status`,
+    // fails as late ("exceeded its time budget"): not when it failed at its
+    // own deadline, which says so itself.
+    bool failed_as_late(bool late, pp_status status) const noexcept {
+      return late && !(own_deadline && status != PP_OK);
+    }
   };
   static constexpr std::uint32_t kMaxGateBudgetMs = (1U << 23) - 1;  // what a GateWatch ticket carries
 
