@@ -94,6 +94,10 @@ int run_chat(const Target& target, const ChatOptions& options, std::istream& in,
 
 // Operator requests; each returns kExitOk or the failure's status.
 int run_status(const Target& target, const Output& output);
+// status --health: a health check, answered as /healthz is (exit 0 when the daemon answers).
+int run_health(const Target& target, const Output& output);
+// status --ready: ready as /readyz says (exit 0), or not, with the reason (exit 1).
+int run_ready(const Target& target, const Output& output);
 int run_skills_list(const Target& target, const Output& output);
 // `manifest` is made absolute (the daemon resolves paths in its own folder).
 int run_skills_load(const Target& target, const std::filesystem::path& manifest, const Output& output);

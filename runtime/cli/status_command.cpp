@@ -5,9 +5,12 @@
 #include <vector>
 #include "cli/cli11.hpp"
 
+#include "cli/client.hpp"
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
+#include "cli/exit_status.hpp"
 #include "cli/operator_request.hpp"
+#include "daemon/protocol.hpp"
 
 namespace passepartout::cli {
 
@@ -22,7 +25,14 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"health", health.empty() ? "unknown" : health});
   rows.push_back({"uptime", p.at("UPTIME-S").is_integer() ? format_uptime(p.at("UPTIME-S").as_integer()) : "-"});
-  rows.push_back({"connections", integer_text(p.at("CONNECTIONS"))});
+  std::string connections = integer_text(p.at("CONNECTIONS"));
+  const std::int64_t refused_connections = p.at("CONNECTIONS-REFUSED").as_integer();
+  const std::int64_t evicted_connections = p.at("CONNECTIONS-EVICTED").as_integer();
+  if (refused_connections > 0 || evicted_connections > 0) {
+    connections += " (" + std::to_string(refused_connections) + " refused, " + std::to_string(evicted_connections) +
+                   " closed to make room at a limit)";
+  }
+  rows.push_back({"connections", connections});
   std::string signals = integer_text(p.at("SIGNALS-PROCESSED"));
   if (p.at("IN-FLIGHT").is_integer()) signals += " (" + std::to_string(p.at("IN-FLIGHT").as_integer()) + " in flight)";
   rows.push_back({"signals processed", signals});
@@ -42,8 +52,12 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     }
     rows.push_back({"decision log", decisions});
   }
-  const std::string metrics = display_text(p.at("METRICS"));
-  rows.push_back({"metrics", metrics.empty() ? "off" : metrics});
+  std::string metrics = display_text(p.at("METRICS"));
+  if (metrics.empty()) metrics = "off";
+  if (p.at("METRICS-EVICTED").as_integer() > 0) {
+    metrics += " (" + std::to_string(p.at("METRICS-EVICTED").as_integer()) + " connections closed to make room)";
+  }
+  rows.push_back({"metrics", metrics});
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));
   if (!providers.empty()) {
@@ -90,6 +104,61 @@ void print_status(const Target& target, const Value& response, std::ostream& out
 
 }  // namespace
 
+// --health: what /healthz says, over the socket: the daemon answers a health
+// check (answered by the connection itself, needing no token and no skill).
+int run_health(const Target& target, const Output& output) {
+  ClientError error;
+  Client client;
+  const auto deadline = Client::Clock::now() + target.reply_timeout;
+  Value frame;
+  bool answered = client.open(target.endpoint, target.connect_timeout, error) &&
+                  client.send(Value::plist({{"TYPE", Value::keyword("HEALTH-CHECK")}}), deadline, error);
+  while (answered && !is_health_response(frame)) {
+    answered = client.read(frame, deadline, error);
+  }
+  if (!answered) {
+    if (error.failure == ClientFailure::timeout) {
+      error.message = "no answer to a health check from the daemon at " + target.endpoint.describe() + " within " +
+                      format_seconds(target.reply_timeout);
+    }
+    return report_client_error(output, error);
+  }
+  const std::string health = display_text(frame.at("STATUS"));
+  if (output.json) {
+    OrderedJson document;
+    document["ok"] = true;
+    document["daemon"] = target.endpoint.describe();
+    document["health"] = health;
+    output.out << document.dump(2) << '\n';
+  } else {
+    output.out << "ok: the daemon at " << target.endpoint.describe() << " serves (health " << health << ")\n";
+  }
+  return kExitOk;
+}
+
+// --ready: what /readyz says: skills loaded and a model provider configured.
+int run_ready(const Target& target, const Output& output) {
+  int status = kExitOk;
+  const auto response = send_operator_request(target, {"STATUS", {}, {}, {}}, output, status);
+  if (!response) return status;
+  const Value& p = response->at("PAYLOAD");
+  const std::string reason = display_text(p.at("NOT-READY"));
+  const bool ready = p.at("READY").is_true();
+  if (output.json) {
+    OrderedJson document;
+    document["ok"] = ready;
+    document["daemon"] = target.endpoint.describe();
+    document["ready"] = ready;
+    if (!ready) document["reason"] = reason;
+    output.out << document.dump(2) << '\n';
+  } else if (ready) {
+    output.out << "ready: the daemon at " << target.endpoint.describe() << " has its skills and a model provider\n";
+  } else {
+    output.err << "passepartout: " << (reason.empty() ? "not ready" : reason) << '\n';
+  }
+  return ready ? kExitOk : kExitProblem;
+}
+
 int run_status(const Target& target, const Output& output) {
   return run_operator_command(target, output, {"STATUS", {}, {}, {"SKILLS", "SHADOWS"}},
                               [&](const Value& response, std::ostream& out) { print_status(target, response, out); });
@@ -111,8 +180,21 @@ void add_status_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& par
                          "Show the running daemon: version, uptime, health, connections, signals processed, pending\n"
                          "approvals, and the loaded skills with their versions and gate counters.");
   add_connection_options(*status, *parsed, kReplyTimeoutS);
+  auto probe = std::make_shared<std::string>();
+  status->add_flag_callback(
+      "--health", [probe] { *probe = "health"; },
+      "Only ask whether the daemon serves, as GET /healthz does, without TCP: a health check over the socket\n"
+      "(no token needed). Exit 0 when it answers, whatever its health; 1 when it does not. For supervisors.");
+  status->add_flag_callback(
+      "--ready", [probe] { *probe = "ready"; },
+      "Only ask whether the daemon is ready, as GET /readyz does: skills loaded and a model provider\n"
+      "configured. Exit 0 when ready; 1 with the reason when not.");
   status->footer(kExitFooter);
-  status->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_status); });
+  status->callback([parsed, probe, &chosen] {
+    if (*probe == "health") return choose(chosen, parsed, kReplyTimeoutS, run_health);
+    if (*probe == "ready") return choose(chosen, parsed, kReplyTimeoutS, run_ready);
+    choose(chosen, parsed, kReplyTimeoutS, run_status);
+  });
 
   // stop
   auto* stop = app.add_subcommand(

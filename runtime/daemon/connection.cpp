@@ -136,7 +136,39 @@ void Connection::close_for_replies(std::size_t bytes) {
   });
 }
 
+Standing Connection::standing() const noexcept {
+  Standing standing;
+  standing.evictable = !authenticated_.load(std::memory_order_relaxed) && !busy_.load(std::memory_order_relaxed);
+  standing.spoke = spoke_.load(std::memory_order_relaxed);
+  standing.since = Clock::time_point(Clock::duration(caught_up_at_.load(std::memory_order_relaxed)));
+  return standing;
+}
+
+void Connection::evict(std::string why) {
+  asio::post(strand_, [self = shared_from_this(), why = std::move(why)] {
+    if (self->state_ == State::closed) return;
+    // One attempt at telling the client, never a wait: the socket takes the
+    // frame now or the client never sees it.
+    if (self->non_blocking_ && !self->writing_ && self->writes_.empty()) {
+      if (auto frame = self->server_->codec.encode(make_error_response(wire_error::kBusy, why))) {
+        error_code ignored;
+        self->socket_.write_some(asio::buffer(*frame), ignored);
+      }
+    }
+    error_code ignored;
+    self->socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+    self->close_now();
+  });
+}
+
+void Connection::note_if_caught_up() {
+  if (handling_ == 0 && pending_.empty() && writes_.empty() && !writing_) {
+    caught_up_at_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+}
+
 void Connection::on_start() {
+  caught_up_at_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   if (server_->options.handshake_timeout.count() > 0) {
     handshake_deadline_ = Clock::now() + server_->options.handshake_timeout;
   }
@@ -186,6 +218,7 @@ void Connection::on_deliver(std::uint64_t request_id, std::optional<std::string>
   if (final) {
     drop_close_hooks(request_id);
     handling_ = 0;
+    busy_.store(false, std::memory_order_relaxed);
     process_next();
   }
 }
@@ -195,7 +228,15 @@ void Connection::on_deliver(std::uint64_t request_id, std::optional<std::string>
 void Connection::start_read() {
   if (reading_ || state_ == State::closed || eof_) return;
   // Too many requests waiting: stop reading until the handler catches up.
-  if (state_ == State::open && pending_.size() >= server_->options.max_queued_requests) return;
+  // Replies piling up unread (a client pipelining health checks it never
+  // reads, say): stop reading until it takes them; TCP's flow control then
+  // holds the client, and its replies cost at most kReadPauseBytes. Reading
+  // resumes outside a read's handler, so what drained_ knew is stale then.
+  if (state_ == State::open &&
+      (pending_.size() >= server_->options.max_queued_requests || queued_write_bytes_ >= kReadPauseBytes)) {
+    drained_ = false;
+    return;
+  }
   reading_ = true;
   // A read that did not fill the buffer emptied the socket, so the next
   // bytes cannot be there yet: wait until they are, then read. Asio's read
@@ -209,8 +250,17 @@ void Connection::start_read() {
     return;
   }
   socket_.async_read_some(
-      asio::buffer(read_buffer_),
+      asio::buffer(read_buffer_.data(), read_size()),
       [self = shared_from_this()](const error_code& error, std::size_t size) { self->on_read(error, size); });
+}
+
+// A connection that has not shown the token reads a little at a time, so
+// that one flooding the daemon with requests (health checks it pipelines,
+// say) takes a short turn of the connections' loop and every other
+// connection, a new one included, gets its turn soon after.
+std::size_t Connection::read_size() const noexcept {
+  const bool trusted = info_.transport == Transport::unix_socket || authenticated_.load(std::memory_order_relaxed);
+  return trusted ? read_buffer_.size() : kUntrustedReadSize;
 }
 
 void Connection::on_readable(const error_code& error) {
@@ -219,7 +269,7 @@ void Connection::on_readable(const error_code& error) {
     return;
   }
   error_code read_error;
-  const std::size_t size = socket_.read_some(asio::buffer(read_buffer_), read_error);
+  const std::size_t size = socket_.read_some(asio::buffer(read_buffer_.data(), read_size()), read_error);
   if (read_error == asio::error::would_block || read_error == asio::error::try_again) {
     reading_ = false;  // readiness without bytes: still empty, wait again
     drained_ = true;
@@ -250,13 +300,13 @@ void Connection::on_read(const error_code& error, std::size_t size) {
     process_next();
     return;
   }
-  drained_ = size < read_buffer_.size();  // for the next start_read, in this handler
+  drained_ = size < read_size();  // for the next start_read, in this handler
   // Once input is closed (error, drain, closing) bytes are read only to be dropped.
   if (state_ == State::open) {
     decoder_.feed(std::string_view(read_buffer_.data(), size));
     while (auto message = decoder_.next()) {
       server_->frames_in.fetch_add(1, std::memory_order_relaxed);
-      ++frames_decoded_;
+      if (frames_decoded_++ == 0) spoke_.store(true, std::memory_order_relaxed);
       pending_.push_back(Item{std::move(*message), std::nullopt});
     }
     if (decoder_.failed()) report_frame_error();
@@ -287,6 +337,9 @@ void Connection::process_next() {
       break;
     }
     if (is_health_check(item.message)) {
+      if (info_.transport == Transport::tcp && carries_token(item.message)) {
+        authenticated_.store(true, std::memory_order_relaxed);
+      }
       queue_message(make_health_response(server_->health_report()));
       continue;
     }
@@ -299,23 +352,29 @@ void Connection::process_next() {
   if ((state_ == State::input_closed || state_ == State::draining) && handling_ == 0 && pending_.empty()) {
     begin_close();
   }
+  note_if_caught_up();
   update_deadline();
   start_read();
 }
 
-void Connection::dispatch(Value message) {
-  ConnectionInfo info = info_;
+bool Connection::carries_token(const Value& message) const {
   const auto token = auth_token(message);
   const std::string& expected = server_->options.auth_token;
-  info.authenticated = info_.transport == Transport::unix_socket ||
-                       (token.has_value() && !expected.empty() && constant_time_equal(*token, expected));
+  return token.has_value() && !expected.empty() && constant_time_equal(*token, expected);
+}
+
+void Connection::dispatch(Value message) {
+  ConnectionInfo info = info_;
+  info.authenticated = info_.transport == Transport::unix_socket || carries_token(message);
   if (message.get("AUTH") != nullptr) message = message.without("AUTH");
   if (info.transport == Transport::tcp && info.authenticated) {
+    authenticated_.store(true, std::memory_order_relaxed);
     const std::string& label = server_->options.auth_token_label;
     info.requester = "wire token=" + (label.empty() ? std::string("token") : label) + " peer=" + info_.peer;
   }
 
   handling_ = ++last_request_id_;
+  busy_.store(true, std::memory_order_relaxed);
   WireReply sink(std::make_shared<ReplyState>(weak_from_this(), server_->hub, handling_, info));
   // `keep` lets a failed handler's reply be finished here; when the handler
   // dropped its copy unfinished, releasing `keep` ends the request.
@@ -435,7 +494,10 @@ void Connection::on_write(const error_code& error) {
     write_next();
   } else if (state_ >= State::closing) {
     shutdown_output();
+  } else {
+    note_if_caught_up();
   }
+  if (queued_write_bytes_ < kReadPauseBytes) start_read();  // reading resumes once the client has caught up
 }
 
 // --- closing ---------------------------------------------------------------

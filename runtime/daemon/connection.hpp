@@ -41,6 +41,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // of the strand, which takes all that arrived meanwhile (a reply and the
   // end of its request, say) and writes their frames together.
   void deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final);
+  const ConnectionInfo& info() const noexcept { return info_; }
   bool is_closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
   // Runs `hook` once when the connection closes, on its strand; at once, on
   // the calling thread, when it has closed already. One hook per request: a
@@ -52,6 +53,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the connection for holding `bytes` of unread replies, the most of
   // any, while all together are over the budget.
   void close_for_replies(std::size_t bytes);
+  // What admission weighs when a limit is reached (see admit()). Any thread.
+  Standing standing() const noexcept;
+  // Closed to make room for a new connection: `why` goes to the client as a
+  // BUSY error, in one write if the socket takes it, and the connection
+  // closes at once, without a linger. Any thread.
+  void evict(std::string why);
 
  private:
   // Where the connection is in its life. It only moves down this list
@@ -90,12 +97,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_deliver(std::uint64_t request_id, std::optional<std::string> frame, bool final);
 
   void start_read();
+  std::size_t read_size() const noexcept;
   void on_readable(const error_code& error);
   void on_read(const error_code& error, std::size_t size);
   void report_frame_error();
 
   void process_next();
   void dispatch(Value message);
+  // The message carries :AUTH with the configured token.
+  bool carries_token(const Value& message) const;
+  // Records the time when nothing is being handled, pending or unwritten.
+  void note_if_caught_up();
   void fail_request(WireReply& reply, std::string_view what);
 
   void queue_message(const Value& message);
@@ -119,6 +131,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void update_deadline();
 
   static constexpr std::size_t kReadBufferSize = std::size_t{16} * 1024;
+  // What one read takes from a TCP connection not authenticated (see read_size()).
+  static constexpr std::size_t kUntrustedReadSize = 1024;
+  // Unwritten reply bytes past which no further request is read (see start_read).
+  static constexpr std::size_t kReadPauseBytes = std::size_t{1024} * 1024;
 
   const std::shared_ptr<ServerState> server_;
   const Strand strand_;
@@ -132,6 +148,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   State state_ = State::open;
   std::atomic<bool> closed_flag_{false};  // state_ == State::closed, for other threads
+  // For standing(), from other threads: set on the strand.
+  std::atomic<bool> authenticated_{false};   // a request carried the token (never reset)
+  std::atomic<bool> busy_{false};            // handling_ != 0
+  std::atomic<bool> spoke_{false};           // frames_decoded_ != 0
+  std::atomic<Clock::rep> caught_up_at_{0};  // when it opened, or last had nothing handled nor unwritten
   std::deque<Item> pending_;
   std::uint64_t last_request_id_ = 0;
   std::uint64_t handling_ = 0;  // the id of the request being handled; 0 while none is

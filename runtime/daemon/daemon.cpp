@@ -115,7 +115,7 @@ Result<std::size_t> connection_limit(const DaemonConfig& c) {
   }
   const std::size_t chosen = std::min<std::size_t>(1024, room);
   log_message(LogLevel::info, kComponent,
-              "connections: up to {} over TCP ({} per address) and {} on the Unix socket; descriptor limit {}", chosen,
+              "connections: up to {} over TCP ({} per peer) and {} on the Unix socket; descriptor limit {}", chosen,
               c.max_connections_per_peer, c.max_unix_connections, descriptors);
   return chosen;
 }
@@ -176,7 +176,8 @@ struct Daemon::Impl {
   // request's path); after what they read, so they go first.
   std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<MetricsListener> metrics_listener;
-  std::atomic<std::uint16_t> metrics_port{0};  // 0: no endpoint
+  std::atomic<std::uint16_t> metrics_port{0};                     // 0: no endpoint
+  std::atomic<MetricsListener*> metrics_listener_ready{nullptr};  // set once `metrics_listener` is
   std::atomic<bool> stopping{false};
 
   mutable std::mutex health_mutex;  // guards health
@@ -316,6 +317,11 @@ struct Daemon::Impl {
       return "not ready: no model provider is configured (set one up, or choose --provider offline)";
     }
     return {};
+  }
+
+  MetricsListenerCounters metrics_counters() const {
+    const MetricsListener* listener = metrics_listener_ready.load(std::memory_order_acquire);
+    return listener != nullptr ? listener->counters() : MetricsListenerCounters{};
   }
 
   std::string metrics_url() const {
@@ -508,7 +514,13 @@ Result<void> Daemon::Impl::boot() {
       [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
       [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get(),
-      [this] { return metrics_url(); }});
+      [this] { return metrics_url(); },
+      [this] {
+        const ServerCounters counted = server ? server->counters() : ServerCounters{};
+        return OperatorHandler::ConnectionFigures{counted.connections_rejected, counted.connections_evicted,
+                                                  metrics_counters().evicted};
+      },
+      [this] { return not_ready(); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -566,7 +578,7 @@ Result<void> Daemon::Impl::serve_metrics() {
                                                              Server* s = server_ready.load(std::memory_order_acquire);
                                                              return s != nullptr ? s->counters() : ServerCounters{};
                                                            },
-                                                           version_text()});
+                                                           version_text(), [this] { return metrics_counters(); }});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
@@ -587,6 +599,7 @@ Result<void> Daemon::Impl::serve_metrics() {
     return {};
   }
   metrics_listener = std::move(*listening);
+  metrics_listener_ready.store(metrics_listener.get(), std::memory_order_release);
   metrics_port.store(metrics_listener->port(), std::memory_order_relaxed);
   std::printf("metrics on 127.0.0.1:%u\n", static_cast<unsigned>(metrics_listener->port()));
   log_message(LogLevel::info, kComponent, "metrics: {} (also /healthz, /readyz)", metrics_url());

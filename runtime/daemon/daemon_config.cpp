@@ -127,13 +127,16 @@ constexpr std::array kSettings{
     DaemonSetting{"max-frame", "PASSEPARTOUT_MAX_FRAME", "N",
                   "Largest frame, in code points, either direction (default 1048576; at most 16777215)"},
     DaemonSetting{"max-connections", "PASSEPARTOUT_MAX_CONNECTIONS", "N",
-                  "Open TCP connections; one more gets a BUSY error and is closed at once (default: what the\n"
-                  "descriptor limit leaves room for, at most 1024; a value the limit cannot serve stops the start)"},
+                  "Open TCP connections. At the limit a new one is served and the open one that has done least\n"
+                  "for longest (not authenticated, not busy) is closed to make room; when none may be, the new\n"
+                  "one gets BUSY (default: what the descriptor limit leaves room for, at most 1024; a value the\n"
+                  "limit cannot serve stops the start)"},
     DaemonSetting{"max-unix-connections", "PASSEPARTOUT_MAX_UNIX_CONNECTIONS", "N",
                   "Open connections on the Unix socket, counted apart from TCP's so that no number of TCP\n"
                   "clients locks the operator out (default 64)"},
     DaemonSetting{"max-connections-per-peer", "PASSEPARTOUT_MAX_CONNECTIONS_PER_PEER", "N",
-                  "Open TCP connections from one address (default 64)"},
+                  "Open TCP connections from one peer: one local user on loopback (the kernel names the owner\n"
+                  "of the other end), else one address; at the limit, as --max-connections (default 64)"},
     DaemonSetting{"handshake-timeout", "PASSEPARTOUT_HANDSHAKE_TIMEOUT", "SECONDS",
                   "Close a connection that has not sent a complete request this long after it opened\n"
                   "(default 10; 0: never); once it has, --idle-timeout applies"},

@@ -19,12 +19,6 @@ namespace passepartout::detail {
 
 namespace {
 
-// "127.0.0.1:5000" -> "127.0.0.1"; "::1:5000" -> "::1".
-std::string address_of(const std::string& peer) {
-  const std::size_t colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
-
 // Sends a refused connection away for almost nothing: the error response in
 // one non-blocking write, then closed at once (no connection, no read
 // buffer, no linger). A client that sent bytes first may see a reset instead.
@@ -39,13 +33,42 @@ void refuse(const std::shared_ptr<ServerState>& server, GenericSocket& socket, c
 
 }  // namespace
 
-void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info) {
+namespace {
+
+// The open TCP connection to close so that one more fits, when one may be:
+// from `group` when given, else from all. The caller holds connections_mutex.
+std::shared_ptr<Connection> choose_eviction(ServerState& server, const std::string* group,
+                                            ServerState::Registered*& chosen) {
+  std::shared_ptr<Connection> victim;
+  Standing victim_standing;
+  chosen = nullptr;
+  for (auto& [id, registered] : server.connections) {
+    if (!registered.counted || registered.transport != Transport::tcp) continue;
+    if (group != nullptr && registered.group != *group) continue;
+    auto connection = registered.connection.lock();
+    if (!connection) continue;
+    const Standing standing = connection->standing();
+    if (!standing.evictable) continue;
+    if (!victim || evict_before(standing, victim_standing)) {
+      victim = std::move(connection);
+      victim_standing = standing;
+      chosen = &registered;
+    }
+  }
+  return victim;
+}
+
+}  // namespace
+
+void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info, PeerGroup group) {
   set_close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC (close_on_exec.hpp)
   info.connection_id = server->next_connection_id.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t id = info.connection_id;
   const bool tcp = info.transport == Transport::tcp;
-  std::string address = tcp ? address_of(info.peer) : std::string();
+  if (!tcp) group.key.clear();
   std::optional<Value> rejection;
+  std::shared_ptr<Connection> evicted;
+  std::string eviction_reason;
   {
     std::lock_guard lock(server->connections_mutex);
     const ServerOptions& options = server->options;
@@ -54,24 +77,50 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
     } else if (!tcp && server->open_unix >= options.max_unix_connections) {
       rejection = make_error_response(wire_error::kBusy, "too many connections on the Unix socket (the limit is " +
                                                              std::to_string(options.max_unix_connections) + ")");
-    } else if (tcp && server->open_tcp >= options.max_connections) {
-      rejection = make_error_response(
-          wire_error::kBusy, "too many TCP connections (the limit is " + std::to_string(options.max_connections) + ")");
-    } else if (tcp && server->per_peer[address] >= options.max_connections_per_peer) {
-      rejection = make_error_response(wire_error::kBusy, "too many connections from " + address + " (the limit is " +
-                                                             std::to_string(options.max_connections_per_peer) + ")");
+    } else if (tcp) {
+      // At a limit, the connection that has done least for longest makes
+      // room (admission.hpp); only when none may, the newcomer is refused.
+      const auto in_group = server->per_peer.find(group.key);
+      const bool group_full =
+          in_group != server->per_peer.end() && in_group->second >= options.max_connections_per_peer;
+      const bool all_full = server->open_tcp >= options.max_connections;
+      if (group_full || all_full) {
+        const std::string limit =
+            group_full ? "too many connections from " + group.describe() + " (the limit is " +
+                             std::to_string(options.max_connections_per_peer) + ")"
+                       : "too many TCP connections (the limit is " + std::to_string(options.max_connections) + ")";
+        ServerState::Registered* chosen = nullptr;
+        evicted = choose_eviction(*server, group_full ? &group.key : nullptr, chosen);
+        if (evicted) {
+          eviction_reason = limit;
+          server->uncount(*chosen);
+        } else {
+          rejection = make_error_response(wire_error::kBusy, limit + "; every one of them is authenticated or busy");
+        }
+      }
     }
     if (!rejection) {
-      (tcp ? server->open_tcp : server->open_unix) += 1;
-      if (tcp) ++server->per_peer[address];
-    } else if (tcp && server->per_peer[address] == 0) {
-      server->per_peer.erase(address);  // operator[] above made it
+      if (tcp) {
+        ++server->open_tcp;
+        ++server->per_peer[group.key];
+      } else {
+        ++server->open_unix;
+      }
     }
+  }
+  if (evicted) {
+    server->connections_evicted.fetch_add(1, std::memory_order_relaxed);
+    const ConnectionInfo& old = evicted->info();
+    server->admission_warnings.warn(fmt::format(
+        "connection {} ({}) closed to make room for connection {} from {}: {}; of those that may be closed, it had "
+        "done the least for the longest",
+        old.connection_id, old.peer, id, info.peer, eviction_reason));
+    evicted->evict("closed to make room for a newer connection: " + eviction_reason);
   }
   if (rejection) {
     server->connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    log_message(LogLevel::warn, kComponent, "connection {} from {} refused: {}", id, info.peer,
-                rejection->path({"PAYLOAD", "MESSAGE"}).text());
+    server->admission_warnings.warn(fmt::format("connection {} from {} refused: {}", id, info.peer,
+                                                rejection->path({"PAYLOAD", "MESSAGE"}).text()));
     refuse(server, socket, *rejection);
     return;
   }
@@ -82,7 +131,7 @@ void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, Con
   {
     std::lock_guard lock(server->connections_mutex);
     server->connections.emplace(
-        id, ServerState::Registered{connection, tcp ? Transport::tcp : Transport::unix_socket, std::move(address)});
+        id, ServerState::Registered{connection, tcp ? Transport::tcp : Transport::unix_socket, std::move(group.key)});
     server->connections_total.fetch_add(1, std::memory_order_relaxed);
   }
   server->connections_changed.notify_all();

@@ -24,6 +24,7 @@
 
 #include "base/log.hpp"
 #include "base/result.hpp"
+#include "daemon/peer_owner.hpp"
 #include "daemon/server.hpp"
 #include "daemon/server_state.hpp"
 
@@ -34,7 +35,10 @@ inline constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 
 // Registers `socket` as a connection and starts it, or sends it away when its
 // transport or its peer is at its limit, or the server is stopping.
-void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info);
+// At a TCP limit (all connections, or those of the newcomer's group), the
+// connection that has done least for longest is closed to make room
+// (admission.hpp); only when none may be, the newcomer is refused.
+void admit(const std::shared_ptr<ServerState>& server, GenericSocket socket, ConnectionInfo info, PeerGroup group);
 
 // Accepts connections on one endpoint, on its own strand (on the first
 // io_context), and hands each new connection to the next io_context in turn.
@@ -108,7 +112,11 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
     info.transport = transport_;
     info.peer = peer_name(peer);
     info.requester = requester_of(peer, info.peer);
-    admit(server_, GenericSocket(std::move(peer)), std::move(info));
+    PeerGroup group;
+    if constexpr (std::is_same_v<Protocol, asio::ip::tcp>) {
+      group = peer_group(owners_, peer.native_handle(), address_of(peer));
+    }
+    admit(server_, GenericSocket(std::move(peer)), std::move(info), std::move(group));
     accept();
   }
 
@@ -124,6 +132,12 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
       if (::getsockopt(peer.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return "wire unix";
       return "wire uid=" + std::to_string(credentials.uid) + " pid=" + std::to_string(credentials.pid);
     }
+  }
+
+  static std::string address_of(Socket& peer) {
+    error_code error;
+    const auto endpoint = peer.remote_endpoint(error);
+    return error ? std::string("tcp") : endpoint.address().to_string();
   }
 
   std::string peer_name(Socket& peer) const {
@@ -148,6 +162,7 @@ class Listener : public std::enable_shared_from_this<Listener<Protocol>> {
   bool acceptor_closed_ = false;
   const Transport transport_;
   bool closed_ = false;
+  LoopbackOwners owners_;  // on the strand
 };
 
 using TcpListener = Listener<asio::ip::tcp>;

@@ -222,6 +222,21 @@ std::string DaemonMetrics::scrape() const {
     const std::string rejected = name("connections_rejected_total");
     out.family(rejected, Type::counter, "Protocol connections refused at a connection limit or while stopping.");
     out.sample(rejected, {}, c.connections_rejected);
+    const std::string evicted = name("connections_evicted_total");
+    out.family(evicted, Type::counter,
+               "Protocol connections closed to make room for a newer one at a TCP limit (the one that had done "
+               "least for longest, never an authenticated one).");
+    out.sample(evicted, {}, c.connections_evicted);
+  }
+  if (sources_.metrics_endpoint) {
+    const MetricsListenerCounters m = sources_.metrics_endpoint();
+    const std::string accepted = name("metrics_connections_accepted_total");
+    out.family(accepted, Type::counter, "Connections to this endpoint since start.");
+    out.sample(accepted, {}, m.accepted);
+    const std::string evicted = name("metrics_connections_evicted_total");
+    out.family(evicted, Type::counter,
+               "Connections to this endpoint closed to make room for a newer one (none is ever refused).");
+    out.sample(evicted, {}, m.evicted);
   }
 
   // Providers.

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "daemon/metrics_listener.hpp"
 #include "daemon/server.hpp"
 
 namespace passepartout {
@@ -18,12 +19,13 @@ class ApprovalStore;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
-  const SkillHost* skills = nullptr;            // skills loaded, gate verdicts and latency, skill changes
-  const Pipeline* pipeline = nullptr;           // signals by sensor and outcome, in flight
-  const Cascade* cascade = nullptr;             // provider calls, latency, tokens
-  const ApprovalStore* approvals = nullptr;     // may be null (approvals unavailable)
-  std::function<ServerCounters()> connections;  // may be empty (no server yet)
-  std::string version;                          // passepartout_build_info
+  const SkillHost* skills = nullptr;                          // skills loaded, gate verdicts and latency, skill changes
+  const Pipeline* pipeline = nullptr;                         // signals by sensor and outcome, in flight
+  const Cascade* cascade = nullptr;                           // provider calls, latency, tokens
+  const ApprovalStore* approvals = nullptr;                   // may be null (approvals unavailable)
+  std::function<ServerCounters()> connections;                // may be empty (no server yet)
+  std::string version;                                        // passepartout_build_info
+  std::function<MetricsListenerCounters()> metrics_endpoint;  // may be empty (not yet listening)
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

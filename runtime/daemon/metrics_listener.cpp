@@ -17,16 +17,20 @@
 #include <boost/beast/http.hpp>
 #pragma GCC diagnostic pop
 
+#include <atomic>
 #include <cerrno>
 #include <exception>
 #include <future>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "base/log.hpp"
+#include "daemon/admission.hpp"
 #include "daemon/close_on_exec.hpp"
+#include "daemon/peer_owner.hpp"
 
 namespace passepartout {
 
@@ -64,31 +68,62 @@ struct MetricsListener::State : std::enable_shared_from_this<MetricsListener::St
 
   // The strand's:
   bool stopped = false;
-  std::size_t open = 0;
+  std::size_t open = 0;                                 // sessions counted against the limits
+  std::unordered_map<std::string, std::size_t> groups;  // of those, by PeerGroup::key
   std::vector<std::weak_ptr<Session>> sessions;
+  LoopbackOwners owners;
+
+  std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::uint64_t> evicted{0};
+  ThrottledWarning evictions{kComponent};
 
   void accept();
   void admit(tcp::socket socket);
+  // Takes a session out of the counts (once: at its eviction or its end).
+  void uncount(const std::string& group) {
+    --open;
+    auto found = groups.find(group);
+    if (found != groups.end() && --found->second == 0) groups.erase(found);
+  }
+  // The session to close so a new one fits, from `group` when given, else from all.
+  std::shared_ptr<Session> choose_eviction(const std::string* group);
 };
 
 namespace {
 
 // One connection: requests read and answered one after another (keep-alive).
+// Waiting for a request is bounded by `timeout`; once its first byte has
+// arrived, the whole request by `request_timeout`.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<MetricsListener::State> state, tcp::socket socket)
-      : state_(std::move(state)), stream_(std::move(socket)), buffer_(state_->options.max_request_bytes) {}
-  ~Session() { --state_->open; }
+  Session(std::shared_ptr<MetricsListener::State> state, tcp::socket socket, std::string group)
+      : state_(std::move(state)),
+        stream_(std::move(socket)),
+        buffer_(state_->options.max_request_bytes),
+        group_(std::move(group)) {
+    standing_.since = std::chrono::steady_clock::now();
+  }
+  ~Session() {
+    if (counted_) state_->uncount(group_);
+  }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  const std::string& group() const noexcept { return group_; }
+  const Standing& standing() const noexcept { return standing_; }
+  bool counted() const noexcept { return counted_; }
+
+  // Waits for the next request's first bytes, unless some are here already
+  // (a pipelined request).
   void read() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(state_->options.max_request_bytes));
-    parser_->body_limit(0);
+    if (buffer_.size() > 0) return read_request();
     stream_.expires_after(state_->options.timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec); });
+    const std::size_t room = state_->options.max_request_bytes;
+    stream_.async_read_some(buffer_.prepare(room), [self = shared_from_this()](error_code ec, std::size_t got) {
+      if (ec) return self->on_read(ec);
+      self->buffer_.commit(got);
+      self->read_request();
+    });
   }
 
   void close() {
@@ -97,10 +132,26 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.close();
   }
 
+  // Closed to make room: out of the counts at once, the socket closed now.
+  void evict() {
+    counted_ = false;
+    state_->uncount(group_);
+    close();
+  }
+
  private:
+  void read_request() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(state_->options.max_request_bytes));
+    parser_->body_limit(0);
+    stream_.expires_after(state_->options.request_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
   void on_read(error_code ec) {
     if (state_->stopped || ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
-        ec == beast::error::timeout) {
+        ec == beast::error::timeout || ec == asio::error::eof) {
       close();
       return;
     }
@@ -110,6 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return respond(http::status::payload_too_large, "a request to this endpoint has no body\n", false);
     }
     if (ec) return respond(http::status::bad_request, "malformed request\n", false);
+    standing_.spoke = true;
 
     const auto& request = parser_->get();
     const bool keep = request.keep_alive();
@@ -152,6 +204,7 @@ class Session : public std::enable_shared_from_this<Session> {
       close();
       return;
     }
+    standing_.since = std::chrono::steady_clock::now();  // caught up: the reply was taken
     read();
   }
 
@@ -160,6 +213,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::empty_body>> parser_;
   http::response<http::string_body> response_;
+  const std::string group_;
+  Standing standing_;    // every session may be closed for room: nothing here is authenticated
+  bool counted_ = true;  // in the state's counts
 };
 
 }  // namespace
@@ -181,29 +237,50 @@ void MetricsListener::State::accept() {
   });
 }
 
+std::shared_ptr<Session> MetricsListener::State::choose_eviction(const std::string* group) {
+  std::shared_ptr<Session> victim;
+  for (const auto& weak : sessions) {
+    auto session = weak.lock();
+    if (!session || !session->counted()) continue;
+    if (group != nullptr && session->group() != *group) continue;
+    if (!victim || evict_before(session->standing(), victim->standing())) victim = std::move(session);
+  }
+  return victim;
+}
+
 void MetricsListener::State::admit(tcp::socket socket) {
   set_close_on_exec(socket.native_handle());  // accepted without SOCK_CLOEXEC (close_on_exec.hpp)
-  if (open >= options.max_connections) {
-    // Refused for almost nothing: one non-blocking write, then closed.
-    static constexpr std::string_view kBusy =
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
-        "Connection: close\r\n\r\ntoo many connections\n";
-    error_code ignored;
-    socket.non_blocking(true, ignored);
-    socket.write_some(asio::buffer(kBusy.data(), kBusy.size()), ignored);
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
-    socket.close(ignored);
-    return;
+  error_code ec;
+  const auto remote = socket.remote_endpoint(ec);
+  const std::string peer = ec ? std::string("tcp") : remote.address().to_string() + ":" + std::to_string(remote.port());
+  PeerGroup group = peer_group(owners, socket.native_handle(), ec ? std::string("tcp") : remote.address().to_string());
+  accepted.fetch_add(1, std::memory_order_relaxed);
+  std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+  const auto in_group = groups.find(group.key);
+  const bool group_full = in_group != groups.end() && in_group->second >= options.max_connections_per_peer;
+  if (group_full || open >= options.max_connections) {
+    if (auto victim = choose_eviction(group_full ? &group.key : nullptr)) {
+      victim->evict();
+      evicted.fetch_add(1, std::memory_order_relaxed);
+      evictions.warn(fmt::format(
+          "a connection was closed to make room for one from {}: {} (the limit is {}); of "
+          "them it had done the least for the longest",
+          peer, group_full ? "too many connections from " + group.describe() : std::string("too many connections"),
+          group_full ? options.max_connections_per_peer : options.max_connections));
+    }
   }
   ++open;
-  auto session = std::make_shared<Session>(shared_from_this(), std::move(socket));
-  std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+  ++groups[group.key];
+  auto session = std::make_shared<Session>(shared_from_this(), std::move(socket), std::move(group.key));
   sessions.push_back(session);
   session->read();
 }
 
 Result<std::unique_ptr<MetricsListener>> MetricsListener::start(asio::io_context& io, MetricsListenerOptions options,
                                                                 MetricsEndpoints endpoints) {
+  if (options.max_connections == 0 || options.max_connections_per_peer == 0) {
+    return fail(ErrorCode::invalid_input, "metrics: the connection limits must be at least 1");
+  }
   auto state = std::make_shared<State>(io, std::move(options), std::move(endpoints));
   const std::string where = state->options.address + ":" + std::to_string(state->options.port);
   error_code ec;
@@ -241,6 +318,10 @@ MetricsListener::~MetricsListener() {
 }
 
 std::uint16_t MetricsListener::port() const noexcept { return state_->port; }
+
+MetricsListenerCounters MetricsListener::counters() const noexcept {
+  return {state_->accepted.load(std::memory_order_relaxed), state_->evicted.load(std::memory_order_relaxed)};
+}
 
 void MetricsListener::stop() {
   if (state_->stop_called) return;

@@ -27,13 +27,28 @@ struct MetricsEndpoints {
 struct MetricsListenerOptions {
   std::string address = "127.0.0.1";
   std::uint16_t port = 9106;  // 0: any free port (MetricsListener::port() says which)
-  // Connections open at once; one more is answered 503 and closed at once.
-  std::size_t max_connections = 4;
+  // Connections open at once, and from one peer (one local user on
+  // loopback, else one address: peer_owner.hpp). At either limit a new
+  // connection is served by closing one that has done least for longest:
+  // one that never completed a request before one that did, then the one
+  // longest without progress (admission.hpp). Nobody who sends a complete
+  // request is turned away, however many connections sit idle, send slowly
+  // or never read.
+  std::size_t max_connections = 64;
+  std::size_t max_connections_per_peer = 16;
   // A request's line and headers together; past it: 431, and the connection closes.
   std::size_t max_request_bytes = 8192;
-  // A request must arrive whole, and a reply be taken, within this; an idle
-  // kept-alive connection closes after it.
+  // Once its first byte has arrived, a request must be whole within this.
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(2)};
+  // A connection waiting for a request (new, or kept alive after a reply)
+  // closes after this; a reply must be taken within it too.
   std::chrono::milliseconds timeout{std::chrono::seconds(10)};
+};
+
+// Since the listener started.
+struct MetricsListenerCounters {
+  std::uint64_t accepted = 0;
+  std::uint64_t evicted = 0;  // closed to make room for a newer connection (none is ever refused)
 };
 
 // Serves HTTP/1.1 on `io` (which the caller runs, and keeps running until
@@ -55,6 +70,7 @@ class MetricsListener {
 
   // The bound port (the chosen one when the options asked for 0).
   std::uint16_t port() const noexcept;
+  MetricsListenerCounters counters() const noexcept;
   // Stops accepting and closes every connection; once it returns the
   // endpoints are not called again. Waits for the strand (at most a few
   // seconds). Idempotent.

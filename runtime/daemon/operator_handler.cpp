@@ -354,13 +354,21 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
     const std::size_t pending = services_.approvals != nullptr ? services_.approvals->pending_count() : 0;
     const std::uint64_t refused = services_.approvals != nullptr ? services_.approvals->refused_count() : 0;
+    const ConnectionFigures figures =
+        services_.connection_figures ? services_.connection_figures() : ConnectionFigures{};
+    const std::string not_ready = services_.not_ready ? services_.not_ready() : std::string();
     answer(make_ok_response(
         "running",
         Value::plist(
             {{"VERSION", str(services_.version)},
              {"UPTIME-S", num(uptime.count())},
              {"HEALTH", Value::keyword(health.status)},
+             {"READY", Value::boolean(not_ready.empty())},
+             {"NOT-READY", not_ready.empty() ? Value() : str(not_ready)},
              {"CONNECTIONS", num(static_cast<std::int64_t>(services_.connections ? services_.connections() : 0))},
+             {"CONNECTIONS-REFUSED", num(static_cast<std::int64_t>(figures.refused))},
+             {"CONNECTIONS-EVICTED", num(static_cast<std::int64_t>(figures.evicted))},
+             {"METRICS-EVICTED", num(static_cast<std::int64_t>(figures.metrics_evicted))},
              {"SIGNALS-PROCESSED", num(static_cast<std::int64_t>(services_.pipeline.signals_processed()))},
              {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -61,6 +62,12 @@ class SkillProblems {
 // request in flight (the daemon stops `control` before destroying them).
 class OperatorHandler {
  public:
+  // Connections turned away or closed to make room, since the daemon started.
+  struct ConnectionFigures {
+    std::uint64_t refused = 0;          // protocol connections refused at a limit or while stopping
+    std::uint64_t evicted = 0;          // protocol connections closed to make room for a newer one
+    std::uint64_t metrics_evicted = 0;  // the same on the metrics endpoint
+  };
   struct Services {
     SkillHost& skills;
     Pipeline& pipeline;
@@ -76,6 +83,10 @@ class OperatorHandler {
     std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
     const DecisionLog* decisions = nullptr;      // STATUS's decision log figures; null: the log is off
     std::function<std::string()> metrics_url;    // STATUS's METRICS: "http://127.0.0.1:<port>/metrics", "" when off
+    // STATUS's CONNECTIONS-REFUSED, CONNECTIONS-EVICTED and METRICS-EVICTED; may be empty (all 0).
+    std::function<ConnectionFigures()> connection_figures;
+    // STATUS's READY (T) or NOT-READY (the reason, as /readyz says it); may be empty (ready).
+    std::function<std::string()> not_ready;
   };
   using Answer = std::function<void(Value response)>;
 

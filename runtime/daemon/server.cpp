@@ -318,6 +318,7 @@ ServerCounters Server::counters() const {
   }
   counters.connections_total = state.connections_total.load(std::memory_order_relaxed);
   counters.connections_rejected = state.connections_rejected.load(std::memory_order_relaxed);
+  counters.connections_evicted = state.connections_evicted.load(std::memory_order_relaxed);
   counters.frames_in = state.frames_in.load(std::memory_order_relaxed);
   counters.frames_out = state.frames_out.load(std::memory_order_relaxed);
   counters.errors = state.errors.load(std::memory_order_relaxed);

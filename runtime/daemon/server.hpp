@@ -121,13 +121,18 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout = std::chrono::minutes(30);
   // A frame whose first prefix character arrived must be complete within this.
   std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
-  // Open TCP connections; one more is accepted, gets a BUSY error response and
-  // is closed at once, without a connection's buffers or a linger.
+  // Open TCP connections. At this limit, or at max_connections_per_peer, a
+  // new connection is served by closing (BUSY, no linger) the one of them,
+  // not authenticated nor being handled, that has done least for longest:
+  // never spoke before spoke, then the longest without progress. When none
+  // may be closed, the new one gets a BUSY error response and is closed at
+  // once, without a connection's buffers or a linger.
   std::size_t max_connections = 1024;
   // Open connections on the Unix socket, counted apart from TCP's: no number of
   // TCP clients can lock the operator out.
   std::size_t max_unix_connections = 64;
-  // Open TCP connections from one address.
+  // Open TCP connections from one peer: one local user on loopback (the
+  // kernel names the owner of the other end: peer_owner.hpp), else one address.
   std::size_t max_connections_per_peer = 64;
   // A connection that has not sent a complete request this long after it
   // opened gets a TIMEOUT error response and is closed (zero: no such bound);
@@ -155,6 +160,7 @@ struct ServerCounters {
   std::uint64_t connections_open_unix = 0;  // of connections_open, on the Unix socket
   std::uint64_t connections_total = 0;      // admitted since start (rejected ones not included)
   std::uint64_t connections_rejected = 0;   // over a connection limit or while stopping
+  std::uint64_t connections_evicted = 0;    // closed to make room for a newer one at a TCP limit
   std::uint64_t closed_for_replies = 0;     // closed for holding the most unread replies over the total budget
   std::uint64_t queued_write_bytes = 0;     // reply bytes not yet written, all connections
   std::uint64_t frames_in = 0;              // messages decoded

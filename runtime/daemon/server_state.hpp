@@ -27,6 +27,7 @@
 
 #include "base/errno_text.hpp"
 #include "base/log.hpp"
+#include "daemon/admission.hpp"
 #include "daemon/frame_codec.hpp"
 #include "daemon/server.hpp"
 
@@ -69,6 +70,14 @@ struct ReplyHub {
 // What the listeners, the connections and the reply sinks share. Lives as
 // long as any of them.
 struct ServerState {
+  // A connection as the registry counts it.
+  struct Registered {
+    std::weak_ptr<Connection> connection;
+    Transport transport;
+    std::string group;    // TCP: what its limit counts it under (PeerGroup::key)
+    bool counted = true;  // in open_tcp/open_unix and per_peer (false once closed for room)
+  };
+
   ServerState(ServerOptions server_options, std::shared_ptr<RequestHandler> request_handler, HealthProbe probe)
       : options(std::move(server_options)),
         codec(options.frame_limits),
@@ -96,16 +105,24 @@ struct ServerState {
       std::lock_guard lock(connections_mutex);
       auto found = connections.find(id);
       if (found == connections.end()) return;
-      if (found->second.transport == Transport::unix_socket) {
-        --open_unix;
-      } else {
-        --open_tcp;
-        auto peer = per_peer.find(found->second.peer_address);
-        if (peer != per_peer.end() && --peer->second == 0) per_peer.erase(peer);
-      }
+      if (found->second.counted) uncount(found->second);
       connections.erase(found);
     }
     connections_changed.notify_all();
+  }
+
+  // Takes `registered` out of the counts the limits see; the caller holds
+  // connections_mutex. A connection closed for room leaves them at once,
+  // before its strand has closed it.
+  void uncount(Registered& registered) {
+    registered.counted = false;
+    if (registered.transport == Transport::unix_socket) {
+      --open_unix;
+      return;
+    }
+    --open_tcp;
+    auto peer = per_peer.find(registered.group);
+    if (peer != per_peer.end() && --peer->second == 0) per_peer.erase(peer);
   }
 
   // Counts `bytes` of replies queued (positive) or written or dropped
@@ -127,6 +144,7 @@ struct ServerState {
 
   std::atomic<std::uint64_t> connections_total{0};
   std::atomic<std::uint64_t> connections_rejected{0};
+  std::atomic<std::uint64_t> connections_evicted{0};  // closed to make room for a new one
   std::atomic<std::uint64_t> frames_in{0};
   std::atomic<std::uint64_t> frames_out{0};
   std::atomic<std::uint64_t> errors{0};
@@ -134,18 +152,15 @@ struct ServerState {
   std::atomic<std::uint64_t> closed_for_replies{0};
   std::atomic<std::int64_t> queued_write_bytes{0};  // all connections' unwritten reply bytes
 
-  // A connection as the registry counts it.
-  struct Registered {
-    std::weak_ptr<Connection> connection;
-    Transport transport;
-    std::string peer_address;  // TCP: the client's address without its port
-  };
+  // Refusals and evictions: a line a minute at most.
+  ThrottledWarning admission_warnings{kComponent};
+
   mutable std::mutex connections_mutex;  // guards connections, the counts and draining
   mutable std::condition_variable connections_changed;
   std::unordered_map<std::uint64_t, Registered> connections;
   std::size_t open_tcp = 0;
   std::size_t open_unix = 0;
-  std::unordered_map<std::string, std::size_t> per_peer;  // open TCP connections by address
+  std::unordered_map<std::string, std::size_t> per_peer;  // open TCP connections by PeerGroup::key
   bool draining = false;
 };
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -256,10 +257,23 @@ DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
 }
 
 DaemonProcess::~DaemonProcess() {
-  if (pid_ > 0 && !reaped_) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+  if (pid_ <= 0 || reaped_) return;
+  // A daemon that ended on its own while the test thought it ran (a crash, a
+  // sanitizer's report) leaves its log on standard error: the temporary
+  // folder holding it goes with this object.
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+    const std::string text = log();
+    constexpr std::size_t kTail = 16384;
+    std::fprintf(stderr, "the test's daemon (pid %d) %s before the test ended; the end of its log:\n%s\n",
+                 static_cast<int>(pid_), how.c_str(),
+                 text.size() > kTail ? text.substr(text.size() - kTail).c_str() : text.c_str());
+    return;
   }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
 }
 
 std::string DaemonProcess::log() const { return read_text_file(dir_.path() / "daemon.log"); }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -93,9 +94,12 @@ class HttpConnection {
   }
 
   // True when the server closed the connection (reads end) within the timeout.
+  // The peer closed the connection: an end of stream, or a reset (a close
+  // with unread bytes on its side).
   bool closed_by_peer() {
     char byte = 0;
-    return ::recv(fd_, &byte, 1, 0) == 0;
+    const ssize_t got = ::recv(fd_, &byte, 1, 0);
+    return got == 0 || (got < 0 && errno == ECONNRESET);
   }
 
  private:

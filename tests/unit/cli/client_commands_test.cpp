@@ -79,7 +79,8 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
           0);
     CHECK(contains(out, "  health             HEALTHY\n"));
     CHECK(contains(out, "  uptime             1h 02m 05s\n"));
-    CHECK(contains(out, "  connections        2\n"));
+    CHECK(contains(out, "  connections        2 (1 refused, 5 closed to make room at a limit)\n"));
+    CHECK(contains(out, "  metrics            off (3 connections closed to make room)\n"));
     CHECK(contains(out, "  signals processed  42 (1 in flight)\n"));
     CHECK(contains(out, "  pending approvals  1 (see `passepartout approvals list`)\n"));
     CHECK(contains(out, "  approvals refused  7 (past --max-pending-approvals[-per-session])\n"));
@@ -109,6 +110,41 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
   }
   CHECK(server.daemon().last_request().at("COMMAND").is_keyword("STATUS"));
   CHECK(server.daemon().last_request().at("REQUEST-ID").is_string());
+}
+
+TEST_CASE("status --health asks a health check, as /healthz does; --ready asks whether it is ready", "[cli]") {
+  FakeDaemonServer server([] { return HealthReport{"DEGRADED", true}; });
+  SECTION("--health over the Unix socket") {
+    Captured captured;
+    CHECK(cli::run_health(server.unix_target(), captured.output()) == cli::kExitOk);
+    CHECK(captured.out.str() ==
+          "ok: the daemon at " + server.unix_target().endpoint.describe() + " serves (health DEGRADED)\n");
+  }
+  SECTION("--health over TCP needs no token") {
+    Captured captured;
+    CHECK(cli::run_health(server.tcp_target(""), captured.output(true)) == cli::kExitOk);
+    const auto document = json::parse(captured.out.str());
+    CHECK(document["ok"] == true);
+    CHECK(document["health"] == "DEGRADED");
+  }
+  SECTION("--health with nothing listening") {
+    TempDir dir;
+    cli::Target target;
+    target.endpoint.socket_path = dir.path() / "none.sock";
+    Captured captured;
+    CHECK(cli::run_health(target, captured.output()) == cli::kExitProblem);
+    CHECK(contains(captured.err.str(), "none.sock"));
+  }
+  SECTION("--ready when not ready") {
+    Captured captured;
+    CHECK(cli::run_ready(server.unix_target(), captured.output()) == cli::kExitProblem);
+    CHECK(captured.err.str() == "passepartout: not ready: no skill is loaded\n");
+    Captured as_json;
+    CHECK(cli::run_ready(server.unix_target(), as_json.output(true)) == cli::kExitProblem);
+    const auto document = json::parse(as_json.out.str());
+    CHECK(document["ready"] == false);
+    CHECK(document["reason"] == "not ready: no skill is loaded");
+  }
 }
 
 TEST_CASE("operator commands over TCP carry the token, without it the daemon says UNAUTHORIZED", "[cli]") {

@@ -69,7 +69,11 @@ struct OperatorRig {
         },
         [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
         [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); }, nullptr,
-        [] { return std::string("http://127.0.0.1:9106/metrics"); }});
+        [] { return std::string("http://127.0.0.1:9106/metrics"); },
+        [] {
+          return OperatorHandler::ConnectionFigures{3, 7, 11};
+        },
+        [] { return std::string("not ready: no model provider is configured"); }});
   }
 
   ~OperatorRig() {
@@ -113,6 +117,11 @@ TEST_CASE("STATUS reports the runtime, the skill folders, and SKILLS lists loade
   CHECK(payload.at("PENDING-APPROVALS").as_integer() == 0);
   CHECK(payload.at("METRICS").text() == "http://127.0.0.1:9106/metrics");
   CHECK(payload.at("APPROVALS-REFUSED").as_integer() == 0);
+  CHECK(payload.at("CONNECTIONS-REFUSED").as_integer() == 3);
+  CHECK(payload.at("CONNECTIONS-EVICTED").as_integer() == 7);
+  CHECK(payload.at("METRICS-EVICTED").as_integer() == 11);
+  CHECK(payload.at("READY").is_nil());
+  CHECK(payload.at("NOT-READY").text() == "not ready: no model provider is configured");
   // The folders `skills install` writes into.
   CHECK(payload.at("MANIFEST-DIR").text() == rig.fx.manifest_dir().string());
   CHECK(payload.at("PLUGIN-DIR").text() == rig.fx.plugin_dir().string());

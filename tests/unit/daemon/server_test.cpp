@@ -3,10 +3,12 @@
 // close one connection only, limits, timeouts and the graceful stop.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -604,28 +606,94 @@ TEST_CASE("server serves 1,000 connections opened and closed", "[daemon][concurr
   CHECK(counters.errors == 0);
 }
 
-TEST_CASE("one connection over the maximum gets BUSY and is closed", "[daemon][concurrency]") {
+TEST_CASE("at the TCP limit a new connection is served and the silent one is closed to make room",
+          "[daemon][concurrency]") {
   ServerOptions options = tcp_options();
   options.max_connections = 2;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  auto first = std::make_unique<WireClient>(WireClient::tcp(server->tcp_port()));
-  first->expect_handshake();
-  WireClient second = WireClient::tcp(server->tcp_port());
-  second.expect_handshake();
+  WireClient silent = WireClient::tcp(server->tcp_port());
+  silent.expect_handshake();
+  WireClient talker = WireClient::tcp(server->tcp_port());
+  talker.expect_handshake();
+  talker.send("(:TYPE :REQUEST)");
+  REQUIRE(is_ok_response(talker.expect_frame()));
+
+  WireClient newcomer = WireClient::tcp(server->tcp_port());
+  newcomer.expect_handshake();
+  newcomer.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(newcomer.expect_frame()));
+  // The one that never spoke goes first, though it was opened before the talker.
+  const Value busy = silent.expect_frame();
+  CHECK(error_response_code(busy) == "BUSY");
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) ==
+        Value::string("closed to make room for a newer connection: too many TCP connections (the limit is 2)"));
+  CHECK(silent.closed_by_server());
+  talker.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(talker.expect_frame()));
+  const ServerCounters counters = server->counters();
+  CHECK(counters.connections_evicted == 1);
+  CHECK(counters.connections_rejected == 0);
+}
+
+TEST_CASE("of connections that spoke, the one longest without progress is closed to make room",
+          "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.max_connections = 2;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  WireClient older = WireClient::tcp(server->tcp_port());
+  older.expect_handshake();
+  older.send("(:TYPE :REQUEST)");
+  REQUIRE(is_ok_response(older.expect_frame()));
+  WireClient newer = WireClient::tcp(server->tcp_port());
+  newer.expect_handshake();
+  newer.send("(:TYPE :REQUEST)");
+  REQUIRE(is_ok_response(newer.expect_frame()));
+  // `older` caught up again last: `newer` is now the one longest without progress.
+  older.send("(:TYPE :REQUEST)");
+  REQUIRE(is_ok_response(older.expect_frame()));
 
   WireClient third = WireClient::tcp(server->tcp_port());
-  const Value busy = third.expect_frame();
-  CHECK(error_response_code(busy) == "BUSY");
-  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many TCP connections (the limit is 2)"));
+  third.expect_handshake();
+  CHECK(error_response_code(newer.expect_frame()) == "BUSY");
+  CHECK(newer.closed_by_server());
+  older.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(older.expect_frame()));
+}
+
+TEST_CASE("when every connection at the limit is authenticated or busy, a new one gets BUSY and is closed",
+          "[daemon][concurrency]") {
+  ServerOptions options = tcp_options();
+  options.max_connections = 2;
+  options.auth_token = "s3cret";
+  auto handler = std::make_shared<HoldingHandler>();
+  auto server = start_server(options, handler);
+  // One authenticated by its request (answered), one busy with a request the handler holds.
+  WireClient authenticated = WireClient::tcp(server->tcp_port());
+  authenticated.expect_handshake();
+  authenticated.send("(:TYPE :HEALTH-CHECK :AUTH \"s3cret\")");  // a health check with the token counts too
+  REQUIRE(is_health_response(authenticated.expect_frame()));
+  WireClient busy = WireClient::tcp(server->tcp_port());
+  busy.expect_handshake();
+  busy.send("(:TYPE :REQUEST)");
+  WireReply held = handler->wait_sink(0);
+
+  WireClient third = WireClient::tcp(server->tcp_port());
+  const Value refused = third.expect_frame();
+  CHECK(error_response_code(refused) == "BUSY");
+  CHECK(refused.path({"PAYLOAD", "MESSAGE"}) ==
+        Value::string("too many TCP connections (the limit is 2); every one of them is authenticated or busy"));
   CHECK(third.closed_by_server());
   CHECK(server->counters().connections_rejected == 1);
+  CHECK(server->counters().connections_evicted == 0);
 
-  first.reset();
-  REQUIRE(server->wait_connections_open_for_test(1, kWait));
+  // Once the busy one's request is answered it may make room again.
+  held.finish(make_ok_response("done"));
+  REQUIRE(is_ok_response(busy.expect_frame()));
   WireClient fourth = WireClient::tcp(server->tcp_port());
   fourth.expect_handshake();
-  second.send("(:TYPE :REQUEST)");
-  CHECK(is_ok_response(second.expect_frame()));
+  CHECK(error_response_code(busy.expect_frame()) == "BUSY");
+  authenticated.send("(:TYPE :HEALTH-CHECK)");
+  CHECK(is_health_response(authenticated.expect_frame()));
 }
 
 TEST_CASE("a frame not finished within the read timeout gets TIMEOUT and closes", "[daemon][concurrency]") {
@@ -825,7 +893,8 @@ TEST_CASE("the Unix socket has connections of its own: TCP clients at their limi
   WireClient second = WireClient::tcp(server->tcp_port());
   second.expect_handshake();
   WireClient third = WireClient::tcp(server->tcp_port());
-  CHECK(error_response_code(third.expect_frame()) == "BUSY");
+  third.expect_handshake();
+  CHECK(error_response_code(first.expect_frame()) == "BUSY");  // closed to make room for the third
 
   WireClient operator_client = WireClient::local(options.unix_socket_path);
   operator_client.expect_handshake();
@@ -834,25 +903,83 @@ TEST_CASE("the Unix socket has connections of its own: TCP clients at their limi
   WireClient another = WireClient::local(options.unix_socket_path);
   const Value busy = another.expect_frame();
   CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections on the Unix socket (the limit is 1)"));
-  CHECK(server->counters().connections_rejected == 2);
+  CHECK(server->counters().connections_rejected == 1);
+  CHECK(server->counters().connections_evicted == 1);
 }
 
-TEST_CASE("one address cannot take every TCP connection", "[daemon][concurrency]") {
+TEST_CASE("one local user's connections at their limit make room among themselves", "[daemon][concurrency]") {
   ServerOptions options = tcp_options();
   options.max_connections_per_peer = 2;
   auto server = start_server(options, std::make_shared<TestHandler>());
-  auto first = std::make_unique<WireClient>(WireClient::tcp(server->tcp_port()));
-  first->expect_handshake();
+  WireClient first = WireClient::tcp(server->tcp_port());
+  first.expect_handshake();
   WireClient second = WireClient::tcp(server->tcp_port());
   second.expect_handshake();
   WireClient third = WireClient::tcp(server->tcp_port());
-  const Value busy = third.expect_frame();
-  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) == Value::string("too many connections from 127.0.0.1 (the limit is 2)"));
-  CHECK(third.closed_by_server());
-  first.reset();  // its slot comes back
-  REQUIRE(server->wait_connections_open_for_test(1, kWait));
-  WireClient fourth = WireClient::tcp(server->tcp_port());
-  fourth.expect_handshake();
+  third.expect_handshake();
+  const Value busy = first.expect_frame();  // the oldest silent one
+  CHECK(busy.path({"PAYLOAD", "MESSAGE"}) ==
+        Value::string("closed to make room for a newer connection: too many connections from local user " +
+                      std::to_string(::geteuid()) + " (the limit is 2)"));
+  CHECK(first.closed_by_server());
+  third.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(third.expect_frame()));
+  second.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(second.expect_frame()));
+}
+
+TEST_CASE("another local user's connections do not count against this user's limit", "[daemon][concurrency]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root to open connections as another user");
+    return;
+  }
+  ServerOptions options = tcp_options();
+  options.max_connections_per_peer = 2;
+  auto server = start_server(options, std::make_shared<TestHandler>());
+  // A child as nobody holds two connections (its whole limit) open until told to go.
+  int ready[2];
+  int go[2];
+  REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(go, O_CLOEXEC) == 0);
+  const std::uint16_t port = server->tcp_port();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Only async-signal-safe calls from here: the parent has threads.
+    ::close(go[1]);  // or its read below would never see the parent's end
+    ::close(ready[0]);
+    char ok = 'n';
+    if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+      const int a = testing::connect_loopback(port);
+      const int b = testing::connect_loopback(port);
+      if (a >= 0 && b >= 0) ok = 'y';
+    }
+    (void)!::write(ready[1], &ok, 1);
+    char done = 0;
+    (void)!::read(go[0], &done, 1);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  char ok = 0;
+  REQUIRE(::read(ready[0], &ok, 1) == 1);
+  REQUIRE(ok == 'y');
+  REQUIRE(server->wait_connections_open_for_test(2, kWait));
+
+  // This user's own two fit beside them: nobody's connections are not closed for them.
+  WireClient first = WireClient::tcp(server->tcp_port());
+  first.expect_handshake();
+  WireClient second = WireClient::tcp(server->tcp_port());
+  second.expect_handshake();
+  first.send("(:TYPE :REQUEST)");
+  CHECK(is_ok_response(first.expect_frame()));
+  CHECK(server->counters().connections_evicted == 0);
+  CHECK(server->counters().connections_open_tcp == 4);
+
+  ::close(go[1]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(ready[0]);
 }
 
 TEST_CASE("a connection that sends no complete request soon after it opens is closed, one that spoke stays",
