@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -49,7 +50,15 @@ class Policy final : public passepartout::Skill {
   static constexpr passepartout::ConfigKeySpec kConfig[] = {
       {"min_explanation_length", "integer", "10", "An explanation needs more code points than this"}};
 
-  explicit Policy(const ValueRef& config) : min_length_(min_explanation_length(config)) {}
+  explicit Policy(const ValueRef& config)
+      : min_length_(min_explanation_length(config)),
+        mandate_(
+            "MANDATE: every action you propose (a tool call, a command) carries an :EXPLANATION (the "
+            "`explanation` argument) of more than " +
+            std::to_string(min_length_) + " characters saying why; an action without one is blocked.") {}
+
+  // The one rule this gate enforces, told to the model before it proposes (seed D8).
+  std::optional<std::string> mandate(const Signal& /*signal*/) override { return mandate_; }
 
   passepartout::Verdict gate(const Action& action, const Signal& /*signal*/) override {
     // A rejection or log line is shown to the user, never executed: nothing to justify.
@@ -65,6 +74,7 @@ class Policy final : public passepartout::Skill {
 
  private:
   std::size_t min_length_;  // an explanation needs strictly more code points than this
+  std::string mandate_;
 };
 
 }  // namespace

@@ -348,6 +348,14 @@ class Shell final : public passepartout::Skill {
       {"limits", "map", nullptr, "Per-process limits (setrlimit), each a positive integer"},
       {"disable_landlock_for_test", "boolean", "false", "Tests only: run without the Landlock file rules"}};
   static constexpr const char* kActuators[] = {"shell"};
+  static constexpr passepartout::ActuatorSpec kActuatorSpecs[] = {
+      {"Runs one shell command in the workspace folder (its HOME) and answers its exit status and output",
+       R"json({"type":"object","properties":{)json"
+       R"json("cmd":{"type":"string","description":"The command line, run by the shell"},)json"
+       R"json("explanation":{"type":"string","description":"Why this command is run, for the security gates and the human who may approve it"},)json"
+       R"json("timeout":{"type":"number","description":"Seconds it may run (default 30)"},)json"
+       R"json("max-output":{"type":"integer","description":"Characters of output kept (default 100000)"}},)json"
+       R"json("required":["cmd","explanation"]})json"}};
 
   explicit Shell(const ValueRef& config)
       : timeout_(positive_seconds(config, "TIMEOUT", "timeout", kDefaultTimeout)),

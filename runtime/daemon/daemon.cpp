@@ -29,8 +29,10 @@
 #include "base/crash_context.hpp"
 #include "base/digest.hpp"
 #include "base/executor.hpp"
+#include "base/file_io.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
+#include "base/utf8.hpp"
 #include "daemon/daemon_handler.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
@@ -67,6 +69,34 @@ namespace {
 
 constexpr std::string_view kComponent = "daemon";
 constexpr std::size_t kIoThreads = 1;  // signals and the metrics endpoint
+// The identity file's text for the prompt's IDENTITY (seed D8): the file
+// --identity names (unreadable: the start fails), else the default one when
+// it exists. At most kMaxIdentityBytes are kept, cut on a character's
+// boundary, with a warning.
+constexpr std::size_t kMaxIdentityBytes = 16 * 1024;
+
+Result<std::string> read_identity(const DaemonConfig& c) {
+  std::error_code missing;
+  if (!c.identity_explicit && !std::filesystem::exists(c.identity_file, missing)) return std::string();
+  auto text = read_bounded_file(c.identity_file, 64 * kMaxIdentityBytes);
+  if (!text) {
+    return fail(text.error().code, "--identity " + c.identity_file.string() + ": " + text.error().message);
+  }
+  if (!is_valid_utf8(*text)) {
+    return fail(ErrorCode::invalid_input, "--identity " + c.identity_file.string() + ": is not UTF-8 text");
+  }
+  if (text->size() > kMaxIdentityBytes) {
+    std::size_t cut = kMaxIdentityBytes;
+    while (cut > 0 && (static_cast<unsigned char>((*text)[cut]) & 0xC0U) == 0x80U) --cut;
+    log_message(LogLevel::warn, kComponent, "identity {}: {} bytes, the first {} are used", c.identity_file.string(),
+                text->size(), cut);
+    text->resize(cut);
+  }
+  while (!text->empty() && (text->back() == '\n' || text->back() == '\r' || text->back() == ' ')) text->pop_back();
+  if (!text->empty()) log_message(LogLevel::info, kComponent, "identity: {}", c.identity_file.string());
+  return std::move(*text);
+}
+
 // The connections' loop: reading, decoding and writing frames, never a
 // pipeline step, so a skill stuck on every pipeline loop cannot keep an
 // operator's request from being read and answered (docs/architecture.md).
@@ -502,6 +532,9 @@ Result<void> Daemon::Impl::boot() {
   options.log_lines = c.context_log_limit;
   options.transcript_tokens = c.transcript_tokens;
   options.privacy_tags = c.privacy_tags;
+  auto identity = read_identity(c);
+  if (!identity) return fail(identity.error().code, identity.error().message);
+  options.identity = std::move(*identity);
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
                          [this] { request_stop("Interrupt flag set"); },  // seed H7

@@ -87,7 +87,13 @@ constexpr std::array kSettings{
                   "Actuators whose results are not fed back as signals, separated by commas\n"
                   "(default cli,system-message,emacs)"},
     DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
-    DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "Recent log lines shown to the model (default 20)"},
+    DaemonSetting{"identity", "PASSEPARTOUT_IDENTITY", "FILE",
+                  "Who the agent is, in the words of this file, added to the prompt's IDENTITY (at most 16 KiB;\n"
+                  "default ~/.config/passepartout/identity.md when it exists)"},
+    DaemonSetting{"prompt-log-lines", "PASSEPARTOUT_PROMPT_LOG_LINES", "N",
+                  "The session's own recent log lines shown to the model in LOGS, masked (default 20; 0: none;\n"
+                  "also --context-log-limit, CONTEXT_LOG_LIMIT)"},
+    DaemonSetting{"context-log-limit", "CONTEXT_LOG_LIMIT", "N", "The same as --prompt-log-lines (the seed's name)"},
     DaemonSetting{"transcript-tokens", "PASSEPARTOUT_TRANSCRIPT_TOKENS", "N",
                   "Estimated tokens of a session's conversation sent to a real model; past it the oldest\n"
                   "exchanges are dropped (default 0: a quarter of the providers' smallest context_window)"},
@@ -507,6 +513,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   for (const Count& n :
        {Count{"memory-history-limit", &config.memory_history_limit, 0, 1'000'000'000, "a number of versions"},
         Count{"context-log-limit", &config.context_log_limit, 0, 100, "a number of log lines"},
+        Count{"prompt-log-lines", &config.context_log_limit, 0, 100, "a number of log lines"},
         Count{"transcript-tokens", &config.transcript_tokens, 0, 10'000'000, "a number of tokens"},
         Count{"max-frame", &config.max_frame, 64, kMaxFrameCodePoints, "a frame size in code points"},
         Count{"max-connections", &config.max_connections, 1, 100000, "a number of connections"},
@@ -578,6 +585,13 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
       if (!v) return fail(v.error().code, v.error().message);
       config.silent_actuators.push_back(*v);
     }
+  }
+  if (const Raw* r = raw("identity")) {
+    if (r->text.empty()) return bad(*r, "is not a file");
+    config.identity_file = parse_path(*r);
+    config.identity_explicit = true;
+  } else {
+    config.identity_file = default_env_file().parent_path() / "identity.md";
   }
   if (const Raw* r = raw("assistant-name")) {
     if (r->text.empty()) return bad(*r, "is not a name");

@@ -91,7 +91,10 @@ struct DaemonConfig {
   std::string default_actuator = "CLI";
   std::vector<std::string> silent_actuators = {"CLI", "SYSTEM-MESSAGE", "EMACS"};
   std::string assistant_name = "Agent";
-  std::size_t context_log_limit = 20;
+  std::size_t context_log_limit = 20;  // --prompt-log-lines, --context-log-limit
+  // The identity file (--identity); a default one that does not exist is none.
+  std::filesystem::path identity_file;
+  bool identity_explicit = false;
   std::size_t transcript_tokens = 0;                      // 0: PipelineOptions' default (a quarter of the context)
   std::vector<std::string> privacy_tags = {"@personal"};  // G7: kept out of the prompt's CONTEXT
   std::chrono::milliseconds approval_lifetime = ApprovalOptions::kDefaultLifetime;                // more than zero

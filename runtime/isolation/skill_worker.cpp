@@ -179,6 +179,7 @@ Value describe(const Worker& worker) {
   if (hooks.act != nullptr) mask |= kHookAct;
   if (hooks.observe != nullptr) mask |= kHookObserve;
   if (hooks.error_policy != nullptr) mask |= kHookErrorPolicy;
+  if (hooks.mandate != nullptr) mask |= kHookMandate;
   auto text = [](const std::string& s, bool empty_is_null) {
     return s.empty() && empty_is_null ? Value() : Value::string(s);
   };
@@ -189,6 +190,12 @@ Value describe(const Worker& worker) {
   }
   std::vector<Value> actuators;
   for (const std::string& actuator : table.actuators) actuators.push_back(Value::string(actuator));
+  std::vector<Value> specs;  // (description payload-json) per actuator; NIL when none is described
+  bool described = false;
+  for (const SkillActuatorSpec& spec : table.actuator_specs) {
+    described = described || spec.described() || !spec.description.empty();
+    specs.push_back(Value::list({text(spec.description, true), text(spec.payload_json, true)}));
+  }
   std::vector<Value> keys;
   for (const SkillConfigKey& key : table.config_keys) {
     keys.push_back(Value::list(
@@ -197,7 +204,8 @@ Value describe(const Worker& worker) {
   return Value::list({Value::integer(PP_OK), Value::string(""), Value::string(hooks.name), Value::string(hooks.version),
                       Value::integer(hooks.abi_major), Value::integer(hooks.abi_minor), Value::integer(mask),
                       Value::list(std::span<const Value>(tools)), Value::list(std::span<const Value>(actuators)),
-                      Value::list(std::span<const Value>(keys))});
+                      Value::list(std::span<const Value>(keys)),
+                      described ? Value::list(std::span<const Value>(specs)) : Value()});
 }
 
 // The request's items when it has `count`; nullopt otherwise (a host bug: the worker stops).
@@ -287,6 +295,13 @@ std::optional<Value> serve(Worker& worker, const Frame& request) {
       auto a = args(request.value, 1);
       if (!a || api.observe == nullptr) return std::nullopt;
       return reply(api.observe(self, &call, to_handle((*a)[0])), call);
+    }
+    case FrameKind::mandate: {
+      auto a = args(request.value, 1);
+      if (!a || api.mandate == nullptr) return std::nullopt;
+      const pp_value* line = nullptr;
+      const pp_status status = api.mandate(self, &call, to_handle((*a)[0]), &line);
+      return reply(status, call, {nullable(line)});
     }
     case FrameKind::error_policy: {
       auto a = args(request.value, 2);

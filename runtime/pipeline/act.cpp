@@ -68,8 +68,12 @@ void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
     finish("done");
     return;
   }
-  auto approval = store->create(action, signal.at("META"_key), std::move(gates),
-                                reason.is_string() ? std::string(reason.text()) : std::string());
+  // The model's call it answers, when it called natively: the decision and
+  // the run's output become that call's result in the session's transcript.
+  Value meta = signal.at("META"_key);
+  if (!approval_call_id.empty() && meta.is_list()) meta = meta.with("CALL-ID"_key, Value::string(approval_call_id));
+  auto approval =
+      store->create(action, meta, std::move(gates), reason.is_string() ? std::string(reason.text()) : std::string());
   if (!approval && approval.error().code == ErrorCode::limit_exceeded) {  // too many pending: a flood, or a backlog
     log_message(LogLevel::warn, kPipelineComponent, "ACT: {}", approval.error().message);
     refuse("Action not run: " + approval.error().message);

@@ -11,6 +11,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
 #include "pipeline/run.hpp"
+#include "pipeline/signal.hpp"
 
 namespace passepartout {
 namespace {
@@ -79,6 +80,19 @@ Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& sna
   return fail(ErrorCode::not_found, "no actuator serves target '" + ascii_lower(target) + "'; the action did not run");
 }
 
+// What a decided approval did, as the result of the model's call that
+// proposed it (the approval's :META :CALL-ID), in its session's transcript.
+void settle_call(const std::weak_ptr<Pipeline::Impl>& pipeline, const Approval& approval, const std::string& text) {
+  const Value& call = approval.meta.at("CALL-ID"_key);
+  if (!call.is_string()) return;
+  const std::shared_ptr<Pipeline::Impl> impl = pipeline.lock();
+  if (!impl) return;
+  impl->note_session(session_id_of(Value::plist({{"META", approval.meta}})),
+                     [id = std::string(call.text()), text](Pipeline::Impl::Session& session) {
+                       session.transcript.settle_tool_result(id, text);
+                     });
+}
+
 }  // namespace
 
 void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
@@ -118,34 +132,41 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     run = std::move(*planned);
   }
   log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
-  impl_->services.blocking.post(
-      [store, token = std::move(token), snapshot, run = std::move(*run), done = std::move(done)] {
-        // Recorded as running, durably, before it runs: a daemon that dies
-        // during the run finds it so when it starts again (then: interrupted).
-        // Without that record it does not run.
-        if (auto started = store->record_run(token, Approval::Run::running); !started) {
-          log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {} not run: {}", token,
-                      started.error().message);
-          done(fail(started.error().code, "the action did not run: " + started.error().message));
-          return;
-        }
-        const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
-        Result<Value> result = run.actuator != nullptr ? run.actuator->act(run.action, run.context)
-                                                       : run.tool->call(run.args, run.context);
-        static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
-        auto ended = result ? store->record_run(token, Approval::Run::done)
-                            : store->record_run(token, Approval::Run::failed, result.error().message);
-        if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
-          log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {}: {}", token, ended.error().message);
-        }
-        done(std::move(result));
-      });
+  impl_->services.blocking.post([store, token = std::move(token), snapshot, run = std::move(*run),
+                                 done = std::move(done), pipeline = std::weak_ptr<Impl>(impl_),
+                                 decided = std::move(*approval), who]() mutable {
+    // Recorded as running, durably, before it runs: a daemon that dies
+    // during the run finds it so when it starts again (then: interrupted).
+    // Without that record it does not run.
+    if (auto started = store->record_run(token, Approval::Run::running); !started) {
+      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {} not run: {}", token,
+                  started.error().message);
+      done(fail(started.error().code, "the action did not run: " + started.error().message));
+      return;
+    }
+    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
+    Result<Value> result =
+        run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
+    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
+    const std::string name = run.actuator != nullptr ? ascii_lower(run.actuator->name()) : run.tool->name();
+    settle_call(pipeline, decided,
+                result ? "Approved by " + who + " and run. " + tool_result_format(name, *result)
+                       : "Approved by " + who + ", but the run failed: " + result.error().message);
+    auto ended = result ? store->record_run(token, Approval::Run::done)
+                        : store->record_run(token, Approval::Run::failed, result.error().message);
+    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
+      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {}: {}", token, ended.error().message);
+    }
+    done(std::move(result));
+  });
 }
 
 Result<Approval> Pipeline::deny(const std::string& token, const std::string& who) {
   ApprovalStore* store = impl_->services.approvals;
   if (store == nullptr) return fail(ErrorCode::refused, "approvals are not enabled on this daemon");
-  return store->deny(token, who);
+  auto denied = store->deny(token, who);
+  if (denied) settle_call(impl_, *denied, "Denied by " + who + ": the action was not run.");
+  return denied;
 }
 
 }  // namespace passepartout

@@ -112,7 +112,7 @@ void Pipeline::inject(Value signal, std::shared_ptr<ReplySink> reply, InlineFunc
   const std::string session_id(session_id_of(signal));  // a copy: `signal` moves on
   const auto sensor = static_cast<std::uint8_t>(counted_sensor_of(signal));
   impl_->active.add(1);
-  impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done), sensor});
+  impl_->enqueue(session_id, Impl::Pending{std::move(signal), std::move(reply), std::move(done), sensor, {}});
 }
 
 void Pipeline::interrupt() noexcept { impl_->raise_interrupt(); }

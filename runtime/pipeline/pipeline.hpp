@@ -105,8 +105,12 @@ struct PipelineOptions {
   // window of the cascade's providers (context_tokens when none is known).
   // Kept only while a provider of the cascade sends transcripts (a real model).
   std::size_t transcript_tokens = 0;
-  // Standing mandates (D8): each gets the signal and returns a line or "".
+  // Standing mandates (D8) besides the skills' own (their mandate hooks):
+  // each gets the signal and returns a line or "".
   std::vector<std::function<std::string(const Value&)>> mandates;
+  // The identity file's text (seed D8's agent identity), shown in IDENTITY
+  // after the assistant's name; "" for none.
+  std::string identity;
 };
 
 // How the loop of one injected signal ended, for the caller and tests.

@@ -53,7 +53,7 @@ std::string system_prompt(const PromptParts& parts) {
 void append_system_prompt(std::string& prompt, const PromptParts& parts) {
   using namespace std::string_view_literals;  // appended without measuring them
   std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
-                         parts.tools.size() + parts.context.size();
+                         parts.grammar.size() + parts.tools.size() + parts.context.size();
   for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
   estimate += parts.logs.size();
   prompt.reserve(prompt.size() + estimate);
@@ -68,7 +68,11 @@ void append_system_prompt(std::string& prompt, const PromptParts& parts) {
   }
   prompt += "\n\nIDENTITY: "sv;
   prompt += parts.assistant_name;
-  prompt += parts.identity;
+  if (!parts.identity.empty()) {
+    prompt += '\n';
+    prompt += parts.identity;
+  }
+  prompt += parts.grammar;
   if (!parts.rejection.is_nil()) {
     prompt += "\n\nPREVIOUS PROPOSAL REJECTED: "sv;
     print_sexp(parts.rejection, prompt);

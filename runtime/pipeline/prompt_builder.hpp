@@ -29,7 +29,8 @@ struct PromptParts {
   std::size_t gates = 0;                      // gates in the snapshot
   std::size_t pending_approvals = 0;          // "Rules learned"
   std::string_view assistant_name = "Agent";  // MEMEX_ASSISTANT
-  std::string identity;                       // appended to the name; may be empty
+  std::string_view identity;                  // the identity file's text, after the name; may be empty
+  std::string_view grammar;                   // how to answer and act (Offer::grammar); may be empty
   Value rejection;                            // the last rejection (:PAYLOAD :REJECTION-TRACE), NIL when none
   std::vector<std::string> mandates;          // standing mandates, already evaluated
   std::string_view tools;                     // the TOOLS section: tool_belt() of the snapshot's tools
@@ -49,7 +50,7 @@ void append_config_section(std::string& out, const PromptParts& parts);
 // "No tools registered."
 std::string tool_belt(std::vector<ToolListing> tools);
 
-// D8: TIME \n\n CONFIG \n\n IDENTITY: <name><identity><reflection>[\n<mandates>]
+// D8: TIME \n\n CONFIG \n\n IDENTITY: <name>[\n<identity>]<grammar><reflection>[\n<mandates>]
 // \n\n TOOLS:\n<belt> \n\n CONTEXT:\n<context> \n\n LOGS:\n<logs>; the
 // reflection is "\n\nPREVIOUS PROPOSAL REJECTED: <printed rejection>" when
 // there is one; an empty context reads "[Awareness skill not loaded]" and no

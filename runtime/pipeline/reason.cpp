@@ -11,6 +11,8 @@
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
+#include "pipeline/gate_watchdog.hpp"
+#include "pipeline/offer.hpp"
 #include "pipeline/prompt_selector.hpp"
 #include "pipeline/response_parser.hpp"
 #include "pipeline/run.hpp"
@@ -53,23 +55,23 @@ void Run::raw_prompt(std::string& out) {
   out.assign("Maintain metabolic stasis.");
 }
 
-const Run::ToolView& Run::tool_view() const {
-  thread_local ToolView view;
-  if (view.snapshot_id == snapshot->id()) return view;
-  std::vector<ToolListing> listings;
-  std::vector<Value> values;
-  for (const Snapshot::ToolEntry& entry : snapshot->tools()) {
-    const SkillTool& tool = entry.tool();
-    listings.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
-    values.push_back(Value::plist({{"NAME", Value::string(tool.name)},
-                                   {"DESCRIPTION", Value::string(tool.description)},
-                                   {"PARAMETERS", tool.parameters},
-                                   {"PARAMETERS-JSON", Value::string(tool.parameters_json)}}));
+void Run::skill_mandates(std::vector<std::string>& out) const {
+  for (const Snapshot::Gate& gate : snapshot->gates()) {
+    const Slot& slot = *gate.slot;
+    if (!slot.has_mandate()) continue;
+    GateWatch& watch = GateWatchdog::this_thread();
+    const std::uint64_t ticket = watch.start(gate.budget_ms);
+    Result<std::string> line = slot.mandate(reasoning);
+    const bool late = watch.finish(ticket);
+    if (late) {
+      log_message(LogLevel::warn, slot.name(), "its mandate took longer than its budget of {} ms; left out",
+                  GateWatchdog::budget_of(gate.budget_ms).count());
+    } else if (!line) {
+      log_message(LogLevel::warn, slot.name(), "its mandate failed, left out: {}", line.error().message);
+    } else if (!line->empty()) {
+      out.push_back(std::move(*line));
+    }
   }
-  view.belt = tool_belt(std::move(listings));
-  view.values = Value::list(values);
-  view.snapshot_id = snapshot->id();
-  return view;
 }
 
 std::string_view Run::config_line(const PromptParts& parts,
@@ -105,11 +107,15 @@ void Run::think() {
   parts.version = options().version;
   std::shared_ptr<const Cascade::Lineup> lineup = services().cascade.lineup();
   parts.providers = lineup->names;
-  parts.context_tokens = options().context_tokens;
+  // The window of the provider asked first, as the presets know it or the
+  // operator declared it (the option when none is known).
+  parts.context_tokens = lineup->first_context_window != 0 ? lineup->first_context_window : options().context_tokens;
   parts.gates = snapshot->gates().size();
   parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
   parts.assistant_name = options().assistant_name;
   parts.rejection = reasoning.path("PAYLOAD"_key, "REJECTION-TRACE"_key);
+  parts.identity = options().identity;
+  skill_mandates(parts.mandates);
   for (const auto& mandate : options().mandates) {
     try {
       std::string line = mandate(reasoning);
@@ -118,14 +124,24 @@ void Run::think() {
     }
   }
   parts.config = config_line(parts, lineup);
-  const ToolView& tools = tool_view();
-  parts.tools = tools.belt;
+  offer = offer_of(*snapshot);
+  parts.tools = offer->tool_belt();
+  parts.grammar = offer->grammar();
   if (memory != nullptr) {
     const std::string foveal = foveal_id_of(reasoning);
-    parts.context = render_global_awareness(*memory, AwarenessOptions{foveal, options().privacy_tags});
+    parts.context = mask_secrets(render_global_awareness(*memory, AwarenessOptions{foveal, options().privacy_tags}));
   }
-  thread_local std::string logs;  // the LOGS section when it is not the session's own text
-  parts.logs = recent_log_text(options().log_lines, &session->logs, logs);
+  // LOGS: this session's own lines (those the pipeline logged about it among
+  // them), never the process's (boot lines, folders, digests), masked as the
+  // gate log masks them.
+  thread_local std::string logs;
+  const std::size_t lines = std::min(options().log_lines, session->logs.size());
+  if (lines == 0) {
+    logs.clear();
+  } else {
+    logs = mask_secrets(session->logs.newest_text(lines));
+  }
+  parts.logs = logs;
   parts.time = time_section();
 
   ProviderRequest& request = session->request;
@@ -135,7 +151,7 @@ void Run::think() {
   converse(request, *lineup);
   request.model.clear();
   request.context = reasoning;
-  request.tools = tools.values;
+  request.tools = offer->native_tools();
   if (reply_open()) {
     // Chunks come before the completion, which holds the run (and its sink) alive.
     request.on_chunk = [run = this](std::string_view delta) {
@@ -242,6 +258,7 @@ void Run::record_verdict(const Verification& verification) {
       return;  // a call's result answers it when it comes back
     case VerifyOutcome::approval_required:
       if (!open_call.id.empty()) transcript.add_tool_result(open_call, kCallAwaitsApproval);
+      approval_call_id = open_call.id;
       break;
     case VerifyOutcome::blocked: {
       const Value& text = verification.action.path("PAYLOAD"_key, "TEXT"_key);
@@ -279,7 +296,7 @@ void Run::reasoned(const CascadeOutcome& outcome) {
   }
   target_implied = false;
   if (conversing && outcome.ok()) record_answer(outcome.reply);
-  Value action = parse_response(outcome.reply);
+  Value action = parse_response(outcome.reply, offer.get());
   const std::string target = target_of(action, false);
   action = aimed(std::move(action), target, false);
   Verification verification;

@@ -65,8 +65,10 @@ bool is_plist(const Value& value) {
 
 bool is_blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
-// D11 step 2, with Decision 5: the first call only, as a proper plist aimed at the tool actuator.
-Value tool_call_action(const Value& calls) {
+// D11 step 2, with Decision 5: the first call only, as a proper plist aimed
+// at the tool actuator, or, for a function the offer says is an actuator, at
+// that actuator with the arguments as its payload.
+Value tool_call_action(const Value& calls, const Offer* offer) {
   const std::span<const Value> items = calls.items();
   // A single call given without its list is taken as the list of one.
   const Value& first = !items.empty() && items[0].is_keyword() ? calls : items.front();
@@ -94,6 +96,9 @@ Value tool_call_action(const Value& calls) {
   if (!is_plist(args)) {
     return message_action("The model asked for tool '" + tool +
                           "' with arguments that are not an object of named values; nothing was run.");
+  }
+  if (offer != nullptr) {
+    if (const OfferedFunction* function = offer->find_native(tool)) return Offer::action_for_call(*function, args);
   }
   return Value::plist({{"TYPE", Value::keyword("REQUEST")},
                        {"TARGET", Value::keyword("TOOL")},
@@ -197,10 +202,10 @@ Value parse_response_text(std::string_view text) {
   return message_action(std::string(cleaned));
 }
 
-Value parse_response(const ProviderReply& reply) {
+Value parse_response(const ProviderReply& reply, const Offer* offer) {
   switch (reply.kind) {
     case ProviderReply::Kind::tool_calls:
-      if (reply.tool_calls.is_list()) return tool_call_action(reply.tool_calls);
+      if (reply.tool_calls.is_list()) return tool_call_action(reply.tool_calls, offer);
       return parse_response_text(reply.content);
     case ProviderReply::Kind::content:
       return parse_response_text(reply.content);

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "pipeline/offer.hpp"
 #include "providers/provider.hpp"
 #include "value/value.hpp"
 
@@ -25,8 +26,12 @@ inline constexpr std::string_view kNoResponse = "No response";
 //   failure    -> a message action whose text is the error (never read as an action),
 //                 "No response" when empty; an exhausted cascade thus reaches the
 //                 user as "Neural Cascade Failure: All providers exhausted."
+//   with `offer`, a call of one of its native functions becomes the action
+//                 Offer::action_for_call gives: a tool's as above (the model's own
+//                 :EXPLANATION argument when it gave one), an actuator's as
+//                 (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls" :EXPLANATION "...")).
 // Thread-safe; never throws except std::bad_alloc.
-Value parse_response(const ProviderReply& reply);
+Value parse_response(const ProviderReply& reply, const Offer* offer = nullptr);
 
 // The action for the model's text (D11 steps 3-5):
 //   1. markdown_strip;

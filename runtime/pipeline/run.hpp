@@ -22,6 +22,7 @@
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/errors.hpp"
+#include "pipeline/offer.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
 #include "pipeline/transcript.hpp"
@@ -69,11 +70,15 @@ struct Pipeline::Impl {
   // at most one step queued or running: the queue orders the session without
   // a strand, and each step sees what the one before wrote (the executor's
   // queue orders them).
+  struct Session;
   struct Pending {
     Value signal;
     std::shared_ptr<ReplySink> reply;
     InlineFunction<void(LoopReport)> done;
     std::uint8_t injected_sensor = 0;  // counted_sensor_of() the injected signal
+    // Instead of a signal: something done to the session in its turn, after
+    // what runs in it now (what an approved action did, for its transcript).
+    std::function<void(Session&)> note;
   };
   struct SessionShard;
   struct Session {
@@ -124,6 +129,8 @@ struct Pipeline::Impl {
   std::shared_ptr<Session>& session_in(SessionShard& shard, std::string_view id);
 
   void enqueue(std::string_view session_id, Pending&& pending);
+  // Does `note` to the session `session_id` in its turn (Pending::note).
+  void note_session(std::string_view session_id, std::function<void(Session&)> note);
   // Starts the loop of `pending` on the executor.
   void start(const std::shared_ptr<Session>& session, Pending&& pending);
   void finished(const std::shared_ptr<Session>& session);
@@ -144,6 +151,7 @@ struct Run : std::enable_shared_from_this<Run> {
   // The cycle in progress.
   Value signal;  // as perceived
   std::shared_ptr<const Snapshot> snapshot;
+  std::shared_ptr<const Offer> offer;  // what the model is offered for this snapshot (think() sets it)
   int attempt = 0;
   bool target_implied = false;  // the action being acted on named no :TARGET of its own (E4)
   Value reasoning;              // the signal copy reasoning works on (carries :REJECTION-TRACE)
@@ -166,6 +174,10 @@ struct Run : std::enable_shared_from_this<Run> {
   // empty when none): its result, the next cycle's signal, answers it in
   // the session's transcript.
   ToolCall open_call;
+  // The call whose action waits for a human's approval (record_verdict): its
+  // id goes with the approval, so that the decision and what the run did
+  // become that call's result in the transcript.
+  std::string approval_call_id;
   // Streamed text on its way to the client: no configured key passes.
   CredentialStreamMask stream_mask;
   bool transcript_begun = false;  // this signal's first turn is in the session's transcript
@@ -221,14 +233,10 @@ struct Run : std::enable_shared_from_this<Run> {
   // The raw prompt: the triggered skill's, else the text, else the tool
   // result; written over `out` (the session's buffer, reused).
   void raw_prompt(std::string& out);
-  // The TOOLS section and the tools handed to providers depend only on the
-  // snapshot: built once per snapshot and thread, not per signal.
-  struct ToolView {
-    std::uint64_t snapshot_id = 0;
-    std::string belt;
-    Value values;  // ((:NAME .. :DESCRIPTION .. :PARAMETERS ..) ...), NIL when none
-  };
-  const ToolView& tool_view() const;
+  // The skills' standing mandates for the signal being reasoned about (seed
+  // D8), each bounded by the gate budget: a failing or late one is left out
+  // and logged with the skill's name.
+  void skill_mandates(std::vector<std::string>& out) const;
   // The CONFIG line of `parts` (filled but for it): it changes only with the
   // snapshot, the provider lineup, the count of pending approvals and the
   // options, so each thread keeps the last one it built.

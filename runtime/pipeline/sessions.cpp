@@ -41,7 +41,30 @@ void Pipeline::Impl::enqueue(std::string_view session_id, Pending&& pending) {
   start(session, std::move(pending));
 }
 
+void Pipeline::Impl::note_session(std::string_view session_id, std::function<void(Session&)> note) {
+  active.add(1);
+  Pending pending;
+  pending.note = std::move(note);
+  enqueue(session_id, std::move(pending));
+}
+
 void Pipeline::Impl::start(const std::shared_ptr<Session>& session, Pending&& pending) {
+  if (pending.note) {  // not a signal: the note, in the session's turn, then whatever waits behind it
+    std::shared_ptr<Impl> impl = self.get();
+    if (!impl) {  // the Pipeline is gone: nothing to note it in
+      active.add(-1);
+      return;
+    }
+    services.executor.post([impl = std::move(impl), session, note = std::move(pending.note)] {
+      try {
+        note(*session);
+      } catch (const std::exception& error) {
+        log_message(LogLevel::error, kPipelineComponent, "a note to a session failed: {}", error.what());
+      }
+      impl->finished(session);
+    });
+    return;
+  }
   auto run = std::make_shared<Run>();
   run->pipeline = self.get();
   if (!run->pipeline) {  // the Pipeline is gone: nothing new starts, and its caller hears so

@@ -68,6 +68,18 @@ void Transcript::add_tool_result(const ToolCall& call, std::string_view text) {
   push(std::move(turn));
 }
 
+void Transcript::settle_tool_result(std::string_view call_id, std::string_view text) {
+  for (Turn& turn : turns_) {
+    if (turn.role != Turn::Role::tool || turn.tool_call_id != call_id) continue;
+    tokens_ -= estimate_tokens(turn);
+    turn.text = bounded_turn_text(text);
+    KnownCredentials::mask(turn.text);
+    tokens_ += estimate_tokens(turn);
+    return;
+  }
+  add_user(text);
+}
+
 std::vector<ToolCall> Transcript::unanswered_calls() const {
   std::vector<ToolCall> open;
   for (auto it = turns_.rbegin(); it != turns_.rend(); ++it) {

@@ -35,6 +35,12 @@ class Transcript {
   // A tool's result, or why the call was not run, answering `call`.
   void add_tool_result(const ToolCall& call, std::string_view text);
 
+  // The result that answers the call `call_id` becomes `text` (what an
+  // action that waited for a human's approval did once it was decided).
+  // When no turn answers it any more (dropped to make room), `text` is added
+  // as a user turn instead, so the conversation still learns it.
+  void settle_tool_result(std::string_view call_id, std::string_view text);
+
   // The calls of the latest assistant turn that no tool result answers yet.
   std::vector<ToolCall> unanswered_calls() const;
 

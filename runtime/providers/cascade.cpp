@@ -369,6 +369,7 @@ void Cascade::update(Change&& change) {
   next->health.clear();
   next->reads_transcript = false;
   next->context_window = 0;
+  next->first_context_window = next->providers.empty() ? 0 : next->providers.front()->context_window();
   for (const auto& provider : next->providers) {
     next->names.emplace_back(provider->name());
     if (provider->reads_transcript()) {

@@ -125,9 +125,10 @@ class Cascade {
     std::vector<std::shared_ptr<ProviderHealth>> health;  // each provider's, kept across changes by name
     ModelSelector selector;
     RetryPolicy retry;
-    Executor* timers = nullptr;      // where a retry waits; null: no retry
-    bool reads_transcript = false;   // a provider sends the session's transcript (Provider::reads_transcript)
-    std::size_t context_window = 0;  // the smallest known context window of those that do (0: none known)
+    Executor* timers = nullptr;            // where a retry waits; null: no retry
+    bool reads_transcript = false;         // a provider sends the session's transcript (Provider::reads_transcript)
+    std::size_t context_window = 0;        // the smallest known context window of those that do (0: none known)
+    std::size_t first_context_window = 0;  // the first provider's, the one asked first (0: not known)
   };
   std::shared_ptr<const Lineup> lineup() const;
   // An empty selector (the default) passes each request's model unchanged.

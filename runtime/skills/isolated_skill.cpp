@@ -172,6 +172,17 @@ pp_status proxy_observe(void* instance, pp_call* call, const pp_value* signal) {
   return skill_status(*items, call);
 }
 
+pp_status proxy_mandate(void* instance, pp_call* call, const pp_value* signal, const pp_value** line) {
+  auto& library = library_of(instance);
+  auto reply = library.call(FrameKind::mandate, Value::list({from_handle(signal)}), library.call_budget());
+  if (!reply) return set_error(call, reply.error().message), PP_ERROR;
+  auto items = reply_items(library, *reply, 3, "(status error line)");
+  if (!items) return set_error(call, items.error().message), PP_ERROR;
+  if (skill_status(*items, call) != PP_OK) return PP_ERROR;
+  *line = kept(call, (*items)[2]);
+  return PP_OK;
+}
+
 pp_status proxy_error_policy(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
                              pp_error_choice* choice) {
   auto& library = library_of(instance);
@@ -382,7 +393,7 @@ void ProcessSkillLibrary::note_denials(const std::vector<std::string>& names) {
 }
 
 Result<void> ProcessSkillLibrary::read_description(const Value& description) {
-  // (status error name version abi-major abi-minor hooks tools actuators config-keys)
+  // (status error name version abi-major abi-minor hooks tools actuators config-keys actuator-specs)
   const auto items = description.items();
   auto text_or_null = [this](const Value& v, const char* what) -> Result<const char*> {
     if (v.is_nil()) return static_cast<const char*>(nullptr);
@@ -393,10 +404,10 @@ Result<void> ProcessSkillLibrary::read_description(const Value& description) {
     strings_.emplace_back(v.text());
     return strings_.back().c_str();
   };
-  if (items.size() != 10 || !items[4].is_integer() || !items[5].is_integer() || !items[6].is_integer() ||
+  if (items.size() != 11 || !items[4].is_integer() || !items[5].is_integer() || !items[6].is_integer() ||
       items[4].as_integer() < 0 || items[4].as_integer() > 0xFFFF || items[5].as_integer() < 0 ||
       items[5].as_integer() > 0xFFFF || items[6].as_integer() < 0 || !items[7].is_sequence() ||
-      !items[8].is_sequence() || !items[9].is_sequence()) {
+      !items[8].is_sequence() || !items[9].is_sequence() || !items[10].is_sequence()) {
     return fail(ErrorCode::invalid_input, "a table description of the wrong shape");
   }
   auto name = text_or_null(items[2], "the name");
@@ -426,6 +437,18 @@ Result<void> ProcessSkillLibrary::read_description(const Value& description) {
     if (!actuator_name) return fail(actuator_name.error().code, actuator_name.error().message);
     actuators_.push_back(*actuator_name);
   }
+  for (const Value& spec : items[10].items()) {
+    const auto fields = spec.items();
+    if (fields.size() != 2) return fail(ErrorCode::invalid_input, "an actuator spec that is not (description payload)");
+    auto spec_description = text_or_null(fields[0], "an actuator's description");
+    if (!spec_description) return fail(spec_description.error().code, spec_description.error().message);
+    auto payload = text_or_null(fields[1], "an actuator's payload schema");
+    if (!payload) return fail(payload.error().code, payload.error().message);
+    actuator_specs_.push_back(pp_actuator_spec{*spec_description, *payload});
+  }
+  if (!actuator_specs_.empty() && actuator_specs_.size() != actuators_.size()) {
+    return fail(ErrorCode::invalid_input, "actuator specs that are not one per actuator");
+  }
   for (const Value& key : items[9].items()) {
     const auto fields = key.items();
     if (fields.size() != 4) {
@@ -452,11 +475,13 @@ Result<void> ProcessSkillLibrary::read_description(const Value& description) {
   if ((hook_mask_ & kHookAct) != 0) table_.act = proxy_act;
   if ((hook_mask_ & kHookObserve) != 0) table_.observe = proxy_observe;
   if ((hook_mask_ & kHookErrorPolicy) != 0) table_.error_policy = proxy_error_policy;
+  if ((hook_mask_ & kHookMandate) != 0) table_.mandate = proxy_mandate;
   // Counts as the worker gave them; a NULL table with a count is SkillTable::read's to refuse.
   table_.tools = tools_.empty() ? nullptr : tools_.data();
   table_.tool_count = tools_.size();
   table_.actuators = actuators_.empty() ? nullptr : actuators_.data();
   table_.actuator_count = actuators_.size();
+  table_.actuator_specs = actuator_specs_.empty() ? nullptr : actuator_specs_.data();
   table_.config_keys = config_keys_.empty() ? nullptr : config_keys_.data();
   table_.config_key_count = config_keys_.size();
   return {};

@@ -42,6 +42,7 @@ enum WorkerHook : std::uint32_t {
   kHookAct = 1U << 7,
   kHookObserve = 1U << 8,
   kHookErrorPolicy = 1U << 9,
+  kHookMandate = 1U << 10,
 };
 
 // Created by SkillLoader on the control thread; its hooks are called from any
@@ -128,6 +129,7 @@ class ProcessSkillLibrary final : public SkillLibrary {
   std::deque<std::string> strings_;
   std::vector<pp_tool> tools_;
   std::vector<const char*> actuators_;
+  std::vector<pp_actuator_spec> actuator_specs_;  // parallel to actuators_, when the worker described them
   std::vector<pp_config_key> config_keys_;
 
   // guards worker_, starting_, death_noted_, restarts_, restart_due_, restarting_, stopping_, created_, config_

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
+#include "base/ascii.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
 #include "skills/dependency_graph.hpp"
@@ -99,6 +101,31 @@ Result<void> check_still_guards(const Slot& next, const Snapshot& snapshot) {
                                             slot->offers_text() + "); keep a gate in it");
       }
     }
+  }
+  return {};
+}
+
+// The model calls a tool and an actuator alike by name (the actuator's in
+// lower case): a name that is both, in one skill or across two, could not be
+// told apart, so the skill that would bring the second one is refused. The
+// loaded version of the same skill (a swap) does not count.
+Result<void> check_function_names(const Slot& next, const Snapshot& snapshot) {
+  auto clash = [](const Slot& tools_of, const Slot& actuators_of) -> std::optional<std::string> {
+    for (const SkillTool& tool : tools_of.tools()) {
+      for (const std::string& actuator : actuators_of.actuators()) {
+        if (ascii_lower(actuator) != tool.name) continue;
+        return "the tool '" + tool.name + "' of skill '" + tools_of.name() +
+               "' has the name of the actuator :" + actuator + " of skill '" + actuators_of.name() +
+               "', and a model calls both by it; rename one";
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto found = clash(next, next)) return fail(ErrorCode::refused, *found);
+  for (const auto& slot : snapshot.slots()) {
+    if (slot->name() == next.name()) continue;
+    if (auto found = clash(next, *slot)) return fail(ErrorCode::refused, *found);
+    if (auto found = clash(*slot, next)) return fail(ErrorCode::refused, *found);
   }
   return {};
 }
@@ -454,6 +481,9 @@ ChangeResult SkillHost::swap_now(const SkillManifest& next, std::string_view req
   if (auto ok = check_still_guards(*slot, *snapshot); !ok) {
     return refuse(std::move(change), "guards", ok.error(), start);
   }
+  if (auto ok = check_function_names(*slot, *snapshot); !ok) {
+    return refuse(std::move(change), "names", ok.error(), start);
+  }
 
   change.details = describe_settings_change(old->manifest(), old->config(), slot->manifest(), slot->config());
   if (auto ok = hand_over_state(*old, *slot, change.state_handover); !ok) {
@@ -500,6 +530,9 @@ ChangeResult SkillHost::add_now(const SkillManifest& manifest, std::string_view 
   if (!prepared) return refuse(std::move(change), step, prepared.error(), start);
   std::shared_ptr<Slot> slot = std::move(prepared->slot);
   const auto skill_us = prepared->skill_us;
+  if (auto ok = check_function_names(*slot, *snapshot); !ok) {
+    return refuse(std::move(change), "names", ok.error(), start);
+  }
 
   auto slots = current_slots(*snapshot);
   slots.push_back(std::move(slot));

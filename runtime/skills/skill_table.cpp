@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "base/ascii.hpp"
 #include "base/utf8.hpp"
@@ -19,7 +20,8 @@ std::string abi_text(unsigned major, unsigned minor) { return std::to_string(maj
 // Bytes of the table the host may read for the skill's declared minor: every
 // member up to that minor, and nothing the skill did not promise.
 std::size_t readable_size(const pp_skill_api& table) {
-  const std::size_t declared = table.abi_minor >= 2   ? PP_SKILL_API_SIZE_1_2
+  const std::size_t declared = table.abi_minor >= 3   ? PP_SKILL_API_SIZE_1_3
+                               : table.abi_minor >= 2 ? PP_SKILL_API_SIZE_1_2
                                : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
                                                       : PP_SKILL_API_SIZE_1_0;
   return std::min<std::size_t>({declared, table.struct_size, sizeof(pp_skill_api)});
@@ -42,7 +44,8 @@ Result<void> check_header(const pp_skill_api& table, const SkillManifest& manife
                                              ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
                                              "; upgrade passepartout or rebuild the skill against this SDK");
   }
-  const std::uint32_t needed = table.abi_minor >= 2   ? PP_SKILL_API_SIZE_1_2
+  const std::uint32_t needed = table.abi_minor >= 3   ? PP_SKILL_API_SIZE_1_3
+                               : table.abi_minor >= 2 ? PP_SKILL_API_SIZE_1_2
                                : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
                                                       : PP_SKILL_API_SIZE_1_0;
   if (table.struct_size < needed) {
@@ -125,6 +128,37 @@ Result<std::string> read_name(const char* name, bool (*allowed)(char), const std
   return std::string(*text);
 }
 
+// A description: bounded, valid UTF-8.
+Result<std::string> read_description(const char* text, const std::string& where) {
+  const auto description = bounded(text, SkillTable::kMaxDescriptionBytes);
+  if (!description) {
+    return fail(ErrorCode::limit_exceeded, where + ": the description is longer than " +
+                                               std::to_string(SkillTable::kMaxDescriptionBytes) + " bytes");
+  }
+  if (!is_valid_utf8(*description))
+    return fail(ErrorCode::invalid_input, where + ": the description is not valid UTF-8");
+  return std::string(*description);
+}
+
+// A JSON Schema object (a tool's parameters, an actuator's payload): bounded,
+// valid JSON, an object; as a Value through the JSON bridge and as the text.
+Result<std::pair<Value, std::string>> read_schema(const char* text, const std::string& where, const char* what) {
+  const auto json = bounded(text, SkillTable::kMaxParametersBytes);
+  if (!json) {
+    return fail(ErrorCode::limit_exceeded, where + ": " + what + " JSON is longer than " +
+                                               std::to_string(SkillTable::kMaxParametersBytes) + " bytes");
+  }
+  auto parsed = json_to_value(*json, SkillTable::kMaxParametersDepth);
+  if (!parsed)
+    return fail(ErrorCode::invalid_input, where + ": " + what + " are not valid JSON: " + parsed.error().message);
+  const auto first = json->find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (*json)[first] != '{') {
+    return fail(ErrorCode::invalid_input,
+                where + ": " + what + R"( must be a JSON object ({"type": "object", ...}), got )" + excerpt(*json));
+  }
+  return std::pair<Value, std::string>(std::move(*parsed), std::string(*json));
+}
+
 Result<std::vector<SkillTool>> read_tools(const pp_skill_api& table, const std::string& who) {
   std::vector<SkillTool> tools;
   if (table.tool_count == 0) return tools;
@@ -154,34 +188,15 @@ Result<std::vector<SkillTool>> read_tools(const pp_skill_api& table, const std::
     SkillTool tool;
     tool.name = std::move(*name);
     if (spec.description != nullptr) {
-      const auto description = bounded(spec.description, SkillTable::kMaxDescriptionBytes);
-      if (!description) {
-        return fail(ErrorCode::limit_exceeded, where + ": the description is longer than " +
-                                                   std::to_string(SkillTable::kMaxDescriptionBytes) + " bytes");
-      }
-      if (!is_valid_utf8(*description)) {
-        return fail(ErrorCode::invalid_input, where + ": the description is not valid UTF-8");
-      }
-      tool.description = std::string(*description);
+      auto description = read_description(spec.description, where);
+      if (!description) return fail(description.error().code, description.error().message);
+      tool.description = std::move(*description);
     }
     if (spec.parameters != nullptr) {
-      const auto json = bounded(spec.parameters, SkillTable::kMaxParametersBytes);
-      if (!json) {
-        return fail(ErrorCode::limit_exceeded, where + ": the parameters JSON is longer than " +
-                                                   std::to_string(SkillTable::kMaxParametersBytes) + " bytes");
-      }
-      auto parsed = json_to_value(*json, SkillTable::kMaxParametersDepth);
-      if (!parsed) {
-        return fail(ErrorCode::invalid_input, where + ": the parameters are not valid JSON: " + parsed.error().message);
-      }
-      const auto first = json->find_first_not_of(" \t\r\n");
-      if (first == std::string_view::npos || (*json)[first] != '{') {
-        return fail(
-            ErrorCode::invalid_input,
-            where + R"(: the parameters must be a JSON object ({"type": "object", ...}), got )" + excerpt(*json));
-      }
-      tool.parameters = std::move(*parsed);
-      tool.parameters_json = std::string(*json);
+      auto schema = read_schema(spec.parameters, where, "the parameters");
+      if (!schema) return fail(schema.error().code, schema.error().message);
+      tool.parameters = std::move(schema->first);
+      tool.parameters_json = std::move(schema->second);
     }
     tools.push_back(std::move(tool));
   }
@@ -227,6 +242,44 @@ Result<std::string> optional_text(const char* text, const std::string& where) {
                 where + " is longer than " + std::to_string(SkillTable::kMaxDescriptionBytes) + " bytes");
   }
   return std::string(*bounded_text);
+}
+
+// ABI 1.3: what each actuator takes, parallel to `actuators` (upper-case
+// names). NULL: none is described. A payload's properties are the payload's
+// keys, each a name a keyword can take.
+Result<std::vector<SkillActuatorSpec>> read_actuator_specs(const pp_skill_api& table,
+                                                           const std::vector<std::string>& actuators,
+                                                           const std::string& who) {
+  std::vector<SkillActuatorSpec> specs(actuators.size());
+  if (table.actuator_specs == nullptr) return specs;
+  for (std::size_t i = 0; i < actuators.size(); ++i) {
+    const pp_actuator_spec& spec = table.actuator_specs[i];
+    const std::string where = who + ": actuator :" + actuators[i];
+    if (spec.description != nullptr) {
+      auto description = read_description(spec.description, where);
+      if (!description) return fail(description.error().code, description.error().message);
+      specs[i].description = std::move(*description);
+    }
+    if (spec.payload == nullptr) continue;
+    auto schema = read_schema(spec.payload, where, "the payload schema");
+    if (!schema) return fail(schema.error().code, schema.error().message);
+    const Value& properties = schema->first.at("PROPERTIES");
+    if (!properties.is_nil() && !properties.is_list()) {
+      return fail(ErrorCode::invalid_input, where + ": the payload schema's \"properties\" must be an object");
+    }
+    const std::span<const Value> items = properties.items();
+    for (std::size_t k = 0; k < items.size(); k += 2) {
+      const std::string_view key = items[k].text();
+      if (key.empty() || key.size() > SkillTable::kMaxNameLength ||
+          !std::all_of(key.begin(), key.end(), is_actuator_name_char)) {
+        return fail(ErrorCode::invalid_input, where + ": payload key " + excerpt(key) +
+                                                  " is not 1 to 64 letters, digits, '-' and '_' (a keyword's name)");
+      }
+    }
+    specs[i].payload = std::move(schema->first);
+    specs[i].payload_json = std::move(schema->second);
+  }
+  return specs;
 }
 
 // The config keys the skill declares (ABI 1.2), copied; none when it does not
@@ -310,6 +363,9 @@ Result<SkillTable> SkillTable::read(const pp_skill_api& table, const SkillManife
   auto actuators = read_actuators(out.hooks, who);
   if (!actuators) return fail(actuators.error().code, actuators.error().message);
   out.actuators = std::move(*actuators);
+  auto actuator_specs = read_actuator_specs(out.hooks, out.actuators, who);
+  if (!actuator_specs) return fail(actuator_specs.error().code, actuator_specs.error().message);
+  out.actuator_specs = std::move(*actuator_specs);
   auto config_keys = read_config_keys(out.hooks, who);
   if (!config_keys) return fail(config_keys.error().code, config_keys.error().message);
   out.config_keys = std::move(*config_keys);

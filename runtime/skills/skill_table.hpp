@@ -25,6 +25,17 @@ struct SkillTool {
   std::string parameters_json;
 };
 
+// What an actuator takes (ABI 1.3), as the loader checked and copied it.
+struct SkillActuatorSpec {
+  std::string description;  // UTF-8; empty when the skill gave none
+  // The payload's JSON Schema through the JSON bridge; NIL when the skill gave
+  // none (the actuator is then named in the grammar only, never offered as a
+  // function).
+  Value payload;
+  std::string payload_json;  // exactly as the skill wrote it ("" when none)
+  bool described() const noexcept { return !payload_json.empty(); }
+};
+
 // A key the skill reads from its manifest's `config:` (ABI 1.2), copied.
 struct SkillConfigKey {
   std::string name;
@@ -49,6 +60,8 @@ struct SkillTable {
   pp_skill_api hooks{};
   std::vector<SkillTool> tools;        // in the skill's order (its indices)
   std::vector<std::string> actuators;  // upper-case, as keywords print; the skill's order
+  // Parallel to actuators: what each takes (ABI 1.3; empty specs for older skills).
+  std::vector<SkillActuatorSpec> actuator_specs;
   // The config keys the skill declares, in its order; empty when it does not
   // say (older than ABI 1.2, or no kConfig), so any key goes.
   std::vector<SkillConfigKey> config_keys;

@@ -155,6 +155,20 @@ Result<Value> Slot::act(std::size_t index, const Value& action, const Value& sig
   return from_handle(result);
 }
 
+Result<std::string> Slot::mandate(const Value& signal) const {
+  if (table_.hooks.mandate == nullptr) return std::string();
+  pp_call call;
+  const pp_value* line = nullptr;
+  const HookScope hook(running_, "mandate");
+  if (table_.hooks.mandate(instance_.ptr, &call, to_handle(signal), &line) != PP_OK) {
+    return fail(ErrorCode::failed, failure_text(call, "the mandate of skill '" + name() + "'"));
+  }
+  const Value text = from_handle(line);
+  if (text.is_nil()) return std::string();
+  if (!text.is_string()) return fail(ErrorCode::failed, "the mandate of skill '" + name() + "' is not a string");
+  return std::string(text.text());
+}
+
 Result<void> Slot::observe(const Value& signal) const {
   if (table_.hooks.observe == nullptr) return {};
   pp_call call;

@@ -156,6 +156,7 @@ class Slot {
   bool has_trigger_hook() const noexcept { return table_.hooks.trigger != nullptr; }
   bool has_observe() const noexcept { return table_.hooks.observe != nullptr; }
   bool has_error_policy() const noexcept { return table_.hooks.error_policy != nullptr; }
+  bool has_mandate() const noexcept { return table_.hooks.mandate != nullptr; }
 
   // --- ABI 1.0: trigger and prompt -------------------------------------------
   // Any thread, concurrently.
@@ -182,6 +183,8 @@ class Slot {
   // The actuator targets it serves, upper-cased as keywords print ("SHELL"),
   // in its order (act's index).
   std::span<const std::string> actuators() const noexcept { return table_.actuators; }
+  // Parallel to actuators(): what each takes (ABI 1.3; not described for older skills).
+  std::span<const SkillActuatorSpec> actuator_specs() const noexcept { return table_.actuator_specs; }
   // Whether it offers anything that acts on the world (an actuator or a
   // tool): then its manifest must name guards (guarded_by).
   bool acts() const noexcept { return table_.acts(); }
@@ -207,6 +210,13 @@ class Slot {
   // no policy or the hook failed (logged, attributed to the skill); a kind
   // the host does not know, or a fallback without a string, reads as standard.
   std::optional<ErrorChoice> error_policy(const Value& signal, const Value& error) const;
+
+  // --- ABI 1.3: standing mandates ---------------------------------------------
+  // The skill's standing mandate for `signal` (seed D8): its line, or "" for
+  // none (no hook, or the hook answered none). Any thread, concurrently.
+  // failed with the skill's error text when the hook fails or answers
+  // something other than a string; the caller bounds it in time.
+  Result<std::string> mandate(const Value& signal) const;
 
   GateCounters& counters() const noexcept { return counters_; }
 

@@ -29,6 +29,7 @@ enum class FrameKind : std::uint16_t {
   act = 11,
   observe = 12,
   error_policy = 13,
+  mandate = 14,
   reply = 100,
   log = 101,
   denial = 102,  // ("openat" ...): system calls the sandbox denied during the call

@@ -1,5 +1,5 @@
 /* abi.h compiled as strict C99: the header is plain C, and its layout rules
- * (version fields first, size macros covering every 1.0, 1.1 and 1.2 member) hold in C.
+ * (version fields first, size macros covering every 1.0, 1.1, 1.2 and 1.3 member) hold in C.
  * Each minor's size ends at its last member and the next minor's first member
  * starts there: members are appended, never inserted or reordered. */
 #include "passepartout/abi.h"
@@ -21,12 +21,16 @@ PP_C99_CHECK(skill_1_1_appended, PP_SKILL_API_SIZE_1_0 == offsetof(pp_skill_api,
 /* ABI 1.1 ends with error_policy; ABI 1.2 starts right after it with config_keys. */
 PP_C99_CHECK(skill_size_1_1, PP_SKILL_API_SIZE_1_1 == offsetof(pp_skill_api, error_policy) + sizeof(void*));
 PP_C99_CHECK(skill_1_2_appended, PP_SKILL_API_SIZE_1_1 == offsetof(pp_skill_api, config_keys));
-/* ABI 1.2 ends with config_key_count, the last member of the table. */
+/* ABI 1.2 ends with config_key_count; ABI 1.3 starts right after it with actuator_specs. */
 PP_C99_CHECK(skill_size_1_2, PP_SKILL_API_SIZE_1_2 == offsetof(pp_skill_api, config_key_count) + sizeof(size_t));
-PP_C99_CHECK(skill_size_1_2_whole, PP_SKILL_API_SIZE_1_2 == sizeof(pp_skill_api));
-PP_C99_CHECK(sizes_grow,
-             PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 && PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2);
-PP_C99_CHECK(minor_1_2, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 2);
+PP_C99_CHECK(skill_1_3_appended, PP_SKILL_API_SIZE_1_2 == offsetof(pp_skill_api, actuator_specs));
+/* ABI 1.3 ends with mandate, the last member of the table. */
+PP_C99_CHECK(skill_size_1_3, PP_SKILL_API_SIZE_1_3 == offsetof(pp_skill_api, mandate) + sizeof(void*));
+PP_C99_CHECK(skill_size_1_3_whole, PP_SKILL_API_SIZE_1_3 == sizeof(pp_skill_api));
+PP_C99_CHECK(sizes_grow, PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 &&
+                             PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2 &&
+                             PP_SKILL_API_SIZE_1_2 < PP_SKILL_API_SIZE_1_3);
+PP_C99_CHECK(minor_1_3, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 3);
 PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 && PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);

@@ -14,7 +14,9 @@
  * tools, actuators, `observe` and `error_policy` to `pp_skill_api`; a 1.0
  * skill still loads and simply offers none of them. ABI 1.2 appended the
  * config keys a skill reads; an older skill declares none, and the host then
- * accepts any key in its manifest's `config:`.
+ * accepts any key in its manifest's `config:`. ABI 1.3 appended what each
+ * actuator takes (so the model is offered it as a function of its own) and
+ * the `mandate` hook; an older skill's actuators are offered by name only.
  *
  * Ownership. Whoever allocates frees. Pointers passed *into* a hook are
  * borrowed for the duration of that call unless a member says otherwise. Values
@@ -55,7 +57,7 @@ extern "C" {
 
 /** ABI version this header describes. */
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 2
+#define PP_ABI_MINOR 3
 
 /** Name of the one symbol a skill exports. */
 #define PP_ENTRY_SYMBOL "passepartout_skill_entry"
@@ -156,6 +158,24 @@ typedef struct pp_config_key {
   /** What the key does, one line (NULL: none). */
   const char* description;
 } pp_config_key;
+
+/** What an actuator takes (ABI 1.3), as the model is told of it: the host
+ *  offers an actuator with a payload schema as a function of the model's own
+ *  tool-calling format, named as the actuator in lower case, and writes it in
+ *  the action grammar of the system prompt. Every string is NUL-terminated
+ *  UTF-8 with static storage duration (the host reads them at load and keeps
+ *  copies). The host refuses a library whose specs break these rules. */
+typedef struct pp_actuator_spec {
+  /** What the actuator does, one line, shown to the model (NULL: none). */
+  const char* description;
+  /** The action's `:PAYLOAD` as a JSON Schema object whose properties are the
+   *  payload's keys in lower case, e.g. `{"type":"object","properties":
+   *  {"cmd":{"type":"string"},"explanation":{"type":"string"}},"required":
+   *  ["cmd","explanation"]}`; a call's arguments become the payload with each
+   *  key upper-cased (`:CMD`). NULL: the payload is not described, and the
+   *  actuator is named in the grammar only, never offered as a function. */
+  const char* payload;
+} pp_actuator_spec;
 
 /** What an error policy chose for a failed signal (ABI 1.1). Any other value
  *  reads as PP_ERROR_DEFAULT. */
@@ -348,6 +368,21 @@ typedef struct pp_skill_api {
    *  accepts any key; a count with NULL refuses the library. At most 256. */
   const pp_config_key* config_keys;
   size_t config_key_count;
+
+  /* --- ABI 1.3: read only when abi_minor >= 3 and struct_size covers them ---- */
+
+  /** What each actuator takes: NULL (none is described), or `actuator_count`
+   *  entries parallel to `actuators`, with static storage duration. Read once,
+   *  at load. */
+  const pp_actuator_spec* actuator_specs;
+  /** A standing mandate (seed D8) for `signal`: one line of text the system
+   *  prompt carries while this skill is loaded ("Every action carries an
+   *  explanation."), or none. Stores a string value in `*line`, or NULL for
+   *  none. Any pipeline thread, concurrently, once per model call; it is
+   *  bounded by the gate budget: a mandate that fails, answers something
+   *  other than a string, or is late is left out, and logged with the
+   *  skill's name. `signal` is borrowed for the call. Optional. */
+  pp_status (*mandate)(void* instance, pp_call* call, const pp_value* signal, const pp_value** line);
 } pp_skill_api;
 
 /** The entry function's type. It takes no arguments, may be called more than
@@ -368,6 +403,8 @@ typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 #define PP_SKILL_API_SIZE_1_1 PP_SIZE_U32(offsetof(pp_skill_api, error_policy) + sizeof(void*))
 /** Size of pp_skill_api for ABI 1.2: a table declaring minor 2 must be at least this large. */
 #define PP_SKILL_API_SIZE_1_2 PP_SIZE_U32(offsetof(pp_skill_api, config_key_count) + sizeof(size_t))
+/** Size of pp_skill_api for ABI 1.3: a table declaring minor 3 must be at least this large. */
+#define PP_SKILL_API_SIZE_1_3 PP_SIZE_U32(offsetof(pp_skill_api, mandate) + sizeof(void*))
 /** Size of pp_host_api for ABI 1.0. */
 #define PP_HOST_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_host_api, print) + sizeof(void*))
 

@@ -96,6 +96,23 @@ using ToolSpec = pp_tool;
 /// nearest declared key; a skill without kConfig is not checked.
 using ConfigKeySpec = pp_config_key;
 
+/// What an actuator takes (ABI 1.3): `{description, payload}`, string literals
+/// (either may be nullptr). `payload` is the action's `:PAYLOAD` as a JSON
+/// Schema object whose properties are its keys in lower case; the model is
+/// then offered the actuator as a function of its own, named as the actuator
+/// in lower case, and a call's arguments become the payload with each key
+/// upper-cased. Declared beside kActuators, one entry per actuator in the
+/// same order:
+///
+///     static constexpr const char* kActuators[] = {"shell"};
+///     static constexpr passepartout::ActuatorSpec kActuatorSpecs[] = {
+///         {"Runs a shell command in the workspace",
+///          R"({"type":"object","properties":{"cmd":{"type":"string"},"explanation":{"type":"string"}},
+///              "required":["cmd","explanation"]})"}};
+///
+/// An actuator without a spec is named to the model in the action grammar only.
+using ActuatorSpec = pp_actuator_spec;
+
 namespace sdk_detail {
 struct SkillAccess;
 }  // namespace sdk_detail
@@ -332,6 +349,17 @@ class Skill {
     static_cast<void>(signal);
     static_cast<void>(error);
     return ErrorChoice::standard();
+  }
+
+  /// A standing mandate for `signal` (ABI 1.3, seed D8): one line the system
+  /// prompt carries while the skill is loaded, such as "Every action carries
+  /// an explanation.", or std::nullopt for none. Any pipeline thread,
+  /// concurrently, once per model call; keep it short: it is bounded by the
+  /// gate budget, and a mandate that throws or is late is left out (and
+  /// logged). `signal` is valid until the hook returns.
+  virtual std::optional<std::string> mandate(const Signal& signal) {
+    static_cast<void>(signal);
+    return std::nullopt;
   }
 
  protected:

@@ -112,7 +112,7 @@ TEST_CASE("status shows the daemon, its counters and its skills", "[cli]") {
   CHECK(server.daemon().last_request().at("REQUEST-ID").is_string());
 }
 
-TEST_CASE("status --health asks a health check, as /healthz does; --ready asks whether it is ready", "[cli]") {
+TEST_CASE("status --health asks a health check as /healthz does, and --ready whether it is ready", "[cli]") {
   FakeDaemonServer server([] { return HealthReport{"DEGRADED", true}; });
   SECTION("--health over the Unix socket") {
     Captured captured;

@@ -4,12 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "pipeline/credential_rule.hpp"
+#include "support/async_wait.hpp"
 #include "support/sexp.hpp"
 #include "unit/pipeline/pipeline_rig.hpp"
 
@@ -239,6 +241,91 @@ TEST_CASE("a configured key never reaches the model: masked in the transcript, b
   for (const std::string& line : sink->printed()) CHECK(line.find("local-key-0123456789") == std::string::npos);
   INFO(sink->printed().back());
   CHECK(sink->printed().back().find("credential-rule") != std::string::npos);
+}
+
+}  // namespace passepartout
+
+namespace passepartout {
+namespace {
+
+// A native call of the shell with a harmless command and its explanation.
+ProviderReply shell_call(const std::string& id, const std::string& command) {
+  const std::string arguments = R"({"cmd":")" + command + R"(","explanation":"Printing a word to greet the user."})";
+  ProviderReply reply = ProviderReply::calls(Value::list({Value::plist(
+      {{"ID", Value::string(id)}, {"NAME", Value::string("shell")}, {"ARGUMENTS", Value::string(arguments)}})}));
+  reply.wire_calls.push_back(ToolCall{id, "shell", arguments});
+  return reply;
+}
+
+const Turn* result_for(const std::vector<Turn>& transcript, std::string_view id) {
+  for (const Turn& turn : transcript) {
+    if (turn.role == Turn::Role::tool && turn.tool_call_id == id) return &turn;
+  }
+  return nullptr;
+}
+
+std::vector<testing::SkillSpec> acting_skills() {
+  return {{"tool-permissions", 0, {}, true},
+          {"policy", 0, {}, true},
+          {"shell-guard", 0, {}, true},
+          {"shell", 0, {}, true},
+          {"file-tools", 0, {}, true}};
+}
+
+}  // namespace
+
+TEST_CASE("a native shell call waits for approval, and once decided what came of it is that call's result",
+          "[pipeline][conversation][offer]") {
+  Rig rig(acting_skills(), {});
+  auto model = install(rig);
+  model->enqueue(shell_call("call_1", "echo approved-run"));
+  auto sink = std::make_shared<RecordingSink>();
+  rig.run(user_input("greet me through the shell", "s"), sink);
+  std::string token;
+  for (const Value& message : sink->messages()) {
+    if (message.path({"PAYLOAD", "TOKEN"}).is_string()) token = std::string(message.path({"PAYLOAD", "TOKEN"}).text());
+  }
+  REQUIRE(token.size() == 32);
+  const Value action = rig.approvals->find(token)->action;
+  CHECK(to_sexp(action).find(R"(:TARGET :SHELL :PAYLOAD (:CMD "echo approved-run" :EXPLANATION "Printing)") !=
+        std::string::npos);
+
+  SECTION("approved") {
+    std::promise<Result<Value>> ran;
+    rig.pipeline->approve(token, "tester", [&](Result<Value> result) { ran.set_value(std::move(result)); });
+    auto future = ran.get_future();
+    REQUIRE(future.wait_for(testing::kAsyncTimeout) == std::future_status::ready);
+    REQUIRE(future.get().has_value());
+    rig.run(user_input("what did it print?", "s"));
+    const auto seen = model->seen(model->calls() - 1).transcript;
+    const Turn* result = result_for(seen, "call_1");
+    REQUIRE(result != nullptr);
+    INFO(result->text);
+    CHECK(result->text.rfind("Approved by tester and run. ", 0) == 0);
+    CHECK(result->text.find("approved-run") != std::string::npos);
+  }
+  SECTION("denied") {
+    REQUIRE(rig.pipeline->deny(token, "tester").has_value());
+    rig.run(user_input("was it run?", "s"));
+    const auto seen = model->seen(model->calls() - 1).transcript;
+    const Turn* result = result_for(seen, "call_1");
+    REQUIRE(result != nullptr);
+    CHECK(result->text == "Denied by tester: the action was not run.");
+  }
+}
+
+TEST_CASE("a blocked native shell call's reason is that call's result in the model's next attempt",
+          "[pipeline][conversation][offer]") {
+  Rig rig(acting_skills(), {});
+  auto model = install(rig);
+  model->enqueue(shell_call("call_1", "rm -rf ~/scratch"));  // shell-guard blocks it; it never runs
+  rig.run(user_input("free some disk space", "s"));
+  REQUIRE(model->calls() >= 2);
+  const Turn* result = result_for(model->seen(1).transcript, "call_1");
+  REQUIRE(result != nullptr);
+  INFO(result->text);
+  CHECK(result->text.find("DESTRUCTIVE-RM") != std::string::npos);
+  CHECK(result->text.find("The call was not run.") != std::string::npos);
 }
 
 }  // namespace passepartout

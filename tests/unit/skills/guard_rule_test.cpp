@@ -267,3 +267,30 @@ TEST_CASE("a skill that offers an actuator or a tool and names no guard is refus
     CHECK(fx.manifest("pass-gate-0", 10, "guarded_by: [pass-gate-0]\n").requirements().empty());
   }
 }
+
+TEST_CASE("a tool named as another skill's actuator is refused at load, naming both skills", "[skills][guards]") {
+  SkillFixtures fx;
+  for (auto name : {"policy", "shell-guard", "shell"}) fx.install_library(name, PP_PLUGIN_DIR);
+  fx.install_library("clash-tool");
+  TempDir root;
+  const fs::path manifests = root.path() / "manifests";
+  fs::create_directories(manifests);
+  for (auto name : {"policy", "shell-guard", "shell"}) {
+    std::ofstream(manifests / (std::string(name) + ".yaml")) << bundled_manifest(name);
+  }
+  auto created = SkillHost::create(SkillHostOptions{
+      manifests, fx.plugin_dir(), root.path() / "state" / "audit.sqlite3", true, root.path() / "workspace", {}});
+  REQUIRE(created.has_value());
+  std::unique_ptr<SkillHost> host = std::move(*created);
+  const BootResult boot = host->boot("test");
+  REQUIRE(boot.disabled.empty());
+
+  const ChangeResult added = host->add(fx.manifest("clash-tool", 10, "guarded_by: [shell-guard]\n"), "test");
+  CHECK(added.change.outcome == "refused");
+  CHECK(added.change.step == "names");
+  CHECK(added.change.error ==
+        "the tool 'shell' of skill 'clash-tool' has the name of the actuator :SHELL of skill 'shell', and a model "
+        "calls both by it; rename one");
+  CHECK(host->snapshot()->find("clash-tool") == nullptr);
+  CHECK(host->snapshot()->find("shell") != nullptr);  // what was loaded keeps serving
+}

@@ -46,6 +46,10 @@ inline constexpr bool overrides_observe = !std::is_same_v<decltype(&T::observe),
 template <class T>
 inline constexpr bool overrides_on_error =
     !std::is_same_v<decltype(&T::on_error), ErrorChoice (Skill::*)(const Signal&, const ValueRef&)>;
+/// Whether T overrides Skill::mandate (ABI 1.3).
+template <class T>
+inline constexpr bool overrides_mandate =
+    !std::is_same_v<decltype(&T::mandate), std::optional<std::string> (Skill::*)(const Signal&)>;
 // NOLINTEND(readability-identifier-naming)
 
 // --- checking the class ------------------------------------------------------
@@ -108,6 +112,29 @@ constexpr bool actuators_are_names() {
   if constexpr (HasActuators<T>::value) {
     using Array = std::remove_reference_t<decltype(T::kActuators)>;
     return std::is_array_v<Array> && std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, const char*>;
+  } else {
+    return false;
+  }
+}
+
+/// Whether T declares `kActuatorSpecs` (whatever its type; checked below).
+template <class T, class = void>
+struct HasActuatorSpecs : std::false_type {};
+template <class T>
+struct HasActuatorSpecs<T, std::void_t<decltype(T::kActuatorSpecs)>> : std::true_type {};
+
+/// Whether T's `kActuatorSpecs` is an array of ActuatorSpec with one entry per
+/// kActuators name (false when T has none).
+template <class T>
+constexpr bool actuator_specs_match() {
+  if constexpr (HasActuatorSpecs<T>::value && actuators_are_names<T>()) {
+    using Array = std::remove_reference_t<decltype(T::kActuatorSpecs)>;
+    if constexpr (std::is_array_v<Array> &&
+                  std::is_same_v<std::remove_cv_t<std::remove_extent_t<Array>>, ActuatorSpec>) {
+      return std::extent_v<Array> == std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
+    } else {
+      return false;
+    }
   } else {
     return false;
   }
@@ -231,6 +258,10 @@ constexpr bool check_skill_class() {
   static_assert(actuator_names_valid<T>(),
                 "PASSEPARTOUT_SKILL(T): every kActuators name must be 1 to 64 letters, digits, "
                 "'-' and '_', and unique ignoring case");
+  static_assert(!HasActuatorSpecs<T>::value || actuator_specs_match<T>(),
+                "PASSEPARTOUT_SKILL(T): T::kActuatorSpecs must be an array of actuator specs, one for each "
+                "kActuators name in the same order: static constexpr passepartout::ActuatorSpec "
+                "kActuatorSpecs[] = {{\"description\", R\"({\"type\":\"object\",...})\"}};");
   static_assert(!HasConfig<T>::value || config_are_key_specs<T>(),
                 "PASSEPARTOUT_SKILL(T): T::kConfig must be an array of config keys: "
                 "static constexpr passepartout::ConfigKeySpec kConfig[] = {{\"name\", \"type\", "
@@ -527,6 +558,24 @@ struct Trampolines {
     }
   }
 
+  /// T::mandate; std::nullopt becomes a NULL line, text a string value in `call`.
+  static pp_status mandate(void* instance, pp_call* call, const pp_value* signal, const pp_value** line) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    *line = nullptr;
+    try {
+      const std::optional<std::string> text = self.T::mandate(Signal(host, call, signal));
+      if (text.has_value()) {
+        const pp_value* built = host->make_string(call, text->data(), text->size());
+        if (built == nullptr) throw std::invalid_argument("passepartout: the mandate is not valid UTF-8");
+        *line = built;
+      }
+      return PP_OK;
+    } catch (...) {
+      return fail_with_current_exception(host, call);
+    }
+  }
+
   /// T::on_error; `choice` arrives zero-filled (the default), a fallback's text
   /// becomes a string value in `call`.
   static pp_status error_policy(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
@@ -594,9 +643,11 @@ constexpr pp_skill_api skill_table() noexcept {
     table.actuators = T::kActuators;
     table.actuator_count = std::extent_v<std::remove_reference_t<decltype(T::kActuators)>>;
     table.act = &Hooks::act;
+    if constexpr (actuator_specs_match<T>()) table.actuator_specs = T::kActuatorSpecs;
   }
   if constexpr (overrides_observe<T>) table.observe = &Hooks::observe;
   if constexpr (overrides_on_error<T>) table.error_policy = &Hooks::error_policy;
+  if constexpr (overrides_mandate<T>) table.mandate = &Hooks::mandate;
   if constexpr (config_are_key_specs<T>()) {
     table.config_keys = T::kConfig;
     table.config_key_count = std::extent_v<std::remove_reference_t<decltype(T::kConfig)>>;

@@ -1,0 +1,140 @@
+// What the model is offered: the bundled skills' tools and the shell as a
+// native function with its payload schema, the action grammar taught in the
+// prompt, an actuator whose guard is missing left out, and a native call
+// becoming exactly the action the grammar gives.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "pipeline/offer.hpp"
+#include "pipeline/response_parser.hpp"
+#include "skills/registry.hpp"
+#include "skills/skill_loader.hpp"
+#include "support/sexp.hpp"
+#include "support/skill_harness.hpp"
+#include "value/sexp_printer.hpp"
+
+namespace passepartout {
+namespace {
+
+using testing::SkillHarness;
+
+const OfferedFunction* named(const Offer& offer, std::string_view name) {
+  for (const OfferedFunction& function : offer.functions()) {
+    if (function.name == name) return &function;
+  }
+  return nullptr;
+}
+
+// The native descriptor named `name` in the drivers' list, or NIL.
+Value descriptor(const Offer& offer, std::string_view name) {
+  for (const Value& tool : offer.native_tools().items()) {
+    if (tool.at("NAME").text() == name) return tool;
+  }
+  return Value();
+}
+
+}  // namespace
+
+TEST_CASE("the shell is offered as a native function with its payload schema beside the file tools",
+          "[pipeline][offer]") {
+  SkillHarness skills({"tool-permissions", "policy", "shell-guard", "shell", "file-tools"});
+  const Offer offer(*skills.snapshot());
+
+  const OfferedFunction* shell = named(offer, "shell");
+  REQUIRE(shell != nullptr);
+  CHECK(shell->kind == OfferedFunction::Kind::actuator);
+  CHECK(shell->target == "SHELL");
+  CHECK(shell->native);
+  REQUIRE(shell->arguments.size() >= 2);
+  CHECK(shell->arguments[0].name == "cmd");
+  CHECK(shell->arguments[0].required);
+  CHECK(shell->arguments[1].name == "explanation");
+  CHECK(shell->arguments[1].required);
+
+  const Value described = descriptor(offer, "shell");
+  REQUIRE(described.is_list());
+  CHECK(described.at("PARAMETERS-JSON").text().find(R"("required":["cmd","explanation"])") != std::string::npos);
+  CHECK(descriptor(offer, "read-file").is_list());
+  CHECK(descriptor(offer, "write-file").is_list());
+  CHECK(offer.find_native("SHELL") == shell);  // case is ignored
+
+  // The grammar teaches the reply, the tool call and the shell's own form.
+  const std::string grammar(offer.grammar());
+  CHECK(grammar.find("(:TYPE :REQUEST :PAYLOAD (:ACTION :MESSAGE :TEXT \"<your answer>\"))") != std::string::npos);
+  CHECK(grammar.find("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"<name>\"") != std::string::npos);
+  CHECK(grammar.find("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD <cmd> :EXPLANATION <explanation> "
+                     "[:TIMEOUT <timeout>] [:MAX-OUTPUT <max-output>]))") != std::string::npos);
+  // The TOOLS section lists the tools, not the actuators.
+  CHECK(std::string(offer.tool_belt()).find("- read-file: ") != std::string::npos);
+  CHECK(std::string(offer.tool_belt()).find("- shell") == std::string::npos);
+}
+
+TEST_CASE("what a skill offers is left out while its guard is not loaded", "[pipeline][offer]") {
+  testing::SkillFixtures fixtures;
+  auto toolbox = fixtures.loader().load(fixtures.manifest("toolbox-a", 10, "guarded_by: [pass-gate-1]\n"));
+  REQUIRE(toolbox.has_value());
+  Registry registry;
+  registry.publish({*toolbox});  // pass-gate-1, its guard, is not loaded
+  const Offer offer(*registry.snapshot());
+  CHECK(offer.functions().empty());
+  CHECK(offer.native_tools().is_nil());
+  CHECK(std::string(offer.grammar()).find(":RECORDER") == std::string::npos);
+  CHECK(std::string(offer.grammar()).find("only answer in text") != std::string::npos);
+  CHECK(offer.tool_belt() == "No tools registered.");
+}
+
+TEST_CASE("a native call of the shell becomes the action the plist grammar gives, with the model's explanation",
+          "[pipeline][offer]") {
+  SkillHarness skills({"tool-permissions", "policy", "shell-guard", "shell", "file-tools"});
+  const Offer offer(*skills.snapshot());
+  const Value calls = testing::sexp(
+      R"(((:ID "call_1" :NAME "shell" :ARGUMENTS "{\"cmd\": \"ls -la\", \"explanation\": \"Listing the workspace.\"}")))");
+  const Value action = parse_response(ProviderReply::calls(calls), &offer);
+  CHECK(to_sexp(action) ==
+        R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls -la" :EXPLANATION "Listing the workspace.")))");
+  // The same text in the grammar reads as the same action.
+  CHECK(to_sexp(parse_response_text(
+            R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls -la" :EXPLANATION "Listing the workspace.")))")) ==
+        to_sexp(action));
+  // A tool keeps its shape; the model's own explanation is kept when it gave one.
+  const Value tool = parse_response(
+      ProviderReply::calls(testing::sexp(R"(((:NAME "read-file" :ARGUMENTS "{\"filepath\": \"notes.txt\"}")))")),
+      &offer);
+  CHECK(to_sexp(tool) == R"((:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL "read-file" :ARGS (:FILEPATH "notes.txt") )"
+                         R"(:EXPLANATION "Generated by function-calling engine.")))");
+  // The gates judge it as any shell action: shell-guard asks about ls -la.
+  const Value verdict = skills.verify(to_sexp(action));
+  INFO(to_sexp(verdict));
+  CHECK(verdict.at("LEVEL").is_keyword("APPROVAL-REQUIRED"));
+}
+
+TEST_CASE("an actuator without a payload schema is taught by name in the grammar, never offered natively",
+          "[pipeline][offer]") {
+  testing::SkillFixtures fixtures;
+  auto toolbox = fixtures.loader().load(fixtures.manifest("toolbox-a", 10, "guarded_by: [pass-gate-1]\n"));
+  auto guard = fixtures.loader().load(fixtures.manifest("pass-gate-1", 20));
+  REQUIRE(toolbox.has_value());
+  REQUIRE(guard.has_value());
+  Registry registry;
+  registry.publish({*toolbox, *guard});
+  const Offer offer(*registry.snapshot());
+  const OfferedFunction* recorder = named(offer, "recorder");
+  REQUIRE(recorder != nullptr);
+  CHECK_FALSE(recorder->native);
+  CHECK(descriptor(offer, "recorder").is_nil());
+  CHECK(offer.find_native("recorder") == nullptr);
+  CHECK(std::string(offer.grammar()).find("- :RECORDER: (:TYPE :REQUEST :TARGET :RECORDER :PAYLOAD (...))") !=
+        std::string::npos);
+  CHECK(descriptor(offer, "echo-args").is_list());
+}
+
+TEST_CASE("the offer is built once per snapshot and shared", "[pipeline][offer]") {
+  SkillHarness skills({"tool-permissions", "file-tools"});
+  const auto snapshot = skills.snapshot();
+  const auto first = offer_of(*snapshot);
+  CHECK(offer_of(*snapshot) == first);
+  CHECK(first->snapshot_id() == snapshot->id());
+}
+
+}  // namespace passepartout
