@@ -190,9 +190,10 @@ std::vector<VaultSecret> vault_secrets(const ValueRef& config, std::vector<std::
 // The fields the checks read, extracted as seed I1 describes. (Its move copies
 // string_views held inline: it never allocates, so never throws.)
 struct Fields {  // NOLINT(bugprone-exception-escape)
-  // :PAYLOAD :FILEPATH and a tool's :ARGS :FILEPATH: each is checked (the
-  // tools read the second, so a harmless first must not hide it).
-  std::array<ValueRef, 2> filepaths;
+  // :PAYLOAD :FILEPATH and a tool's :ARGS :FILEPATH and :PATH (list-files
+  // and search-files name a folder or file by :PATH): each is checked (the
+  // tools read the arguments, so a harmless first must not hide them).
+  std::array<ValueRef, 3> filepaths;
   // Every string the action would send or write; a reply's few fit inside.
   boost::container::small_vector<std::string_view, 8> texts;
   ValueRef tags;          // :PAYLOAD :TAGS
@@ -230,6 +231,7 @@ Fields extract(const Action& action) {
   collect_strings(payload.has("TEXT") ? payload.get("TEXT") : action.get("TEXT"), fields, 0);
   fields.filepaths[0] = payload.get("FILEPATH");
   if (tool_call) fields.filepaths[1] = args.get("FILEPATH");
+  if (tool_call) fields.filepaths[2] = args.get("PATH");
   if (tool_call) collect_strings(args, fields, 0);  // :CONTENT of write-file, :CMD of shell, any other argument
   fields.command = payload.get("CMD");
   if (fields.command.is_nil() && tool_call && is_named(payload.get("TOOL"), "shell")) {

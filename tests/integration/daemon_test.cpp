@@ -1023,7 +1023,8 @@ TEST_CASE("skills check shows what each skill offers and its guards, and reports
   CHECK(whole.exit_status == 0);
   CHECK(whole.out.find("shell 1.0.0 (priority 50); offers the actuator :SHELL, guarded by shell-guard") !=
         std::string::npos);
-  CHECK(whole.out.find("offers the tools read-file and write-file, guarded by tool-permissions") != std::string::npos);
+  CHECK(whole.out.find("offers the tools read-file, write-file,") != std::string::npos);
+  CHECK(whole.out.find("list-files, search-files and edit-file, guarded by tool-permissions") != std::string::npos);
 
   std::filesystem::remove(folder / "shell-guard.yaml");
   auto missing =

@@ -119,6 +119,18 @@ TEST_CASE("dispatcher checks a tool's own path even when the payload names a har
                   "ERROR", "Action blocked: Attempted read of protected path '.env'");
 }
 
+TEST_CASE("dispatcher checks the folder or file list-files and search-files name by :PATH", "[plugins]") {
+  SkillHarness harness{"dispatcher"};
+  require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"search-files\" "
+                                 ":ARGS (:PATTERN \"KEY\" :PATH \".env\")))"),
+                  "ERROR", "Action blocked: Attempted read of protected path '.env'");
+  require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"list-files\" "
+                                 ":ARGS (:PATH \"project/.ssh/id_rsa\")))"),
+                  "ERROR", "Action blocked: Attempted read of protected path 'project/.ssh/id_rsa'");
+  require_passed(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"list-files\" "
+                                ":ARGS (:PATH \"src\" :RECURSIVE T) :EXPLANATION \"Listing the sources.\"))"));
+}
+
 TEST_CASE("dispatcher blocks a file path that is not a string", "[plugins]") {
   SkillHarness harness{"dispatcher"};
   require_blocked(

@@ -42,10 +42,14 @@ void require_denied(const Value& result, std::string_view name) {
 
 }  // namespace
 
-TEST_CASE("tool-permissions applies the bundled table: read-file allowed, write-file and shell asked", "[plugins]") {
+TEST_CASE("tool-permissions applies the bundled table: the reading tools allowed, writing ones and shell asked",
+          "[plugins]") {
   SkillHarness harness{"tool-permissions"};
   require_passed(harness.verify(tool_call("\"read-file\"")));
+  require_passed(harness.verify(tool_call("\"list-files\"")));
+  require_passed(harness.verify(tool_call("\"search-files\"")));
   require_approval(harness.verify(tool_call("\"write-file\"")), "write-file");
+  require_approval(harness.verify(tool_call("\"edit-file\"")), "edit-file");
   require_approval(harness.verify(tool_call("\"shell\"")), "shell");
 }
 
