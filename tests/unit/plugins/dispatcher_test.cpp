@@ -127,8 +127,9 @@ TEST_CASE("dispatcher checks the folder or file list-files and search-files name
   require_blocked(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"list-files\" "
                                  ":ARGS (:PATH \"project/.ssh/id_rsa\")))"),
                   "ERROR", "Action blocked: Attempted read of protected path 'project/.ssh/id_rsa'");
-  require_passed(harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"list-files\" "
-                                ":ARGS (:PATH \"src\" :RECURSIVE T) :EXPLANATION \"Listing the sources.\"))"));
+  require_passed(
+      harness.verify("(:TYPE :REQUEST :TARGET :TOOL :PAYLOAD (:TOOL \"list-files\" "
+                     ":ARGS (:PATH \"src\" :RECURSIVE T) :EXPLANATION \"Listing the sources.\"))"));
 }
 
 TEST_CASE("dispatcher blocks a file path that is not a string", "[plugins]") {
