@@ -92,7 +92,7 @@ struct Latencies {
       if (ms.empty()) return 0.0;
       return ms[std::min(ms.size() - 1, static_cast<std::size_t>(q * static_cast<double>(ms.size())))];
     };
-      for (double m : ms) std::printf("%.1f ", m);
+    for (double m : ms) std::printf("%.1f ", m);
     char text[160];
     std::snprintf(text, sizeof text, "%s: %zu answered, p50 %.1f ms, p99 %.1f ms", what.c_str(), ms.size(), at(0.5),
                   at(0.99));
