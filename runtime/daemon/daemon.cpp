@@ -201,7 +201,10 @@ struct Daemon::Impl {
   // Set once `operators` exists: SIGHUP can arrive while boot() still runs.
   std::atomic<OperatorHandler*> operators_ready{nullptr};
   std::unique_ptr<Server> server;
-  std::atomic<Server*> server_ready{nullptr};  // set once `server` is: the metrics endpoint starts before it
+  // Set once `server` is. The metrics endpoint starts before the server, and
+  // an operator request can arrive on its socket before Server::start has
+  // returned: both read the server through this, never `server` itself.
+  std::atomic<Server*> server_ready{nullptr};
   // GET /metrics, /healthz, /readyz, on `io` (signals only: nothing of a
   // request's path); after what they read, so they go first.
   std::unique_ptr<DaemonMetrics> metrics;
@@ -347,6 +350,11 @@ struct Daemon::Impl {
       return "not ready: no model provider is configured (set one up, or choose --provider offline)";
     }
     return {};
+  }
+
+  ServerCounters server_counters() const {
+    const Server* s = server_ready.load(std::memory_order_acquire);
+    return s != nullptr ? s->counters() : ServerCounters{};
   }
 
   MetricsListenerCounters metrics_counters() const {
@@ -544,12 +552,12 @@ Result<void> Daemon::Impl::boot() {
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
       *skills, *pipeline, approvals.get(), control, problems, version_text(), started,
       [this] { return current_health(); },
-      [this]() -> std::uint64_t { return server ? server->counters().connections_open : 0; },
+      [this]() -> std::uint64_t { return server_counters().connections_open; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
       [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get(),
       [this] { return metrics_url(); },
       [this] {
-        const ServerCounters counted = server ? server->counters() : ServerCounters{};
+        const ServerCounters counted = server_counters();
         return OperatorHandler::ConnectionFigures{counted.connections_rejected, counted.connections_evicted,
                                                   metrics_counters().evicted};
       },
@@ -608,8 +616,7 @@ Result<void> Daemon::Impl::serve_metrics() {
   }
   metrics = std::make_unique<DaemonMetrics>(MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(),
                                                            [this] {
-                                                             Server* s = server_ready.load(std::memory_order_acquire);
-                                                             return s != nullptr ? s->counters() : ServerCounters{};
+                                                             return server_counters();
                                                            },
                                                            version_text(), [this] { return metrics_counters(); }});
   if (decisions) {
