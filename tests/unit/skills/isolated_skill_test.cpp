@@ -232,6 +232,24 @@ TEST_CASE("tools, actuators, observe and the error policy work from a worker pro
   CHECK(skip->kind == ErrorChoice::Kind::skip);
 }
 
+TEST_CASE("an actuator's payload schema and a mandate cross from a worker process", "[skills][isolation]") {
+  Isolated iso;
+  auto slot = iso.load("chime", "guarded_by: [chime]\n");
+  REQUIRE(slot->actuators().size() == 1);
+  REQUIRE(slot->actuator_specs().size() == 1);
+  CHECK(slot->actuator_specs()[0].description == "Rings a chime");
+  CHECK(slot->actuator_specs()[0].payload_json.find(R"("required":["tune","explanation"])") != std::string::npos);
+  CHECK(slot->actuator_specs()[0].payload.at("PROPERTIES").at("TUNE").is_list());
+  REQUIRE(slot->has_mandate());
+  const Value signal = sexp("(:TYPE :EVENT :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"hello\"))");
+  auto line = slot->mandate(signal);
+  REQUIRE(line.has_value());
+  CHECK(*line == "MANDATE: chime only when asked.");
+  auto acted = slot->act(0, sexp("(:TYPE :REQUEST :TARGET :CHIME :PAYLOAD (:TUNE \"ding\"))"), signal);
+  REQUIRE(acted.has_value());
+  CHECK(to_sexp(*acted) == "(:TUNE \"ding\")");
+}
+
 TEST_CASE("state crosses between versions in and out of worker processes", "[skills][isolation]") {
   Isolated iso;
   iso.fx.install_library("echo-v1");
