@@ -9,8 +9,10 @@ scripts/setup installs; the project's own files are hashed. A unit whose key
 these inputs, and is not checked again; scripts/lint records the keys of the
 units it found clean.
 
-  tidy_cache.py select UNIT...   prints the units whose key is not recorded
-  tidy_cache.py record UNIT...   records the keys of these units (found clean)
+  tidy_cache.py select UNIT...   prints the units whose key is not recorded, and keeps
+                                 their keys beside the record (<record>.pending)
+  tidy_cache.py record UNIT...   records these units, found clean, with the keys select
+                                 kept (what was checked, even if a file changed since)
 
 Options (before the subcommand): --compile-commands FILE (the commands
 clang-tidy reads), --build-dir DIR (a built tree: its ninja log of header
@@ -104,20 +106,27 @@ def main():
     parser.add_argument("--build-dir", required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--tidy", default="clang-tidy-14")
+    parser.add_argument("--all", action="store_true", help="select: every unit, whatever is recorded")
     parser.add_argument("action", choices=["select", "record"])
     parser.add_argument("units", nargs="*")
     args = parser.parse_args()
-    unit_keys = keys(args, args.units)
+    unit_keys = keys(args, args.units) if args.action == "select" else {}
     recorded = read_record(args.record)
     relative = {unit: os.path.relpath(os.path.realpath(unit), SOURCE) for unit in args.units}
+    pending_file = args.record + ".pending"
     if args.action == "select":
-        for unit in args.units:
-            if unit_keys[unit] is None or recorded.get(relative[unit]) != unit_keys[unit]:
-                print(unit)
+        with open(pending_file, "w") as pending:
+            for unit in args.units:
+                if args.all or unit_keys[unit] is None or recorded.get(relative[unit]) != unit_keys[unit]:
+                    print(unit)
+                    if unit_keys[unit] is not None:
+                        pending.write(f"{unit_keys[unit]} {relative[unit]}\n")
         return 0
+    pending = read_record(pending_file) if os.path.exists(pending_file) else {}
     for unit in args.units:
-        if unit_keys[unit] is not None:
-            recorded[relative[unit]] = unit_keys[unit]
+        key = pending.get(relative[unit])
+        if key is not None:
+            recorded[relative[unit]] = key
     # Only units that still exist stay recorded.
     recorded = {path: key for path, key in recorded.items() if os.path.exists(os.path.join(SOURCE, path))}
     with open(args.record + ".tmp", "w") as f:
@@ -125,6 +134,8 @@ def main():
         for path in sorted(recorded):
             f.write(f"{recorded[path]} {path}\n")
     os.replace(args.record + ".tmp", args.record)
+    if os.path.exists(pending_file):
+        os.remove(pending_file)
     return 0
 
 
