@@ -1,31 +1,35 @@
 #!/usr/bin/env python3
-"""Which translation units clang-tidy must look at again.
+"""clang-tidy over the translation units that need it, remembering the clean ones.
 
 clang-tidy's findings on a translation unit depend on nothing but its inputs:
 the tool's version, .clang-tidy, the unit's compile command, and the bytes of
 every file it includes. System headers are those of the Debian 12 packages
 scripts/setup installs; the project's own files are hashed. A unit whose key
-(a SHA-256 over all of that) is in the record was found clean with exactly
-these inputs, and is not checked again; scripts/lint records the keys of the
-units it found clean.
+(a SHA-256 over all of that, taken before the unit is checked) is in the
+record was found clean with exactly these inputs, and is not checked again.
 
-  tidy_cache.py select UNIT...   prints the units whose key is not recorded, and keeps
-                                 their keys beside the record (<record>.pending)
-  tidy_cache.py record UNIT...   records these units, found clean, with the keys select
-                                 kept (what was checked, even if a file changed since)
+  tidy_cache.py [options] UNIT...
 
-Options (before the subcommand): --compile-commands FILE (the commands
-clang-tidy reads), --build-dir DIR (a built tree: its ninja log of header
-dependencies), --record FILE, --tidy PROGRAM. A unit with no dependency
-record in the build (not built) is always selected.
+runs clang-tidy on each unit whose key is not recorded (every unit with
+--all), as many at once as there are CPUs, prints each unit's findings,
+records every unit found clean as soon as it is (so a run that finds
+something elsewhere, or is stopped, keeps what it learnt), and exits 1 when
+any unit has findings. A unit the build has no dependency record of (not
+built) is always checked, and never recorded.
+
+Options: --compile-commands FILE (the commands clang-tidy reads, whose folder
+is its -p), --build-dir DIR (a built tree: its ninja log of header
+dependencies), --record FILE, --tidy PROGRAM, --all.
 """
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
 import shlex
 import subprocess
 import sys
+import threading
 
 SOURCE = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
 
@@ -95,9 +99,19 @@ def read_record(path):
     if os.path.exists(path):
         for line in open(path):
             parts = line.split()
-            if len(parts) == 2:
+            if len(parts) == 2 and not line.startswith("#"):
                 recorded[parts[1]] = parts[0]
     return recorded
+
+
+def write_record(path, recorded):
+    # Only units that still exist stay recorded.
+    kept = {unit: key for unit, key in recorded.items() if os.path.exists(os.path.join(SOURCE, unit))}
+    with open(path + ".tmp", "w") as f:
+        f.write("# scripts/tidy_cache.py: translation units clang-tidy found clean, by the SHA-256 of their inputs\n")
+        for unit in sorted(kept):
+            f.write(f"{kept[unit]} {unit}\n")
+    os.replace(path + ".tmp", path)
 
 
 def main():
@@ -106,36 +120,44 @@ def main():
     parser.add_argument("--build-dir", required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--tidy", default="clang-tidy-14")
-    parser.add_argument("--all", action="store_true", help="select: every unit, whatever is recorded")
-    parser.add_argument("action", choices=["select", "record"])
+    parser.add_argument("--all", action="store_true")
     parser.add_argument("units", nargs="*")
     args = parser.parse_args()
-    unit_keys = keys(args, args.units) if args.action == "select" else {}
+
+    unit_keys = keys(args, args.units)
     recorded = read_record(args.record)
     relative = {unit: os.path.relpath(os.path.realpath(unit), SOURCE) for unit in args.units}
-    pending_file = args.record + ".pending"
-    if args.action == "select":
-        with open(pending_file, "w") as pending:
-            for unit in args.units:
-                if args.all or unit_keys[unit] is None or recorded.get(relative[unit]) != unit_keys[unit]:
-                    print(unit)
-                    if unit_keys[unit] is not None:
-                        pending.write(f"{unit_keys[unit]} {relative[unit]}\n")
+    stale = [u for u in args.units if args.all or unit_keys[u] is None or recorded.get(relative[u]) != unit_keys[u]]
+    if not stale:
+        print(f"==> lint: clang-tidy: all {len(args.units)} units are as they were found clean ({args.record})")
         return 0
-    pending = read_record(pending_file) if os.path.exists(pending_file) else {}
-    for unit in args.units:
-        key = pending.get(relative[unit])
-        if key is not None:
-            recorded[relative[unit]] = key
-    # Only units that still exist stay recorded.
-    recorded = {path: key for path, key in recorded.items() if os.path.exists(os.path.join(SOURCE, path))}
-    with open(args.record + ".tmp", "w") as f:
-        f.write("# scripts/tidy_cache.py: translation units clang-tidy found clean, by the SHA-256 of their inputs\n")
-        for path in sorted(recorded):
-            f.write(f"{recorded[path]} {path}\n")
-    os.replace(args.record + ".tmp", args.record)
-    if os.path.exists(pending_file):
-        os.remove(pending_file)
+    print(f"==> lint: clang-tidy: {len(stale)} of {len(args.units)} units to check", flush=True)
+
+    lock = threading.Lock()
+    done = [0]
+    failed = []
+
+    def check(unit):
+        run = subprocess.run([args.tidy, "-p", os.path.dirname(args.compile_commands), "--quiet", unit],
+                             capture_output=True, text=True)
+        output = run.stdout + run.stderr
+        clean = run.returncode == 0 and "warning:" not in output and "error:" not in output
+        with lock:
+            done[0] += 1
+            if clean:
+                if unit_keys[unit] is not None:
+                    recorded[relative[unit]] = unit_keys[unit]
+                    write_record(args.record, recorded)
+                print(f"[{done[0]}/{len(stale)}] {relative[unit]}: clean", flush=True)
+            else:
+                failed.append(relative[unit])
+                print(f"[{done[0]}/{len(stale)}] {relative[unit]}: findings\n{output}", file=sys.stderr, flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(check, stale))
+    if failed:
+        print("scripts/lint: clang-tidy found problems in " + ", ".join(sorted(failed)), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -73,7 +73,7 @@ constexpr std::size_t kIoThreads = 1;  // signals and the metrics endpoint
 // --identity names (unreadable: the start fails), else the default one when
 // it exists. At most kMaxIdentityBytes are kept, cut on a character's
 // boundary, with a warning.
-constexpr std::size_t kMaxIdentityBytes = 16 * 1024;
+constexpr std::size_t kMaxIdentityBytes = std::size_t{16} * 1024;
 
 Result<std::string> read_identity(const DaemonConfig& c) {
   std::error_code missing;

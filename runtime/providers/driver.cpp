@@ -78,6 +78,10 @@ ProviderReply build_reply(std::string content, std::vector<ToolCall> calls, Toke
   values.reserve(calls.size());
   for (std::size_t i = 0; i < calls.size(); ++i) {
     ToolCall& call = calls[i];
+    // A server that gives a call no id (Ollama's API never does; some
+    // OpenAI-compatible ones do not either): the result must still name the
+    // call it answers, and an empty id is refused by the APIs that check.
+    if (call.id.empty()) call.id = "call_" + std::to_string(i);
     if (call.name.empty()) {
       return ProviderReply::failed("tool call " + std::to_string(i) + " (id '" + call.id + "') has no name",
                                    FailureClass::unparseable);

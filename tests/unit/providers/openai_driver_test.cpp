@@ -131,6 +131,20 @@ TEST_CASE("openai driver decodes a non-streamed tool call", "[providers]") {
   CHECK(reply.wire_calls[0].arguments == "{\n\"path\": \"/tmp/a\"\n}");
 }
 
+TEST_CASE("openai driver gives a tool call without an id one, so its result can answer it", "[providers]") {
+  // As some compatible servers answer (a mock's documented example among them): no "id", no "type".
+  const std::string body =
+      R"({"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[)"
+      R"({"function":{"name":"shell","arguments":"{\"cmd\":\"ls\"}"}},{"function":{"name":"read-file","arguments":"{}"}}]},)"
+      R"("finish_reason":"tool_calls"}]})";
+  const auto reply = decode(*kDriver, false, body).reply;
+  REQUIRE(reply.kind == ProviderReply::Kind::tool_calls);
+  REQUIRE(reply.wire_calls.size() == 2);
+  CHECK(reply.wire_calls[0].id == "call_0");
+  CHECK(reply.wire_calls[1].id == "call_1");
+  CHECK(reply.tool_calls.items()[0].at("ID").text() == "call_0");
+}
+
 TEST_CASE("openai driver streams text deltas and reads the usage chunk after the last choice", "[providers]") {
   const std::string body = chunk(R"({"role":"assistant","content":"","refusal":null})") +
                            chunk(R"({"content":"Hello"})") + chunk(R"({"content":" w\u00f6rld, caf\u00e9 \u2615"})") +
