@@ -551,8 +551,7 @@ Result<void> Daemon::Impl::boot() {
 
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
       *skills, *pipeline, approvals.get(), control, problems, version_text(), started,
-      [this] { return current_health(); },
-      [this]() -> std::uint64_t { return server_counters().connections_open; },
+      [this] { return current_health(); }, [this]() -> std::uint64_t { return server_counters().connections_open; },
       [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
       [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get(),
       [this] { return metrics_url(); },
@@ -615,10 +614,8 @@ Result<void> Daemon::Impl::serve_metrics() {
     return {};
   }
   metrics = std::make_unique<DaemonMetrics>(MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(),
-                                                           [this] {
-                                                             return server_counters();
-                                                           },
-                                                           version_text(), [this] { return metrics_counters(); }});
+                                                           [this] { return server_counters(); }, version_text(),
+                                                           [this] { return metrics_counters(); }});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
