@@ -144,4 +144,16 @@ std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noe
   return remaining == 0 ? size : std::string_view::npos;
 }
 
+std::string bounded_text(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::size_t keep = max_bytes;
+  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0U) == 0x80U) --keep;
+  std::string out(text.substr(0, keep));
+  out += "\n[... ";
+  out += std::to_string(text.size() - keep);
+  out += " more bytes left out]";
+  return out;
+}
+
 }  // namespace passepartout

@@ -36,4 +36,9 @@ std::string replace_invalid_utf8(std::string_view text);
 // std::string_view::npos when `text` holds fewer than `n` code points.
 std::size_t byte_length_of_code_points(std::string_view text, std::size_t n) noexcept;
 
+// `text` cut to at most `max_bytes` on a UTF-8 boundary, followed by a note of
+// how many bytes were left out ("\n[... 1234 more bytes left out]"); `text`
+// itself when it fits.
+std::string bounded_text(std::string_view text, std::size_t max_bytes);
+
 }  // namespace passepartout

@@ -412,6 +412,7 @@ int run(int argc, char** argv) {
   add_client_commands(app, *skills, chosen);
   add_decisions_command(app, chosen);
   add_verify_command(app, chosen);
+  add_mcp_command(app, chosen);
 
   try {
     app.parse(argc, argv);

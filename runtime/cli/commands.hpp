@@ -29,4 +29,7 @@ void add_verify_command(CLI::App& app, Runner& chosen);
 // under the existing `skills` group.
 void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen);
 
+// `passepartout mcp` (runtime/cli/mcp_command.cpp): Model Context Protocol servers.
+void add_mcp_command(CLI::App& app, Runner& chosen);
+
 }  // namespace passepartout::cli

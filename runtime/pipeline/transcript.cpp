@@ -16,17 +16,7 @@ constexpr std::size_t kTokensPerMessage = 4;
 
 }  // namespace
 
-std::string bounded_turn_text(std::string_view text) {
-  if (text.size() <= Transcript::kMaxTurnChars) return std::string(text);
-  std::size_t keep = Transcript::kMaxTurnChars;
-  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
-  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0U) == 0x80U) --keep;
-  std::string out(text.substr(0, keep));
-  out += "\n[... ";
-  out += std::to_string(text.size() - keep);
-  out += " more bytes left out]";
-  return out;
-}
+std::string bounded_turn_text(std::string_view text) { return bounded_text(text, Transcript::kMaxTurnChars); }
 
 std::size_t Transcript::estimate_tokens(const Turn& turn) noexcept {
   std::size_t chars = turn.text.size();

@@ -1,0 +1,72 @@
+// The two ways a Model Context Protocol client reaches a server: a program
+// it starts, spoken to over its stdin and stdout (one JSON-RPC message a
+// line), and an HTTP endpoint (Streamable HTTP). A transport carries message
+// texts; what they mean is McpSession's (mcp_session.hpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace passepartout::mcp {
+
+// What a transport tells its session, on the io_context's thread.
+struct TransportEvents {
+  std::function<void(std::string message)> on_message;
+  // The transport is gone for good: the server exited, closed its output,
+  // wrote garbage or too much. `reason` says so ("mcp server 'fs' exited
+  // with status 1"). Called once; no message follows.
+  std::function<void(std::string reason)> on_closed;
+  // A line the server wrote to its standard error (stdio only).
+  std::function<void(std::string line)> on_stderr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Queues `message` (one JSON-RPC message, no newline). Any thread of the
+  // io_context; dropped once the transport has closed.
+  virtual void send(std::string message) = 0;
+  // Ends the transport: the server's process is stopped (stdio). No event
+  // follows. Idempotent; the io_context's thread.
+  virtual void close() = 0;
+  // The protocol version the session agreed on, which Streamable HTTP sends
+  // with every later request (MCP-Protocol-Version). The io_context's thread.
+  virtual void negotiated(std::string_view /*version*/) {}
+  // The server's process id (stdio), 0 when there is none.
+  virtual pid_t pid() const noexcept { return 0; }
+};
+
+// A server run as a program of the operator's choice.
+struct StdioCommand {
+  std::string name;               // the server's name, for messages
+  std::string command;            // the program: a path, or a name looked up on PATH
+  std::vector<std::string> args;  // its arguments
+  // Its whole environment: PATH, HOME and LANG of the daemon's unless given,
+  // then these; nothing else leaks in.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string working_dir;  // "" : the daemon's
+  std::size_t max_message_bytes = std::size_t{4} * 1024 * 1024;
+};
+
+// Starts `command` with its stdin, stdout and stderr on pipes watched by
+// `io`, in a process group of its own; on the io_context's thread, or before
+// it runs. The error
+// names the program and why it could not be started.
+Result<std::shared_ptr<Transport>> start_stdio(boost::asio::io_context& io, const StdioCommand& command,
+                                               TransportEvents events);
+
+}  // namespace passepartout::mcp
