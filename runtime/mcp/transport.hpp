@@ -69,4 +69,22 @@ struct StdioCommand {
 Result<std::shared_ptr<Transport>> start_stdio(boost::asio::io_context& io, const StdioCommand& command,
                                                TransportEvents events);
 
+// A server reached over Streamable HTTP (2025-06-18 and 2025-11-25): each
+// message is POSTed to `url`; the answer is JSON or an SSE stream; the
+// Mcp-Session-Id the server assigns is sent back; a GET stream carries what
+// the server sends unasked; a dropped stream is resumed with Last-Event-ID
+// after the server's `retry`.
+struct HttpEndpoint {
+  std::string name;  // the server's name, for messages
+  std::string url;   // http:// or https://
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  std::size_t max_message_bytes = std::size_t{4} * 1024 * 1024;
+  std::chrono::milliseconds connect_timeout{10'000};
+};
+
+// Starts the transport on `io` (its thread, or before it runs). Nothing is
+// sent until the session's first message.
+Result<std::shared_ptr<Transport>> start_http(boost::asio::io_context& io, const HttpEndpoint& endpoint,
+                                              TransportEvents events);
+
 }  // namespace passepartout::mcp
