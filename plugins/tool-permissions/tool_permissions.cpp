@@ -1,6 +1,8 @@
 // tool-permissions: the tool gate. Every model tool call (`:TARGET :TOOL`) is
-// allowed, sent to a human, or denied by the level configured for its name;
-// tools the table does not name need approval, as in the seed (I4).
+// allowed, sent to a human, or denied by the level configured for its name,
+// or by the most specific name pattern that matches it (`mcp__fs__*: allow`,
+// `mcp__*: ask`; `*` matches any run of characters); tools nothing names
+// need approval, as in the seed (I4).
 #include <passepartout/skill.hpp>
 
 #include <cstddef>
@@ -39,7 +41,9 @@ class ToolPermissions final : public passepartout::Skill {
   static constexpr const char kName[] = "tool-permissions";
   static constexpr const char kVersion[] = "1.0.0";
   static constexpr passepartout::ConfigKeySpec kConfig[] = {
-      {"tools", "map", nullptr, "Tool name: allow, ask or deny (names ignore case)"}};
+      {"tools", "map", nullptr,
+       "Tool name or pattern (mcp__fs__*): allow, ask or deny (names ignore case; a name wins over a pattern, a "
+       "longer pattern over a shorter one)"}};
 
   // `config :TOOLS`: a map of tool name to allow, ask or deny.
   explicit ToolPermissions(const ValueRef& config) {
@@ -81,12 +85,43 @@ class ToolPermissions final : public passepartout::Skill {
   }
 
  private:
-  // The configured level, :ask for a tool the table does not name (I4).
+  // The configured level: the tool's own, else the longest pattern's that
+  // matches, else :ask (I4).
   Level level_of(const std::string& name) const {
-    for (const auto& [tool, level] : table_) {
-      if (tool == name) return level;
+    const std::pair<std::string, Level>* best = nullptr;
+    for (const auto& entry : table_) {
+      const std::string& tool = entry.first;
+      if (tool == name) return entry.second;
+      if (tool.find('*') != std::string::npos && matches(tool, name) &&
+          (best == nullptr || tool.size() > best->first.size())) {
+        best = &entry;
+      }
     }
-    return Level::ask;
+    return best != nullptr ? best->second : Level::ask;
+  }
+
+  // Whether `name` matches `pattern`, whose '*' each match any run of characters.
+  static bool matches(std::string_view pattern, std::string_view name) {
+    std::size_t p = 0;
+    std::size_t n = 0;
+    std::size_t star = std::string_view::npos;
+    std::size_t resume = 0;
+    while (n < name.size()) {
+      if (p < pattern.size() && pattern[p] == '*') {
+        star = p++;
+        resume = n;
+      } else if (p < pattern.size() && pattern[p] == name[n]) {
+        ++p;
+        ++n;
+      } else if (star != std::string_view::npos) {
+        p = star + 1;
+        n = ++resume;
+      } else {
+        return false;
+      }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
   }
 
   std::vector<std::pair<std::string, Level>> table_;  // lower-case names, as configured

@@ -30,12 +30,18 @@ struct Standing {
   // When it last made progress: opened, or last caught up (nothing being
   // handled, every reply written). The oldest goes first.
   std::chrono::steady_clock::time_point since{};
+  // Its connection id: ids grow in the order connections were admitted.
+  std::uint64_t id = 0;
 };
 
-// True when `a` is closed for room before `b`: never-spoke before spoke,
-// then the longer without progress.
+// True when `a` is closed for room before `b`: never-spoke before spoke;
+// of two that never spoke, the one admitted first (the moment its handshake
+// was written out is the daemon's doing, not the client's, and under load
+// it says nothing of which waited longer); of two that spoke, the longer
+// without progress.
 inline bool evict_before(const Standing& a, const Standing& b) noexcept {
   if (a.spoke != b.spoke) return !a.spoke;
+  if (!a.spoke) return a.id < b.id;
   return a.since < b.since;
 }
 

@@ -141,6 +141,7 @@ Standing Connection::standing() const noexcept {
   standing.evictable = !authenticated_.load(std::memory_order_relaxed) && !busy_.load(std::memory_order_relaxed);
   standing.spoke = spoke_.load(std::memory_order_relaxed);
   standing.since = Clock::time_point(Clock::duration(caught_up_at_.load(std::memory_order_relaxed)));
+  standing.id = info_.connection_id;
   return standing;
 }
 

@@ -34,6 +34,7 @@
 #include "base/log_fields.hpp"
 #include "base/utf8.hpp"
 #include "daemon/daemon_handler.hpp"
+#include "daemon/mcp_hub.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
 #include "daemon/operator_handler.hpp"
@@ -194,6 +195,11 @@ struct Daemon::Impl {
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
   Cascade cascade;
+  // The MCP servers, on a loop of their own: a gate that holds every pipeline
+  // loop holds no server, and `mcp list` is answered meanwhile. The hub
+  // outlives the pipeline, which calls it.
+  EventLoops mcp_loop{1, config.idle_poll};
+  std::unique_ptr<McpHub> mcp;
   std::unique_ptr<Pipeline> pipeline;
   std::unique_ptr<Heartbeat> heartbeat;
   std::unique_ptr<SkillWatcher> watcher;
@@ -263,6 +269,9 @@ struct Daemon::Impl {
       if (number == SIGHUP) {
         log_message(LogLevel::info, kComponent, "SIGHUP: rescanning {}", config.manifest_dir.string());
         rescan("sighup");
+        if (auto reloaded = reload_mcp(); !reloaded) {
+          log_message(LogLevel::error, kComponent, "SIGHUP: MCP servers not reloaded: {}", reloaded.error().message);
+        }
       } else {
         request_stop(number == SIGTERM ? "SIGTERM received" : "SIGINT received");
       }
@@ -282,6 +291,17 @@ struct Daemon::Impl {
                       log_message(is_ok_response(response) ? LogLevel::info : LogLevel::warn, kComponent, "rescan: {}",
                                   message.text());
                     });
+  }
+
+  // Reads the MCP servers' configuration again and applies it: servers that
+  // did not change keep serving. Returns how many are configured.
+  Result<std::size_t> reload_mcp() {
+    if (!mcp) return fail(ErrorCode::refused, "the daemon is still starting");
+    auto servers = read_mcp_configuration(config.config_file, config.mcp_config_file, config.env);
+    if (!servers) return fail(servers.error().code, servers.error().message);
+    const std::size_t count = servers->size();
+    mcp->apply(std::move(*servers));
+    return count;
   }
 
   void request_stop(std::string_view why) {
@@ -543,10 +563,15 @@ Result<void> Daemon::Impl::boot() {
   auto identity = read_identity(c);
   if (!identity) return fail(identity.error().code, identity.error().message);
   options.identity = std::move(*identity);
+  mcp = std::make_unique<McpHub>(*mcp_loop.contexts().front(), c.state_dir);
+  if (!c.mcp_servers.empty()) {
+    log_message(LogLevel::info, kComponent, "starting {} MCP server(s)", c.mcp_servers.size());
+    mcp->apply(c.mcp_servers);
+  }
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
                          [this] { request_stop("Interrupt flag set"); },  // seed H7
-                         decisions.get()},
+                         decisions.get(), mcp.get()},
       std::move(options));
 
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
@@ -560,7 +585,7 @@ Result<void> Daemon::Impl::boot() {
         return OperatorHandler::ConnectionFigures{counted.connections_rejected, counted.connections_evicted,
                                                   metrics_counters().evicted};
       },
-      [this] { return not_ready(); }});
+      [this] { return not_ready(); }, mcp.get(), [this] { return reload_mcp(); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -615,7 +640,7 @@ Result<void> Daemon::Impl::serve_metrics() {
   }
   metrics = std::make_unique<DaemonMetrics>(MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(),
                                                            [this] { return server_counters(); }, version_text(),
-                                                           [this] { return metrics_counters(); }});
+                                                           [this] { return metrics_counters(); }, mcp.get()});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
@@ -751,6 +776,8 @@ int Daemon::Impl::shutdown() {
   if (metrics_listener) metrics_listener->stop();  // before what it reads stops
   control.stop();
   if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
+  if (mcp) mcp->stop();    // the servers' processes end; calls in flight fail as closed
+  mcp_loop.stop();
   pool.stop();
   blocking.stop();
   if (decisions) decisions->flush();  // what the signals recorded, on disk before the process ends

@@ -70,6 +70,9 @@ constexpr std::array kSettings{
                   "presets ollama, openrouter, openai, anthropic, groq, gemini); default: those the config\n"
                   "file declares, then the presets whose key is set, ollama when OLLAMA_HOST is set.\n"
                   "The environment variable wins over the config file's provider_cascade:"},
+    DaemonSetting{"mcp-config", "PASSEPARTOUT_MCP_CONFIG", "FILE",
+                  "An .mcp.json or mcp.json to take Model Context Protocol servers from, unchanged (its\n"
+                  "mcpServers, or VS Code's servers), besides the config file's mcp_servers:"},
     DaemonSetting{"script", "PASSEPARTOUT_SCRIPT", "FILE",
                   "The scripted provider's YAML rules (match / reply / delay_ms / stream / fail / tool_call)"},
     DaemonSetting{"memory-file", "MEMORY_SNAPSHOT_PATH", "FILE",
@@ -220,6 +223,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
   known.reserve(kSettings.size() + 1);
   for (const DaemonSetting& s : kSettings) known.push_back(s.key);
   known.emplace_back("providers");
+  known.emplace_back("mcp_servers");
   const fs::path base = file.parent_path();
   for (const auto& entry : root) {
     const YAML::Node& key = entry.first;
@@ -229,6 +233,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
       read_provider_list(value, problems, env, base, declared);
       continue;
     }
+    if (name == "mcp_servers") continue;                        // read_mcp_configuration's
     if (name == "provider_cascade") name = "provider-cascade";  // as the providers: list spells its keys
     auto setting =
         std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
@@ -340,6 +345,56 @@ std::optional<std::string> process_env(std::string_view name) {
   const char* value = std::getenv(std::string(name).c_str());
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
+}
+
+namespace {
+
+// The environment lookup of `sources`, kept for later reads of the config (mcp reload).
+mcp::EnvLookup env_lookup_copy(const SettingSources& sources) {
+  return [lookup = sources.env](std::string_view name) -> std::optional<std::string> {
+    return lookup ? lookup(name) : std::nullopt;
+  };
+}
+
+}  // namespace
+
+Result<std::vector<mcp::McpServerConfig>> read_mcp_configuration(const fs::path& config_file,
+                                                                 const fs::path& mcp_config_file,
+                                                                 const mcp::EnvLookup& env) {
+  std::vector<mcp::McpServerConfig> servers;
+  if (!config_file.empty()) {
+    std::ifstream in(config_file, std::ios::binary);
+    if (!in) {
+      return fail(ErrorCode::io_error,
+                  "config file " + config_file.string() + ": cannot be read (" + errno_text(errno) + ")");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    YamlProblems problems(config_file.string());
+    try {
+      const YAML::Node root = YAML::Load(text.str());
+      if (root.IsMap() && root["mcp_servers"].IsDefined()) {
+        mcp::read_mcp_servers(root["mcp_servers"], problems, env, config_file.parent_path(), servers);
+      }
+    } catch (const YAML::Exception& e) {
+      return fail(ErrorCode::invalid_input, located(config_file.string(), e.mark, e.msg));
+    }
+    if (!problems.ok()) return fail(ErrorCode::invalid_input, problems.message());
+  }
+  if (!mcp_config_file.empty()) {
+    auto more = mcp::read_mcp_json(mcp_config_file, env);
+    if (!more) return fail(more.error().code, more.error().message);
+    for (mcp::McpServerConfig& server : *more) {
+      const bool repeated = std::any_of(servers.begin(), servers.end(),
+                                        [&](const mcp::McpServerConfig& c) { return c.name == server.name; });
+      if (repeated) {
+        return fail(ErrorCode::invalid_input, server.where + ": mcp server '" + server.name + "' is declared in " +
+                                                  config_file.string() + " too; rename one");
+      }
+      servers.push_back(std::move(server));
+    }
+  }
+  return servers;
 }
 
 Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
@@ -586,6 +641,15 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
       config.silent_actuators.push_back(*v);
     }
   }
+  config.config_file = sources.config_file;
+  if (const Raw* r = raw("mcp-config")) {
+    if (r->text.empty()) return bad(*r, "is not a file");
+    config.mcp_config_file = parse_path(*r);
+  }
+  config.env = env_lookup_copy(sources);
+  auto servers = read_mcp_configuration(config.config_file, config.mcp_config_file, config.env);
+  if (!servers) return fail(servers.error().code, servers.error().message);
+  config.mcp_servers = std::move(*servers);
   if (const Raw* r = raw("identity")) {
     if (r->text.empty()) return bad(*r, "is not a file");
     config.identity_file = parse_path(*r);

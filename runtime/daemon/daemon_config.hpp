@@ -16,6 +16,7 @@
 
 #include "base/log.hpp"
 #include "base/result.hpp"
+#include "mcp/server_config.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "providers/provider_config.hpp"
@@ -131,7 +132,21 @@ struct DaemonConfig {
 
   LogLevel log_level = LogLevel::info;
   LogFormat log_format = LogFormat::text;
+
+  // The Model Context Protocol servers: the config file's mcp_servers: and
+  // those of --mcp-config, read again on `mcp reload` and SIGHUP.
+  std::vector<mcp::McpServerConfig> mcp_servers;
+  std::filesystem::path config_file;      // "" : none
+  std::filesystem::path mcp_config_file;  // "" : none
+  mcp::EnvLookup env;                     // what ${env:NAME} reads, for those later reads
 };
+
+// The MCP servers of `config_file`'s mcp_servers: and of `mcp_config_file`
+// (an .mcp.json), either path empty for none. Errors name the file, line and
+// key; a server declared in both is an error.
+Result<std::vector<mcp::McpServerConfig>> read_mcp_configuration(const std::filesystem::path& config_file,
+                                                                 const std::filesystem::path& mcp_config_file,
+                                                                 const mcp::EnvLookup& env);
 
 // Resolves and checks every setting. The error (invalid_input) names where
 // the bad value came from and what is allowed, e.g.

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/mcp_hub.hpp"
+
 #include "base/prometheus_text.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
@@ -207,6 +209,33 @@ std::string DaemonMetrics::scrape() const {
     const std::string refused = name("approvals_refused_total");
     out.family(refused, Type::counter, "Approval requests refused for a pending-approvals bound.");
     out.sample(refused, {}, sources_.approvals->refused_count());
+  }
+
+  // MCP servers.
+  if (sources_.mcp != nullptr) {
+    const std::vector<McpServerStatus> servers = sources_.mcp->status();
+    const std::string up = name("mcp_server_ready");
+    out.family(up, Type::gauge, "1 when the MCP server is ready (its tools offered), else 0.");
+    for (const McpServerStatus& server : servers) {
+      out.sample(up, {{"server", server.name}, {"state", server.state}},
+                 server.state == "ready" ? std::uint64_t{1} : std::uint64_t{0});
+    }
+    const std::string calls = name("mcp_calls_total");
+    out.family(calls, Type::counter, "Tool calls made to the MCP server since the daemon started.");
+    for (const McpServerStatus& server : servers) out.sample(calls, {{"server", server.name}}, server.calls);
+    const std::string failures = name("mcp_call_failures_total");
+    out.family(failures, Type::counter,
+               "MCP tool calls that failed (no answer, the server gone, an error, or the tool's isError).");
+    for (const McpServerStatus& server : servers) out.sample(failures, {{"server", server.name}}, server.failures);
+    const std::string starts = name("mcp_server_starts_total");
+    out.family(starts, Type::counter, "Times the MCP server was started (the first start and each restart).");
+    for (const McpServerStatus& server : servers) out.sample(starts, {{"server", server.name}}, server.starts);
+    const std::string changes = name("mcp_definition_changes_total");
+    out.family(changes, Type::counter,
+               "MCP tool definitions found changed since they were pinned (refused until trusted).");
+    for (const McpServerStatus& server : servers) {
+      out.sample(changes, {{"server", server.name}}, server.definition_changes);
+    }
   }
 
   // Connections.

@@ -16,6 +16,7 @@ class SkillHost;
 class Pipeline;
 class Cascade;
 class ApprovalStore;
+class McpHub;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
@@ -26,6 +27,7 @@ struct MetricsSources {
   std::function<ServerCounters()> connections;                // may be empty (no server yet)
   std::string version;                                        // passepartout_build_info
   std::function<MetricsListenerCounters()> metrics_endpoint;  // may be empty (not yet listening)
+  const McpHub* mcp = nullptr;                                // the MCP servers; may be null
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

@@ -12,6 +12,7 @@
 #include "base/ascii.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
+#include "daemon/mcp_hub.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
@@ -252,6 +253,37 @@ Value OperatorHandler::shadows_value() const {
   return Value::list(items);
 }
 
+Value OperatorHandler::mcp_value() const {
+  if (services_.mcp == nullptr) return {};
+  std::vector<Value> servers;
+  for (const McpServerStatus& server : services_.mcp->status()) {
+    std::vector<Value> tools;
+    for (const McpServerStatus::Tool& tool : server.tools) {
+      tools.push_back(Value::plist({{"NAME", str(tool.name)},
+                                    {"OFFERED", str(tool.offered)},
+                                    {"SHA256", str(tool.digest)},
+                                    {"PIN", str(tool.pin)},
+                                    {"PINNED-SHA256", str(tool.pinned_digest)},
+                                    {"ANNOTATIONS-JSON", str(tool.annotations_json)},
+                                    {"NOTE", str(tool.note)}}));
+    }
+    servers.push_back(Value::plist({{"NAME", str(server.name)},
+                                    {"TRANSPORT", str(server.transport)},
+                                    {"STATE", str(server.state)},
+                                    {"REASON", str(server.reason)},
+                                    {"PROTOCOL-VERSION", str(server.protocol_version)},
+                                    {"PID", num(server.pid)},
+                                    {"STARTS", num(static_cast<std::int64_t>(server.starts))},
+                                    {"CALLS", num(static_cast<std::int64_t>(server.calls))},
+                                    {"FAILURES", num(static_cast<std::int64_t>(server.failures))},
+                                    {"LATENCY-P50-US", num(static_cast<std::int64_t>(server.latency_p50_us))},
+                                    {"LATENCY-P99-US", num(static_cast<std::int64_t>(server.latency_p99_us))},
+                                    {"DEFINITION-CHANGES", num(static_cast<std::int64_t>(server.definition_changes))},
+                                    {"TOOLS", Value::list(tools)}}));
+  }
+  return Value::list(servers);
+}
+
 OperatorHandler::OperatorHandler(Services services) : services_(std::move(services)) {}
 
 void OperatorHandler::handle(Value request, std::string requester, Answer answer) {
@@ -341,7 +373,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   if (!command.is_keyword() && !command.is_string()) {
     answer(
         bad_request(":COMMAND is required: one of :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY "
-                    ":SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE :APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
+                    ":SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE :APPROVALS :APPROVAL :APPROVE :DENY :MCP :MCP-TRUST "
+                    ":MCP-RELOAD :SHUTDOWN"));
     return;
   }
   const std::string name = ascii_upper(command.text());
@@ -382,8 +415,45 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
              {"SKILLS", skills_value()},
              {"SHADOWS", shadows_value()},
+             {"MCP-SERVERS", mcp_value()},
              {"MANIFEST-DIR", str(absolute_text(host.options().manifest_dir))},
              {"PLUGIN-DIR", str(absolute_text(host.options().plugin_dir))}})));
+    return;
+  }
+  if (name == "MCP") {
+    const Value servers = mcp_value();
+    answer(make_ok_response(std::to_string(servers.size()) + " MCP servers", Value::plist({{"SERVERS", servers}})));
+    return;
+  }
+  if (name == "MCP-RELOAD") {
+    if (!services_.mcp_reload) return answer(bad_request("this daemon runs no MCP servers"));
+    auto reloaded = services_.mcp_reload();
+    if (!reloaded) return answer(make_error_response(code_for(reloaded.error().code), reloaded.error().message));
+    log_message(LogLevel::info, kComponent, "MCP servers reloaded by {}: {} configured", requester, *reloaded);
+    answer(make_ok_response(std::to_string(*reloaded) + " MCP servers configured; changed ones restart",
+                            Value::plist({{"CONFIGURED", num(static_cast<std::int64_t>(*reloaded))}})));
+    return;
+  }
+  if (name == "MCP-TRUST") {
+    if (services_.mcp == nullptr) return answer(bad_request("this daemon runs no MCP servers"));
+    const Value& server = request.at("SERVER");
+    const Value& tool = request.at("TOOL");
+    if (!server.is_string() || server.text().empty()) return answer(bad_request("MCP-TRUST needs :SERVER \"name\""));
+    if (!tool.is_nil() && !tool.is_string()) return answer(bad_request("MCP-TRUST's :TOOL is a tool's name"));
+    auto report =
+        services_.mcp->trust(std::string(server.text()), tool.is_string() ? std::string(tool.text()) : "", requester);
+    if (!report) return answer(make_error_response(code_for(report.error().code), report.error().message));
+    std::vector<Value> changes;
+    for (const McpTrustReport::Change& change : report->changes) {
+      changes.push_back(Value::plist({{"TOOL", str(change.tool)},
+                                      {"FROM-SHA256", str(change.from_digest)},
+                                      {"TO-SHA256", str(change.to_digest)},
+                                      {"FROM-DEFINITION", str(change.from_definition)},
+                                      {"TO-DEFINITION", str(change.to_definition)}}));
+    }
+    answer(make_ok_response(changes.empty() ? std::string("nothing to trust: every definition matches its pin")
+                                            : std::to_string(changes.size()) + " tool definition(s) trusted",
+                            Value::plist({{"CHANGES", Value::list(changes)}})));
     return;
   }
   if (name == "SKILLS") {

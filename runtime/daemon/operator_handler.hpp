@@ -12,12 +12,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.hpp"
 #include "daemon/protocol.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
 
 class SkillHost;
+class McpHub;
 class Pipeline;
 class ApprovalStore;
 class DecisionLog;
@@ -87,6 +89,10 @@ class OperatorHandler {
     std::function<ConnectionFigures()> connection_figures;
     // STATUS's READY (T) or NOT-READY (the reason, as /readyz says it); may be empty (ready).
     std::function<std::string()> not_ready;
+    // The MCP servers (STATUS's MCP-SERVERS, MCP, MCP-TRUST); null: none.
+    McpHub* mcp = nullptr;
+    // MCP-RELOAD: reads the servers' configuration again; how many are configured.
+    std::function<Result<std::size_t>()> mcp_reload;
   };
   using Answer = std::function<void(Value response)>;
 
@@ -101,6 +107,8 @@ class OperatorHandler {
   Value skills_value() const;
   // The (:NAME ... :SEEN ... :LATEST (...)) plists of the SHADOW-STATUS command, for STATUS.
   Value shadows_value() const;
+  // The MCP servers, one plist each (NIL without a hub).
+  Value mcp_value() const;
 
  private:
   // Runs on `control`; calls `answer` exactly once.

@@ -176,7 +176,12 @@ struct McpClient::Impl {
     for (const std::string_view ours : kProtocolVersions) spoken = spoken || ours == info.protocol_version;
     if (!spoken) {
       std::string list;
-      for (const std::string_view ours : kProtocolVersions) list += (list.empty() ? "" : " and ") + std::string(ours);
+      for (std::size_t i = 0; i < std::size(kProtocolVersions); ++i) {
+        list += (i == 0                                  ? ""
+                 : i + 1 == std::size(kProtocolVersions) ? " and "
+                                                         : ", ") +
+                std::string(kProtocolVersions[i]);
+      }
       return fail(ErrorCode::refused,
                   who() + " speaks MCP " + info.protocol_version.substr(0, 32) + "; this client speaks " + list);
     }

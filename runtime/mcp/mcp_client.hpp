@@ -24,8 +24,11 @@ class io_context;
 
 namespace passepartout::mcp {
 
-// The protocol versions this client speaks, newest first; it offers the first.
-inline constexpr std::string_view kProtocolVersions[] = {"2025-11-25", "2025-06-18"};
+// The protocol versions this client speaks, newest first; it offers the
+// first. 2025-03-26 is what some servers still answer (the conformance
+// suite's sse-retry one among them); what it differs in (JSON-RPC batches,
+// no MCP-Protocol-Version header required) the transports read anyway.
+inline constexpr std::string_view kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
 // What a server said of itself when it initialized.
 struct ServerInfo {

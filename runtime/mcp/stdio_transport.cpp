@@ -4,6 +4,7 @@
 // the reaping of a process already killed.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -84,7 +86,7 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
         max_message_(command.max_message_bytes),
         events_(std::move(events)),
         pid_(pid),
-        stdin_(io, in),
+        stdin_(io, asio::local::stream_protocol(), in),
         stdout_(io, out),
         stderr_(io, err),
         exit_(io, pidfd),
@@ -297,7 +299,7 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
   std::size_t max_message_;
   TransportEvents events_;
   pid_t pid_;
-  Descriptor stdin_;
+  asio::local::stream_protocol::socket stdin_;
   Descriptor stdout_;
   Descriptor stderr_;
   Descriptor exit_;
@@ -339,14 +341,18 @@ Result<std::shared_ptr<Transport>> start_stdio(asio::io_context& io, const Stdio
       close_fd(pipe.write);
     }
   };
-  for (Pipe& pipe : pipes) {
+  for (std::size_t i = 0; i < pipes.size(); ++i) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
+    // The server's stdin is a socket: writing to a server that is gone fails
+    // with EPIPE instead of raising SIGPIPE (Asio sends with MSG_NOSIGNAL), in
+    // whatever process this runs. fds[0] is the server's end, as for a pipe.
+    const int made = i == 0 ? ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) : ::pipe2(fds, O_CLOEXEC);
+    if (made != 0) {
       const std::string reason = errno_text(errno);
       close_pipes();
       return fail(ErrorCode::io_error, what + ": " + reason);
     }
-    pipe = {fds[0], fds[1]};
+    pipes[i] = {fds[0], fds[1]};
   }
 
   posix_spawn_file_actions_t actions;

@@ -75,8 +75,8 @@ Result<std::shared_ptr<Transport>> start_stdio(boost::asio::io_context& io, cons
 // the server sends unasked; a dropped stream is resumed with Last-Event-ID
 // after the server's `retry`.
 struct HttpEndpoint {
-  std::string name;  // the server's name, for messages
-  std::string url;   // http:// or https://
+  std::string name;                                          // the server's name, for messages
+  std::string url;                                           // http:// or https://
   std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
   std::size_t max_message_bytes = std::size_t{4} * 1024 * 1024;
   std::chrono::milliseconds connect_timeout{10'000};

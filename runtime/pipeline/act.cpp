@@ -272,10 +272,23 @@ Value Run::make_feedback(const Value& action, const Value& result) {
 
 void Run::tool_actuator(const Actuator& found, const Value& action) {
   const std::string& name = found.tool_name;
-  const Value args = tool_args_of(action);
   const std::int64_t depth = depth_of(signal) + 1;
   const Snapshot::ToolEntry* tool = found.tool;
   if (tool == nullptr) {
+    if (services().external_tools != nullptr) {
+      std::shared_ptr<const ToolCatalog> catalog = services().external_tools->catalog();
+      if (const ExternalTool* external = catalog->find(name)) {
+        external_tool(std::move(catalog), *external, action);
+        return;
+      }
+      if (const std::string_view why = catalog->unavailable(name); !why.empty()) {
+        acted(feedback_event(depth, signal.at("META"_key),
+                             Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                           {"TOOL", Value::string(name)},
+                                           {"MESSAGE", Value::string(std::string(why) + "; the call did not run")}})));
+        return;
+      }
+    }
     acted(feedback_event(depth, signal.at("META"_key),
                          Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
                                        {"MESSAGE", Value::string("Tool '" + name + "' not found")}})));
@@ -288,42 +301,80 @@ void Run::tool_actuator(const Actuator& found, const Value& action) {
                                        {"MESSAGE", Value::string(*tool->unguarded)}})));
     return;
   }
+  const Value args = tool_args_of(action);
   services().blocking.post([self = shared_from_this(), snapshot = snapshot, tool, args, name, depth, action] {
     const LogScope scope(&self->session->logs);  // the session waits for this step alone
     const ActionRecord record("TOOL", action);
     Result<Value> result = tool->call(args, self->signal);
     Value acted = record.finish(result).at("ACTED"_key);
     self->post(self, [self, result = std::move(result), acted = std::move(acted), name, depth, tool]() mutable {
-      const Value meta = self->signal.at("META"_key);
-      if (!result) {
-        // The model sees the error as feedback; the operator sees it here.
-        log_fields(LogLevel::warn, kPipelineComponent,
-                   {{"tool", name},
-                    {"skill", tool->slot->name()},
-                    {"version", tool->slot->version_text()},
-                    {"session", session_id_of(self->signal)}},
-                   "tool '{}' of skill '{}' failed: {}", name, tool->slot->name(),
-                   mask_secrets(result.error().message));
-        self->acted(feedback_event(depth, meta,
-                                   Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
-                                                 {"TOOL", Value::string(name)},
-                                                 {"MESSAGE", Value::string(result.error().message)}})));
-        return;
-      }
-      if (self->signal.path("META"_key, "SOURCE"_key).is_keyword()) {
-        self->deliver(
-            Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
-                          {"TARGET", self->signal.path("META"_key, "SOURCE"_key)},
-                          {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
-                                                    {"TEXT", Value::string(tool_result_format(name, *result))},
-                                                    {"ACTED", acted}})}}));
-      }
-      self->acted(feedback_event(
-          depth, meta,
-          Value::plist(
-              {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", *result}, {"TOOL", Value::string(name)}})));
+      self->tool_finished(name, tool->slot, {}, result, std::move(acted), depth);
     });
   });
+}
+
+void Run::external_tool(std::shared_ptr<const ToolCatalog> catalog, const ExternalTool& tool, const Value& action) {
+  const std::int64_t depth = depth_of(signal) + 1;
+  // The guard rule, as for a skill's tool: fails closed while a guard is missing.
+  if (std::string missing = missing_guard(*snapshot, tool); !missing.empty()) {
+    log_message(LogLevel::error, kPipelineComponent, "ACT ERROR: {}; the call did not run", missing);
+    acted(feedback_event(depth, signal.at("META"_key),
+                         Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                       {"TOOL", Value::string(tool.name)},
+                                       {"MESSAGE", Value::string(missing + "; the call did not run")}})));
+    return;
+  }
+  auto record = std::make_shared<const ActionRecord>("TOOL", action);
+  services().external_tools->call(
+      tool, tool_args_of(action),
+      [self = shared_from_this(), catalog = std::move(catalog), &tool, record, depth](Result<ExternalResult> outcome) {
+        Result<Value> result =
+            outcome && !outcome->is_error
+                ? Result<Value>(Value::plist(
+                      {{"STATUS", Value::keyword("SUCCESS"_key)}, {"CONTENT", Value::string(outcome->text)}}))
+                : Result<Value>(fail(ErrorCode::failed, outcome ? outcome->text : outcome.error().message));
+        self->post(self, [self, result = std::move(result), catalog, &tool, record, depth]() mutable {
+          Value shown = record->finish(result).at("ACTED"_key);
+          self->tool_finished(tool.name, nullptr, tool.server, result, std::move(shown), depth);
+        });
+      });
+}
+
+void Run::tool_finished(const std::string& name, const Slot* skill, const std::string& server,
+                        const Result<Value>& result, Value shown, std::int64_t depth) {
+  const Value meta = signal.at("META"_key);
+  if (!result) {
+    // The model sees the error as feedback; the operator sees it here.
+    const std::string error = mask_secrets(result.error().message);
+    if (skill != nullptr) {
+      log_fields(LogLevel::warn, kPipelineComponent,
+                 {{"tool", name},
+                  {"skill", skill->name()},
+                  {"version", skill->version_text()},
+                  {"session", session_id_of(signal)}},
+                 "tool '{}' of skill '{}' failed: {}", name, skill->name(), error);
+    } else {
+      log_fields(LogLevel::warn, kPipelineComponent,
+                 {{"tool", name}, {"mcp_server", server}, {"session", session_id_of(signal)}},
+                 "tool '{}' of mcp server '{}' failed: {}", name, server, error);
+    }
+    acted(feedback_event(depth, meta,
+                         Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                       {"TOOL", Value::string(name)},
+                                       {"MESSAGE", Value::string(result.error().message)}})));
+    return;
+  }
+  if (signal.path("META"_key, "SOURCE"_key).is_keyword()) {
+    deliver(Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
+                          {"TARGET", signal.path("META"_key, "SOURCE"_key)},
+                          {"PAYLOAD", Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
+                                                    {"TEXT", Value::string(tool_result_format(name, *result))},
+                                                    {"ACTED", std::move(shown)}})}}));
+  }
+  acted(feedback_event(
+      depth, meta,
+      Value::plist(
+          {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", *result}, {"TOOL", Value::string(name)}})));
 }
 
 void Run::acted(Value feedback) {

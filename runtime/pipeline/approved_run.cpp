@@ -2,6 +2,7 @@
 // executor, through the last-mile gates and the actuator or tool its target
 // names; each step of its run is recorded in the approval store.
 #include <algorithm>
+#include <future>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,9 @@ struct ApprovedRun {
   Value context;  // (:TYPE :EVENT :META m :PAYLOAD (:SENSOR :APPROVED)): the signal the actuator sees
   const Snapshot::ActuatorEntry* actuator = nullptr;
   const Snapshot::ToolEntry* tool = nullptr;
+  // An external tool (an MCP server's), and the catalog that holds it.
+  std::shared_ptr<const ToolCatalog> catalog;
+  const ExternalTool* external = nullptr;
   Value args;  // for a tool
 };
 
@@ -32,7 +36,7 @@ struct ApprovedRun {
 // (same name and version) are satisfied; a new one is not. Then its target
 // must be an actuator or a tool of `snapshot`.
 Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& snapshot, const Approval& approval,
-                                      DecisionLog* decisions) {
+                                      DecisionLog* decisions, ExternalTools* external_tools) {
   ApprovedRun run;
   run.context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
                               {"META", approval.meta},
@@ -62,6 +66,20 @@ Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& sna
   const Actuator found = find_actuator(*snapshot, target, run.action);
   switch (found.kind) {
     case Actuator::Kind::tool:
+      if (found.tool == nullptr && external_tools != nullptr) {
+        run.catalog = external_tools->catalog();
+        run.external = run.catalog->find(found.tool_name);
+        if (run.external != nullptr) {
+          if (std::string missing = missing_guard(*snapshot, *run.external); !missing.empty()) {
+            return fail(ErrorCode::refused, missing + "; the action did not run");
+          }
+          run.args = tool_args_of(run.action);
+          return run;
+        }
+        if (const std::string_view why = run.catalog->unavailable(found.tool_name); !why.empty()) {
+          return fail(ErrorCode::refused, std::string(why) + "; the action did not run");
+        }
+      }
       if (found.tool == nullptr) {
         return fail(ErrorCode::not_found,
                     "no loaded skill offers the tool '" + found.tool_name + "'; the action did not run");
@@ -78,6 +96,19 @@ Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& sna
       break;
   }
   return fail(ErrorCode::not_found, "no actuator serves target '" + ascii_lower(target) + "'; the action did not run");
+}
+
+// An external tool's call, waited for on this blocking-work thread (an
+// approved run is one action, run apart from any loop); the source ends every
+// call, with its own deadline.
+Result<Value> call_external(ExternalTools& tools, const ExternalTool& tool, const Value& args) {
+  std::promise<Result<ExternalResult>> promise;
+  std::future<Result<ExternalResult>> future = promise.get_future();
+  tools.call(tool, args, [&promise](Result<ExternalResult> outcome) { promise.set_value(std::move(outcome)); });
+  Result<ExternalResult> outcome = future.get();
+  if (!outcome) return fail(outcome.error().code, outcome.error().message);
+  if (outcome->is_error) return fail(ErrorCode::failed, outcome->text);
+  return Value::plist({{"STATUS", Value::keyword("SUCCESS"_key)}, {"CONTENT", Value::string(outcome->text)}});
 }
 
 // What a decided approval did, as the result of the model's call that
@@ -109,7 +140,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   auto snapshot = impl_->services.registry.snapshot();
   std::optional<ApprovedRun> run;
   if (auto found = store->find(token); found && found->state == Approval::State::pending) {
-    auto planned = plan_approved_run(snapshot, *found, impl_->services.decisions);
+    auto planned = plan_approved_run(snapshot, *found, impl_->services.decisions, impl_->services.external_tools);
     if (!planned) {
       done(fail(planned.error().code, planned.error().message + "; it is still pending"));
       return;
@@ -123,7 +154,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     return;
   }
   if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
-    auto planned = plan_approved_run(snapshot, *approval, impl_->services.decisions);
+    auto planned = plan_approved_run(snapshot, *approval, impl_->services.decisions, impl_->services.external_tools);
     if (!planned) {
       static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
       done(fail(planned.error().code, planned.error().message));
@@ -132,9 +163,9 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     run = std::move(*planned);
   }
   log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
-  impl_->services.blocking.post([store, token = std::move(token), snapshot, run = std::move(*run),
-                                 done = std::move(done), pipeline = std::weak_ptr<Impl>(impl_),
-                                 decided = std::move(*approval), who]() mutable {
+  impl_->services.blocking.post([store, external_tools = impl_->services.external_tools, token = std::move(token),
+                                 snapshot, run = std::move(*run), done = std::move(done),
+                                 pipeline = std::weak_ptr<Impl>(impl_), decided = std::move(*approval), who]() mutable {
     // Recorded as running, durably, before it runs: a daemon that dies
     // during the run finds it so when it starts again (then: interrupted).
     // Without that record it does not run.
@@ -145,10 +176,13 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
       return;
     }
     const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
-    Result<Value> result =
-        run.actuator != nullptr ? run.actuator->act(run.action, run.context) : run.tool->call(run.args, run.context);
+    Result<Value> result = run.external != nullptr   ? call_external(*external_tools, *run.external, run.args)
+                           : run.actuator != nullptr ? run.actuator->act(run.action, run.context)
+                                                     : run.tool->call(run.args, run.context);
     static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
-    const std::string name = run.actuator != nullptr ? ascii_lower(run.actuator->name()) : run.tool->name();
+    const std::string name = run.external != nullptr   ? run.external->name
+                             : run.actuator != nullptr ? ascii_lower(run.actuator->name())
+                                                       : run.tool->name();
     settle_call(pipeline, decided,
                 result ? "Approved by " + who + " and run. " + tool_result_format(name, *result)
                        : "Approved by " + who + ", but the run failed: " + result.error().message);

@@ -132,6 +132,29 @@ const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noex
 fs::path current_decisions_file(const fs::path& folder) { return folder / kCurrentName; }
 fs::path decisions_folder(const fs::path& state_dir) { return state_dir / "decisions"; }
 
+// An MCP tool call's server and the digest of the definition it was made
+// against (Offer::stamp sets both), as fields of their own: a digest is
+// public, yet masked as a credential would be inside the action's text.
+// Only what has their shape is written.
+void append_external_tool(std::string& out, const Value& action) {
+  if (!action.at("TARGET"_key).is_keyword("TOOL"_key)) return;
+  const Value& payload = action.at("PAYLOAD"_key);
+  const Value& server = payload.at("SERVER"_key);
+  const Value& digest = payload.at("DIGEST"_key);
+  if (!server.is_string() || !digest.is_string()) return;
+  const std::string_view name = server.text();
+  const std::string_view hex = digest.text();
+  const bool name_ok = !name.empty() && name.size() <= 24 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  const bool hex_ok = hex.size() == 64 && std::all_of(hex.begin(), hex.end(), [](char c) {
+                        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                      });
+  if (!name_ok || !hex_ok) return;
+  append_field(out, "mcp_server", name);
+  append_field(out, "tool_sha256", hex);
+}
+
 std::string decision_line(const DecisionRecord& record, std::string_view id, std::int64_t unix_us) {
   std::string out;
   out.reserve(512);
@@ -146,6 +169,7 @@ std::string decision_line(const DecisionRecord& record, std::string_view id, std
   if (!source.is_nil()) append_field(out, "source", as_text(source));
   if (!record.provider.empty()) append_field(out, "provider", record.provider);
   if (!record.model.empty()) append_field(out, "model", record.model);
+  append_external_tool(out, record.action);
   const std::string action = to_sexp(record.action);
   const std::string masked_action = mask_secrets(action);
   const std::string signal = to_sexp(record.signal);

@@ -92,7 +92,8 @@ std::string grammar_of(std::span<const OfferedFunction> functions) {
 
 }  // namespace
 
-Offer::Offer(const Snapshot& snapshot) : snapshot_id_(snapshot.id()) {
+Offer::Offer(const Snapshot& snapshot, std::shared_ptr<const ToolCatalog> catalog)
+    : snapshot_id_(snapshot.id()), catalog_(std::move(catalog)) {
   std::vector<ToolListing> belt;
   for (const Snapshot::ToolEntry& entry : snapshot.tools()) {
     if (entry.unguarded != nullptr) continue;
@@ -107,6 +108,25 @@ Offer::Offer(const Snapshot& snapshot) : snapshot_id_(snapshot.id()) {
     function.slot = entry.slot;
     belt.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
     functions_.push_back(std::move(function));
+  }
+  if (catalog_ != nullptr) {
+    for (const ExternalTool& tool : catalog_->tools()) {
+      if (snapshot.find_tool(tool.name) != nullptr || !missing_guard(snapshot, tool).empty()) continue;
+      OfferedFunction function;
+      function.kind = OfferedFunction::Kind::tool;
+      function.name = tool.name;
+      function.description = tool.description;
+      function.parameters_json = tool.parameters_json;
+      function.parameters = tool.parameters;
+      function.arguments = arguments_of(tool.parameters_json);
+      function.external = &tool;
+      belt.push_back(ToolListing{tool.name, tool.description, tool.parameters_json});
+      functions_.push_back(std::move(function));
+    }
+    // Tools sorted by name, the skills' and the servers' together.
+    std::sort(functions_.begin(), functions_.end(),
+              [](const OfferedFunction& a, const OfferedFunction& b) { return a.name < b.name; });
+    std::sort(belt.begin(), belt.end(), [](const ToolListing& a, const ToolListing& b) { return a.name < b.name; });
   }
   for (const Snapshot::ActuatorEntry& entry : snapshot.actuators()) {
     if (entry.unguarded != nullptr || entry.name() == "TUI") continue;
@@ -151,23 +171,45 @@ Value Offer::action_for_call(const OfferedFunction& function, const Value& args)
         {{"TYPE", Value::keyword("REQUEST"_key)}, {"TARGET", Value::keyword(function.target)}, {"PAYLOAD", args}});
   }
   const Value& explanation = args.at("EXPLANATION"_key);
+  Value payload = Value::plist(
+      {{"TOOL", Value::string(function.name)},
+       {"ARGS", args},
+       {"EXPLANATION", explanation.is_string() ? explanation : Value::string(kFunctionCallingExplanation)}});
+  if (function.external != nullptr) {
+    payload = std::move(payload)
+                  .with("SERVER"_key, Value::string(function.external->server))
+                  .with("DIGEST"_key, Value::string(function.external->digest));
+  }
   return Value::plist({{"TYPE", Value::keyword("REQUEST"_key)},
                        {"TARGET", Value::keyword("TOOL"_key)},
-                       {"PAYLOAD", Value::plist({{"TOOL", Value::string(function.name)},
-                                                 {"ARGS", args},
-                                                 {"EXPLANATION", explanation.is_string()
-                                                                     ? explanation
-                                                                     : Value::string(kFunctionCallingExplanation)}})}});
+                       {"PAYLOAD", std::move(payload)}});
 }
 
-std::shared_ptr<const Offer> offer_of(const Snapshot& snapshot) {
+Value Offer::stamp(Value action) const {
+  if (catalog_ == nullptr || catalog_->tools().empty()) return action;
+  if (!action.is_list() || !action.at("TARGET"_key).is_keyword("TOOL"_key)) return action;
+  const Value& payload = action.at("PAYLOAD"_key);
+  const Value& tool = payload.at("TOOL"_key);
+  if (!tool.is_string() && !tool.is_symbol() && !tool.is_keyword()) return action;
+  const ExternalTool* external = catalog_->find(tool.text());
+  if (external == nullptr) return action;
+  Value stamped =
+      payload.with("SERVER"_key, Value::string(external->server)).with("DIGEST"_key, Value::string(external->digest));
+  return std::move(action).with("PAYLOAD"_key, std::move(stamped));
+}
+
+std::shared_ptr<const Offer> offer_of(const Snapshot& snapshot, const std::shared_ptr<const ToolCatalog>& catalog) {
+  const std::uint64_t generation = catalog != nullptr ? catalog->generation() : 0;
+  auto current = [&](const std::shared_ptr<const Offer>& offer) {
+    return offer != nullptr && offer->snapshot_id() == snapshot.id() && offer->catalog_generation() == generation;
+  };
   thread_local std::shared_ptr<const Offer> mine;
-  if (mine != nullptr && mine->snapshot_id() == snapshot.id()) return mine;
+  if (current(mine)) return mine;
   static std::mutex mutex;
   static std::shared_ptr<const Offer> shared;  // the one built last
   {
     const std::lock_guard lock(mutex);
-    if (shared == nullptr || shared->snapshot_id() != snapshot.id()) shared = std::make_shared<const Offer>(snapshot);
+    if (!current(shared)) shared = std::make_shared<const Offer>(snapshot, catalog);
     mine = shared;
   }
   return mine;

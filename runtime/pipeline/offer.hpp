@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeline/external_tools.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -48,17 +49,22 @@ struct OfferedFunction {
   // Offered as a native function (a tool, or an actuator whose payload is
   // described); an actuator that is not is taught in the grammar only.
   bool native = true;
-  const Slot* slot = nullptr;  // who serves it (valid while the snapshot is)
+  const Slot* slot = nullptr;  // who serves it (valid while the snapshot is); nullptr for an external tool
+  // An external tool (an MCP server's): its catalog entry, valid while the Offer is.
+  const ExternalTool* external = nullptr;
 };
 
 class Offer {
  public:
   // What `snapshot` offers: every tool, and every actuator but the reply
-  // channel (:TUI), whose guards are loaded (Snapshot::unguarded); one that
-  // lacks a guard is left out (it still fails closed if called anyway).
-  explicit Offer(const Snapshot& snapshot);
+  // channel (:TUI), whose guards are loaded (Snapshot::unguarded), and every
+  // tool of `catalog` whose guards are loaded; one that lacks a guard is left
+  // out (it still fails closed if called anyway). A catalog tool whose name
+  // a skill's tool has is left out too: the skill keeps its name.
+  explicit Offer(const Snapshot& snapshot, std::shared_ptr<const ToolCatalog> catalog = nullptr);
 
   std::uint64_t snapshot_id() const noexcept { return snapshot_id_; }
+  std::uint64_t catalog_generation() const noexcept { return catalog_ != nullptr ? catalog_->generation() : 0; }
   // Everything offered, tools then actuators, each sorted by name.
   std::span<const OfferedFunction> functions() const noexcept { return functions_; }
   // The native function of that name (ASCII case ignored), or nullptr.
@@ -75,19 +81,29 @@ class Offer {
   // The action a native call of `function` with `args` (a plist, keys
   // upper-cased by the JSON bridge, or NIL) becomes: what the plist grammar
   // gives for the same call.
+  // An external tool's call carries its :SERVER and the :DIGEST of the
+  // definition the model was shown.
   static Value action_for_call(const OfferedFunction& function, const Value& args);
+
+  // `action` with the :SERVER and :DIGEST of the external tool its :PAYLOAD
+  // :TOOL names set from this offer, whatever the model wrote there: the
+  // gates and the decision log see which server and which definition the
+  // call is for. Any other action is returned as it is.
+  Value stamp(Value action) const;
 
  private:
   std::uint64_t snapshot_id_ = 0;
+  std::shared_ptr<const ToolCatalog> catalog_;
   std::vector<OfferedFunction> functions_;
   Value native_tools_;
   std::string tool_belt_;
   std::string grammar_;
 };
 
-// The Offer of `snapshot`, built once per snapshot (the first thread to ask
-// builds it; each thread then keeps its own reference until the snapshot
-// changes, so the pipeline takes no lock for it). Thread-safe.
-std::shared_ptr<const Offer> offer_of(const Snapshot& snapshot);
+// The Offer of `snapshot` and `catalog`, built once per pair (the first
+// thread to ask builds it; each thread then keeps its own reference until
+// either changes, so the pipeline takes no lock for it). Thread-safe.
+std::shared_ptr<const Offer> offer_of(const Snapshot& snapshot,
+                                      const std::shared_ptr<const ToolCatalog>& catalog = nullptr);
 
 }  // namespace passepartout

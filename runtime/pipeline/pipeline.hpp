@@ -64,6 +64,7 @@ class Executor;
 class MemoryStore;
 class ApprovalStore;
 class DecisionLog;
+class ExternalTools;
 struct Approval;
 
 // Where the outcome of a signal goes: the connection (or test) that sent it.
@@ -138,6 +139,9 @@ class Pipeline {
     std::function<void()> on_interrupt = {};
     // Optional: every verification is recorded there (pipeline/decision_log.hpp).
     DecisionLog* decisions = nullptr;
+    // Optional: tools served outside the skills (the daemon's MCP servers),
+    // offered and dispatched beside the skills' own (pipeline/external_tools.hpp).
+    ExternalTools* external_tools = nullptr;
   };
 
   Pipeline(const Services& services, PipelineOptions options);

@@ -124,7 +124,7 @@ void Run::think() {
     }
   }
   parts.config = config_line(parts, lineup);
-  offer = offer_of(*snapshot);
+  offer = offer_of(*snapshot, services().external_tools != nullptr ? services().external_tools->catalog() : nullptr);
   parts.tools = offer->tool_belt();
   parts.grammar = offer->grammar();
   if (memory != nullptr) {
@@ -296,7 +296,7 @@ void Run::reasoned(const CascadeOutcome& outcome) {
   }
   target_implied = false;
   if (conversing && outcome.ok()) record_answer(outcome.reply);
-  Value action = parse_response(outcome.reply, offer.get());
+  Value action = offer->stamp(parse_response(outcome.reply, offer.get()));
   const std::string target = target_of(action, false);
   action = aimed(std::move(action), target, false);
   Verification verification;

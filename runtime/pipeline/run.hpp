@@ -308,6 +308,13 @@ struct Run : std::enable_shared_from_this<Run> {
   Value make_feedback(const Value& action, const Value& result);
   // E7: a tool call, on the blocking executor.
   void tool_actuator(const Actuator& tool, const Value& action);
+  // An external tool's call (an MCP server's), made asynchronously: no
+  // thread waits on the server.
+  void external_tool(std::shared_ptr<const ToolCatalog> catalog, const ExternalTool& tool, const Value& action);
+  // A tool's outcome, shown to the source and fed back to the model; a
+  // failure is logged with who ran it: `skill`'s tool, or else `server`'s.
+  void tool_finished(const std::string& name, const Slot* skill, const std::string& server, const Result<Value>& result,
+                     Value shown, std::int64_t depth);
   // E1 step 4.
   void acted(Value feedback);
 

@@ -231,6 +231,7 @@ DaemonProcess::DaemonProcess(Options options) : socket_(options.socket) {
     for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
       fs::copy_file(entry.path(), manifest_dir() / entry.path().filename());
     }
+    if (options.edit_manifests) options.edit_manifests(manifest_dir());
     args.push_back("--manifests");
     args.push_back(manifest_dir().string());
   }

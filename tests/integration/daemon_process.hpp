@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,6 +88,8 @@ class DaemonProcess {
     std::string provider = "scripted";    // --provider
     std::filesystem::path socket{};       // the Unix socket; empty: s.sock in dir()
     std::string metrics_port = "off";     // --metrics-port: off, "0" for a free one (metrics_port()); "": not given
+    // With copy_manifests: changes the copy (its folder) before the daemon starts.
+    std::function<void(const std::filesystem::path&)> edit_manifests = {};
   };
 
   explicit DaemonProcess(Options options);

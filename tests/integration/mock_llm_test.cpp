@@ -25,6 +25,8 @@
 
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "integration/model_exchange.hpp"
+#include "integration/npm_packages.hpp"
 #include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 
@@ -40,24 +42,6 @@ using testing::WireClient;
 
 constexpr std::string_view kExplanation = "Running a harmless command the user asked for.";
 
-// Where scripts/setup installs the npm packages: PASSEPARTOUT_NPM_CACHE now,
-// else the folder CMake computed from the same variables when it configured.
-fs::path npm_dir() {
-  if (const char* dir = std::getenv("PASSEPARTOUT_NPM_CACHE"); dir != nullptr && *dir != '\0') return dir;
-  return PP_NPM_DIR;
-}
-
-// The executable `name` on PATH; "" when there is none.
-std::string on_path(std::string_view name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const fs::path candidate = fs::path(dir) / name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return {};
-}
-
 // @dwmkerr/mock-llm as a child process (`node <its bin script> --config
 // <dir>/mock-llm.yaml`) on a free port of 127.0.0.1, its standard output and
 // error in <dir>/mock-llm.log. The constructor waits (at most kProcessWait)
@@ -65,12 +49,11 @@ std::string on_path(std::string_view name) {
 class MockLlm {
  public:
   MockLlm(const fs::path& dir, const std::string& config) : dir_(dir), log_(dir / "mock-llm.log") {
-    const std::string node = on_path("node");
-    if (node.empty()) FAIL("node is not on PATH: run scripts/setup (it installs Debian's nodejs)");
-    const fs::path package = npm_dir() / "node_modules" / "@dwmkerr" / "mock-llm";
+    const std::string node = testing::node_or_fail();
+    const fs::path package = testing::npm_dir() / "node_modules" / "@dwmkerr" / "mock-llm";
     const json about = json::parse(testing::read_text_file(package / "package.json"), nullptr, false);
     if (!about.is_object()) {
-      FAIL("@dwmkerr/mock-llm is not installed in " << npm_dir().string()
+      FAIL("@dwmkerr/mock-llm is not installed in " << testing::npm_dir().string()
                                                     << ": run scripts/setup (it installs the tests' npm packages)");
     }
     version_ = about.value("version", "");
@@ -256,21 +239,7 @@ DaemonProcess::Options with_mock(const TempDir& dir, const MockLlm& mock) {
   return options;
 }
 
-// A chat of session `session` over TCP with the token; the frames until its end.
-std::vector<Value> chat(const DaemonProcess& daemon, std::string_view text, std::string_view session,
-                        std::string_view id) {
-  WireClient client = WireClient::tcp(daemon.port());
-  client.expect_handshake();
-  client.send("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"" + std::string(session) + "\") :AUTH \"" +
-              daemon.token() + "\" :REQUEST-ID \"" + std::string(id) + "\" :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"" +
-              std::string(text) + "\"))");
-  std::vector<Value> frames;
-  for (int i = 0; i < 64; ++i) {
-    frames.push_back(client.expect_frame());
-    if (frames.back().at("REQUEST-ID").text() == id) break;
-  }
-  return frames;
-}
+using testing::chat;
 
 const Value* approval_request(const std::vector<Value>& frames) {
   for (const Value& frame : frames) {

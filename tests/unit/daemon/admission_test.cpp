@@ -54,15 +54,18 @@ struct AcceptedPair {
 TEST_CASE("a connection that never spoke makes room before one that did, then the longest without progress",
           "[daemon]") {
   const Clock::time_point t0 = Clock::now();
-  const Standing silent_new{true, false, t0 + 5s};
-  const Standing silent_old{true, false, t0};
-  const Standing spoke_old{true, true, t0 - 60s};
-  const Standing spoke_new{true, true, t0 + 1s};
+  const Standing silent_new{true, false, t0 + 5s, 2};
+  const Standing silent_old{true, false, t0, 1};
+  const Standing spoke_old{true, true, t0 - 60s, 3};
+  const Standing spoke_new{true, true, t0 + 1s, 4};
   CHECK(evict_before(silent_new, spoke_old));  // never spoke goes first, however recent
   CHECK_FALSE(evict_before(spoke_old, silent_new));
   CHECK(evict_before(silent_old, silent_new));
   CHECK(evict_before(spoke_old, spoke_new));
   CHECK_FALSE(evict_before(spoke_new, spoke_new));
+  // Of two silent ones, the one admitted first, whenever its handshake went out.
+  const Standing silent_first_written_late{true, false, t0 + 9s, 1};
+  CHECK(evict_before(silent_first_written_late, silent_new));
 }
 
 TEST_CASE("a throttled warning is logged at most once an interval, with the count held back", "[daemon]") {

@@ -63,17 +63,28 @@ struct OperatorRig {
     pipeline = std::make_unique<Pipeline>(
         Pipeline::Services{host->registry(), cascade, pool, blocking, nullptr, approvals.get()}, PipelineOptions{});
     handler = std::make_unique<OperatorHandler>(OperatorHandler::Services{
-        *host, *pipeline, approvals.get(), control, problems, "9.9.9", std::chrono::steady_clock::now(),
+        *host,
+        *pipeline,
+        approvals.get(),
+        control,
+        problems,
+        "9.9.9",
+        std::chrono::steady_clock::now(),
         [] {
           return HealthReport{"DEGRADED", true};
         },
-        [] { return std::uint64_t{4}; }, [this] { shutdown.set(true); }, [this] { ++changes; },
-        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); }, nullptr,
+        [] { return std::uint64_t{4}; },
+        [this] { shutdown.set(true); },
+        [this] { ++changes; },
+        [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); },
+        nullptr,
         [] { return std::string("http://127.0.0.1:9106/metrics"); },
         [] {
           return OperatorHandler::ConnectionFigures{3, 7, 11};
         },
-        [] { return std::string("not ready: no model provider is configured"); }});
+        [] { return std::string("not ready: no model provider is configured"); },
+        nullptr,
+        {}});
   }
 
   ~OperatorRig() {

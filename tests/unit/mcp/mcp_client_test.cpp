@@ -225,7 +225,7 @@ TEST_CASE("mcp client: a server that speaks another protocol version is refused"
   auto info = session.start();
   REQUIRE_FALSE(info->has_value());
   CHECK(info->error().message ==
-        "mcp server 'fixture' speaks MCP 1999-01-01; this client speaks 2025-11-25 and 2025-06-18");
+        "mcp server 'fixture' speaks MCP 1999-01-01; this client speaks 2025-11-25, 2025-06-18 and 2025-03-26");
   CHECK(info->error().code == ErrorCode::refused);
 }
 

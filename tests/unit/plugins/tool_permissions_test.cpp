@@ -69,6 +69,23 @@ TEST_CASE("tool-permissions denies a tool configured deny", "[plugins]") {
   require_approval(skills.verify(tool_call("\"write-file\"")), "write-file");
 }
 
+TEST_CASE("tool-permissions learns name patterns: a name wins, then the longest pattern", "[plugins]") {
+  ConfiguredSkills skills({"tool-permissions"}, "tool-permissions",
+                          "{tools: {\"mcp__*\": ask, \"mcp__fs__*\": allow, \"mcp__fs__write*\": deny, "
+                          "mcp__fs__write_note: allow, \"*_danger\": deny}}");
+  require_passed(skills.verify(tool_call("\"mcp__fs__read_text_file\"")));
+  require_denied(skills.verify(tool_call("\"mcp__fs__write_file\"")), "mcp__fs__write_file");
+  require_passed(skills.verify(tool_call("\"mcp__fs__write_note\"")));  // its own name wins
+  require_approval(skills.verify(tool_call("\"mcp__git__status\"")), "mcp__git__status");
+  require_denied(skills.verify(tool_call("\"rocket_danger\"")), "rocket_danger");
+  require_approval(skills.verify(tool_call("\"mcp_fs\"")), "mcp_fs");  // matches no pattern: asked (I4)
+}
+
+TEST_CASE("tool-permissions asks for every MCP tool as bundled", "[plugins]") {
+  SkillHarness harness{"tool-permissions"};
+  require_approval(harness.verify(tool_call("\"mcp__everything__echo\"")), "mcp__everything__echo");
+}
+
 TEST_CASE("tool-permissions reads tool names and targets in any case and form", "[plugins]") {
   ConfiguredSkills skills({"tool-permissions"}, "tool-permissions", "{tools: {Shell: deny, read-file: allow}}");
   const std::string tool = GENERATE(as<std::string>{}, "\"shell\"", "\"SHELL\"", "\"Shell\"", "shell", ":shell");

@@ -1,0 +1,629 @@
+// McpHub: the servers' lifecycle, their pins and the catalog, all on one
+// event loop's thread; other threads reach it by posting there.
+#include "daemon/mcp_hub.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+// GCC 12 reports a "potential null pointer dereference" inside Asio's
+// scheduler (a false positive); silenced for Asio's headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#pragma GCC diagnostic pop
+
+#include "base/ascii.hpp"
+#include "base/errno_text.hpp"
+#include "base/file_io.hpp"
+#include "base/log.hpp"
+#include "mcp/arguments.hpp"
+#include "mcp/mcp_client.hpp"
+#include "value/json_bridge.hpp"
+
+namespace passepartout {
+
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kComponent = "mcp";
+// Deaths within kDeathWindow that quarantine a server (as skill workers are).
+constexpr std::size_t kMaxDeaths = 5;
+constexpr auto kDeathWindow = std::chrono::minutes(10);
+constexpr auto kMaxBackoff = std::chrono::seconds(60);
+// A server's stderr lines logged per kStderrWindow; the rest are counted.
+constexpr std::size_t kStderrLines = 20;
+constexpr auto kStderrWindow = std::chrono::seconds(10);
+constexpr std::size_t kLatencySamples = 512;
+// The providers' limit on a function's name, and the characters they all accept.
+constexpr std::size_t kMaxToolName = 64;
+
+bool provider_safe(std::string_view name) {
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::uint64_t percentile(std::vector<std::uint64_t> samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(samples.size() - 1) + 0.5);
+  return samples[std::min(index, samples.size() - 1)];
+}
+
+}  // namespace
+
+struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
+  struct Server {
+    mcp::McpServerConfig config;
+    std::shared_ptr<mcp::McpClient> client;
+    std::uint64_t epoch = 0;  // a callback of an earlier start is stale
+    std::string state = "starting";
+    std::string reason;
+    mcp::ServerInfo info;
+    std::vector<mcp::ToolDefinition> tools;
+    std::vector<McpServerStatus::Tool> tool_status;  // one per tool, same order
+    std::unique_ptr<asio::steady_timer> restart;
+    std::deque<Clock::time_point> deaths;
+    std::uint64_t starts = 0;
+    std::uint64_t calls = 0;
+    std::uint64_t failures = 0;
+    std::uint64_t changes = 0;
+    std::deque<std::uint64_t> latencies_us;
+    Clock::time_point stderr_window{};
+    std::size_t stderr_lines = 0;
+    std::size_t stderr_dropped = 0;
+  };
+
+  Impl(asio::io_context& context, fs::path state_dir)
+      : io(context), pins_file(std::move(state_dir) / "mcp-pins.json") {}
+
+  asio::io_context& io;
+  fs::path pins_file;
+  std::map<std::string, std::shared_ptr<Server>> servers;  // the loop's thread only
+  Json pins = Json::object();                              // server -> tool -> {sha256, definition, ...}
+  std::string pins_error;                                  // why the pins could not be read: then nothing is offered
+  std::atomic<bool> stopped{false};
+  std::uint64_t generation = 0;
+
+  mutable std::mutex catalog_mutex;  // guards current
+  std::shared_ptr<const ToolCatalog> current = std::make_shared<const ToolCatalog>();
+
+  bool on_loop() const { return io.get_executor().running_in_this_thread(); }
+
+  // Runs `work` on the loop and waits for it; inline when already there, or
+  // when the loop no longer runs.
+  template <class Work>
+  auto on_loop_wait(Work work) -> decltype(work()) {
+    if (on_loop() || io.stopped()) return work();
+    auto task = std::make_shared<std::packaged_task<decltype(work())()>>(std::move(work));
+    auto future = task->get_future();
+    asio::post(io, [task] { (*task)(); });
+    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // The loop is stuck or gone: do not touch what it owns.
+      throw std::runtime_error("the mcp event loop did not answer within 10 s");
+    }
+    return future.get();
+  }
+
+  void load_pins() {
+    std::error_code missing;
+    if (!fs::exists(pins_file, missing)) return;
+    auto text = read_bounded_file(pins_file, std::size_t{64} << 20);
+    if (!text) {
+      pins_error = "the tool pins in " + pins_file.string() + " cannot be read: " + text.error().message;
+      return;
+    }
+    Json parsed = Json::parse(*text, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("servers") || !parsed["servers"].is_object()) {
+      pins_error = "the tool pins in " + pins_file.string() +
+                   " are not the JSON this daemon writes; move the file away to pin every tool afresh";
+      return;
+    }
+    pins = std::move(parsed["servers"]);
+  }
+
+  // Writes the pins (owner-only, replaced whole, synced); an error is logged:
+  // the pins in memory still hold for this run.
+  void save_pins() {
+    const fs::path temporary = pins_file.string() + ".tmp";
+    const std::string text = Json{{"version", 1}, {"servers", pins}}.dump(2) + "\n";
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0;
+    if (ok) {
+      ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+      ::close(fd);
+    }
+    std::error_code error;
+    if (ok) fs::rename(temporary, pins_file, error);
+    if (!ok || error) {
+      log_message(LogLevel::error, kComponent, "cannot write the tool pins to {}: {}", pins_file.string(),
+                  error ? error.message() : errno_text(errno));
+      return;
+    }
+    static_cast<void>(sync_path(pins_file.parent_path(), true));
+  }
+
+  std::string who(const Server& server) const { return "mcp server '" + server.config.name + "'"; }
+
+  // --- lifecycle (the loop's thread) -------------------------------------------------
+
+  void start(const std::shared_ptr<Server>& server) {
+    Server& s = *server;
+    // Confinement the entry asks for and this host cannot give yet: the
+    // server does not run unconfined in its place (fail closed).
+    if (s.config.kind == mcp::McpServerConfig::Kind::stdio && (!s.config.network || !s.config.writable.empty())) {
+      refuse(s,
+             "its entry asks for confinement (network: false, writable:) that this daemon does not apply to "
+             "MCP servers yet; remove those keys to run it unconfined");
+      return;
+    }
+    const std::uint64_t epoch = ++s.epoch;
+    ++s.starts;
+    s.state = s.starts == 1 ? "starting" : "restarting";  // its last tools are kept, to say why they are not offered
+    mcp::ClientOptions options;
+    options.name = s.config.name;
+    options.max_result_bytes = s.config.max_result_bytes;
+    mcp::ClientEvents events;
+    std::weak_ptr<Impl> weak = weak_from_this();
+    events.on_tools_changed = [weak, server, epoch] {
+      if (auto self = weak.lock(); self && server->epoch == epoch) self->list(server, epoch);
+    };
+    events.on_closed = [weak, server, epoch](std::string reason) {
+      if (auto self = weak.lock(); self && server->epoch == epoch) self->died(server, reason);
+    };
+    events.on_stderr = [weak, server](std::string line) {
+      if (auto self = weak.lock()) self->stderr_line(*server, line);
+    };
+    s.client = mcp::McpClient::create(io, std::move(options), std::move(events));
+    const mcp::McpServerConfig config = s.config;
+    auto start_transport = [this, config](mcp::TransportEvents transport_events) {
+      if (config.kind == mcp::McpServerConfig::Kind::http) {
+        mcp::HttpEndpoint endpoint;
+        endpoint.name = config.name;
+        endpoint.url = config.url;
+        endpoint.headers = config.headers;
+        return mcp::start_http(io, endpoint, std::move(transport_events));
+      }
+      mcp::StdioCommand command;
+      command.name = config.name;
+      command.command = config.command;
+      command.args = config.args;
+      command.env = config.env;
+      command.working_dir = config.cwd;
+      return mcp::start_stdio(io, command, std::move(transport_events));
+    };
+    s.client->start(start_transport, [weak, server, epoch](Result<mcp::ServerInfo> info) {
+      auto self = weak.lock();
+      if (!self || server->epoch != epoch) return;
+      if (!info) {
+        if (info.error().code == ErrorCode::refused) {
+          self->refuse(*server, info.error().message);
+        } else {
+          self->died(server, info.error().message);
+        }
+        return;
+      }
+      server->info = std::move(*info);
+      log_message(LogLevel::info, kComponent, "{}: {} {} speaks MCP {}", self->who(*server), server->info.name,
+                  server->info.version, server->info.protocol_version);
+      self->list(server, epoch);
+    });
+  }
+
+  void list(const std::shared_ptr<Server>& server, std::uint64_t epoch) {
+    std::weak_ptr<Impl> weak = weak_from_this();
+    server->client->list_tools([weak, server, epoch](Result<std::vector<mcp::ToolDefinition>> tools) {
+      auto self = weak.lock();
+      if (!self || server->epoch != epoch) return;
+      if (!tools) {
+        self->died(server, tools.error().message);
+        return;
+      }
+      self->listed(*server, std::move(*tools));
+    });
+  }
+
+  // A server's tools arrived: each is offered under its Claude Code name when
+  // that name suits every provider, and when its definition is its pin.
+  void listed(Server& s, std::vector<mcp::ToolDefinition> tools) {
+    s.tools = std::move(tools);
+    s.tool_status.clear();
+    Json& server_pins = pins[s.config.name];
+    if (!server_pins.is_object()) server_pins = Json::object();
+    bool pins_changed = false;
+    std::map<std::string, std::size_t> offered_names;  // lower-cased -> count
+    for (const mcp::ToolDefinition& tool : s.tools) {
+      ++offered_names[ascii_lower("mcp__" + s.config.name + "__" + tool.name)];
+    }
+    for (const mcp::ToolDefinition& tool : s.tools) {
+      McpServerStatus::Tool status;
+      status.name = tool.name;
+      status.digest = tool.digest;
+      status.annotations_json = tool.annotations_json;
+      const std::string offered = "mcp__" + s.config.name + "__" + tool.name;
+      if (offered.size() > kMaxToolName) {
+        status.pin = "left out";
+        status.note = "'" + offered + "' is longer than the providers' 64 characters";
+      } else if (!provider_safe(offered)) {
+        status.pin = "left out";
+        status.note = "'" + offered + "' has characters a provider refuses in a function's name (only A-Z a-z 0-9 _ -)";
+      } else if (offered_names[ascii_lower(offered)] > 1) {
+        status.pin = "left out";
+        status.note = "'" + offered + "' collides with another tool of the server (names compared without case)";
+      } else {
+        status.offered = offered;
+      }
+      if (!status.note.empty()) {
+        log_message(LogLevel::warn, kComponent, "{}: tool '{}' left out: {}", who(s), tool.name, status.note);
+      }
+      const auto pin = server_pins.find(tool.name);
+      if (pin == server_pins.end()) {
+        server_pins[tool.name] = {{"sha256", tool.digest},
+                                  {"definition", Json::parse(tool.canonical_json, nullptr, false)},
+                                  {"pinned_unix_ms", unix_ms()},
+                                  {"by", "first use"}};
+        pins_changed = true;
+        if (status.pin.empty()) status.pin = "new";
+      } else if ((*pin)["sha256"] != tool.digest) {
+        status.pinned_digest = (*pin).value("sha256", "");
+        if (status.pin.empty() || status.pin == "left out") {
+          ++s.changes;
+          log_message(LogLevel::warn, kComponent,
+                      "{}: the definition of tool '{}' changed since it was pinned (sha256 {} -> {}); it is not "
+                      "offered until an operator accepts it: passepartout mcp trust {} {}",
+                      who(s), tool.name, status.pinned_digest.substr(0, 12), tool.digest.substr(0, 12), s.config.name,
+                      tool.name);
+        }
+        status.pin = "changed";
+        status.offered.clear();
+      } else if (status.pin.empty()) {
+        status.pin = "pinned";
+      }
+      s.tool_status.push_back(std::move(status));
+    }
+    if (pins_changed) save_pins();
+    const bool was_ready = s.state == "ready";
+    s.state = "ready";
+    s.reason.clear();
+    if (!was_ready) {
+      log_message(LogLevel::info, kComponent, "{} is ready: {} tools ({} offered)", who(s), s.tools.size(),
+                  std::count_if(s.tool_status.begin(), s.tool_status.end(),
+                                [](const McpServerStatus::Tool& t) { return !t.offered.empty(); }));
+    }
+    publish();
+  }
+
+  void refuse(Server& s, const std::string& reason) {
+    log_message(LogLevel::error, kComponent, "{} refused: {}", who(s), reason);
+    s.state = "refused";
+    s.reason = reason;
+    if (s.client) s.client->close();
+    ++s.epoch;
+    publish();
+  }
+
+  void died(const std::shared_ptr<Server>& server, const std::string& reason) {
+    Server& s = *server;
+    ++s.epoch;  // whatever the old session still says is stale
+    if (s.client) s.client->close();
+    const auto now = Clock::now();
+    s.deaths.push_back(now);
+    while (!s.deaths.empty() && now - s.deaths.front() > kDeathWindow) s.deaths.pop_front();
+    s.reason = reason;
+    if (s.deaths.size() >= kMaxDeaths) {
+      s.state = "quarantined";
+      s.reason = "ended " + std::to_string(s.deaths.size()) + " times in 10 minutes, last: " + reason +
+                 "; fix it and run passepartout mcp reload";
+      log_message(LogLevel::error, kComponent, "{} quarantined: {}", who(s), s.reason);
+      publish();
+      return;
+    }
+    const auto backoff =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(1) * (1U << (s.deaths.size() - 1)), kMaxBackoff);
+    s.state = "restarting";
+    log_message(LogLevel::error, kComponent, "{}: {}; starting it again in {} ms", who(s), reason, backoff.count());
+    publish();
+    s.restart = std::make_unique<asio::steady_timer>(io, backoff);
+    const std::uint64_t epoch = s.epoch;
+    s.restart->async_wait([weak = weak_from_this(), server, epoch](const boost::system::error_code& error) {
+      auto self = weak.lock();
+      if (error || !self || self->stopped || server->epoch != epoch) return;
+      self->start(server);
+    });
+  }
+
+  void stop_server(Server& s) {
+    ++s.epoch;
+    if (s.restart) s.restart->cancel();
+    if (s.client) s.client->close();
+    s.client.reset();
+  }
+
+  void stderr_line(Server& s, const std::string& line) {
+    const auto now = Clock::now();
+    if (now - s.stderr_window > kStderrWindow) {
+      if (s.stderr_dropped > 0) {
+        log_message(LogLevel::warn, kComponent, "{}: {} more lines of its stderr were not logged", who(s),
+                    s.stderr_dropped);
+      }
+      s.stderr_window = now;
+      s.stderr_lines = 0;
+      s.stderr_dropped = 0;
+    }
+    if (s.stderr_lines++ < kStderrLines) {
+      log_message(LogLevel::info, kComponent, "{}: {}", who(s), line);
+    } else {
+      ++s.stderr_dropped;
+    }
+  }
+
+  // A new catalog: every offered tool of every ready server.
+  void publish() {
+    std::vector<ExternalTool> tools;
+    std::vector<std::pair<std::string, std::string>> unavailable;
+    for (const auto& [name, server] : servers) {
+      for (std::size_t i = 0; i < server->tools.size() && i < server->tool_status.size(); ++i) {
+        const McpServerStatus::Tool& status = server->tool_status[i];
+        const std::string offered = "mcp__" + name + "__" + status.name;
+        if (!pins_error.empty()) {
+          unavailable.emplace_back(offered, pins_error);
+        } else if (server->state != "ready") {
+          unavailable.emplace_back(
+              offered, who(*server) + " is " + server->state + (server->reason.empty() ? "" : ": " + server->reason));
+        } else if (status.pin == "changed") {
+          unavailable.emplace_back(offered, "the definition of '" + offered +
+                                                "' changed since it was pinned; it waits for an operator: "
+                                                "passepartout mcp trust " +
+                                                name + " " + status.name);
+        }
+      }
+    }
+    if (pins_error.empty()) {
+      for (const auto& [name, server] : servers) {
+        if (server->state != "ready") continue;
+        for (std::size_t i = 0; i < server->tools.size(); ++i) {
+          const McpServerStatus::Tool& status = server->tool_status[i];
+          if (status.offered.empty()) continue;
+          const mcp::ToolDefinition& definition = server->tools[i];
+          ExternalTool tool;
+          tool.name = status.offered;
+          tool.server = name;
+          tool.server_tool = definition.name;
+          tool.description = definition.description.empty() ? definition.title : definition.description;
+          tool.parameters_json = definition.input_schema_json;
+          if (auto parameters = json_to_value(definition.input_schema_json, 64))
+            tool.parameters = std::move(*parameters);
+          tool.digest = definition.digest;
+          tool.guards = server->config.guards;
+          tools.push_back(std::move(tool));
+        }
+      }
+    }
+    auto next = std::make_shared<const ToolCatalog>(++generation, std::move(tools), std::move(unavailable));
+    const std::lock_guard lock(catalog_mutex);
+    current = std::move(next);
+  }
+
+  // --- calls (the loop's thread) ------------------------------------------------------
+
+  struct CallRequest {
+    std::string name;
+    std::string server;
+    std::string server_tool;
+    std::string digest;
+    Value args;
+    std::function<void(Result<ExternalResult>)> done;
+  };
+
+  void call(CallRequest request) {
+    auto refuse_call = [&](const std::string& why) { request.done(fail(ErrorCode::refused, why)); };
+    const auto it = servers.find(request.server);
+    if (stopped || it == servers.end()) return refuse_call("mcp server '" + request.server + "' is not configured");
+    const std::shared_ptr<Server> server = it->second;
+    Server& s = *server;
+    if (s.state != "ready" || !s.client) {
+      return refuse_call(who(s) + " is " + s.state + (s.reason.empty() ? "" : ": " + s.reason));
+    }
+    const auto found = std::find_if(s.tools.begin(), s.tools.end(),
+                                    [&](const mcp::ToolDefinition& t) { return t.name == request.server_tool; });
+    if (found == s.tools.end()) return refuse_call(who(s) + " no longer offers the tool '" + request.server_tool + "'");
+    const McpServerStatus::Tool& status = s.tool_status[static_cast<std::size_t>(found - s.tools.begin())];
+    if (status.pin == "changed") {
+      return refuse_call("the definition of '" + request.name +
+                         "' changed since it was pinned; it waits for an operator: passepartout mcp trust " +
+                         s.config.name + " " + request.server_tool);
+    }
+    if (found->digest != request.digest) {
+      return refuse_call("the definition of '" + request.name + "' changed while the call was being decided");
+    }
+    const std::string arguments = mcp::arguments_json(request.args, found->input_schema_json);
+    const auto started = Clock::now();
+    ++s.calls;
+    s.client->call_tool(request.server_tool, arguments, s.config.call_timeout,
+                        [server, started, done = std::move(request.done)](Result<mcp::ToolResult> result) {
+                          const auto us = static_cast<std::uint64_t>(
+                              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count());
+                          server->latencies_us.push_back(us);
+                          if (server->latencies_us.size() > kLatencySamples) server->latencies_us.pop_front();
+                          if (!result) {
+                            ++server->failures;
+                            done(fail(result.error().code, result.error().message));
+                            return;
+                          }
+                          if (result->is_error) ++server->failures;
+                          done(ExternalResult{result->is_error, std::move(result->text)});
+                        });
+  }
+
+  // --- status -------------------------------------------------------------------------
+
+  McpServerStatus status_of(const Server& s) const {
+    McpServerStatus status;
+    status.name = s.config.name;
+    status.transport = s.config.kind == mcp::McpServerConfig::Kind::http ? "http" : "stdio";
+    status.state = pins_error.empty() || s.state != "ready" ? s.state : "refused";
+    status.reason = pins_error.empty() ? s.reason : pins_error;
+    status.protocol_version = s.info.protocol_version;
+    status.pid = s.client && s.state == "ready" ? s.client->pid() : 0;
+    status.starts = s.starts;
+    status.calls = s.calls;
+    status.failures = s.failures;
+    const std::vector<std::uint64_t> samples(s.latencies_us.begin(), s.latencies_us.end());
+    status.latency_p50_us = percentile(samples, 0.50);
+    status.latency_p99_us = percentile(samples, 0.99);
+    status.tools = s.tool_status;
+    status.definition_changes = s.changes;
+    return status;
+  }
+};
+
+McpHub::McpHub(asio::io_context& io, fs::path state_dir) : impl_(std::make_shared<Impl>(io, std::move(state_dir))) {
+  impl_->load_pins();
+  if (!impl_->pins_error.empty()) {
+    log_message(LogLevel::error, kComponent, "{}; no MCP tool is offered until that is fixed", impl_->pins_error);
+  }
+}
+
+McpHub::~McpHub() { stop(); }
+
+void McpHub::apply(std::vector<mcp::McpServerConfig> servers) {
+  asio::post(impl_->io, [impl = impl_, servers = std::move(servers)]() mutable {
+    if (impl->stopped) return;
+    std::map<std::string, std::shared_ptr<Impl::Server>> next;
+    for (mcp::McpServerConfig& config : servers) {
+      const auto existing = impl->servers.find(config.name);
+      if (existing != impl->servers.end() && existing->second->config.same_as(config) &&
+          existing->second->state != "quarantined" && existing->second->state != "refused") {
+        next.emplace(config.name, existing->second);  // unchanged: its calls go on
+        continue;
+      }
+      if (existing != impl->servers.end()) {
+        log_message(LogLevel::info, kComponent, "mcp server '{}' changed: starting it again", config.name);
+        impl->stop_server(*existing->second);
+      }
+      auto server = std::make_shared<Impl::Server>();
+      server->config = std::move(config);
+      next.emplace(server->config.name, server);
+      if (server->config.disabled) {
+        server->state = "disabled";
+        continue;
+      }
+      impl->start(server);
+    }
+    for (auto& [name, server] : impl->servers) {
+      if (next.find(name) == next.end()) {
+        log_message(LogLevel::info, kComponent, "mcp server '{}' removed: stopping it", name);
+        impl->stop_server(*server);
+      }
+    }
+    impl->servers = std::move(next);
+    impl->publish();
+  });
+}
+
+void McpHub::stop() {
+  auto stop_all = [impl = impl_] {
+    impl->stopped = true;
+    for (auto& [name, server] : impl->servers) impl->stop_server(*server);
+    impl->servers.clear();
+    impl->publish();
+  };
+  try {
+    impl_->on_loop_wait(stop_all);
+  } catch (const std::exception& error) {
+    log_message(LogLevel::error, kComponent, "stopping the mcp servers: {}", error.what());
+  }
+}
+
+std::vector<McpServerStatus> McpHub::status() const {
+  return impl_->on_loop_wait([impl = impl_] {
+    std::vector<McpServerStatus> out;
+    for (const auto& [name, server] : impl->servers) out.push_back(impl->status_of(*server));
+    return out;
+  });
+}
+
+Result<McpTrustReport> McpHub::trust(const std::string& server, const std::string& tool, const std::string& requester) {
+  return impl_->on_loop_wait([impl = impl_, server, tool, requester]() -> Result<McpTrustReport> {
+    const auto it = impl->servers.find(server);
+    if (it == impl->servers.end()) return fail(ErrorCode::not_found, "no mcp server '" + server + "' is configured");
+    Impl::Server& s = *it->second;
+    if (s.state != "ready") {
+      return fail(ErrorCode::refused,
+                  "mcp server '" + server + "' is " + s.state + ": its tools can be trusted once it has listed them");
+    }
+    McpTrustReport report;
+    Json& server_pins = impl->pins[server];
+    bool found = false;
+    for (std::size_t i = 0; i < s.tools.size(); ++i) {
+      const mcp::ToolDefinition& definition = s.tools[i];
+      McpServerStatus::Tool& status = s.tool_status[i];
+      if (!tool.empty() && definition.name != tool) continue;
+      found = true;
+      if (status.pin != "changed") continue;
+      McpTrustReport::Change change;
+      change.tool = definition.name;
+      change.from_digest = status.pinned_digest;
+      change.to_digest = definition.digest;
+      if (const auto pin = server_pins.find(definition.name); pin != server_pins.end() && pin->contains("definition")) {
+        change.from_definition = (*pin)["definition"].dump();
+      }
+      change.to_definition = definition.canonical_json;
+      server_pins[definition.name] = {{"sha256", definition.digest},
+                                      {"definition", Json::parse(definition.canonical_json, nullptr, false)},
+                                      {"pinned_unix_ms", unix_ms()},
+                                      {"by", requester}};
+      status.pin = "pinned";
+      status.pinned_digest.clear();
+      const std::string offered = "mcp__" + server + "__" + definition.name;
+      status.offered = status.note.empty() ? offered : std::string();
+      log_message(LogLevel::warn, kComponent, "mcp trust by {}: tool '{}' of mcp server '{}' now pinned at sha256 {}",
+                  requester, definition.name, server, definition.digest.substr(0, 12));
+      report.changes.push_back(std::move(change));
+    }
+    if (!found) return fail(ErrorCode::not_found, "mcp server '" + server + "' has no tool '" + tool + "'");
+    if (!report.changes.empty()) {
+      impl->save_pins();
+      impl->publish();
+    }
+    return report;
+  });
+}
+
+std::shared_ptr<const ToolCatalog> McpHub::catalog() const {
+  const std::lock_guard lock(impl_->catalog_mutex);
+  return impl_->current;
+}
+
+void McpHub::call(const ExternalTool& tool, const Value& args, std::function<void(Result<ExternalResult>)> done) {
+  if (impl_->stopped.load()) {
+    done(fail(ErrorCode::refused, "the mcp servers are stopping"));
+    return;
+  }
+  Impl::CallRequest request{tool.name, tool.server, tool.server_tool, tool.digest, args, std::move(done)};
+  asio::post(impl_->io, [impl = impl_, request = std::move(request)]() mutable { impl->call(std::move(request)); });
+}
+
+}  // namespace passepartout

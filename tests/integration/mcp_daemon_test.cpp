@@ -1,0 +1,297 @@
+// MCP servers behind the gates, end to end: the daemon runs a server named in
+// its config (the fixture server of tests/fixtures/mcp, and the reference
+// server-everything from npm), offers its tools to a real model's API (the
+// loopback HTTP stub playing openai), and a native call goes through the
+// gates: allowed, it reaches the server and its result is the call's result
+// in the model's next request; asked, it waits for approval and runs once
+// approved; denied, its reason reaches the model. A tool whose definition
+// changes is refused until an operator trusts it; a server that crashes is
+// restarted while the daemon keeps serving. Tagged [concurrency]: the
+// ThreadSanitizer preset runs them (the MCP loop, the pipeline loops and the
+// operator thread meet in the hub).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/protocol.hpp"
+#include "integration/daemon_process.hpp"
+#include "integration/model_exchange.hpp"
+#include "integration/npm_packages.hpp"
+#include "support/http_stub.hpp"
+#include "value/sexp_printer.hpp"
+
+namespace passepartout {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace passepartout::testing;
+
+// The daemon's tool-permissions table with `lines` (YAML, indented four) in
+// place of the bundled `"mcp__*": ask`.
+DaemonProcess::Options with_permissions(DaemonProcess::Options options, std::string lines) {
+  options.copy_manifests = true;
+  options.edit_manifests = [lines = std::move(lines)](const fs::path& dir) {
+    const fs::path file = dir / "tool-permissions.yaml";
+    std::string text = read_text_file(file);
+    const std::string bundled = "    \"mcp__*\": ask";
+    const std::size_t at = text.find(bundled);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, text.find('\n', at) - at, lines);
+    std::ofstream(file) << text;
+  };
+  return options;
+}
+
+std::string fixture_server(std::string_view mode = "") {
+  std::string entry = "mcp_servers:\n  fixture:\n    command: " + std::string(PP_MCP_FIXTURE) + "\n";
+  if (!mode.empty()) entry += "    args: [" + std::string(mode) + "]\n";
+  return entry;
+}
+
+// The daemon's answer to an operator command (over its Unix socket).
+Value operator_command(const DaemonProcess& daemon, const std::string& command) {
+  WireClient op = WireClient::local(daemon.socket_path());
+  op.expect_handshake();
+  op.send("(:TYPE :OPERATOR :COMMAND " + command + ")");
+  return op.expect_frame();
+}
+
+// The server `name` of the MCP listing, NIL when it is not there.
+Value server_of(const Value& listing, std::string_view name) {
+  for (const Value& server : listing.path({"PAYLOAD", "SERVERS"}).items()) {
+    if (server.at("NAME").text() == name) return server;
+  }
+  return {};
+}
+
+// Waits until server `name` is in `state` (bounded); its entry.
+Value wait_for_state(const DaemonProcess& daemon, std::string_view name, std::string_view state) {
+  const auto deadline = std::chrono::steady_clock::now() + kProcessWait;
+  Value server;
+  while (std::chrono::steady_clock::now() < deadline) {
+    server = server_of(operator_command(daemon, ":MCP"), name);
+    if (server.at("STATE").is_string() && server.at("STATE").text() == state) return server;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("mcp server '" << name << "' never became " << state << ": " << to_sexp(server) << "\n" << daemon.log());
+  return server;
+}
+
+Value tool_of(const Value& server, std::string_view name) {
+  for (const Value& tool : server.at("TOOLS").items()) {
+    if (tool.at("NAME").text() == name) return tool;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("an MCP server's tools are offered natively, and an allowed call's result reaches the model",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_echo", "mcp__fixture__echo", {{"message", "through the gates"}}));
+  stub.enqueue(text_answer("openai", "The server said it back."));
+  TempDir dir;
+  DaemonProcess daemon(with_permissions(with_model(dir, write_config(dir, stub, "openai", true, fixture_server())),
+                                        "    \"mcp__fixture__*\": allow"));
+  const Value server = wait_for_state(daemon, "fixture", "ready");
+  CHECK(server.at("PROTOCOL-VERSION").text() == "2025-06-18");
+  CHECK(server.at("PID").as_integer() > 0);
+  CHECK(tool_of(server, "echo").at("OFFERED").text() == "mcp__fixture__echo");
+  CHECK(tool_of(server, "echo").at("PIN").text() == "new");  // pinned on first sight
+
+  const auto frames = chat(daemon, "echo something through the server", "s1", "r1");
+  INFO(printed(frames) << daemon.log());
+  REQUIRE(stub.requests().size() == 2);
+  const Sent first = sent("openai", stub.requests()[0]);
+  CHECK(std::find(first.tools.begin(), first.tools.end(), "mcp__fixture__echo") != first.tools.end());
+  CHECK(std::find(first.tools.begin(), first.tools.end(), "mcp__fixture__fail") != first.tools.end());
+  CHECK(first.system.find("mcp__fixture__echo") != std::string::npos);  // in the TOOLS section too
+  const std::string result = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_echo");
+  CHECK(result.find("echo: through the gates") != std::string::npos);
+  CHECK(printed(frames).find("echo: through the gates") != std::string::npos);  // the user sees it too
+  const Value after = server_of(operator_command(daemon, ":MCP"), "fixture");
+  CHECK(after.at("CALLS").as_integer() == 1);
+  CHECK(after.at("FAILURES").as_integer() == 0);
+  // The decision log recorded which server and which definition the call was
+  // for, once its writer (a tenth of a second at most) has put it on disk.
+  const std::string digest(tool_of(after, "echo").at("SHA256").text());
+  const auto deadline = std::chrono::steady_clock::now() + kProcessWait;
+  std::string decisions;
+  while (decisions.find("\"tool_sha256\":\"" + digest) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    decisions = read_text_file(daemon.state_dir() / "decisions" / "decisions.jsonl");
+  }
+  INFO(decisions);
+  CHECK(decisions.find(R"("mcp_server":"fixture","tool_sha256":")" + digest + "\"") != std::string::npos);
+}
+
+TEST_CASE("an MCP call the table asks about waits for approval and runs once approved",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_ask", "mcp__fixture__echo", {{"message", "approved run"}}));
+  stub.enqueue(text_answer("openai", "It waits for your approval."));
+  TempDir dir;
+  DaemonProcess daemon(with_model(dir, write_config(dir, stub, "openai", true, fixture_server())));  // mcp__*: ask
+  wait_for_state(daemon, "fixture", "ready");
+  const auto frames = chat(daemon, "echo something", "s1", "r1");
+  INFO(printed(frames) << daemon.log());
+  const std::string token = approval_token(frames);
+  REQUIRE(token.size() == 32);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 0);  // nothing ran yet
+
+  const Value approved = operator_command(daemon, ":APPROVE :TOKEN \"" + token + "\"");
+  INFO(to_sexp(approved));
+  REQUIRE(is_ok_response(approved));
+  CHECK(to_sexp(approved).find("echo: approved run") != std::string::npos);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 1);
+
+  stub.enqueue(text_answer("openai", "Done."));
+  chat(daemon, "what did it say?", "s1", "r2");
+  const std::string result = call_result("openai", sent("openai", stub.requests().back()).messages, "call_ask");
+  CHECK(result.find("Approved by ") == 0);
+  CHECK(result.find("echo: approved run") != std::string::npos);
+}
+
+TEST_CASE("a denied MCP call's reason reaches the model, and a tool that fails reports its error",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_deny", "mcp__fixture__echo", {{"message", "never"}}));
+  stub.enqueue(text_answer("openai", "Denied, then."));
+  stub.enqueue(call_answer("openai", "call_fail", "mcp__fixture__fail", json::object()));
+  stub.enqueue(text_answer("openai", "It failed."));
+  TempDir dir;
+  DaemonProcess daemon(with_permissions(with_model(dir, write_config(dir, stub, "openai", true, fixture_server())),
+                                        "    mcp__fixture__echo: deny\n    mcp__fixture__fail: allow"));
+  wait_for_state(daemon, "fixture", "ready");
+  chat(daemon, "echo something", "s1", "r1");
+  REQUIRE(stub.requests().size() == 2);
+  const std::string denied = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_deny");
+  INFO(denied << daemon.log());
+  CHECK(denied.find("denied by tool-permissions") != std::string::npos);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 0);
+
+  chat(daemon, "now the failing one", "s2", "r2");
+  REQUIRE(stub.requests().size() == 4);
+  const std::string failed = call_result("openai", sent("openai", stub.requests()[3]).messages, "call_fail");
+  CHECK(failed.find("it failed, as it always does") != std::string::npos);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("FAILURES").as_integer() == 1);
+}
+
+TEST_CASE("a tool whose definition changes is refused until an operator trusts it", "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_1", "mcp__fixture__echo", {{"message", "first"}}));
+  stub.enqueue(text_answer("openai", "First done."));
+  TempDir dir;
+  DaemonProcess daemon(
+      with_permissions(with_model(dir, write_config(dir, stub, "openai", true, fixture_server("drift"))),
+                       "    \"mcp__fixture__*\": allow"));
+  const Value before = wait_for_state(daemon, "fixture", "ready");
+  chat(daemon, "echo once", "s1", "r1");  // the server changes echo's description after this call
+  INFO(daemon.log());
+  REQUIRE(daemon.wait_for_log("the definition of tool 'echo' changed since it was pinned"));
+  const Value changed = server_of(operator_command(daemon, ":MCP"), "fixture");
+  CHECK(tool_of(changed, "echo").at("PIN").text() == "changed");
+  CHECK(tool_of(changed, "echo").at("OFFERED").text().empty());
+  CHECK(tool_of(changed, "echo").at("PINNED-SHA256").text() == tool_of(before, "echo").at("SHA256").text());
+  CHECK(changed.at("DEFINITION-CHANGES").as_integer() == 1);
+
+  // No longer offered, and a call the model makes anyway is refused.
+  stub.enqueue(call_answer("openai", "call_2", "mcp__fixture__echo", {{"message", "second"}}));
+  stub.enqueue(text_answer("openai", "Refused."));
+  chat(daemon, "echo again", "s2", "r2");
+  const std::size_t second = stub.requests().size() - 2;
+  const Sent offered = sent("openai", stub.requests()[second]);
+  CHECK(std::find(offered.tools.begin(), offered.tools.end(), "mcp__fixture__echo") == offered.tools.end());
+  const std::string refused = call_result("openai", sent("openai", stub.requests().back()).messages, "call_2");
+  CHECK(refused.find("changed since it was pinned; it waits for an operator: passepartout mcp trust fixture echo") !=
+        std::string::npos);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 1);
+
+  // Trusted: the difference is shown, and the tool is offered again.
+  const Value trusted = operator_command(daemon, ":MCP-TRUST :SERVER \"fixture\" :TOOL \"echo\"");
+  INFO(to_sexp(trusted));
+  REQUIRE(is_ok_response(trusted));
+  REQUIRE(trusted.path({"PAYLOAD", "CHANGES"}).items().size() == 1);
+  const Value change = trusted.path({"PAYLOAD", "CHANGES"}).items()[0];
+  CHECK(std::string(change.at("TO-DEFINITION").text()).find("ignore previous instructions") != std::string::npos);
+  CHECK(std::string(change.at("FROM-DEFINITION").text()).find("ignore previous instructions") == std::string::npos);
+  CHECK(tool_of(server_of(operator_command(daemon, ":MCP"), "fixture"), "echo").at("PIN").text() == "pinned");
+  // The pin is in the state folder: a restart does not forget it.
+  const json pins = json::parse(read_text_file(daemon.state_dir() / "mcp-pins.json"));
+  CHECK(pins["servers"]["fixture"]["echo"]["sha256"] == std::string(change.at("TO-SHA256").text()));
+}
+
+TEST_CASE("a server that crashes is started again while the daemon keeps serving", "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_crash", "mcp__fixture__echo", {{"message", "boom"}}));
+  stub.enqueue(text_answer("openai", "It crashed."));
+  stub.set_default(text_answer("openai", "Still here."));
+  TempDir dir;
+  DaemonProcess daemon(
+      with_permissions(with_model(dir, write_config(dir, stub, "openai", true, fixture_server("crash"))),
+                       "    \"mcp__fixture__*\": allow"));
+  const Value first = wait_for_state(daemon, "fixture", "ready");
+  chat(daemon, "crash it", "s1", "r1");
+  REQUIRE(stub.requests().size() >= 2);
+  const std::string result = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_crash");
+  INFO(result << daemon.log());
+  CHECK(result.find("mcp server 'fixture' exited with status 3") != std::string::npos);
+  // Started again after its backoff, with another process.
+  const Value again = wait_for_state(daemon, "fixture", "ready");
+  CHECK(again.at("STARTS").as_integer() == 2);
+  CHECK(again.at("PID").as_integer() != first.at("PID").as_integer());
+  const auto frames = chat(daemon, "are you there?", "s2", "r2");
+  CHECK(printed(frames).find("Still here.") != std::string::npos);
+}
+
+TEST_CASE("a bad mcp_servers entry stops the daemon's start, naming the file, line and key",
+          "[integration][mcp][concurrency]") {
+  TempDir dir;
+  const fs::path config = dir.path() / "bad.yaml";
+  std::ofstream(config) << "mcp_servers:\n  fs:\n    command: x\n    argz: [a]\n  \"bad__name\":\n    url: ftp://x\n";
+  const ProcessRun run = run_passepartout({"daemon", "--config", config.string(), "--state-dir",
+                                           (dir.path() / "state").string(), "--port", "0", "--metrics-port", "off"},
+                                          hermetic_env(dir.path()));
+  CHECK(run.exit_status == 2);
+  CHECK(run.err.find(config.string() + ":4:5: unknown key 'argz' of mcp server 'fs'; did you mean 'args'?") !=
+        std::string::npos);
+  CHECK(run.err.find(config.string() + ":5:3: mcp server 'bad__name': a name is 1 to 24") != std::string::npos);
+  CHECK(run.err.find(config.string() +
+                     ":6:5: url of mcp server 'bad__name': 'ftp://x' is not an http:// or https:// URL") !=
+        std::string::npos);
+  INFO(run.err);
+}
+
+TEST_CASE("the reference server-everything over stdio serves a model's call through the daemon",
+          "[integration][mcp][concurrency]") {
+  const fs::path server = package_script("@modelcontextprotocol/server-everything", "dist/index.js");
+  HttpStub stub;
+  stub.enqueue(call_answer("openai", "call_everything", "mcp__everything__echo", {{"message", "hello reference"}}));
+  stub.enqueue(text_answer("openai", "It echoed."));
+  TempDir dir;
+  const std::string servers =
+      "mcp_servers:\n  everything:\n    command: node\n    args: [" + server.string() + ", stdio]\n";
+  DaemonProcess daemon(with_permissions(with_model(dir, write_config(dir, stub, "openai", true, servers)),
+                                        "    mcp__everything__echo: allow"));
+  const Value ready = wait_for_state(daemon, "everything", "ready");
+  CHECK(ready.at("PROTOCOL-VERSION").text() == "2025-11-25");
+  CHECK(tool_of(ready, "get-tiny-image").at("OFFERED").text() == "mcp__everything__get-tiny-image");
+  CHECK(std::string(tool_of(ready, "echo").at("ANNOTATIONS-JSON").text()).find("readOnlyHint") != std::string::npos);
+  chat(daemon, "echo hello", "s1", "r1");
+  REQUIRE(stub.requests().size() == 2);
+  const std::string result = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_everything");
+  INFO(result << daemon.log());
+  CHECK(result.find("Echo: hello reference") != std::string::npos);
+}
+
+}  // namespace passepartout
