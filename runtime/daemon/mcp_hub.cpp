@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <future>
 #include <map>
@@ -68,7 +69,7 @@ std::int64_t unix_ms() {
 std::uint64_t percentile(std::vector<std::uint64_t> samples, double p) {
   if (samples.empty()) return 0;
   std::sort(samples.begin(), samples.end());
-  const auto index = static_cast<std::size_t>(p * static_cast<double>(samples.size() - 1) + 0.5);
+  const auto index = static_cast<std::size_t>(std::lround(p * static_cast<double>(samples.size() - 1)));
   return samples[std::min(index, samples.size() - 1)];
 }
 
@@ -96,8 +97,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     std::size_t stderr_dropped = 0;
   };
 
-  Impl(asio::io_context& context, fs::path state_dir)
-      : io(context), pins_file(std::move(state_dir) / "mcp-pins.json") {}
+  Impl(asio::io_context& context, const fs::path& state_dir) : io(context), pins_file(state_dir / "mcp-pins.json") {}
 
   asio::io_context& io;
   fs::path pins_file;
@@ -190,10 +190,10 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     events.on_tools_changed = [weak, server, epoch] {
       if (auto self = weak.lock(); self && server->epoch == epoch) self->list(server, epoch);
     };
-    events.on_closed = [weak, server, epoch](std::string reason) {
+    events.on_closed = [weak, server, epoch](const std::string& reason) {
       if (auto self = weak.lock(); self && server->epoch == epoch) self->died(server, reason);
     };
-    events.on_stderr = [weak, server](std::string line) {
+    events.on_stderr = [weak, server](const std::string& line) {
       if (auto self = weak.lock()) self->stderr_line(*server, line);
     };
     s.client = mcp::McpClient::create(io, std::move(options), std::move(events));
@@ -393,10 +393,10 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
           unavailable.emplace_back(
               offered, who(*server) + " is " + server->state + (server->reason.empty() ? "" : ": " + server->reason));
         } else if (status.pin == "changed") {
-          unavailable.emplace_back(offered, "the definition of '" + offered +
-                                                "' changed since it was pinned; it waits for an operator: "
-                                                "passepartout mcp trust " +
-                                                name + " " + status.name);
+          std::string why = "the definition of '" + offered +
+                            "' changed since it was pinned; it waits for an operator: passepartout mcp trust ";
+          why.append(name).append(" ").append(status.name);
+          unavailable.emplace_back(offered, std::move(why));
         }
       }
     }
@@ -506,7 +506,12 @@ McpHub::McpHub(asio::io_context& io, fs::path state_dir) : impl_(std::make_share
   }
 }
 
-McpHub::~McpHub() { stop(); }
+McpHub::~McpHub() {
+  try {
+    stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; stop() logs what it can
+  }
+}
 
 void McpHub::apply(std::vector<mcp::McpServerConfig> servers) {
   asio::post(impl_->io, [impl = impl_, servers = std::move(servers)]() mutable {

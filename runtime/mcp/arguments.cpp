@@ -12,8 +12,8 @@ namespace {
 using Json = nlohmann::json;
 
 const Json& no_schema() {
-  static const Json empty = Json::object();
-  return empty;
+  static const Json kEmpty = Json::object();
+  return kEmpty;
 }
 
 // Whether the schema's "type" (a name or a list of names) includes `type`.

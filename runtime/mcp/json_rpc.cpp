@@ -33,7 +33,7 @@ Result<RpcMessage> parse_message(std::string_view text) {
   if (json.is_discarded()) return bad("not JSON", text);
   if (!json.is_object()) return bad("not a JSON-RPC message (a JSON object)", text);
   const auto version = json.find("jsonrpc");
-  if (version == json.end() || *version != "2.0") return bad("not JSON-RPC 2.0 (\"jsonrpc\": \"2.0\" missing)", text);
+  if (version == json.end() || *version != "2.0") return bad(R"(not JSON-RPC 2.0 ("jsonrpc": "2.0" missing))", text);
 
   RpcMessage message;
   const auto method = json.find("method");
@@ -65,7 +65,7 @@ Result<RpcMessage> parse_message(std::string_view text) {
   const auto result = json.find("result");
   const auto error = json.find("error");
   if ((result == json.end()) == (error == json.end())) {
-    return bad("a response with neither or both of \"result\" and \"error\"", text);
+    return bad(R"(a response with neither or both of "result" and "error")", text);
   }
   if (result != json.end()) {
     if (!result->is_object()) return bad("a response whose \"result\" is not an object", text);

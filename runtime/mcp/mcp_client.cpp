@@ -200,7 +200,7 @@ struct McpClient::Impl {
     return info;
   }
 
-  void list_page(std::string cursor, std::vector<ToolDefinition> so_far, std::size_t pages, ToolsDone done) {
+  void list_page(const std::string& cursor, std::vector<ToolDefinition> so_far, std::size_t pages, ToolsDone done) {
     Json params = Json::object();
     if (!cursor.empty()) params["cursor"] = cursor;
     request(
@@ -254,10 +254,10 @@ McpClient::~McpClient() {
 void McpClient::start(const StartTransport& start_transport, InitializeDone done) {
   Impl& impl = *impl_;
   TransportEvents transport_events;
-  transport_events.on_message = [weak = impl.self](std::string message) {
+  transport_events.on_message = [weak = impl.self](const std::string& message) {
     if (auto client = weak.lock()) client->impl_->on_message(message);
   };
-  transport_events.on_closed = [weak = impl.self](std::string reason) {
+  transport_events.on_closed = [weak = impl.self](const std::string& reason) {
     if (auto client = weak.lock()) client->impl_->fail_session(reason);
   };
   transport_events.on_stderr = [weak = impl.self](std::string line) {
@@ -329,13 +329,14 @@ std::int64_t McpClient::call_tool(std::string_view tool, std::string_view argume
 void McpClient::cancel(std::int64_t id, std::string_view reason) { impl_->abandon(id, std::string(reason), true); }
 
 void McpClient::ping(PingDone done) {
-  impl_->request("ping", "{}", impl_->options.request_timeout, [done = std::move(done)](Result<std::string> result) {
-    if (!result) {
-      done(fail(result.error().code, result.error().message));
-      return;
-    }
-    done({});
-  });
+  impl_->request("ping", "{}", impl_->options.request_timeout,
+                 [done = std::move(done)](const Result<std::string>& result) {
+                   if (!result) {
+                     done(fail(result.error().code, result.error().message));
+                     return;
+                   }
+                   done({});
+                 });
 }
 
 void McpClient::close() {

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "base/errno_text.hpp"
 #include "base/yaml_diagnostics.hpp"
@@ -112,8 +113,8 @@ Result<std::vector<std::pair<std::string, std::string>>> read_headers_file(const
 // Reads one entry into `c`; every problem goes to `problems`, located.
 class EntryReader {
  public:
-  EntryReader(YamlProblems& problems, const EnvLookup& env, const fs::path& base, bool foreign)
-      : problems_(problems), env_(env), base_(base), foreign_(foreign) {}
+  EntryReader(YamlProblems& problems, const EnvLookup& env, fs::path base, bool foreign)
+      : problems_(problems), env_(env), base_(std::move(base)), foreign_(foreign) {}
 
   std::optional<McpServerConfig> read(const YAML::Node& name_node, const YAML::Node& entry) {
     McpServerConfig c;
@@ -195,8 +196,9 @@ class EntryReader {
       } else if (name == "max_result_bytes") {
         if (auto text = string_of(key, value, name)) {
           std::size_t n = 0;
-          const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), n);
-          if (error != std::errc() || end != text->data() + text->size() || n < 256 || n > (std::size_t{16} << 20)) {
+          const std::string_view digits = *text;
+          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+          if (error != std::errc() || end != digits.data() + digits.size() || n < 256 || n > (std::size_t{16} << 20)) {
             problems_.problem(value.Mark(), "max_result_bytes" + what_ + ": " + in_quotes(*text) +
                                                 " is not a number of bytes (256 to 16777216)");
           } else {
@@ -287,7 +289,7 @@ class EntryReader {
     for (const auto& item : value) {
       const std::string item_name = item.first.IsScalar() ? item.first.Scalar() : std::string("?");
       bool used_env = false;
-      if (auto text = string_of(item.first, item.second, name + "." + item_name, &used_env)) {
+      if (auto text = string_of(item.first, item.second, std::string(name).append(".").append(item_name), &used_env)) {
         if (literal != nullptr && !used_env) *literal = true;
         out.emplace_back(item_name, std::move(*text));
       }
@@ -352,13 +354,13 @@ Result<std::vector<McpServerConfig>> read_mcp_json(const fs::path& file, const E
   }
   if (!root.IsMap()) {
     return fail(ErrorCode::invalid_input,
-                located(origin, root.Mark(), "expected a JSON object with \"mcpServers\" (or VS Code's \"servers\")"));
+                located(origin, root.Mark(), R"(expected a JSON object with "mcpServers" (or VS Code's "servers"))"));
   }
   YAML::Node servers = root["mcpServers"];
   if (!servers.IsDefined()) servers = root["servers"];
   if (!servers.IsDefined() || !servers.IsMap()) {
     return fail(ErrorCode::invalid_input,
-                located(origin, root.Mark(), "no \"mcpServers\" (or VS Code's \"servers\") object of servers"));
+                located(origin, root.Mark(), R"(no "mcpServers" (or VS Code's "servers") object of servers)"));
   }
   YamlProblems problems(origin);
   std::vector<McpServerConfig> out;

@@ -55,7 +55,8 @@ std::string signal_name(int signal) {
 }
 
 std::string mebibytes(std::size_t bytes) {
-  if (bytes % (1024 * 1024) == 0) return std::to_string(bytes / (1024 * 1024)) + " MiB";
+  constexpr std::size_t kMiB = std::size_t{1024} * 1024;
+  if (bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
   return std::to_string(bytes) + " bytes";
 }
 
@@ -73,7 +74,7 @@ std::vector<std::string> child_environment(const StdioCommand& command) {
     if (given(name)) continue;
     if (const char* value = std::getenv(name); value != nullptr) env.push_back(std::string(name) + "=" + value);
   }
-  for (const auto& [key, value] : command.env) env.push_back(key + "=" + value);
+  for (const auto& [key, value] : command.env) env.push_back(std::string(key).append("=").append(value));
   return env;
 }
 
@@ -350,7 +351,7 @@ Result<std::shared_ptr<Transport>> start_stdio(asio::io_context& io, const Stdio
     if (made != 0) {
       const std::string reason = errno_text(errno);
       close_pipes();
-      return fail(ErrorCode::io_error, what + ": " + reason);
+      return fail(ErrorCode::io_error, std::string(what).append(": ").append(reason));
     }
     pipes[i] = {fds[0], fds[1]};
   }

@@ -160,7 +160,7 @@ Result<ToolResult> render_tool_result(std::string_view result_json, std::size_t 
   const bool has_content = content != result.end() && content->is_array();
   const bool has_structured = structured != result.end() && !structured->is_null();
   if (!has_content && !has_structured) {
-    return fail(ErrorCode::invalid_input, "a tools/call result with neither \"content\" nor \"structuredContent\"");
+    return fail(ErrorCode::invalid_input, R"(a tools/call result with neither "content" nor "structuredContent")");
   }
   ToolResult out;
   const auto is_error = result.find("isError");

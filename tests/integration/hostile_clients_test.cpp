@@ -349,7 +349,9 @@ TEST_CASE("idle, slow and pipelining TCP clients cannot keep a well-behaved one 
                     during.descriptors, before.resident_kib, during.resident_kib);
         // Bounded by the per-user limits (64 framed, 16 metrics) and what is being closed.
         CHECK(during.descriptors <= before.descriptors + 64 + 16 + 16);
+#if !defined(__SANITIZE_ADDRESS__)  // its quarantine keeps freed memory resident (256 MiB by default)
         CHECK(during.resident_kib - before.resident_kib < 256 * 1024);
+#endif
 
         const Value status = status_payload(daemon);
         const std::int64_t evicted =

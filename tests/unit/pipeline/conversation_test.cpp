@@ -321,7 +321,8 @@ TEST_CASE("a blocked native shell call's reason is that call's result in the mod
   model->enqueue(shell_call("call_1", "rm -rf ~/scratch"));  // shell-guard blocks it; it never runs
   rig.run(user_input("free some disk space", "s"));
   REQUIRE(model->calls() >= 2);
-  const Turn* result = result_for(model->seen(1).transcript, "call_1");
+  const auto seen = model->seen(1).transcript;  // kept: result_for points into it
+  const Turn* result = result_for(seen, "call_1");
   REQUIRE(result != nullptr);
   INFO(result->text);
   CHECK(result->text.find("DESTRUCTIVE-RM") != std::string::npos);
