@@ -499,7 +499,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
   }
 };
 
-McpHub::McpHub(asio::io_context& io, fs::path state_dir) : impl_(std::make_shared<Impl>(io, std::move(state_dir))) {
+McpHub::McpHub(asio::io_context& io, const fs::path& state_dir) : impl_(std::make_shared<Impl>(io, state_dir)) {
   impl_->load_pins();
   if (!impl_->pins_error.empty()) {
     log_message(LogLevel::error, kComponent, "{}; no MCP tool is offered until that is fixed", impl_->pins_error);

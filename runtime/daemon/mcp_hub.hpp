@@ -73,7 +73,7 @@ class McpHub final : public ExternalTools {
  public:
   // Runs everything on `io` (one thread runs it). Pins are read from and
   // written to `state_dir`.
-  McpHub(boost::asio::io_context& io, std::filesystem::path state_dir);
+  McpHub(boost::asio::io_context& io, const std::filesystem::path& state_dir);
   ~McpHub() override;
   McpHub(const McpHub&) = delete;
   McpHub& operator=(const McpHub&) = delete;

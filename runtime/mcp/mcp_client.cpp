@@ -233,7 +233,7 @@ struct McpClient::Impl {
                       impl.who() + " lists over " + std::to_string(kMaxPages) + " pages of tools"));
             return;
           }
-          impl.list_page(std::move(page->next_cursor), std::move(so_far), pages + 1, std::move(done));
+          impl.list_page(page->next_cursor, std::move(so_far), pages + 1, std::move(done));
         });
   }
 };
