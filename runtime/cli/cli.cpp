@@ -25,6 +25,7 @@
 #include "cli/history_format.hpp"
 #include "cli/local_skills.hpp"
 #include "cli/terminal_text.hpp"
+#include "isolation/confine.hpp"
 #include "isolation/skill_worker.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
@@ -369,6 +370,8 @@ int run(int argc, char** argv) {
   // The worker a skill with `isolation: process` runs in: started by the
   // daemon, kept out of --help (not meant to be run by hand).
   if (argc >= 2 && std::string_view(argv[1]) == "skill-worker") return run_skill_worker(argc, argv);
+  // The sandbox the daemon starts an MCP server over stdio in (isolation/confine.hpp).
+  if (argc >= 2 && std::string_view(argv[1]) == "confine") return run_confine(argc, argv);
   CLI::App app{
       "Passepartout: an LLM-agent runtime whose intelligence lives in hot-swappable skills.\n"
       "The model proposes; deterministic gates in skills decide.",

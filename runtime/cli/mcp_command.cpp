@@ -131,6 +131,7 @@ void render_servers(const Value& response, std::ostream& out) {
     }
     out << '\n';
     if (const std::string reason = text_of(server, "REASON"); !reason.empty()) out << "  " << reason << '\n';
+    if (const std::string sandbox = text_of(server, "SANDBOX"); !sandbox.empty()) out << "  " << sandbox << '\n';
     for (const Value& tool : server.at("TOOLS").items()) {
       const std::string offered = text_of(tool, "OFFERED");
       out << "  " << (offered.empty() ? text_of(tool, "NAME") + " (not offered)" : offered) << "  "

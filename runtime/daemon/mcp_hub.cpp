@@ -3,6 +3,7 @@
 #include "daemon/mcp_hub.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
+#include "isolation/confine.hpp"
 #include "mcp/arguments.hpp"
 #include "mcp/mcp_client.hpp"
 #include "value/json_bridge.hpp"
@@ -66,6 +68,33 @@ std::int64_t unix_ms() {
       .count();
 }
 
+// An account's ids and name, looked up without the non-reentrant getpwnam.
+struct Account {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;
+};
+
+Result<Account> account_named(const std::string& name) {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  const int error = ::getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr) {
+    return fail(ErrorCode::invalid_input,
+                "user: '" + name + "' is not an account here" + (error != 0 ? " (" + errno_text(error) + ")" : ""));
+  }
+  return Account{entry.pw_uid, entry.pw_gid, entry.pw_name};
+}
+
+std::string own_account_name() {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  ::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found);
+  return found != nullptr ? std::string(entry.pw_name) : std::to_string(::geteuid());
+}
+
 std::uint64_t percentile(std::vector<std::uint64_t> samples, double p) {
   if (samples.empty()) return 0;
   std::sort(samples.begin(), samples.end());
@@ -95,12 +124,24 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     Clock::time_point stderr_window{};
     std::size_t stderr_lines = 0;
     std::size_t stderr_dropped = 0;
+    fs::path temporary;   // its own temporary folder while it runs (stdio)
+    std::string sandbox;  // what it runs under, one line (stdio)
   };
 
-  Impl(asio::io_context& context, const fs::path& state_dir) : io(context), pins_file(state_dir / "mcp-pins.json") {}
+  // What a stdio server is started with besides its entry.
+  struct Launch {
+    Confinement confinement;
+    fs::path temporary;
+    std::vector<std::pair<std::string, std::string>> env;  // the entry's, with TMPDIR (and HOME) added
+    std::string working_dir;
+  };
+
+  Impl(asio::io_context& context, const fs::path& state_dir, fs::path launcher_path)
+      : io(context), pins_file(state_dir / "mcp-pins.json"), launcher(std::move(launcher_path)) {}
 
   asio::io_context& io;
   fs::path pins_file;
+  fs::path launcher;                                       // the executable whose `confine` starts a stdio server
   std::map<std::string, std::shared_ptr<Server>> servers;  // the loop's thread only
   Json pins = Json::object();                              // server -> tool -> {sha256, definition, ...}
   std::string pins_error;                                  // why the pins could not be read: then nothing is offered
@@ -171,13 +212,18 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
 
   void start(const std::shared_ptr<Server>& server) {
     Server& s = *server;
-    // Confinement the entry asks for and this host cannot give yet: the
-    // server does not run unconfined in its place (fail closed).
-    if (s.config.kind == mcp::McpServerConfig::Kind::stdio && (!s.config.network || !s.config.writable.empty())) {
-      refuse(s,
-             "its entry asks for confinement (network: false, writable:) that this daemon does not apply to "
-             "MCP servers yet; remove those keys to run it unconfined");
-      return;
+    release_temporary(s);
+    std::optional<Launch> launch;
+    if (s.config.kind == mcp::McpServerConfig::Kind::stdio) {
+      auto prepared = prepare_launch(s.config);
+      if (!prepared) {
+        refuse(s, prepared.error().message);  // fail closed: it does not run unconfined instead
+        return;
+      }
+      launch = std::move(*prepared);
+      s.temporary = launch->temporary;
+      s.sandbox = describe(launch->confinement, sandbox_capabilities());
+      log_message(LogLevel::info, kComponent, "{} {}", who(s), s.sandbox);
     }
     const std::uint64_t epoch = ++s.epoch;
     ++s.starts;
@@ -198,7 +244,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     };
     s.client = mcp::McpClient::create(io, std::move(options), std::move(events));
     const mcp::McpServerConfig config = s.config;
-    auto start_transport = [this, config](mcp::TransportEvents transport_events) {
+    auto start_transport = [this, config, launch](mcp::TransportEvents transport_events) {
       if (config.kind == mcp::McpServerConfig::Kind::http) {
         mcp::HttpEndpoint endpoint;
         endpoint.name = config.name;
@@ -210,8 +256,11 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
       command.name = config.name;
       command.command = config.command;
       command.args = config.args;
-      command.env = config.env;
-      command.working_dir = config.cwd;
+      command.env = launch->env;
+      command.working_dir = launch->working_dir;
+      command.launcher = {launcher.string()};
+      for (std::string& argument : confine_arguments(launch->confinement))
+        command.launcher.push_back(std::move(argument));
       return mcp::start_stdio(io, command, std::move(transport_events));
     };
     s.client->start(start_transport, [weak, server, epoch](Result<mcp::ServerInfo> info) {
@@ -320,6 +369,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     s.state = "refused";
     s.reason = reason;
     if (s.client) s.client->close();
+    release_temporary(s);
     ++s.epoch;
     publish();
   }
@@ -328,6 +378,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     Server& s = *server;
     ++s.epoch;  // whatever the old session still says is stale
     if (s.client) s.client->close();
+    release_temporary(s);
     const auto now = Clock::now();
     s.deaths.push_back(now);
     while (!s.deaths.empty() && now - s.deaths.front() > kDeathWindow) s.deaths.pop_front();
@@ -359,6 +410,77 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     if (s.restart) s.restart->cancel();
     if (s.client) s.client->close();
     s.client.reset();
+    release_temporary(s);
+  }
+
+  // The confinement of a stdio server, its temporary folder (created here),
+  // and what its process gets besides its entry. Errors say what in the entry
+  // cannot be honoured; the server is then refused, not run unconfined.
+  Result<Launch> prepare_launch(const mcp::McpServerConfig& config) const {
+    Launch launch;
+    Confinement& c = launch.confinement;
+    c.network = config.network;
+    c.open_files = config.open_files;
+    c.memory_bytes = config.memory_bytes;
+    c.cpu_seconds = config.cpu_seconds;
+    c.parent = ::getpid();
+    std::string home;
+    if (::geteuid() == 0) {
+      const std::string name = config.user.empty() ? "nobody" : config.user;
+      if (name != "root") {
+        auto account = account_named(name);
+        if (!account) return fail(account.error().code, account.error().message);
+        c.switch_user = account->uid != 0;
+        c.uid = account->uid;
+        c.gid = account->gid;
+      }
+    } else if (!config.user.empty() && config.user != own_account_name()) {
+      return fail(ErrorCode::refused, "user: the daemon runs as '" + own_account_name() +
+                                          "', not root, so it cannot run the server as '" + config.user +
+                                          "'; remove user: from its entry");
+    }
+    for (const fs::path& folder : config.writable) {
+      std::error_code error;
+      if (!fs::is_directory(folder, error)) {
+        return fail(ErrorCode::invalid_input, "writable: '" + folder.string() +
+                                                  "' is not an existing folder; create it or remove it from the entry");
+      }
+      c.writable.push_back(folder);
+    }
+    std::error_code error;
+    std::string pattern = (fs::temp_directory_path(error) / ("passepartout-mcp-" + config.name + "-XXXXXX")).string();
+    if (error || ::mkdtemp(pattern.data()) == nullptr) {
+      return fail(ErrorCode::io_error, "cannot create its temporary folder " + pattern + ": " +
+                                           (error ? error.message() : errno_text(errno)));
+    }
+    launch.temporary = pattern;
+    if (c.switch_user && ::chown(pattern.c_str(), c.uid, c.gid) != 0) {
+      const int why = errno;
+      fs::remove_all(launch.temporary, error);
+      return fail(ErrorCode::io_error, "cannot hand its temporary folder " + pattern + " over to uid " +
+                                           std::to_string(c.uid) + ": " + errno_text(why));
+    }
+    c.writable.push_back(launch.temporary);
+    launch.env = config.env;
+    auto given = [&](std::string_view name) {
+      return std::any_of(config.env.begin(), config.env.end(), [&](const auto& entry) { return entry.first == name; });
+    };
+    if (!given("TMPDIR")) launch.env.emplace_back("TMPDIR", pattern);
+    // Another user's HOME (the daemon's) is of no use to it: its own folder is.
+    if (c.switch_user && !given("HOME")) launch.env.emplace_back("HOME", pattern);
+    launch.working_dir = config.cwd.empty() ? pattern : config.cwd;
+    return launch;
+  }
+
+  static void release_temporary(Server& s) {
+    if (s.temporary.empty()) return;
+    std::error_code error;
+    fs::remove_all(s.temporary, error);
+    if (error) {
+      log_message(LogLevel::warn, kComponent, "mcp server '{}': cannot remove its temporary folder {}: {}",
+                  s.config.name, s.temporary.string(), error.message());
+    }
+    s.temporary.clear();
   }
 
   void stderr_line(Server& s, const std::string& line) {
@@ -495,11 +617,13 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     status.latency_p99_us = percentile(samples, 0.99);
     status.tools = s.tool_status;
     status.definition_changes = s.changes;
+    status.sandbox = s.sandbox;
     return status;
   }
 };
 
-McpHub::McpHub(asio::io_context& io, const fs::path& state_dir) : impl_(std::make_shared<Impl>(io, state_dir)) {
+McpHub::McpHub(asio::io_context& io, const fs::path& state_dir, const fs::path& launcher)
+    : impl_(std::make_shared<Impl>(io, state_dir, launcher.empty() ? fs::path("/proc/self/exe") : launcher)) {
   impl_->load_pins();
   if (!impl_->pins_error.empty()) {
     log_message(LogLevel::error, kComponent, "{}; no MCP tool is offered until that is fixed", impl_->pins_error);

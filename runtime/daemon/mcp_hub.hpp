@@ -9,6 +9,12 @@
 // mcp/tools.hpp computes it) is recorded in <state dir>/mcp-pins.json. A
 // tool whose definition later differs is neither offered nor callable until
 // an operator trusts the change (trust()).
+//
+// A stdio server runs confined (isolation/confine.hpp): as nobody when the
+// daemon is root (its entry's `user:` otherwise), writes confined to its
+// entry's `writable:` folders and a temporary folder of its own (TMPDIR, and
+// HOME when it runs as another user; its working folder unless `cwd:`), the
+// network denied when the entry says `network: false`, killed with the daemon.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +61,7 @@ struct McpServerStatus {
   };
   std::vector<Tool> tools;
   std::uint64_t definition_changes = 0;  // tools found changed since the daemon started
+  std::string sandbox;                   // what a stdio server runs under, one line ("" for http)
 };
 
 // What trust() changed.
@@ -72,8 +79,10 @@ struct McpTrustReport {
 class McpHub final : public ExternalTools {
  public:
   // Runs everything on `io` (one thread runs it). Pins are read from and
-  // written to `state_dir`.
-  McpHub(boost::asio::io_context& io, const std::filesystem::path& state_dir);
+  // written to `state_dir`. A stdio server is started as `<launcher> confine
+  // ... -- COMMAND ARGS` (isolation/confine.hpp); empty: this executable.
+  McpHub(boost::asio::io_context& io, const std::filesystem::path& state_dir,
+         const std::filesystem::path& launcher = {});
   ~McpHub() override;
   McpHub(const McpHub&) = delete;
   McpHub& operator=(const McpHub&) = delete;

@@ -279,6 +279,7 @@ Value OperatorHandler::mcp_value() const {
                                     {"LATENCY-P50-US", num(static_cast<std::int64_t>(server.latency_p50_us))},
                                     {"LATENCY-P99-US", num(static_cast<std::int64_t>(server.latency_p99_us))},
                                     {"DEFINITION-CHANGES", num(static_cast<std::int64_t>(server.definition_changes))},
+                                    {"SANDBOX", str(server.sandbox)},
                                     {"TOOLS", Value::list(tools)}}));
   }
   return Value::list(servers);

@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/landlock.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
@@ -31,29 +30,8 @@
 #include <vector>
 
 #include "base/errno_text.hpp"
+#include "isolation/landlock.hpp"
 
-// Debian 12's kernel headers stop at Landlock ABI 2; the values are the kernel's stable ABI.
-#ifndef LANDLOCK_ACCESS_FS_REFER
-#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
-#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
-#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
-#endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
-#endif
-#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
-#endif
-#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#endif
-#ifndef LANDLOCK_SCOPE_SIGNAL
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
-#endif
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
 #endif
@@ -158,13 +136,6 @@ Result<void> lower_limit(int resource, const char* name, rlim_t soft, rlim_t har
   return {};
 }
 
-// struct landlock_ruleset_attr as of ABI 6 (Debian 12's header has only the first member).
-struct RulesetAttributes {
-  std::uint64_t handled_access_fs;
-  std::uint64_t handled_access_net;
-  std::uint64_t scoped;
-};
-
 class Descriptor {
  public:
   explicit Descriptor(int fd) : fd_(fd) {}
@@ -178,15 +149,6 @@ class Descriptor {
  private:
   int fd_;
 };
-
-// Every file access Landlock ABI `abi` can handle.
-std::uint64_t handled_fs(int abi) {
-  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: bits 0 (execute) to 12 (make_sym)
-  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
-  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
-  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  return all;
-}
 
 // Adds a read-only rule for `path` (plus execute when `execute`); false
 // when it does not exist.
@@ -213,10 +175,10 @@ constexpr const char* kProgramFolders[] = {"/usr",   "/bin",   "/sbin",   "/lib"
                                            "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache"};
 
 Result<std::string> apply_landlock(const SandboxSpec& spec, int abi) {
-  RulesetAttributes attributes{handled_fs(abi), 0, 0};
+  landlock::RulesetAttributes attributes{landlock::every_fs_access(abi), 0, 0};
   std::size_t size = sizeof attributes.handled_access_fs;
   if (abi >= 4) {
-    size = offsetof(RulesetAttributes, scoped);
+    size = offsetof(landlock::RulesetAttributes, scoped);
     if (!spec.network) attributes.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
   }
   if (abi >= 6) {

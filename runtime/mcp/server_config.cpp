@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "base/byte_size.hpp"
 #include "base/errno_text.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "base/yaml_scalars.hpp"
@@ -24,8 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kKeys[] = {
-    "command", "args",         "env",    "cwd",          "writable",         "network",  "url",
-    "headers", "headers_file", "guards", "call_timeout", "max_result_bytes", "disabled", "type"};
+    "command", "args",    "env",          "cwd",    "writable",     "network",          "user",     "limits",
+    "url",     "headers", "headers_file", "guards", "call_timeout", "max_result_bytes", "disabled", "type"};
+constexpr std::string_view kLimitKeys[] = {"open_files", "memory", "cpu_seconds"};
 // What other hosts' files carry and this host does not use: ignored there.
 constexpr std::string_view kForeignKeys[] = {"envFile",      "autoApprove",   "alwaysAllow", "timeout",
                                              "description",  "transportType", "trust",       "includeTools",
@@ -157,6 +159,10 @@ class EntryReader {
         for (const std::string& path : strings_of(key, value, name)) c.writable.push_back(path_of(path));
       } else if (name == "network") {
         if (auto flag = bool_of(key, value, name)) c.network = *flag;
+      } else if (name == "user") {
+        if (auto text = string_of(key, value, name)) c.user = *text;
+      } else if (name == "limits") {
+        read_limits(key, value, c);
       } else if (name == "url") {
         if (auto text = string_of(key, value, name)) c.url = *text;
       } else if (name == "headers") {
@@ -237,6 +243,41 @@ class EntryReader {
   }
 
  private:
+  void read_limits(const YAML::Node& key, const YAML::Node& value, McpServerConfig& c) {
+    if (!value.IsMap()) {
+      problems_.problem_at(key, value, "limits" + what_ + ": expected a map such as {open_files: 1024, memory: 2GiB}");
+      return;
+    }
+    for (const auto& item : value) {
+      const std::string name = item.first.IsScalar() ? item.first.Scalar() : std::string("?");
+      if (std::find(std::begin(kLimitKeys), std::end(kLimitKeys), name) == std::end(kLimitKeys)) {
+        problems_.problem(item.first.Mark(), unknown_key_message(name, kLimitKeys, " of limits" + what_, {}));
+        continue;
+      }
+      auto text = string_of(item.first, item.second, "limits." + name);
+      if (!text) continue;
+      std::uint64_t number = 0;
+      bool ok = false;
+      if (name == "memory") {
+        auto bytes = parse_size(*text);
+        ok = bytes && *bytes >= (std::uint64_t{16} << 20);
+        if (ok) number = *bytes;
+      } else {
+        const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), number);
+        ok = error == std::errc() && end == text->data() + text->size() && number > 0 && number <= (1U << 30);
+      }
+      if (!ok) {
+        problems_.problem(item.second.Mark(), "limits." + name + what_ + ": " + in_quotes(*text) +
+                                                  (name == "memory" ? " is not a size of at least 16MiB (such as 2GiB)"
+                                                                    : " is not a positive whole number"));
+        continue;
+      }
+      if (name == "open_files") c.open_files = number;
+      if (name == "memory") c.memory_bytes = number;
+      if (name == "cpu_seconds") c.cpu_seconds = number;
+    }
+  }
+
   bool owner_only() const {
     if (!foreign_) return false;  // the daemon's own config says where secrets come from
     struct stat info {};
@@ -314,9 +355,10 @@ class EntryReader {
 
 bool McpServerConfig::same_as(const McpServerConfig& other) const {
   return kind == other.kind && command == other.command && args == other.args && env == other.env && cwd == other.cwd &&
-         writable == other.writable && network == other.network && url == other.url && headers == other.headers &&
-         guards == other.guards && call_timeout == other.call_timeout && max_result_bytes == other.max_result_bytes &&
-         disabled == other.disabled;
+         writable == other.writable && network == other.network && user == other.user &&
+         open_files == other.open_files && memory_bytes == other.memory_bytes && cpu_seconds == other.cpu_seconds &&
+         url == other.url && headers == other.headers && guards == other.guards && call_timeout == other.call_timeout &&
+         max_result_bytes == other.max_result_bytes && disabled == other.disabled;
 }
 
 void read_mcp_servers(const YAML::Node& servers, YamlProblems& problems, const EnvLookup& env, const fs::path& base,

@@ -11,6 +11,8 @@
 //       cwd: /srv/notes
 //       writable: [/srv/notes]              # folders it may write (Landlock); its own temporary one too
 //       network: false                      # default true
+//       user: mcp                           # when the daemon is root: who it runs as (default nobody)
+//       limits: {open_files: 1024, memory: 2GiB, cpu_seconds: 3600}   # only open_files by default
 //     tracker:
 //       url: https://mcp.example.com/mcp    # Streamable HTTP
 //       headers: {Authorization: "Bearer ${env:TRACKER_TOKEN}"}
@@ -29,6 +31,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -61,6 +64,10 @@ struct McpServerConfig {
   std::string cwd;
   std::vector<std::filesystem::path> writable;
   bool network = true;
+  std::string user;  // "" : nobody, when the daemon is root
+  std::uint64_t open_files = 1024;
+  std::uint64_t memory_bytes = 0;  // 0: not limited
+  std::uint64_t cpu_seconds = 0;   // 0: not limited
   // http
   std::string url;
   std::vector<std::pair<std::string, std::string>> headers;

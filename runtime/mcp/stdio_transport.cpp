@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,32 @@ std::string mebibytes(std::size_t bytes) {
   constexpr std::size_t kMiB = std::size_t{1024} * 1024;
   if (bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
   return std::to_string(bytes) + " bytes";
+}
+
+// Where `name` is: itself when it holds a slash, else the first executable
+// file of that name in the folders of the PATH of `env` (the child's).
+Result<std::string> find_program(const std::string& name, const std::vector<std::string>& env) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) == 0) return name;
+    return fail(errno == ENOENT ? ErrorCode::not_found : ErrorCode::io_error, errno_text(errno));
+  }
+  std::string_view path = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& entry : env) {
+    if (entry.starts_with("PATH=")) path = std::string_view(entry).substr(5);
+  }
+  std::string_view rest = path;
+  while (true) {
+    const std::size_t colon = rest.find(':');
+    const std::string_view folder = rest.substr(0, colon);
+    std::string candidate = std::string(folder.empty() ? "." : folder) + "/" + name;
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return fail(ErrorCode::not_found, "no program '" + name + "' on its PATH (" + std::string(path) + ")");
 }
 
 // The child's environment: PATH, HOME and LANG of ours unless the entry gives
@@ -202,6 +229,7 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
   void take_stderr(std::string_view bytes) {
     for (const char c : bytes) {
       if (c == '\n') {
+        if (!err_line_.empty()) last_err_line_ = err_line_;
         if (events_.on_stderr && !err_line_.empty()) events_.on_stderr(std::move(err_line_));
         if (closed_) return;
         err_line_.clear();
@@ -255,6 +283,7 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
   // session told why, once.
   void finish(const std::string& reason) {
     if (closed_) return;
+    const std::string why = reason == exit_reason_ && exit_failed_ ? with_last_words(reason) : reason;
     closed_ = true;
     stop_reading();
     boost::system::error_code ignored;
@@ -265,7 +294,24 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
     if (!reaped_) reap(0);
     auto on_closed = std::move(events_.on_closed);
     events_ = {};
-    if (on_closed) on_closed(reason);
+    if (on_closed) on_closed(why);
+  }
+
+  // A failed exit's reason with the last line the process wrote to stderr
+  // (what a program that could not start says): what is still in the pipe
+  // is read first, since the process is gone.
+  std::string with_last_words(const std::string& reason) {
+    std::array<char, 4096> buffer{};
+    for (int rounds = 0; rounds < 64; ++rounds) {
+      const ssize_t n = ::read(stderr_.native_handle(), buffer.data(), buffer.size());
+      if (n <= 0) break;
+      take_stderr(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+    }
+    std::string last = err_line_.empty() ? last_err_line_ : err_line_;
+    if (last.empty()) return reason;
+    constexpr std::size_t kMaxQuoted = 300;
+    if (last.size() > kMaxQuoted) last = last.substr(0, kMaxQuoted) + "...";
+    return reason + ": " + last;
   }
 
   void stop_reading() {
@@ -286,6 +332,7 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
       return;
     }
     reaped_ = true;
+    exit_failed_ = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     if (WIFEXITED(status)) {
       exit_reason_ = "mcp server '" + name_ + "' exited with status " + std::to_string(WEXITSTATUS(status));
     } else if (WIFSIGNALED(status)) {
@@ -309,7 +356,9 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
   std::array<char, 4096> err_buffer_{};
   std::string line_;
   std::string err_line_;
+  std::string last_err_line_;
   bool err_cut_ = false;
+  bool exit_failed_ = false;
   std::deque<std::string> outgoing_;
   bool closed_ = false;
   bool input_broken_ = false;
@@ -374,22 +423,28 @@ Result<std::shared_ptr<Transport>> start_stdio(asio::io_context& io, const Stdio
   ::posix_spawnattr_setpgroup(&attributes, 0);
   ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
 
-  std::vector<std::string> args{command.command};
+  std::vector<std::string> env = child_environment(command);
+  auto program = find_program(command.command, env);
+  if (!program) {
+    close_pipes();
+    ::posix_spawn_file_actions_destroy(&actions);
+    ::posix_spawnattr_destroy(&attributes);
+    return fail(program.error().code, what + ": " + program.error().message);
+  }
+  std::vector<std::string> args = command.launcher;
+  args.push_back(*program);
   args.insert(args.end(), command.args.begin(), command.args.end());
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env = child_environment(command);
   std::vector<char*> envp;
   envp.reserve(env.size() + 1);
   for (std::string& entry : env) envp.push_back(entry.data());
   envp.push_back(nullptr);
 
   pid_t pid = 0;
-  // posix_spawnp looks the program up on this process's PATH; the child's own
-  // environment is envp alone.
-  const int spawned = ::posix_spawnp(&pid, command.command.c_str(), &actions, &attributes, argv.data(), envp.data());
+  const int spawned = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
   ::posix_spawn_file_actions_destroy(&actions);
   ::posix_spawnattr_destroy(&attributes);
   close_fd(pipes[0].read);

@@ -60,6 +60,10 @@ struct StdioCommand {
   std::vector<std::pair<std::string, std::string>> env;
   std::string working_dir;  // "" : the daemon's
   std::size_t max_message_bytes = std::size_t{4} * 1024 * 1024;
+  // What runs `command` in its place: a program and its first arguments, to
+  // which `command` and `args` are appended (`passepartout confine ... --`).
+  // Empty: `command` is started itself.
+  std::vector<std::string> launcher;
 };
 
 // Starts `command` with its stdin, stdout and stderr on pipes watched by

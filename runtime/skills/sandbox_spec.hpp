@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/byte_size.hpp"
 #include "base/result.hpp"
 
 namespace passepartout {
@@ -79,12 +80,5 @@ std::string describe(const SandboxSpec& spec, const SandboxCapabilities& capabil
 // lacks: "the manifest requires Landlock (sandbox.require), which is
 // unavailable here: ...", one sentence per missing layer.
 Result<void> check_requirements(const SandboxSpec& spec, const SandboxCapabilities& capabilities);
-
-// "1 GiB", "256 MiB", "1536 KiB", "1000 bytes".
-std::string size_text(std::uint64_t bytes);
-
-// Reads a size as written in a manifest: "268435456", "256MiB", "256 MiB",
-// "1GiB", "64KiB". The error says what is wrong ("use KiB, MiB or GiB").
-Result<std::uint64_t> parse_size(std::string_view text);
 
 }  // namespace passepartout

@@ -23,6 +23,8 @@
 namespace passepartout::testing {
 namespace fs = std::filesystem;
 
+std::string as_daemon_user() { return ::geteuid() == 0 ? "    user: root\n" : ""; }
+
 std::string read_text_file(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::stringstream text;

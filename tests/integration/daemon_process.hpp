@@ -70,6 +70,12 @@ class InteractiveProcess {
 // sanitizers' options when set; nothing else leaks in from the test's own.
 std::vector<std::string> hermetic_env(const std::filesystem::path& home);
 
+// The line of an mcp_servers entry (indented for a server's keys) that runs
+// its server as the daemon's own user: "    user: root\n" when the tests run
+// as root, where a server otherwise runs as nobody, who may not reach the
+// build tree or the npm cache in root's home; "" for anyone else.
+std::string as_daemon_user();
+
 // The whole file (empty when it cannot be read).
 std::string read_text_file(const std::filesystem::path& file);
 

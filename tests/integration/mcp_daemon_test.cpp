@@ -11,6 +11,9 @@
 // operator thread meet in the hub).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +27,7 @@
 #include "integration/daemon_process.hpp"
 #include "integration/model_exchange.hpp"
 #include "integration/npm_packages.hpp"
+#include "skills/sandbox_spec.hpp"
 #include "support/http_stub.hpp"
 #include "value/sexp_printer.hpp"
 
@@ -53,7 +57,7 @@ DaemonProcess::Options with_permissions(DaemonProcess::Options options, std::str
 std::string fixture_server(std::string_view mode = "") {
   std::string entry = "mcp_servers:\n  fixture:\n    command: " + std::string(PP_MCP_FIXTURE) + "\n";
   if (!mode.empty()) entry += "    args: [" + std::string(mode) + "]\n";
-  return entry;
+  return entry + testing::as_daemon_user();
 }
 
 // The daemon's answer to an operator command (over its Unix socket).
@@ -254,6 +258,77 @@ TEST_CASE("a server that crashes is started again while the daemon keeps serving
   CHECK(printed(frames).find("Still here.") != std::string::npos);
 }
 
+// One line of /proc/<pid>/status ("Uid:\t65534\t..." -> "65534\t..."); "" when absent.
+std::string proc_status(std::int64_t pid, std::string_view field) {
+  const std::string text = read_text_file("/proc/" + std::to_string(pid) + "/status");
+  const std::string key = std::string(field) + ":\t";
+  const std::size_t at = text.find("\n" + key);
+  if (at == std::string::npos) return "";
+  const std::size_t start = at + 1 + key.size();
+  return text.substr(start, text.find('\n', start) - start);
+}
+
+TEST_CASE("a stdio server runs confined: its user, its writes, no network, no new privileges",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  TempDir dir;
+  // A copy of the fixture where the server's user (nobody, when root) can run it.
+  const fs::path open = dir.path() / "open";
+  fs::create_directories(open / "notes");
+  const fs::path server = open / "mcp_fixture_server";
+  fs::copy_file(PP_MCP_FIXTURE, server);
+  for (const fs::path& path : {dir.path(), open, open / "notes", server}) {
+    fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  }
+  const std::string servers = "mcp_servers:\n  fixture:\n    command: " + server.string() + "\n    writable: [" +
+                              (open / "notes").string() + "]\n    network: false\n    limits: {open_files: 256}\n";
+  DaemonProcess daemon(with_model(dir, write_config(dir, stub, "openai", true, servers)));
+  const Value ready = wait_for_state(daemon, "fixture", "ready");
+  const std::string sandbox(ready.at("SANDBOX").text());
+  INFO(sandbox << "\n" << daemon.log());
+  const std::int64_t pid = ready.at("PID").as_integer();
+  REQUIRE(pid > 0);
+  CHECK(proc_status(pid, "NoNewPrivs") == "1");
+  CHECK(proc_status(pid, "Seccomp") == "2");  // the filter that closes the network
+  CHECK(sandbox.find("; network denied; open files 256") != std::string::npos);
+  if (::geteuid() == 0) {
+    CHECK(proc_status(pid, "Uid").starts_with("65534\t65534"));
+    CHECK(sandbox.starts_with("runs as nobody (uid 65534)"));
+  }
+  if (sandbox_capabilities().landlock_abi > 0) {
+    CHECK(sandbox.find("writes confined by Landlock") != std::string::npos);
+    CHECK(sandbox.find((open / "notes").string() + ", /") != std::string::npos);  // and its temporary folder
+  }
+  // Its temporary folder, its working folder and its TMPDIR, is its own.
+  const fs::path cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd");
+  CHECK(cwd.filename().string().starts_with("passepartout-mcp-fixture-"));
+  CHECK(read_text_file("/proc/" + std::to_string(pid) + "/environ").find("TMPDIR=" + cwd.string()) !=
+        std::string::npos);
+  struct stat info {};
+  REQUIRE(::stat(cwd.c_str(), &info) == 0);
+  CHECK(info.st_uid == (::geteuid() == 0 ? 65534U : ::geteuid()));
+  CHECK((info.st_mode & 0777U) == 0700U);
+}
+
+TEST_CASE("a stdio server the sandbox cannot honour is refused, not run unconfined",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  TempDir dir;
+  const std::string servers = "mcp_servers:\n  fixture:\n    command: " + std::string(PP_MCP_FIXTURE) +
+                              "\n    writable: [" + (dir.path() / "missing").string() + "]\n" + as_daemon_user() +
+                              "  other:\n    command: no-such-mcp-server\n" + as_daemon_user();
+  DaemonProcess daemon(with_model(dir, write_config(dir, stub, "openai", true, servers)));
+  const Value refused = wait_for_state(daemon, "fixture", "refused");
+  CHECK(std::string(refused.at("REASON").text()) ==
+        "writable: '" + (dir.path() / "missing").string() +
+            "' is not an existing folder; create it or remove it from the entry");
+  CHECK(refused.at("PID").as_integer() == 0);
+  const Value missing = wait_for_state(daemon, "other", "restarting");
+  CHECK(std::string(missing.at("REASON").text()).find("no program 'no-such-mcp-server' on its PATH") !=
+        std::string::npos);
+}
+
 TEST_CASE("a bad mcp_servers entry stops the daemon's start, naming the file, line and key",
           "[integration][mcp][concurrency]") {
   TempDir dir;
@@ -279,8 +354,8 @@ TEST_CASE("the reference server-everything over stdio serves a model's call thro
   stub.enqueue(call_answer("openai", "call_everything", "mcp__everything__echo", {{"message", "hello reference"}}));
   stub.enqueue(text_answer("openai", "It echoed."));
   TempDir dir;
-  const std::string servers =
-      "mcp_servers:\n  everything:\n    command: node\n    args: [" + server.string() + ", stdio]\n";
+  const std::string servers = "mcp_servers:\n  everything:\n    command: node\n    args: [" + server.string() +
+                              ", stdio]\n" + testing::as_daemon_user();
   DaemonProcess daemon(with_permissions(with_model(dir, write_config(dir, stub, "openai", true, servers)),
                                         "    mcp__everything__echo: allow"));
   const Value ready = wait_for_state(daemon, "everything", "ready");

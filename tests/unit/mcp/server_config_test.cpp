@@ -138,6 +138,56 @@ TEST_CASE("mcp_servers: headers come from an owner-only headers_file, and limits
   CHECK_THAT(bad_problem, Catch::Contains("guards of mcp server 't': name at least one skill"));
 }
 
+TEST_CASE("mcp_servers: the sandbox of a stdio server: user, writable folders, network and limits", "[mcp]") {
+  testing::TempDir dir;
+  auto read_yaml = [&](const std::string& yaml) {
+    const fs::path file = write(dir.path() / "config.yaml", yaml);
+    std::vector<McpServerConfig> out;
+    YamlProblems problems(file.string());
+    read_mcp_servers(YAML::Load(yaml)["mcp_servers"], problems, env_of({}), dir.path(), out);
+    return std::make_pair(out, problems.ok() ? std::string() : problems.message());
+  };
+  auto [ok, none] = read_yaml(
+      "mcp_servers:\n  fs:\n    command: x\n    writable: [notes, /srv/data]\n    network: false\n"
+      "    user: mcp\n    limits: {open_files: 64, memory: 2GiB, cpu_seconds: 600}\n");
+  INFO(none);
+  REQUIRE(ok.size() == 1);
+  CHECK(ok[0].writable == std::vector<fs::path>{dir.path() / "notes", "/srv/data"});
+  CHECK_FALSE(ok[0].network);
+  CHECK(ok[0].user == "mcp");
+  CHECK(ok[0].open_files == 64);
+  CHECK(ok[0].memory_bytes == std::uint64_t{2} << 30);
+  CHECK(ok[0].cpu_seconds == 600);
+
+  auto [defaults, no_problem] = read_yaml("mcp_servers:\n  fs:\n    command: x\n");
+  REQUIRE(defaults.size() == 1);
+  CHECK(defaults[0].network);
+  CHECK(defaults[0].user.empty());
+  CHECK(defaults[0].open_files == 1024);
+  CHECK(defaults[0].memory_bytes == 0);
+  CHECK(defaults[0].cpu_seconds == 0);
+
+  auto [bad, problem] =
+      read_yaml("mcp_servers:\n  fs:\n    command: x\n    limits: {open_files: 0, memory: 1MiB, cpu_second: 5}\n");
+  CHECK(bad.empty());
+  CHECK_THAT(problem,
+             Catch::Contains(":4:26: limits.open_files of mcp server 'fs': '0' is not a positive whole number"));
+  CHECK_THAT(problem, Catch::Contains("limits.memory of mcp server 'fs': '1MiB' is not a size of at least 16MiB"));
+  CHECK_THAT(problem,
+             Catch::Contains("unknown key 'cpu_second' of limits of mcp server 'fs'; did you mean 'cpu_seconds'?"));
+  auto [list, list_problem] = read_yaml("mcp_servers:\n  fs:\n    command: x\n    limits: [1]\n");
+  CHECK(list.empty());
+  CHECK_THAT(list_problem, Catch::Contains("limits of mcp server 'fs': expected a map"));
+
+  // A changed sandbox restarts the server.
+  McpServerConfig other = ok[0];
+  other.open_files = 65;
+  CHECK_FALSE(ok[0].same_as(other));
+  other = ok[0];
+  other.user = "nobody";
+  CHECK_FALSE(ok[0].same_as(other));
+}
+
 TEST_CASE("mcp server config: what restarts a server is every setting but its place in the file", "[mcp]") {
   McpServerConfig a;
   a.name = "fs";
