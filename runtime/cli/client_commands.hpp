@@ -151,9 +151,10 @@ struct DoctorOptions {
   // The model providers the daemon would use (its settings as `daemon` resolves
   // them from config_file and env), each asked for its models.
   bool check_provider = true;
-  bool network = true;                // false: report what is configured, send no request (--no-network)
-  std::filesystem::path config_file;  // the daemon's --config file (its providers: list); empty: none
-  EnvLookup env;                      // the environment settings are read from; empty: none
+  bool network = true;                    // false: report what is configured, send no request (--no-network)
+  std::filesystem::path config_file;      // the daemon's --config file (its providers: list); empty: none
+  std::filesystem::path mcp_config_file;  // the daemon's --mcp-config file; empty: none (or the environment's)
+  EnvLookup env;                          // the environment settings are read from; empty: none
   ProbeLimits probe_limits;
   std::string env_file_error;  // the .env file could not be read: why (a check fails with it)
 };

@@ -1,14 +1,27 @@
 // `passepartout doctor`: whether Passepartout can run here (tools, the state
-// folder, the bundled skills, the daemon and its health, each model provider).
+// folder, the bundled skills, the daemon and its health, each model provider,
+// each MCP server).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
+
+// GCC 12 reports a "potential null pointer dereference" inside Asio's
+// scheduler (a false positive); silenced for Asio's headers only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#pragma GCC diagnostic pop
+
 #include "cli/cli11.hpp"
 
 #include "base/state_paths.hpp"
@@ -18,6 +31,7 @@
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
 #include "daemon/daemon_config.hpp"
+#include "daemon/mcp_hub.hpp"
 #include "daemon/protocol.hpp"
 #include "providers/provider_probe.hpp"
 #include "skills/bundled_skills.hpp"
@@ -320,6 +334,128 @@ std::vector<ProviderCheck> check_providers(const DoctorOptions& options) {
   return rows;
 }
 
+// How long doctor gives the MCP servers to start and list their tools.
+constexpr std::chrono::seconds kMcpWait{20};
+
+bool settled(const McpServerStatus& status) {
+  return status.state != "starting";  // ready, or it failed once (restarting), or refused, quarantined, disabled
+}
+
+// One row for an MCP server, from what the hub saw of it.
+Check mcp_row(const McpServerStatus& status, const mcp::McpServerConfig& config, bool timed_out) {
+  Check check{"mcp server '" + status.name + "'", Verdict::ok, "", ""};
+  const bool http = config.kind == mcp::McpServerConfig::Kind::http;
+  std::string probe = "passepartout mcp probe ";
+  if (http) {
+    probe += config.url;
+  } else {
+    probe += "-- " + config.command;
+    for (const std::string& arg : config.args) probe += " " + arg;
+  }
+  if (status.state == "disabled") {
+    check.verdict = Verdict::info;
+    check.detail = "disabled in its entry (" + config.where + ")";
+    return check;
+  }
+  if (status.state != "ready") {
+    check.verdict = Verdict::fail;
+    check.detail = status.state == "starting" && timed_out
+                       ? "did not answer initialize and tools/list within " + std::to_string(kMcpWait.count()) + " s"
+                       : status.state + ": " + status.reason;
+    check.hint = status.state == "refused" && status.reason.find("protocol") == std::string::npos
+                     ? "fix its entry (" + config.where + ")"
+                     : "try it by hand, to see what it says: " + probe;
+    return check;
+  }
+  std::size_t offered = 0;
+  std::vector<std::string> changed;
+  std::vector<std::string> left_out;
+  for (const McpServerStatus::Tool& tool : status.tools) {
+    if (!tool.offered.empty()) ++offered;
+    if (tool.pin == "changed") changed.push_back(tool.name);
+    if (tool.pin == "left out") left_out.push_back(tool.name + " (" + tool.note + ")");
+  }
+  check.detail = (http ? "http" : "stdio") + std::string(", MCP ") + status.protocol_version + ", " +
+                 std::to_string(status.tools.size()) + " tools (" + std::to_string(offered) + " offered)";
+  if (!status.sandbox.empty()) check.detail += "; " + status.sandbox;
+  auto joined = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+    return out;
+  };
+  if (!changed.empty()) {
+    check.verdict = Verdict::warn;
+    check.detail += "; changed since they were pinned, so not offered: " + joined(changed);
+    check.hint = "review the difference and accept it: passepartout mcp trust " + status.name;
+  }
+  if (!left_out.empty()) {
+    check.verdict = Verdict::warn;
+    check.detail += "; left out: " + joined(left_out);
+  }
+  return check;
+}
+
+// Each MCP server the daemon would run, started (or reached) the way the
+// daemon does it, sandbox included, and listed; then stopped. Pins are
+// compared with the state folder's but never written there.
+std::vector<Check> check_mcp_servers(const DoctorOptions& options) {
+  SettingSources sources;
+  sources.config_file = options.config_file;
+  sources.env = options.env ? options.env : EnvLookup([](std::string_view) { return std::nullopt; });
+  if (!options.mcp_config_file.empty()) sources.command_line["mcp-config"] = options.mcp_config_file.string();
+  auto config = resolve_daemon_config(sources);
+  if (!config) return {};  // the settings' row says why
+  std::vector<mcp::McpServerConfig> servers;
+  std::vector<Check> checks;
+  std::map<std::string, mcp::McpServerConfig> by_name;
+  for (const mcp::McpServerConfig& server : config->mcp_servers) {
+    if (!options.network && server.kind == mcp::McpServerConfig::Kind::http) {
+      checks.push_back(
+          {"mcp server '" + server.name + "'", Verdict::info, server.url + " (not checked: --no-network)", ""});
+      continue;
+    }
+    by_name.emplace(server.name, server);
+    servers.push_back(server);
+  }
+  if (servers.empty()) return checks;
+
+  std::error_code error;
+  std::string folder = (fs::temp_directory_path(error) / "passepartout-doctor-XXXXXX").string();
+  if (error || ::mkdtemp(folder.data()) == nullptr) {
+    checks.push_back({"mcp servers", Verdict::fail, "cannot create a temporary folder " + folder, ""});
+    return checks;
+  }
+  fs::copy_file(options.state_dir / "mcp-pins.json", fs::path(folder) / "mcp-pins.json", error);  // none: all new
+
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::thread loop([&io] { io.run(); });
+  std::vector<McpServerStatus> statuses;
+  bool timed_out = false;
+  {
+    McpHub hub(io, folder);
+    hub.apply(servers);
+    const auto deadline = std::chrono::steady_clock::now() + kMcpWait;
+    while (true) {
+      statuses = hub.status();
+      const bool all = statuses.size() == servers.size() && std::all_of(statuses.begin(), statuses.end(), settled);
+      if (all) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    hub.stop();
+  }
+  work.reset();
+  io.stop();
+  loop.join();
+  fs::remove_all(folder, error);
+  for (const McpServerStatus& status : statuses) checks.push_back(mcp_row(status, by_name.at(status.name), timed_out));
+  return checks;
+}
+
 // Which user the daemon runs as: the owner of its Unix socket, else (over
 // TCP, or with no daemon) the user running this command, who would start it.
 Check check_user(const Target& target) {
@@ -364,6 +500,9 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
     }
   }
   if (!left_out.empty()) checks.push_back({"providers left out", Verdict::info, left_out, ""});
+  if (options.check_provider) {
+    for (Check& check : check_mcp_servers(options)) checks.push_back(std::move(check));
+  }
 
   std::size_t failed = 0;
   for (const auto& check : checks) failed += check.verdict == Verdict::fail ? 1 : 0;
@@ -423,8 +562,9 @@ void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& pars
   auto* doctor = app.add_subcommand(
       "doctor",
       "Check that Passepartout can run here: the tools the bundled skills need, the state folder,\n"
-      "the bundled skills, the running daemon and its health, and each model provider the daemon would\n"
-      "use (a real request to each). Prints each check with OK, WARN, FAIL or INFO and a hint.");
+      "the bundled skills, the running daemon and its health, each model provider the daemon would\n"
+      "use (a real request to each), and each MCP server it would run (started, listed and stopped).\n"
+      "Prints each check with OK, WARN, FAIL or INFO and a hint.");
   doctor
       ->add_option("--manifests", parsed->doctor.manifest_dir,
                    "Folder of the manifests to check (default: the bundled ones; env PASSEPARTOUT_MANIFEST_DIR)")
@@ -442,8 +582,13 @@ void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& pars
                    "The daemon's config file (as `passepartout daemon --config FILE`), for its providers:\n"
                    "list and provider_cascade")
       ->type_name("FILE");
+  doctor
+      ->add_option("--mcp-config", parsed->doctor.mcp_config_file,
+                   "An .mcp.json or mcp.json the daemon takes MCP servers from (as `daemon --mcp-config`)")
+      ->type_name("FILE");
   doctor->add_flag("--no-network", *no_network,
-                   "Report the model providers the daemon would use without sending them any request");
+                   "Report the model providers and HTTP MCP servers the daemon would use without sending them\n"
+                   "any request (stdio MCP servers are still started)");
   add_connection_options(*doctor, *parsed, kReplyTimeoutS);
   doctor->footer(
       "Each model provider the daemon would use (the same settings: the environment, the .env file,\n"
@@ -451,6 +596,9 @@ void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& pars
       "configured model is looked for there; where a server has no list, it is asked for one token.\n"
       "A provider that does not work is a warning when another one does, a failure when none does.\n"
       "PASSEPARTOUT_PROVIDER=scripted or offline: no request is made.\n"
+      "Each MCP server of the config's mcp_servers: and of --mcp-config is started (or reached) as the\n"
+      "daemon would, sandbox included, given 20 s to list its tools, and stopped; a tool whose definition\n"
+      "changed since it was pinned is a warning (passepartout mcp trust); the pins are not written.\n"
       "Exit status: 0 every required check passed; 1 a check failed; 2 bad usage.");
   doctor->callback([parsed, &chosen, no_network] {
     choose(chosen, parsed, kReplyTimeoutS, [parsed, no_network](const Target& target, const Output& output) {

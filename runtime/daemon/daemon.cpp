@@ -564,6 +564,7 @@ Result<void> Daemon::Impl::boot() {
   if (!identity) return fail(identity.error().code, identity.error().message);
   options.identity = std::move(*identity);
   mcp = std::make_unique<McpHub>(*mcp_loop.contexts().front(), c.state_dir);
+  mcp->set_audit([host = skills.get()](SkillChange change) { host->record_external(std::move(change)); });
   if (!c.mcp_servers.empty()) {
     log_message(LogLevel::info, kComponent, "starting {} MCP server(s)", c.mcp_servers.size());
     mcp->apply(c.mcp_servers);

@@ -124,8 +124,9 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     Clock::time_point stderr_window{};
     std::size_t stderr_lines = 0;
     std::size_t stderr_dropped = 0;
-    fs::path temporary;   // its own temporary folder while it runs (stdio)
-    std::string sandbox;  // what it runs under, one line (stdio)
+    std::map<std::string, std::string> audited;  // tool -> the changed digest last written to the audit log
+    fs::path temporary;                          // its own temporary folder while it runs (stdio)
+    std::string sandbox;                         // what it runs under, one line (stdio)
   };
 
   // What a stdio server is started with besides its entry.
@@ -142,6 +143,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
   asio::io_context& io;
   fs::path pins_file;
   fs::path launcher;                                       // the executable whose `confine` starts a stdio server
+  std::function<void(SkillChange)> audit;                  // set before the first apply()
   std::map<std::string, std::shared_ptr<Server>> servers;  // the loop's thread only
   Json pins = Json::object();                              // server -> tool -> {sha256, definition, ...}
   std::string pins_error;                                  // why the pins could not be read: then nothing is offered
@@ -231,6 +233,9 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     mcp::ClientOptions options;
     options.name = s.config.name;
     options.max_result_bytes = s.config.max_result_bytes;
+    // An entry's call_timeout bounds every request: initialize and tools/list too.
+    options.initialize_timeout = s.config.call_timeout;
+    options.request_timeout = s.config.call_timeout;
     mcp::ClientEvents events;
     std::weak_ptr<Impl> weak = weak_from_this();
     events.on_tools_changed = [weak, server, epoch] {
@@ -339,6 +344,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
         status.pinned_digest = (*pin).value("sha256", "");
         if (status.pin.empty() || status.pin == "left out") {
           ++s.changes;
+          audit_change(s, tool, status.pinned_digest);
           log_message(LogLevel::warn, kComponent,
                       "{}: the definition of tool '{}' changed since it was pinned (sha256 {} -> {}); it is not "
                       "offered until an operator accepts it: passepartout mcp trust {} {}",
@@ -378,6 +384,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     Server& s = *server;
     ++s.epoch;  // whatever the old session still says is stale
     if (s.client) s.client->close();
+    report_dropped_stderr(s);
     release_temporary(s);
     const auto now = Clock::now();
     s.deaths.push_back(now);
@@ -394,7 +401,9 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     const auto backoff =
         std::min<std::chrono::milliseconds>(std::chrono::seconds(1) * (1U << (s.deaths.size() - 1)), kMaxBackoff);
     s.state = "restarting";
-    log_message(LogLevel::error, kComponent, "{}: {}; starting it again in {} ms", who(s), reason, backoff.count());
+    // Reasons from the client and the transport already name the server.
+    const std::string what = reason.starts_with(who(s)) ? reason : who(s) + ": " + reason;
+    log_message(LogLevel::error, kComponent, "{}; starting it again in {} ms", what, backoff.count());
     publish();
     s.restart = std::make_unique<asio::steady_timer>(io, backoff);
     const std::uint64_t epoch = s.epoch;
@@ -410,6 +419,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     if (s.restart) s.restart->cancel();
     if (s.client) s.client->close();
     s.client.reset();
+    report_dropped_stderr(s);
     release_temporary(s);
   }
 
@@ -472,6 +482,27 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     return launch;
   }
 
+  // A tool found changed goes to the audit log once per new definition (a
+  // restarting server lists it again and again).
+  void audit_change(Server& s, const mcp::ToolDefinition& tool, const std::string& pinned) {
+    if (!audit) return;
+    std::string& last = s.audited[tool.name];
+    if (last == tool.digest) return;
+    last = tool.digest;
+    SkillChange entry;
+    entry.at_unix_ms = unix_ms();
+    entry.requester = "mcp server '" + s.config.name + "'";
+    entry.action = "mcp-tool-changed";
+    entry.skill = "mcp__" + s.config.name + "__" + tool.name;
+    entry.from_sha256 = pinned;
+    entry.to_sha256 = tool.digest;
+    entry.outcome = "refused";
+    entry.step = "pin";
+    entry.error = "the definition of tool '" + tool.name + "' changed since it was pinned; it is not offered until " +
+                  "an operator accepts it: passepartout mcp trust " + s.config.name + " " + tool.name;
+    audit(std::move(entry));
+  }
+
   static void release_temporary(Server& s) {
     if (s.temporary.empty()) return;
     std::error_code error;
@@ -483,16 +514,20 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     s.temporary.clear();
   }
 
+  // The stderr lines of the last window that were not logged, said once.
+  void report_dropped_stderr(Server& s) {
+    if (s.stderr_dropped == 0) return;
+    log_message(LogLevel::warn, kComponent, "{}: {} more lines of its stderr were not logged", who(s),
+                s.stderr_dropped);
+    s.stderr_dropped = 0;
+  }
+
   void stderr_line(Server& s, const std::string& line) {
     const auto now = Clock::now();
     if (now - s.stderr_window > kStderrWindow) {
-      if (s.stderr_dropped > 0) {
-        log_message(LogLevel::warn, kComponent, "{}: {} more lines of its stderr were not logged", who(s),
-                    s.stderr_dropped);
-      }
+      report_dropped_stderr(s);
       s.stderr_window = now;
       s.stderr_lines = 0;
-      s.stderr_dropped = 0;
     }
     if (s.stderr_lines++ < kStderrLines) {
       log_message(LogLevel::info, kComponent, "{}: {}", who(s), line);
@@ -637,6 +672,8 @@ McpHub::~McpHub() {
   }
 }
 
+void McpHub::set_audit(std::function<void(SkillChange)> audit) { impl_->audit = std::move(audit); }
+
 void McpHub::apply(std::vector<mcp::McpServerConfig> servers) {
   asio::post(impl_->io, [impl = impl_, servers = std::move(servers)]() mutable {
     if (impl->stopped) return;
@@ -730,6 +767,19 @@ Result<McpTrustReport> McpHub::trust(const std::string& server, const std::strin
       status.offered = status.note.empty() ? offered : std::string();
       log_message(LogLevel::warn, kComponent, "mcp trust by {}: tool '{}' of mcp server '{}' now pinned at sha256 {}",
                   requester, definition.name, server, definition.digest.substr(0, 12));
+      if (impl->audit) {
+        SkillChange entry;
+        entry.at_unix_ms = unix_ms();
+        entry.requester = requester;
+        entry.action = "mcp-trust";
+        entry.skill = offered;
+        entry.from_sha256 = change.from_digest;
+        entry.to_sha256 = change.to_digest;
+        entry.details = "mcp server '" + server + "', tool '" + definition.name + "': the changed definition accepted";
+        entry.outcome = "ok";
+        impl->audit(std::move(entry));
+      }
+      s.audited.erase(definition.name);
       report.changes.push_back(std::move(change));
     }
     if (!found) return fail(ErrorCode::not_found, "mcp server '" + server + "' has no tool '" + tool + "'");

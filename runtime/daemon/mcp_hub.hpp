@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "base/result.hpp"
 #include "mcp/server_config.hpp"
 #include "pipeline/external_tools.hpp"
+#include "skills/audit_log.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -86,6 +88,11 @@ class McpHub final : public ExternalTools {
   ~McpHub() override;
   McpHub(const McpHub&) = delete;
   McpHub& operator=(const McpHub&) = delete;
+
+  // Where a tool found changed ("mcp-tool-changed", refused at step "pin")
+  // and an operator's trust ("mcp-trust") are recorded with the skill
+  // changes; called on the loop's thread. Set before the first apply().
+  void set_audit(std::function<void(SkillChange)> audit);
 
   // Takes `servers` as the whole configuration: new ones start, changed ones
   // restart, removed ones stop, unchanged ones keep serving. Any thread.

@@ -19,7 +19,7 @@
 //       headers_file: ~/.config/passepartout/tracker.headers   # "Name: value" lines, owner-only
 //     # for either:
 //       guards: [tool-permissions]          # the skills that must be loaded for its tools to act
-//       call_timeout: 30                    # seconds a call may take
+//       call_timeout: 30                    # seconds a request may take (initialize and tools/list too)
 //       max_result_bytes: 65536             # of a result's text the model is shown
 //       disabled: false
 //

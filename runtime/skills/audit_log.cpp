@@ -84,8 +84,9 @@ constexpr const char* kColumns =
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
-constexpr std::array<std::string_view, 9> kActions = {"load",   "swap",        "add",     "remove",    "force-remove",
-                                                      "shadow", "shadow-stop", "promote", "quarantine"};
+constexpr std::array<std::string_view, 11> kActions = {
+    "load",        "swap",    "add",        "remove",           "force-remove", "shadow",
+    "shadow-stop", "promote", "quarantine", "mcp-tool-changed", "mcp-trust"};
 constexpr std::array<std::string_view, 3> kOutcomes = {"ok", "refused", "failed"};
 
 bool is_one_of(std::string_view value, const auto& allowed) {
@@ -147,7 +148,8 @@ Result<void> check_change(const SkillChange& change) {
   if (!is_one_of(change.action, kActions)) {
     return fail(ErrorCode::invalid_input,
                 "audit: unknown action '" + change.action +
-                    "' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote)");
+                    "' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote, quarantine, "
+                    "mcp-tool-changed, mcp-trust)");
   }
   if (!is_one_of(change.outcome, kOutcomes)) {
     return fail(ErrorCode::invalid_input, "audit: unknown outcome '" + change.outcome + "' (ok, refused, failed)");

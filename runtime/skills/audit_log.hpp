@@ -27,7 +27,11 @@ struct SkillChange {
   // "shadow-stop" (dropped: by the operator, or because the live version
   // changed), "promote" (the candidate swapped in), "quarantine" (a skill's
   // worker process died too often; requester "worker", outcome "failed",
-  // the reason in `error`). A new action is a new string, not a schema change.
+  // the reason in `error`); "mcp-tool-changed" (an MCP tool's definition
+  // differs from its pin: `skill` is its offered name, outcome "refused",
+  // step "pin", the pinned and the new digests as from_ and to_sha256) and
+  // "mcp-trust" (an operator accepted it). A new action is a new string, not
+  // a schema change.
   std::string action;
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)

@@ -270,6 +270,10 @@ std::uint64_t SkillHost::change_count(std::size_t kind, std::size_t outcome) con
 
 void SkillHost::record(SkillChange& change) { record_all(std::span<SkillChange>(&change, 1)); }
 
+void SkillHost::record_external(SkillChange change) {
+  control_.post([this, change = std::move(change)]() mutable { record(change); });
+}
+
 void SkillHost::record_all(std::span<SkillChange> changes) {
   if (changes.empty()) return;
   static_assert(kChangeKindNames.size() == kChangeKinds && kChangeOutcomeNames.size() == kChangeOutcomes);

@@ -168,6 +168,11 @@ class SkillHost {
   // loaded version's counts, a skill's totals across versions. Any thread.
   std::map<std::string, GateCounts> retired_counts() const;
 
+  // Records a change the skills did not make but that is audited with
+  // theirs (an MCP tool whose definition changed, an operator accepting it):
+  // on the control thread, after the changes already queued. Any thread.
+  void record_external(SkillChange change);
+
   // Changes, newest first. Read on the control thread, after any change in
   // progress: a change whose effect is visible is in the history too.
   Result<std::vector<SkillChange>> history(std::size_t limit = 100) const;

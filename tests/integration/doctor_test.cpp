@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ using passepartout::testing::HttpStub;
 using passepartout::testing::StubResponse;
 using passepartout::testing::TempDir;
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -213,4 +216,32 @@ TEST_CASE("doctor ends in bounded time when a provider stalls", "[integration][d
   INFO(text.out << text.err);
   CHECK(text.exit_status == 1);
   CHECK(text.out.find("no answer from " + stub.url("/v1/models") + " within 5 s") != std::string::npos);
+}
+
+TEST_CASE("doctor starts each MCP server as the daemon would, lists its tools, and says what is wrong",
+          "[integration][doctor][mcp]") {
+  Doctor doctor;
+  const fs::path config = doctor.home.path() / "config.yaml";
+  std::ofstream(config) << "mcp_servers:\n  fixture:\n    command: " << PP_MCP_FIXTURE << "\n"
+                        << testing::as_daemon_user() << "  missing:\n    command: no-such-mcp-server\n"
+                        << testing::as_daemon_user() << "  off:\n    command: x\n    disabled: true\n";
+  const json document = doctor.run_json({"--config", config.string(), "--no-network"});
+  INFO(document.dump(2));
+  auto check = [&](std::string_view name) {
+    for (const auto& entry : document["checks"]) {
+      if (entry["name"] == name) return entry;
+    }
+    FAIL("no check " << name);
+    return json();
+  };
+  const json fixture = check("mcp server 'fixture'");
+  CHECK(fixture["status"] == "ok");
+  CHECK(fixture["detail"].get<std::string>().starts_with("stdio, MCP 2025-06-18, 2 tools (2 offered); runs as "));
+  const json missing = check("mcp server 'missing'");
+  CHECK(missing["status"] == "fail");
+  CHECK(missing["detail"].get<std::string>().find("no program 'no-such-mcp-server' on its PATH") != std::string::npos);
+  CHECK(missing["hint"] == "try it by hand, to see what it says: passepartout mcp probe -- no-such-mcp-server");
+  CHECK(check("mcp server 'off'")["status"] == "info");
+  // Pins are the state folder's to keep: doctor wrote none.
+  CHECK_FALSE(fs::exists(doctor.home.path() / "mcp-pins.json"));
 }

@@ -233,6 +233,22 @@ TEST_CASE("a tool whose definition changes is refused until an operator trusts i
   // The pin is in the state folder: a restart does not forget it.
   const json pins = json::parse(read_text_file(daemon.state_dir() / "mcp-pins.json"));
   CHECK(pins["servers"]["fixture"]["echo"]["sha256"] == std::string(change.at("TO-SHA256").text()));
+
+  // The change and its acceptance are in the audit log, with the skill changes, newest first.
+  const Value history = operator_command(daemon, ":HISTORY :LIMIT 2");
+  INFO(to_sexp(history));
+  REQUIRE(history.path({"PAYLOAD", "CHANGES"}).items().size() == 2);
+  const Value accepted = history.path({"PAYLOAD", "CHANGES"}).items()[0];
+  const Value found = history.path({"PAYLOAD", "CHANGES"}).items()[1];
+  CHECK(found.at("KIND").text() == "mcp-tool-changed");
+  CHECK(found.at("SKILL").text() == "mcp__fixture__echo");
+  CHECK(found.at("OUTCOME").text() == "refused");
+  CHECK(found.at("FROM-SHA256").text() == tool_of(before, "echo").at("SHA256").text());
+  CHECK(found.at("TO-SHA256").text() == change.at("TO-SHA256").text());
+  CHECK(std::string(found.at("ERROR").text()).find("passepartout mcp trust fixture echo") != std::string::npos);
+  CHECK(accepted.at("KIND").text() == "mcp-trust");
+  CHECK(accepted.at("OUTCOME").text() == "ok");
+  CHECK(accepted.at("TO-SHA256").text() == change.at("TO-SHA256").text());
 }
 
 TEST_CASE("a server that crashes is started again while the daemon keeps serving", "[integration][mcp][concurrency]") {

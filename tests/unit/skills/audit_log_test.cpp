@@ -502,7 +502,8 @@ TEST_CASE("a change with an unknown action or outcome is refused", "[skills][aud
     REQUIRE_FALSE(id.has_value());
     CHECK(id.error().code == ErrorCode::invalid_input);
     CHECK(id.error().message ==
-          "audit: unknown action 'reload' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote)");
+          "audit: unknown action 'reload' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote, "
+          "quarantine, mcp-tool-changed, mcp-trust)");
   }
   SECTION("outcome") {
     change.outcome = "maybe";
