@@ -600,7 +600,20 @@ Result<void> Daemon::Impl::boot() {
     heartbeat->start();
   }
   if (c.watch) {
-    auto started_watcher = SkillWatcher::start(*skills);
+    // The config files too, for their MCP servers (`mcp reload` when they change).
+    SkillWatcher::WatchedFiles files;
+    for (const fs::path& file : {c.config_file, c.mcp_config_file}) {
+      if (!file.empty()) files.files.push_back(file);
+    }
+    files.files_changed = [this] {
+      if (auto reloaded = reload_mcp(); reloaded) {
+        log_message(LogLevel::info, kComponent, "watcher: the config changed: {} MCP server(s) configured", *reloaded);
+      } else {
+        log_message(LogLevel::error, kComponent, "watcher: the config changed, MCP servers not reloaded: {}",
+                    reloaded.error().message);
+      }
+    };
+    auto started_watcher = SkillWatcher::start(*skills, std::chrono::milliseconds(250), std::move(files));
     if (started_watcher) {
       watcher = std::move(*started_watcher);
     } else {

@@ -60,7 +60,8 @@ constexpr std::array kSettings{
     DaemonSetting{"plugins", "PASSEPARTOUT_PLUGIN_DIR", "DIR",
                   "Folder the manifests' libraries are found in (default: the bundled skills)"},
     DaemonSetting{"watch", "PASSEPARTOUT_WATCH", "",
-                  "Rescan when a manifest or library in those folders changes (inotify)"},
+                  "Rescan when a manifest or library in those folders changes (inotify), and reload the MCP\n"
+                  "servers when the config file or the --mcp-config file changes"},
     DaemonSetting{"provider", "PASSEPARTOUT_PROVIDER", "NAMES",
                   "Model providers to try, in order, separated by commas: scripted, offline, or the name of\n"
                   "a real one (default: scripted when --script is given, else the --provider-cascade, else\n"

@@ -7,10 +7,12 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "base/log.hpp"
 
@@ -34,7 +36,8 @@ bool is_relevant(std::string_view name) {
 
 }  // namespace
 
-Result<std::unique_ptr<SkillWatcher>> SkillWatcher::start(SkillHost& host, std::chrono::milliseconds debounce) {
+Result<std::unique_ptr<SkillWatcher>> SkillWatcher::start(SkillHost& host, std::chrono::milliseconds debounce,
+                                                          WatchedFiles files) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return fail(ErrorCode::io_error, "watcher: inotify_init1 failed: " + errno_text(errno));
   for (const auto& dir : {host.options().manifest_dir, host.options().plugin_dir}) {
@@ -51,6 +54,16 @@ Result<std::unique_ptr<SkillWatcher>> SkillWatcher::start(SkillHost& host, std::
     return fail(ErrorCode::io_error, "watcher: eventfd failed: " + reason);
   }
   auto watcher = std::unique_ptr<SkillWatcher>(new SkillWatcher(host, debounce, fd, stop));
+  for (const std::filesystem::path& file : files.files) {
+    const std::filesystem::path folder = file.parent_path().empty() ? "." : file.parent_path();
+    const int wd = ::inotify_add_watch(fd, folder.c_str(), kEvents);
+    if (wd < 0) {
+      log_message(LogLevel::warn, "watcher", "not watching {}: {}", file.string(), errno_text(errno));
+      continue;
+    }
+    watcher->file_watches_.emplace_back(wd, file.filename().string());
+  }
+  watcher->files_ = std::move(files);
   watcher->thread_ = std::thread([w = watcher.get()] { w->run(); });
   return watcher;
 }
@@ -70,17 +83,28 @@ SkillWatcher::~SkillWatcher() {
   ::close(stop_fd_);
 }
 
+bool SkillWatcher::is_watched_file(int wd, std::string_view name) const {
+  for (const auto& [watch, file] : file_watches_) {
+    if (watch == wd && name == file) return true;
+  }
+  return false;
+}
+
 void SkillWatcher::run() {
-  bool pending = false;     // a quiet period is running
-  Clock::time_point due{};  // when it ends
+  bool pending = false;        // a quiet period is running
+  Clock::time_point due{};     // when it ends
+  bool files_pending = false;  // the same, for the watched files
+  Clock::time_point files_due{};
   unsigned deferred_retries = 0;
   alignas(inotify_event) std::array<char, std::size_t{16} * 1024> buffer{};
 
   for (;;) {
     int timeout_ms = -1;
-    if (pending) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, left));
+    for (const auto& [waiting, when] : {std::pair{pending, due}, std::pair{files_pending, files_due}}) {
+      if (!waiting) continue;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now()).count();
+      const int ms = static_cast<int>(std::max<long long>(0, left));
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
     }
     std::array<pollfd, 2> fds{pollfd{inotify_fd_, POLLIN, 0}, pollfd{stop_fd_, POLLIN, 0}};
     int ready = ::poll(fds.data(), fds.size(), timeout_ms);
@@ -98,7 +122,12 @@ void SkillWatcher::run() {
         for (std::size_t offset = 0; offset < static_cast<std::size_t>(n);) {
           const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
           std::string_view name = event->len > 0 ? std::string_view(event->name) : std::string_view();
-          if ((event->mask & IN_Q_OVERFLOW) != 0 || is_relevant(name)) relevant = true;
+          const bool overflow = (event->mask & IN_Q_OVERFLOW) != 0;
+          if (overflow || is_relevant(name)) relevant = true;
+          if (overflow || is_watched_file(event->wd, name)) {
+            files_pending = true;
+            files_due = Clock::now() + debounce_;
+          }
           offset += sizeof(inotify_event) + event->len;
         }
       }
@@ -110,6 +139,10 @@ void SkillWatcher::run() {
       continue;
     }
 
+    if (files_pending && Clock::now() >= files_due) {
+      files_pending = false;
+      if (files_.files_changed) files_.files_changed();
+    }
     if (pending && Clock::now() >= due) {
       pending = false;
       RescanResult result = host_.rescan("watcher");

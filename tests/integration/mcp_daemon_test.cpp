@@ -345,6 +345,55 @@ TEST_CASE("a stdio server the sandbox cannot honour is refused, not run unconfin
         std::string::npos);
 }
 
+// Replaces `file` at once (a rename), as an editor or a deployment does.
+void replace_file(const fs::path& file, const std::string& text) {
+  const fs::path temporary = file.string() + ".new";
+  std::ofstream(temporary) << text;
+  fs::rename(temporary, file);
+}
+
+TEST_CASE("servers are added, changed and removed live, and the ones that did not change keep serving",
+          "[integration][mcp][concurrency]") {
+  HttpStub stub;
+  TempDir dir;
+  const std::string config = write_config(dir, stub, "openai", true, fixture_server());
+  const std::string with_one = read_text_file(config);
+  const std::string second = "  second:\n    command: " + std::string(PP_MCP_FIXTURE) + "\n" + as_daemon_user();
+  DaemonProcess::Options options = with_model(dir, config);
+  options.extra_args.emplace_back("--watch");
+  DaemonProcess daemon(std::move(options));
+  const Value first = wait_for_state(daemon, "fixture", "ready");
+
+  // --watch: the config file rewritten with a second server; the first one is left alone.
+  replace_file(config, with_one + second);
+  wait_for_state(daemon, "second", "ready");
+  INFO(daemon.log());
+  const Value untouched = server_of(operator_command(daemon, ":MCP"), "fixture");
+  CHECK(untouched.at("PID").as_integer() == first.at("PID").as_integer());
+  CHECK(untouched.at("STARTS").as_integer() == 1);
+
+  // The second one's entry changed: it alone starts again, as another process.
+  const std::int64_t second_pid = server_of(operator_command(daemon, ":MCP"), "second").at("PID").as_integer();
+  replace_file(config, with_one + second + "    call_timeout: 5s\n");
+  REQUIRE(daemon.wait_for_log("mcp server 'second' changed: starting it again"));
+  const Value restarted = wait_for_state(daemon, "second", "ready");
+  CHECK(restarted.at("PID").as_integer() != second_pid);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("PID").as_integer() == first.at("PID").as_integer());
+
+  // A mistake changes nothing, and says where it is.
+  replace_file(config, with_one + second + "  third:\n    commnd: x\n");
+  const Value refused = operator_command(daemon, ":MCP-RELOAD");
+  CHECK_FALSE(is_ok_response(refused));
+  CHECK(to_sexp(refused).find("unknown key 'commnd' of mcp server 'third'") != std::string::npos);
+  CHECK(server_of(operator_command(daemon, ":MCP"), "second").at("STATE").text() == "ready");
+
+  // mcp reload: the second one removed, the first still the same process.
+  replace_file(config, with_one);
+  REQUIRE(is_ok_response(operator_command(daemon, ":MCP-RELOAD")));
+  CHECK(server_of(operator_command(daemon, ":MCP"), "second").is_nil());
+  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("PID").as_integer() == first.at("PID").as_integer());
+}
+
 TEST_CASE("a bad mcp_servers entry stops the daemon's start, naming the file, line and key",
           "[integration][mcp][concurrency]") {
   TempDir dir;
