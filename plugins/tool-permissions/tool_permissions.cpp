@@ -3,6 +3,7 @@
 // or by the most specific name pattern that matches it (`mcp__fs__*: allow`,
 // `mcp__*: ask`; `*` matches any run of characters); tools nothing names
 // need approval, as in the seed (I4).
+#include <passepartout/name_pattern.hpp>
 #include <passepartout/skill.hpp>
 
 #include <cstddef>
@@ -92,36 +93,12 @@ class ToolPermissions final : public passepartout::Skill {
     for (const auto& entry : table_) {
       const std::string& tool = entry.first;
       if (tool == name) return entry.second;
-      if (tool.find('*') != std::string::npos && matches(tool, name) &&
+      if (tool.find('*') != std::string::npos && passepartout::name_matches(tool, name) &&
           (best == nullptr || tool.size() > best->first.size())) {
         best = &entry;
       }
     }
     return best != nullptr ? best->second : Level::ask;
-  }
-
-  // Whether `name` matches `pattern`, whose '*' each match any run of characters.
-  static bool matches(std::string_view pattern, std::string_view name) {
-    std::size_t p = 0;
-    std::size_t n = 0;
-    std::size_t star = std::string_view::npos;
-    std::size_t resume = 0;
-    while (n < name.size()) {
-      if (p < pattern.size() && pattern[p] == '*') {
-        star = p++;
-        resume = n;
-      } else if (p < pattern.size() && pattern[p] == name[n]) {
-        ++p;
-        ++n;
-      } else if (star != std::string_view::npos) {
-        p = star + 1;
-        n = ++resume;
-      } else {
-        return false;
-      }
-    }
-    while (p < pattern.size() && pattern[p] == '*') ++p;
-    return p == pattern.size();
   }
 
   std::vector<std::pair<std::string, Level>> table_;  // lower-case names, as configured

@@ -136,6 +136,7 @@ void render_servers(const Value& response, std::ostream& out) {
       const std::string offered = text_of(tool, "OFFERED");
       out << "  " << (offered.empty() ? text_of(tool, "NAME") + " (not offered)" : offered) << "  "
           << text_of(tool, "PIN") << "  sha256:" << text_of(tool, "SHA256").substr(0, 12);
+      if (const std::string level = text_of(tool, "PERMISSION"); !level.empty()) out << "  tool-permissions: " << level;
       if (const std::string pinned = text_of(tool, "PINNED-SHA256"); !pinned.empty()) {
         out << " (pinned " << pinned.substr(0, 12) << ": run passepartout mcp trust " << text_of(server, "NAME") << ' '
             << text_of(tool, "NAME") << ")";
@@ -296,9 +297,10 @@ void add_mcp_command(CLI::App& app, Runner& chosen) {
   auto* list = mcp->add_subcommand(
       "list",
       "Every MCP server of the daemon: transport, state (starting, ready, restarting, quarantined,\n"
-      "refused, disabled) and why, protocol version, pid, calls, failures, latency p50/p99; and each\n"
-      "tool: the name the model calls it by, its pin (pinned, new, changed: refused until trusted),\n"
-      "its digest and annotations (shown, never trusted).");
+      "refused, disabled) and why, protocol version, pid, calls, failures, latency p50/p99, the\n"
+      "sandbox a stdio server runs in; and each tool: the name the model calls it by, its pin (pinned,\n"
+      "new, changed: refused until trusted), its digest, its level in the loaded tool-permissions\n"
+      "table (allow, ask, deny; the gates decide each call) and annotations (shown, never trusted).");
   add_connection_options(*list, *parsed, kReplyTimeoutS);
   list->footer(kExitFooter);
   list->callback([parsed, &chosen] {

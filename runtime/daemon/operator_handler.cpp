@@ -9,6 +9,8 @@
 #include <optional>
 #include <system_error>
 
+#include <passepartout/name_pattern.hpp>
+
 #include "base/ascii.hpp"
 #include "base/executor.hpp"
 #include "base/log.hpp"
@@ -253,14 +255,46 @@ Value OperatorHandler::shadows_value() const {
   return Value::list(items);
 }
 
+namespace {
+
+// What the loaded tool-permissions table says of `tool` (its config read as
+// the skill reads it: the name's own level, else the longest matching
+// pattern's, else ask); "" when no tool-permissions skill is loaded.
+std::string permission_of(const Snapshot& snapshot, std::string_view tool) {
+  const Slot* table = snapshot.find("tool-permissions");
+  if (table == nullptr) return "";
+  const Value* tools = table->manifest().config.get("TOOLS");
+  if (tools == nullptr || !tools->is_list()) return "ask";
+  const std::string name = ascii_lower(tool);
+  const std::span<const Value> items = tools->items();
+  std::string best_pattern;
+  std::string best = "ask";
+  for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (!items[i].is_keyword() || !(items[i + 1].is_string() || items[i + 1].is_keyword())) continue;
+    const std::string key = ascii_lower(items[i].text());
+    const std::string level = ascii_lower(items[i + 1].text());
+    if (key == name) return level;
+    if (key.find('*') != std::string::npos && name_matches(key, name) && key.size() > best_pattern.size()) {
+      best_pattern = key;
+      best = level;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 Value OperatorHandler::mcp_value() const {
   if (services_.mcp == nullptr) return {};
+  const std::shared_ptr<const Snapshot> snapshot = services_.skills.registry().snapshot();
   std::vector<Value> servers;
   for (const McpServerStatus& server : services_.mcp->status()) {
     std::vector<Value> tools;
     for (const McpServerStatus::Tool& tool : server.tools) {
+      const std::string offered = "mcp__" + server.name + "__" + tool.name;
       tools.push_back(Value::plist({{"NAME", str(tool.name)},
                                     {"OFFERED", str(tool.offered)},
+                                    {"PERMISSION", str(snapshot ? permission_of(*snapshot, offered) : "")},
                                     {"SHA256", str(tool.digest)},
                                     {"PIN", str(tool.pin)},
                                     {"PINNED-SHA256", str(tool.pinned_digest)},

@@ -110,7 +110,8 @@ TEST_CASE("an MCP server's tools are offered natively, and an allowed call's res
   CHECK(server.at("PROTOCOL-VERSION").text() == "2025-06-18");
   CHECK(server.at("PID").as_integer() > 0);
   CHECK(tool_of(server, "echo").at("OFFERED").text() == "mcp__fixture__echo");
-  CHECK(tool_of(server, "echo").at("PIN").text() == "new");  // pinned on first sight
+  CHECK(tool_of(server, "echo").at("PIN").text() == "new");           // pinned on first sight
+  CHECK(tool_of(server, "fail").at("PERMISSION").text() == "allow");  // by the table's pattern
 
   const auto frames = chat(daemon, "echo something through the server", "s1", "r1");
   INFO(printed(frames) << daemon.log());
@@ -425,6 +426,9 @@ TEST_CASE("the reference server-everything over stdio serves a model's call thro
                                         "    mcp__everything__echo: allow"));
   const Value ready = wait_for_state(daemon, "everything", "ready");
   CHECK(ready.at("PROTOCOL-VERSION").text() == "2025-11-25");
+  // The table's level: the name's own, else (no pattern matches) ask.
+  CHECK(tool_of(ready, "echo").at("PERMISSION").text() == "allow");
+  CHECK(tool_of(ready, "get-tiny-image").at("PERMISSION").text() == "ask");
   CHECK(tool_of(ready, "get-tiny-image").at("OFFERED").text() == "mcp__everything__get-tiny-image");
   CHECK(std::string(tool_of(ready, "echo").at("ANNOTATIONS-JSON").text()).find("readOnlyHint") != std::string::npos);
   chat(daemon, "echo hello", "s1", "r1");
