@@ -6,9 +6,11 @@
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -93,6 +95,28 @@ std::string own_account_name() {
   std::vector<char> buffer(16384);
   ::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found);
   return found != nullptr ? std::string(entry.pw_name) : std::to_string(::geteuid());
+}
+
+// A stdio server's temporary folder: <temp>/passepartout-mcp-<daemon pid>-<server>-XXXXXX.
+constexpr std::string_view kTemporaryPrefix = "passepartout-mcp-";
+
+// The temporary folders of daemons that are gone (killed before they could
+// remove them): removed, so that months of restarts leave nothing behind.
+void remove_orphaned_temporaries() {
+  std::error_code error;
+  const fs::path folder = fs::temp_directory_path(error);
+  if (error) return;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kTemporaryPrefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(kTemporaryPrefix.size());
+    pid_t owner = 0;
+    const auto [end, parsed] = std::from_chars(rest.data(), rest.data() + rest.size(), owner);
+    if (parsed != std::errc() || end == rest.data() || *end != '-' || owner <= 0 || owner == ::getpid()) continue;
+    if (::kill(owner, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask about)
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
 }
 
 std::uint64_t percentile(std::vector<std::uint64_t> samples, double p) {
@@ -458,7 +482,9 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
       c.writable.push_back(folder);
     }
     std::error_code error;
-    std::string pattern = (fs::temp_directory_path(error) / ("passepartout-mcp-" + config.name + "-XXXXXX")).string();
+    std::string pattern = (fs::temp_directory_path(error) /
+                           (std::string(kTemporaryPrefix) + std::to_string(::getpid()) + "-" + config.name + "-XXXXXX"))
+                              .string();
     if (error || ::mkdtemp(pattern.data()) == nullptr) {
       return fail(ErrorCode::io_error, "cannot create its temporary folder " + pattern + ": " +
                                            (error ? error.message() : errno_text(errno)));
@@ -659,6 +685,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
 
 McpHub::McpHub(asio::io_context& io, const fs::path& state_dir, const fs::path& launcher)
     : impl_(std::make_shared<Impl>(io, state_dir, launcher.empty() ? fs::path("/proc/self/exe") : launcher)) {
+  remove_orphaned_temporaries();
   impl_->load_pins();
   if (!impl_->pins_error.empty()) {
     log_message(LogLevel::error, kComponent, "{}; no MCP tool is offered until that is fixed", impl_->pins_error);

@@ -272,7 +272,7 @@ std::string permission_of(const Snapshot& snapshot, std::string_view tool) {
   for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
     if (!items[i].is_keyword() || !(items[i + 1].is_string() || items[i + 1].is_keyword())) continue;
     const std::string key = ascii_lower(items[i].text());
-    const std::string level = ascii_lower(items[i + 1].text());
+    std::string level = ascii_lower(items[i + 1].text());
     if (key == name) return level;
     if (key.find('*') != std::string::npos && name_matches(key, name) && key.size() > best_pattern.size()) {
       best_pattern = key;

@@ -263,8 +263,9 @@ class EntryReader {
         ok = bytes && *bytes >= (std::uint64_t{16} << 20);
         if (ok) number = *bytes;
       } else {
-        const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), number);
-        ok = error == std::errc() && end == text->data() + text->size() && number > 0 && number <= (1U << 30);
+        const std::string_view digits = *text;
+        const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+        ok = error == std::errc() && end == digits.data() + digits.size() && number > 0 && number <= (1U << 30);
       }
       if (!ok) {
         problems_.problem(item.second.Mark(), "limits." + name + what_ + ": " + in_quotes(*text) +

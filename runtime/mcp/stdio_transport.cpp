@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <utility>
 
 // GCC 12 reports a "potential null pointer dereference" inside Asio's
 // scheduler (a false positive); silenced for Asio's headers only.
@@ -229,11 +230,12 @@ class StdioTransport final : public Transport, public std::enable_shared_from_th
   void take_stderr(std::string_view bytes) {
     for (const char c : bytes) {
       if (c == '\n') {
-        if (!err_line_.empty()) last_err_line_ = err_line_;
-        if (events_.on_stderr && !err_line_.empty()) events_.on_stderr(std::move(err_line_));
-        if (closed_) return;
-        err_line_.clear();
+        std::string line = std::exchange(err_line_, std::string());
         err_cut_ = false;
+        if (line.empty()) continue;
+        last_err_line_ = line;
+        if (events_.on_stderr) events_.on_stderr(std::move(line));
+        if (closed_) return;
       } else if (err_line_.size() < kMaxStderrLine) {
         err_line_.push_back(c);
       } else if (!err_cut_) {

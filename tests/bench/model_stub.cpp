@@ -14,10 +14,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
+#include <nlohmann/json.hpp>
 
 namespace passepartout::bench {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using nlohmann::json;
 
 namespace {
 
@@ -53,6 +55,15 @@ struct ModelStub::Connection {
 
 ModelStub::ModelStub(Mode mode, std::chrono::milliseconds pause, int chunks_per_answer)
     : mode_(mode), pause_(pause), chunks_per_answer_(chunks_per_answer), acceptor_(context_) {
+  start();
+}
+
+ModelStub::ModelStub(ToolCall call)
+    : mode_(Mode::tool_call), pause_(0), chunks_per_answer_(1), acceptor_(context_), call_(std::move(call)) {
+  start();
+}
+
+void ModelStub::start() {
   const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(tcp::acceptor::reuse_address(true));
@@ -122,18 +133,21 @@ void ModelStub::serve(const std::shared_ptr<Connection>& connection) {
         asio::async_read(connection->socket, connection->in, asio::transfer_exactly(missing),
                          [this, connection, body_size, headers = std::move(headers)](
                              const boost::system::error_code& read_error, std::size_t /*bytes*/) mutable {
+                           const auto read_at = std::chrono::steady_clock::now();
                            if (read_error) return;
                            std::string body(
                                asio::buffers_begin(connection->in.data()),
                                asio::buffers_begin(connection->in.data()) + static_cast<std::ptrdiff_t>(body_size));
                            connection->in.consume(body_size);
+                           // Tool-call mode answers before it keeps the request: the daemon waits for it.
+                           if (mode_ == Mode::tool_call) respond_to_call(connection, body, read_at);
                            {
                              const std::lock_guard lock(mutex_);
                              last_headers_ = std::move(headers);
                              last_body_ = std::move(body);
                            }
                            requests_.fetch_add(1);
-                           respond(connection);
+                           if (mode_ != Mode::tool_call) respond(connection);
                          });
       });
 }
@@ -190,6 +204,75 @@ void ModelStub::step(const std::shared_ptr<Connection>& connection) {
                     [this, connection](const boost::system::error_code& error, std::size_t /*bytes*/) {
                       if (!error) step(connection);
                     });
+}
+
+// Tool-call mode: a request whose last message is a tool's result ends the
+// chat with "pong" (and closes the gap opened when the call was written);
+// any other starts it with a call of the tool.
+void ModelStub::respond_to_call(const std::shared_ptr<Connection>& connection, const std::string& body,
+                                std::chrono::steady_clock::time_point read_at) {
+  bool carries_result = false;
+  bool expected = false;
+  const json request = json::parse(body, nullptr, false);
+  if (request.is_object() && request.contains("messages") && request["messages"].is_array() &&
+      !request["messages"].empty()) {
+    const json& last = request["messages"].back();
+    carries_result = last.is_object() && last.value("role", "") == "tool";
+    expected = carries_result && last.dump().find(call_.expect) != std::string::npos;
+  } else {
+    carries_result = true;  // not a chat request: counted as unexpected, answered with the end
+  }
+  json answer;
+  if (carries_result) {
+    if (awaiting_result_) {
+      const std::lock_guard lock(mutex_);
+      call_gaps_.push_back(std::chrono::duration<double, std::micro>(read_at - call_written_at_).count());
+    }
+    awaiting_result_ = false;
+    if (!expected) unexpected_results_.fetch_add(1);
+    answer = {{"id", "chatcmpl-2"},
+              {"object", "chat.completion"},
+              {"choices",
+               {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", "pong"}}}, {"finish_reason", "stop"}}}},
+              {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 5}}}};
+  } else {
+    const std::string id = "call_" + std::to_string(++calls_made_);
+    answer = {{"id", "chatcmpl-1"},
+              {"object", "chat.completion"},
+              {"choices",
+               {{{"index", 0},
+                 {"message",
+                  {{"role", "assistant"},
+                   {"content", nullptr},
+                   {"tool_calls",
+                    {{{"id", id},
+                      {"type", "function"},
+                      {"function", {{"name", call_.name}, {"arguments", call_.arguments}}}}}}}},
+                 {"finish_reason", "tool_calls"}}}},
+              {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 5}}}};
+  }
+  const std::string text = answer.dump();
+  connection->out =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(text.size()) +
+      "\r\n\r\n" + text;
+  if (!carries_result) {
+    awaiting_result_ = true;
+    call_written_at_ = std::chrono::steady_clock::now();  // the write starts now, on this thread
+  }
+  asio::async_write(connection->socket, asio::buffer(connection->out),
+                    [this, connection](const boost::system::error_code& error, std::size_t /*bytes*/) {
+                      if (!error) serve(connection);
+                    });
+}
+
+std::vector<double> ModelStub::call_gaps() const {
+  const std::lock_guard lock(mutex_);
+  return call_gaps_;
+}
+
+void ModelStub::clear_call_gaps() {
+  const std::lock_guard lock(mutex_);
+  call_gaps_.clear();
 }
 
 void ModelStub::release_chunk() {

@@ -5,7 +5,8 @@
 // once, each pause a timer; unlike it, it answers the same way for ever and
 // keeps only the last request (a benchmark sends tens of thousands), and can
 // stream chunks one at a time on the caller's cue while it notes when each
-// was written.
+// was written, or play a model that calls a tool and notes how long the
+// daemon took to bring the call's result back.
 #pragma once
 
 #include <atomic>
@@ -26,10 +27,21 @@ namespace passepartout::bench {
 class ModelStub {
  public:
   enum class Mode : std::uint8_t {
-    answer,  // the whole answer after `pause` (zero: at once), Content-Length
-    stepped  // the head at once, then one chunk each time release_chunk() is called
+    answer,    // the whole answer after `pause` (zero: at once), Content-Length
+    stepped,   // the head at once, then one chunk each time release_chunk() is called
+    tool_call  // non-streamed JSON: a call of the ToolCall's tool, or "pong" to a request carrying its result
   };
   ModelStub(Mode mode, std::chrono::milliseconds pause = {}, int chunks_per_answer = 1);
+
+  // Tool-call mode: the tool the model calls (OpenAI's chat completions,
+  // not streamed), with `arguments` (a JSON object's text); `expect` is text
+  // the call's result must hold.
+  struct ToolCall {
+    std::string name;
+    std::string arguments;
+    std::string expect;
+  };
+  explicit ModelStub(ToolCall call);
   ~ModelStub();
   ModelStub(const ModelStub&) = delete;
   ModelStub& operator=(const ModelStub&) = delete;
@@ -50,12 +62,23 @@ class ModelStub {
     return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(written_at_.load()));
   }
 
+  // Tool-call mode: for each request that carried a call's result, the
+  // microseconds from the stub's writing the answer that made the call to
+  // its having read the whole request; and how many results lacked `expect`
+  // (a call refused or failed, which would be timed as if it had run).
+  std::vector<double> call_gaps() const;
+  void clear_call_gaps();
+  std::size_t unexpected_results() const noexcept { return unexpected_results_.load(); }
+
   struct Connection;
 
  private:
+  void start();  // binds, listens and starts the thread: the last thing each constructor does
   void accept();
   void serve(const std::shared_ptr<Connection>& connection);
   void respond(const std::shared_ptr<Connection>& connection);
+  void respond_to_call(const std::shared_ptr<Connection>& connection, const std::string& body,
+                       std::chrono::steady_clock::time_point read_at);
   void step(const std::shared_ptr<Connection>& connection);
 
   Mode mode_;
@@ -74,6 +97,14 @@ class ModelStub {
   // Stepped mode, on the stub's thread only.
   int credits_ = 0;
   std::shared_ptr<Connection> waiting_;
+  // Tool-call mode: the call, and (the stub's thread only) when the last one
+  // was written and whether its result is still to come.
+  ToolCall call_;
+  std::chrono::steady_clock::time_point call_written_at_{};
+  bool awaiting_result_ = false;
+  std::size_t calls_made_ = 0;
+  std::vector<double> call_gaps_;  // under mutex_
+  std::atomic<std::size_t> unexpected_results_{0};
 };
 
 }  // namespace passepartout::bench

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -319,13 +320,27 @@ TEST_CASE("a stdio server runs confined: its user, its writes, no network, no ne
   }
   // Its temporary folder, its working folder and its TMPDIR, is its own.
   const fs::path cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd");
-  CHECK(cwd.filename().string().starts_with("passepartout-mcp-fixture-"));
+  CHECK(cwd.filename().string().starts_with("passepartout-mcp-" + std::to_string(daemon.pid()) + "-fixture-"));
   CHECK(read_text_file("/proc/" + std::to_string(pid) + "/environ").find("TMPDIR=" + cwd.string()) !=
         std::string::npos);
   struct stat info {};
   REQUIRE(::stat(cwd.c_str(), &info) == 0);
   CHECK(info.st_uid == (::geteuid() == 0 ? 65534U : ::geteuid()));
   CHECK((info.st_mode & 0777U) == 0700U);
+
+  // Killed, the daemon leaves its folder; the next daemon's start removes it.
+  daemon.signal(SIGKILL);
+  daemon.wait_exit();
+  REQUIRE(fs::exists(cwd));
+  HttpStub other_stub;
+  TempDir other;
+  DaemonProcess next(with_model(other, write_config(other, other_stub, "openai", true, "")));
+  CHECK(next.wait_for_log("listening on"));
+  const auto deadline = std::chrono::steady_clock::now() + kProcessWait;
+  while (fs::exists(cwd) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK_FALSE(fs::exists(cwd));
 }
 
 TEST_CASE("a stdio server the sandbox cannot honour is refused, not run unconfined",
