@@ -448,7 +448,13 @@ std::vector<Check> check_mcp_servers(const DoctorOptions& options) {
     }
     hub.stop();
   }
+  // The servers stopping (their grace, their last reads) run to their end,
+  // so that nothing is left pending when the loop goes; bounded.
   work.reset();
+  const auto drained = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!io.stopped() && std::chrono::steady_clock::now() < drained) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   io.stop();
   loop.join();
   fs::remove_all(folder, error);
