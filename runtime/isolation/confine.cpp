@@ -110,17 +110,7 @@ void allow_writes_beneath(int ruleset, const char* path, std::uint64_t access, b
 void apply_landlock(const Confinement& c, int abi) {
   if (abi <= 0) return;
   const std::uint64_t writes = landlock::write_accesses(abi);
-  landlock::RulesetAttributes attributes{writes, 0, 0};
-  std::size_t size = sizeof attributes.handled_access_fs;
-  if (abi >= 4) {
-    size = offsetof(landlock::RulesetAttributes, scoped);
-    if (!c.network) attributes.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-  }
-  if (abi >= 6) {
-    size = sizeof attributes;
-    attributes.scoped = LANDLOCK_SCOPE_SIGNAL | (c.network ? 0 : LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET);
-  }
-  const int ruleset = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attributes, size, 0U));
+  const int ruleset = landlock::create_ruleset(abi, writes, c.network);
   if (ruleset < 0) give_up("landlock_create_ruleset", errno);
   for (const fs::path& folder : c.writable) allow_writes_beneath(ruleset, folder.c_str(), writes, true);
   // `> /dev/null` opens with O_TRUNC, which ABI 3 counts as truncating.

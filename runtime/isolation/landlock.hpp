@@ -4,7 +4,10 @@
 #pragma once
 
 #include <linux/landlock.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 
 // Debian 12's kernel headers stop at Landlock ABI 2; the values are the kernel's stable ABI.
@@ -57,6 +60,24 @@ constexpr std::uint64_t write_accesses(int abi) {
   if (abi >= 2) writes |= LANDLOCK_ACCESS_FS_REFER;
   if (abi >= 3) writes |= LANDLOCK_ACCESS_FS_TRUNCATE;
   return writes;
+}
+
+// A ruleset handling `fs_accesses` and, from ABI 6, signals to processes
+// outside the domain; when `network` is false, TCP bind and connect too (ABI
+// 4) and abstract Unix sockets (ABI 6). Each ABI is given the attributes it
+// knows. The ruleset's descriptor, or -1 with errno set.
+inline int create_ruleset(int abi, std::uint64_t fs_accesses, bool network) {
+  RulesetAttributes attributes{fs_accesses, 0, 0};
+  std::size_t size = sizeof attributes.handled_access_fs;
+  if (abi >= 4) {
+    size = offsetof(RulesetAttributes, scoped);
+    if (!network) attributes.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+  }
+  if (abi >= 6) {
+    size = sizeof attributes;
+    attributes.scoped = LANDLOCK_SCOPE_SIGNAL | (network ? 0 : LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET);
+  }
+  return static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attributes, size, 0U));
 }
 
 }  // namespace passepartout::landlock

@@ -175,17 +175,7 @@ constexpr const char* kProgramFolders[] = {"/usr",   "/bin",   "/sbin",   "/lib"
                                            "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache"};
 
 Result<std::string> apply_landlock(const SandboxSpec& spec, int abi) {
-  landlock::RulesetAttributes attributes{landlock::every_fs_access(abi), 0, 0};
-  std::size_t size = sizeof attributes.handled_access_fs;
-  if (abi >= 4) {
-    size = offsetof(landlock::RulesetAttributes, scoped);
-    if (!spec.network) attributes.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-  }
-  if (abi >= 6) {
-    size = sizeof attributes;
-    attributes.scoped = LANDLOCK_SCOPE_SIGNAL | (spec.network ? 0 : LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET);
-  }
-  const Descriptor ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attributes, size, 0U)));
+  const Descriptor ruleset(landlock::create_ruleset(abi, landlock::every_fs_access(abi), spec.network));
   if (ruleset.get() < 0) return refused_by_kernel("landlock_create_ruleset", errno);
 
   std::vector<std::string> missing;
