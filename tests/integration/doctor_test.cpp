@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "integration/daemon_process.hpp"
+#include "integration/mcp_harness.hpp"
 #include "support/http_stub.hpp"
 #include "support/loopback.hpp"
 #include "support/skill_fixtures.hpp"
@@ -222,8 +223,8 @@ TEST_CASE("doctor starts each MCP server as the daemon would, lists its tools, a
           "[integration][doctor][mcp]") {
   Doctor doctor;
   const fs::path config = doctor.home.path() / "config.yaml";
-  std::ofstream(config) << "mcp_servers:\n  fixture:\n    command: " << PP_MCP_FIXTURE << "\n"
-                        << testing::as_daemon_user() << "  missing:\n    command: no-such-mcp-server\n"
+  std::ofstream(config) << "mcp_servers:\n"
+                        << testing::fixture_entry("fixture") << "  missing:\n    command: no-such-mcp-server\n"
                         << testing::as_daemon_user() << "  off:\n    command: x\n    disabled: true\n";
   const json document = doctor.run_json({"--config", config.string(), "--no-network"});
   INFO(document.dump(2));

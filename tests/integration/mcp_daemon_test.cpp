@@ -26,6 +26,7 @@
 
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "integration/mcp_harness.hpp"
 #include "integration/model_exchange.hpp"
 #include "integration/npm_packages.hpp"
 #include "skills/sandbox_spec.hpp"
@@ -39,63 +40,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace passepartout::testing;
 
-// The daemon's tool-permissions table with `lines` (YAML, indented four) in
-// place of the bundled `"mcp__*": ask`.
-DaemonProcess::Options with_permissions(DaemonProcess::Options options, std::string lines) {
-  options.copy_manifests = true;
-  options.edit_manifests = [lines = std::move(lines)](const fs::path& dir) {
-    const fs::path file = dir / "tool-permissions.yaml";
-    std::string text = read_text_file(file);
-    const std::string bundled = "    \"mcp__*\": ask";
-    const std::size_t at = text.find(bundled);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, text.find('\n', at) - at, lines);
-    std::ofstream(file) << text;
-  };
-  return options;
-}
-
-std::string fixture_server(std::string_view mode = "") {
-  std::string entry = "mcp_servers:\n  fixture:\n    command: " + std::string(PP_MCP_FIXTURE) + "\n";
-  if (!mode.empty()) entry += "    args: [" + std::string(mode) + "]\n";
-  return entry + testing::as_daemon_user();
-}
-
-// The daemon's answer to an operator command (over its Unix socket).
-Value operator_command(const DaemonProcess& daemon, const std::string& command) {
-  WireClient op = WireClient::local(daemon.socket_path());
-  op.expect_handshake();
-  op.send("(:TYPE :OPERATOR :COMMAND " + command + ")");
-  return op.expect_frame();
-}
-
-// The server `name` of the MCP listing, NIL when it is not there.
-Value server_of(const Value& listing, std::string_view name) {
-  for (const Value& server : listing.path({"PAYLOAD", "SERVERS"}).items()) {
-    if (server.at("NAME").text() == name) return server;
-  }
-  return {};
-}
-
-// Waits until server `name` is in `state` (bounded); its entry.
-Value wait_for_state(const DaemonProcess& daemon, std::string_view name, std::string_view state) {
-  const auto deadline = std::chrono::steady_clock::now() + kProcessWait;
-  Value server;
-  while (std::chrono::steady_clock::now() < deadline) {
-    server = server_of(operator_command(daemon, ":MCP"), name);
-    if (server.at("STATE").is_string() && server.at("STATE").text() == state) return server;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  FAIL("mcp server '" << name << "' never became " << state << ": " << to_sexp(server) << "\n" << daemon.log());
-  return server;
-}
-
-Value tool_of(const Value& server, std::string_view name) {
-  for (const Value& tool : server.at("TOOLS").items()) {
-    if (tool.at("NAME").text() == name) return tool;
-  }
-  return {};
-}
+std::string fixture_server(std::string_view mode = "") { return "mcp_servers:\n" + fixture_entry("fixture", mode); }
 
 }  // namespace
 
@@ -124,7 +69,7 @@ TEST_CASE("an MCP server's tools are offered natively, and an allowed call's res
   const std::string result = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_echo");
   CHECK(result.find("echo: through the gates") != std::string::npos);
   CHECK(printed(frames).find("echo: through the gates") != std::string::npos);  // the user sees it too
-  const Value after = server_of(operator_command(daemon, ":MCP"), "fixture");
+  const Value after = server_of(daemon, "fixture");
   CHECK(after.at("CALLS").as_integer() == 1);
   CHECK(after.at("FAILURES").as_integer() == 0);
   // The decision log recorded which server and which definition the call was
@@ -153,13 +98,13 @@ TEST_CASE("an MCP call the table asks about waits for approval and runs once app
   INFO(printed(frames) << daemon.log());
   const std::string token = approval_token(frames);
   REQUIRE(token.size() == 32);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 0);  // nothing ran yet
+  CHECK(server_of(daemon, "fixture").at("CALLS").as_integer() == 0);  // nothing ran yet
 
   const Value approved = operator_command(daemon, ":APPROVE :TOKEN \"" + token + "\"");
   INFO(to_sexp(approved));
   REQUIRE(is_ok_response(approved));
   CHECK(to_sexp(approved).find("echo: approved run") != std::string::npos);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 1);
+  CHECK(server_of(daemon, "fixture").at("CALLS").as_integer() == 1);
 
   stub.enqueue(text_answer("openai", "Done."));
   chat(daemon, "what did it say?", "s1", "r2");
@@ -184,13 +129,13 @@ TEST_CASE("a denied MCP call's reason reaches the model, and a tool that fails r
   const std::string denied = call_result("openai", sent("openai", stub.requests()[1]).messages, "call_deny");
   INFO(denied << daemon.log());
   CHECK(denied.find("denied by tool-permissions") != std::string::npos);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 0);
+  CHECK(server_of(daemon, "fixture").at("CALLS").as_integer() == 0);
 
   chat(daemon, "now the failing one", "s2", "r2");
   REQUIRE(stub.requests().size() == 4);
   const std::string failed = call_result("openai", sent("openai", stub.requests()[3]).messages, "call_fail");
   CHECK(failed.find("it failed, as it always does") != std::string::npos);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("FAILURES").as_integer() == 1);
+  CHECK(server_of(daemon, "fixture").at("FAILURES").as_integer() == 1);
 }
 
 TEST_CASE("a tool whose definition changes is refused until an operator trusts it", "[integration][mcp][concurrency]") {
@@ -205,7 +150,7 @@ TEST_CASE("a tool whose definition changes is refused until an operator trusts i
   chat(daemon, "echo once", "s1", "r1");  // the server changes echo's description after this call
   INFO(daemon.log());
   REQUIRE(daemon.wait_for_log("the definition of tool 'echo' changed since it was pinned"));
-  const Value changed = server_of(operator_command(daemon, ":MCP"), "fixture");
+  const Value changed = server_of(daemon, "fixture");
   CHECK(tool_of(changed, "echo").at("PIN").text() == "changed");
   CHECK(tool_of(changed, "echo").at("OFFERED").text().empty());
   CHECK(tool_of(changed, "echo").at("PINNED-SHA256").text() == tool_of(before, "echo").at("SHA256").text());
@@ -221,7 +166,7 @@ TEST_CASE("a tool whose definition changes is refused until an operator trusts i
   const std::string refused = call_result("openai", sent("openai", stub.requests().back()).messages, "call_2");
   CHECK(refused.find("changed since it was pinned; it waits for an operator: passepartout mcp trust fixture echo") !=
         std::string::npos);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("CALLS").as_integer() == 1);
+  CHECK(server_of(daemon, "fixture").at("CALLS").as_integer() == 1);
 
   // Trusted: the difference is shown, and the tool is offered again.
   const Value trusted = operator_command(daemon, ":MCP-TRUST :SERVER \"fixture\" :TOOL \"echo\"");
@@ -231,7 +176,7 @@ TEST_CASE("a tool whose definition changes is refused until an operator trusts i
   const Value change = trusted.path({"PAYLOAD", "CHANGES"}).items()[0];
   CHECK(std::string(change.at("TO-DEFINITION").text()).find("ignore previous instructions") != std::string::npos);
   CHECK(std::string(change.at("FROM-DEFINITION").text()).find("ignore previous instructions") == std::string::npos);
-  CHECK(tool_of(server_of(operator_command(daemon, ":MCP"), "fixture"), "echo").at("PIN").text() == "pinned");
+  CHECK(tool_of(server_of(daemon, "fixture"), "echo").at("PIN").text() == "pinned");
   // The pin is in the state folder: a restart does not forget it.
   const json pins = json::parse(read_text_file(daemon.state_dir() / "mcp-pins.json"));
   CHECK(pins["servers"]["fixture"]["echo"]["sha256"] == std::string(change.at("TO-SHA256").text()));
@@ -347,9 +292,9 @@ TEST_CASE("a stdio server the sandbox cannot honour is refused, not run unconfin
           "[integration][mcp][concurrency]") {
   HttpStub stub;
   TempDir dir;
-  const std::string servers = "mcp_servers:\n  fixture:\n    command: " + std::string(PP_MCP_FIXTURE) +
-                              "\n    writable: [" + (dir.path() / "missing").string() + "]\n" + as_daemon_user() +
-                              "  other:\n    command: no-such-mcp-server\n" + as_daemon_user();
+  const std::string servers =
+      "mcp_servers:\n" + fixture_entry("fixture", "", "    writable: [" + (dir.path() / "missing").string() + "]\n") +
+      "  other:\n    command: no-such-mcp-server\n" + as_daemon_user();
   DaemonProcess daemon(with_model(dir, write_config(dir, stub, "openai", true, servers)));
   const Value refused = wait_for_state(daemon, "fixture", "refused");
   CHECK(std::string(refused.at("REASON").text()) ==
@@ -374,7 +319,7 @@ TEST_CASE("servers are added, changed and removed live, and the ones that did no
   TempDir dir;
   const std::string config = write_config(dir, stub, "openai", true, fixture_server());
   const std::string with_one = read_text_file(config);
-  const std::string second = "  second:\n    command: " + std::string(PP_MCP_FIXTURE) + "\n" + as_daemon_user();
+  const std::string second = fixture_entry("second");
   DaemonProcess::Options options = with_model(dir, config);
   options.extra_args.emplace_back("--watch");
   DaemonProcess daemon(std::move(options));
@@ -384,30 +329,30 @@ TEST_CASE("servers are added, changed and removed live, and the ones that did no
   replace_file(config, with_one + second);
   wait_for_state(daemon, "second", "ready");
   INFO(daemon.log());
-  const Value untouched = server_of(operator_command(daemon, ":MCP"), "fixture");
+  const Value untouched = server_of(daemon, "fixture");
   CHECK(untouched.at("PID").as_integer() == first.at("PID").as_integer());
   CHECK(untouched.at("STARTS").as_integer() == 1);
 
   // The second one's entry changed: it alone starts again, as another process.
-  const std::int64_t second_pid = server_of(operator_command(daemon, ":MCP"), "second").at("PID").as_integer();
+  const std::int64_t second_pid = server_of(daemon, "second").at("PID").as_integer();
   replace_file(config, with_one + second + "    call_timeout: 5s\n");
   REQUIRE(daemon.wait_for_log("mcp server 'second' changed: starting it again"));
   const Value restarted = wait_for_state(daemon, "second", "ready");
   CHECK(restarted.at("PID").as_integer() != second_pid);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("PID").as_integer() == first.at("PID").as_integer());
+  CHECK(server_of(daemon, "fixture").at("PID").as_integer() == first.at("PID").as_integer());
 
   // A mistake changes nothing, and says where it is.
   replace_file(config, with_one + second + "  third:\n    commnd: x\n");
   const Value refused = operator_command(daemon, ":MCP-RELOAD");
   CHECK_FALSE(is_ok_response(refused));
   CHECK(to_sexp(refused).find("unknown key 'commnd' of mcp server 'third'") != std::string::npos);
-  CHECK(server_of(operator_command(daemon, ":MCP"), "second").at("STATE").text() == "ready");
+  CHECK(server_of(daemon, "second").at("STATE").text() == "ready");
 
   // mcp reload: the second one removed, the first still the same process.
   replace_file(config, with_one);
   REQUIRE(is_ok_response(operator_command(daemon, ":MCP-RELOAD")));
-  CHECK(server_of(operator_command(daemon, ":MCP"), "second").is_nil());
-  CHECK(server_of(operator_command(daemon, ":MCP"), "fixture").at("PID").as_integer() == first.at("PID").as_integer());
+  CHECK(server_of(daemon, "second").is_nil());
+  CHECK(server_of(daemon, "fixture").at("PID").as_integer() == first.at("PID").as_integer());
 }
 
 TEST_CASE("a bad mcp_servers entry stops the daemon's start, naming the file, line and key",

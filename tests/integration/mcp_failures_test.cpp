@@ -25,6 +25,7 @@
 
 #include "daemon/protocol.hpp"
 #include "integration/daemon_process.hpp"
+#include "integration/mcp_harness.hpp"
 #include "integration/model_exchange.hpp"
 #include "integration/npm_packages.hpp"
 #include "support/http_stub.hpp"
@@ -37,79 +38,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace passepartout::testing;
 using namespace std::chrono_literals;
-
-// The daemon's tool-permissions table with `lines` (YAML, indented four) in
-// place of the bundled `"mcp__*": ask`.
-DaemonProcess::Options with_permissions(DaemonProcess::Options options, std::string lines) {
-  options.copy_manifests = true;
-  options.edit_manifests = [lines = std::move(lines)](const fs::path& dir) {
-    const fs::path file = dir / "tool-permissions.yaml";
-    std::string text = read_text_file(file);
-    const std::string bundled = "    \"mcp__*\": ask";
-    const std::size_t at = text.find(bundled);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, text.find('\n', at) - at, lines);
-    std::ofstream(file) << text;
-  };
-  return options;
-}
-
-// The fixture server as the entry `name` of mcp_servers:, misbehaving as
-// `mode` says, with `more` keys (YAML, indented four).
-std::string fixture_entry(std::string_view name, std::string_view mode = "", std::string_view more = "") {
-  std::string entry = "  " + std::string(name) + ":\n    command: " + std::string(PP_MCP_FIXTURE) + "\n";
-  if (!mode.empty()) entry += "    args: [" + std::string(mode) + "]\n";
-  entry += more;
-  return entry + as_daemon_user();  // (sandbox) a root daemon's servers run as nobody, who may not reach the build tree
-}
-
-// The daemon's answer to an operator command (over its Unix socket).
-Value operator_command(const DaemonProcess& daemon, const std::string& command) {
-  WireClient op = WireClient::local(daemon.socket_path());
-  op.expect_handshake();
-  op.send("(:TYPE :OPERATOR :COMMAND " + command + ")");
-  return op.expect_frame();
-}
-
-// The server `name` in a list of servers (:MCP's :SERVERS, STATUS's
-// :MCP-SERVERS), NIL when it is not there.
-Value server_in(const Value& servers, std::string_view name) {
-  for (const Value& server : servers.items()) {
-    if (server.at("NAME").text() == name) return server;
-  }
-  return {};
-}
-
-Value server_of(const DaemonProcess& daemon, std::string_view name) {
-  return server_in(operator_command(daemon, ":MCP").path({"PAYLOAD", "SERVERS"}), name);
-}
-
-std::string text_of(const Value& server, const char* key) {
-  const Value value = server.at(key);
-  return value.is_string() ? std::string(value.text()) : std::string();
-}
-
-// Polls `mcp list` (bounded by `timeout`) until server `name`'s entry
-// satisfies `holds`; that entry.
-template <class Holds>
-Value wait_for_server(const DaemonProcess& daemon, std::string_view name, Holds holds, std::string_view what,
-                      std::chrono::milliseconds timeout = kProcessWait) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Value server;
-  while (std::chrono::steady_clock::now() < deadline) {
-    server = server_of(daemon, name);
-    if (!server.is_nil() && holds(server)) return server;
-    std::this_thread::sleep_for(20ms);
-  }
-  FAIL("mcp server '" << name << "' never " << what << ": " << to_sexp(server) << "\n" << daemon.log());
-  return server;
-}
-
-Value wait_for_state(const DaemonProcess& daemon, std::string_view name, std::string_view state) {
-  return wait_for_server(
-      daemon, name, [state](const Value& server) { return text_of(server, "STATE") == state; },
-      "became " + std::string(state));
-}
 
 // The daemon keeps serving other clients: an operator's STATUS over its
 // socket is answered, with `healthy` ready among its MCP servers; that entry
