@@ -32,6 +32,16 @@ fs::path write(const fs::path& file, const std::string& text, mode_t mode = 0600
   return file;
 }
 
+// `yaml` written to <dir>/config.yaml and its mcp_servers: read (paths
+// relative to `dir`); the entries, and the problems' message ("" when none).
+std::pair<std::vector<McpServerConfig>, std::string> read_servers(const fs::path& dir, const std::string& yaml) {
+  const fs::path file = write(dir / "config.yaml", yaml);
+  std::vector<McpServerConfig> out;
+  YamlProblems problems(file.string());
+  read_mcp_servers(YAML::Load(yaml)["mcp_servers"], problems, env_of({}), dir, out);
+  return std::make_pair(out, problems.ok() ? std::string() : problems.message());
+}
+
 }  // namespace
 
 TEST_CASE("mcp json: Claude Code's mcpServers and VS Code's servers are read unchanged", "[mcp]") {
@@ -105,13 +115,7 @@ TEST_CASE("mcp_servers: headers come from an owner-only headers_file, and limits
   testing::TempDir dir;
   write(dir.path() / "h.headers", "# comment\nAuthorization: Bearer from-file\nX-Team: blue\n", 0600);
   write(dir.path() / "loose.headers", "Authorization: x\n", 0644);
-  auto read_yaml = [&](const std::string& yaml) {
-    const fs::path file = write(dir.path() / "config.yaml", yaml);
-    std::vector<McpServerConfig> out;
-    YamlProblems problems(file.string());
-    read_mcp_servers(YAML::Load(yaml)["mcp_servers"], problems, env_of({}), dir.path(), out);
-    return std::make_pair(out, problems.ok() ? std::string() : problems.message());
-  };
+  auto read_yaml = [&](const std::string& yaml) { return read_servers(dir.path(), yaml); };
   auto [ok, none] = read_yaml(
       "mcp_servers:\n  t:\n    url: https://x/mcp\n    headers_file: h.headers\n    call_timeout: 5s\n"
       "    max_result_bytes: 4096\n    guards: [tool-permissions, policy]\n");
@@ -140,13 +144,7 @@ TEST_CASE("mcp_servers: headers come from an owner-only headers_file, and limits
 
 TEST_CASE("mcp_servers: the sandbox of a stdio server: user, writable folders, network and limits", "[mcp]") {
   testing::TempDir dir;
-  auto read_yaml = [&](const std::string& yaml) {
-    const fs::path file = write(dir.path() / "config.yaml", yaml);
-    std::vector<McpServerConfig> out;
-    YamlProblems problems(file.string());
-    read_mcp_servers(YAML::Load(yaml)["mcp_servers"], problems, env_of({}), dir.path(), out);
-    return std::make_pair(out, problems.ok() ? std::string() : problems.message());
-  };
+  auto read_yaml = [&](const std::string& yaml) { return read_servers(dir.path(), yaml); };
   auto [ok, none] = read_yaml(
       "mcp_servers:\n  fs:\n    command: x\n    writable: [notes, /srv/data]\n    network: false\n"
       "    user: mcp\n    limits: {open_files: 64, memory: 2GiB, cpu_seconds: 600}\n");
