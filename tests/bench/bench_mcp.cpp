@@ -26,7 +26,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -34,6 +33,7 @@
 
 #include "daemon_process.hpp"
 #include "model_stub.hpp"
+#include "support/executables.hpp"
 
 namespace {
 using namespace passepartout;
@@ -58,17 +58,6 @@ fs::path npm_dir() {
   return fs::path(home != nullptr ? home : "") / ".cache" / "passepartout" / "npm";
 }
 
-// The executable `name` on PATH; "" when there is none.
-std::string on_path(std::string_view name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const fs::path candidate = fs::path(dir) / name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return {};
-}
-
 // What both sides run, found; `missing` says why not.
 struct Prerequisites {
   std::string node;
@@ -79,7 +68,7 @@ struct Prerequisites {
 
 Prerequisites find_prerequisites() {
   Prerequisites p;
-  p.node = on_path("node");
+  p.node = testing::on_path("node");
   p.npm = npm_dir();
   const fs::path packages = p.npm / "node_modules" / "@modelcontextprotocol";
   p.server = packages / "server-everything" / "dist" / "index.js";

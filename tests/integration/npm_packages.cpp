@@ -1,11 +1,8 @@
 // The npm packages the integration tests run, found where scripts/setup put them.
 #include "integration/npm_packages.hpp"
 
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <sstream>
 
 namespace passepartout::testing {
 
@@ -14,16 +11,6 @@ namespace fs = std::filesystem;
 fs::path npm_dir() {
   if (const char* dir = std::getenv("PASSEPARTOUT_NPM_CACHE"); dir != nullptr && *dir != '\0') return dir;
   return PP_NPM_DIR;
-}
-
-std::string on_path(std::string_view name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const fs::path candidate = fs::path(dir) / name;
-    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return {};
 }
 
 std::string node_or_fail() {

@@ -6,14 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "support/executables.hpp"  // on_path
+
 namespace passepartout::testing {
 
 // Where scripts/setup installs them: PASSEPARTOUT_NPM_CACHE now, else the
 // folder CMake computed from the same variables when it configured.
 std::filesystem::path npm_dir();
-
-// The executable `name` on PATH; "" when there is none.
-std::string on_path(std::string_view name);
 
 // node's path; the test fails, saying how to install it, when it is not on PATH.
 std::string node_or_fail();
