@@ -7,6 +7,7 @@
 #include <vector>
 #include "cli/cli11.hpp"
 
+#include "base/duration_text.hpp"
 #include "base/utf8.hpp"
 #include "cli/client_options.hpp"
 #include "cli/client_output.hpp"
@@ -155,12 +156,33 @@ int run_approvals_deny_session(const Target& target, const std::string& session,
                               });
 }
 
-int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output) {
+int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output,
+                         const RememberOptions& remember) {
   if (!is_valid_utf8(token)) return report_failure(output, "the token is not UTF-8", "", kExitUsage);
+  OperatorRequest request{approve ? "APPROVE" : "DENY", {{"TOKEN", Value::string(token)}}, approval_hints(), {}};
+  if (remember.remember) {
+    if (!approve)
+      return report_failure(output, "--remember teaches a standing approval; deny has none", "", kExitUsage);
+    Value expires;
+    if (!remember.expires.empty()) {
+      auto span = parse_span(remember.expires);
+      if (!span) return report_failure(output, "--expires: " + span.error().message, "", kExitUsage);
+      expires = Value::integer(std::chrono::duration_cast<std::chrono::seconds>(*span).count());
+    }
+    request.arguments.emplace_back("REMEMBER", Value::t());
+    request.arguments.emplace_back("MATCH", Value::string(remember.match));
+    request.arguments.emplace_back("SCOPE", Value::string(remember.scope));
+    request.arguments.emplace_back("EXPIRES-S", expires);
+  }
   return run_operator_command(
-      target, output, {approve ? "APPROVE" : "DENY", {{"TOKEN", Value::string(token)}}, approval_hints(), {}},
+      target, output, request,
       [&](const Value& response, std::ostream& out) {
         out << response_message(response, (approve ? "Approved " : "Denied ") + printable(token) + ".") << '\n';
+        if (const Value& rule = response.path({"PAYLOAD", "RULE"}); rule.is_list()) {
+          out << "Standing approval " << printable(display_text(rule.at("ID"))) << ": "
+              << printable(display_text(rule.at("SUMMARY"))) << " (remove it with `passepartout rules remove "
+              << printable(display_text(rule.at("ID"))) << "`)\n";
+        }
         if (!approve) return;
         const Value& result = response.path({"PAYLOAD", "RESULT"});
         if (result.is_nil()) return;
@@ -222,6 +244,22 @@ void add_approvals_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& 
             ->type_name("TOKEN");
     if (approve) {
       token->required();
+      decide->add_flag("--remember", parsed->remember.remember,
+                       "Approve always, not once: teach a standing approval (docs/rules.md) that approves\n"
+                       "this action when the same gates ask about it again; it still passes every gate");
+      decide
+          ->add_option("--match", parsed->remember.match,
+                       "exact (default): the same command or arguments; prefix: a shell command's leading\n"
+                       "words up to its first path or option value, the same paths (never wider than shown)")
+          ->check(CLI::IsMember({"exact", "prefix"}))
+          ->type_name("exact|prefix");
+      decide
+          ->add_option("--scope", parsed->remember.scope,
+                       "always (default: kept in the rules file) or session (ends with the action's session)")
+          ->check(CLI::IsMember({"always", "session"}))
+          ->type_name("always|session");
+      decide->add_option("--expires", parsed->remember.expires, "The rule ends after this long: 30m, 12h, 7d")
+          ->type_name("DURATION");
     } else {
       decide->add_option("--all-from", parsed->all_from, "Deny every pending approval of this session instead")
           ->type_name("SESSION")
@@ -236,7 +274,12 @@ void add_approvals_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& 
           return report_failure(output, "deny needs a TOKEN or --all-from SESSION",
                                 "see the pending approvals with `passepartout approvals list`", kExitUsage);
         }
-        return run_approvals_decide(target, parsed->token, approve, output);
+        if (!parsed->remember.remember && (parsed->remember.match != "exact" || parsed->remember.scope != "always" ||
+                                           !parsed->remember.expires.empty())) {
+          return report_failure(output, "--match, --scope and --expires describe a standing approval: add --remember",
+                                "", kExitUsage);
+        }
+        return run_approvals_decide(target, parsed->token, approve, output, parsed->remember);
       });
     });
   }

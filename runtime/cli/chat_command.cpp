@@ -449,7 +449,7 @@ void print_short_status(const Target& target, const std::string& session_id, con
 constexpr const char* kSlashHelp =
     "Commands (never sent to the model):\n"
     "  /help           this list\n"
-    "  /approve TOKEN  run an action a gate held for approval\n"
+    "  /approve TOKEN  run an action a gate held for approval (add --remember: always, for this action)\n"
     "  /deny TOKEN     drop it\n"
     "  /status         the daemon's health, pending approvals and models\n"
     "  /quit, /exit    leave (so does Ctrl-D)\n"
@@ -515,10 +515,19 @@ class Conversation {
         print_short_status(target_, session_id_, response, out);
       });
     } else if (name == "/approve" || name == "/deny") {
-      if (argument.empty() || argument.find_first_of(" \t") != std::string::npos) {
-        output_.err << "passepartout: " << name << " needs one TOKEN (the one shown when a gate asked)\n";
+      // /approve TOKEN [--remember]: "always" teaches a standing approval (exact).
+      std::string token = argument;
+      RememberOptions remember;
+      if (const auto flag = token.find(" --remember");
+          name == "/approve" && flag != std::string::npos && trimmed(token.substr(flag)) == "--remember") {
+        remember.remember = true;
+        token = trimmed(token.substr(0, flag));
+      }
+      if (token.empty() || token.find_first_of(" \t") != std::string::npos) {
+        output_.err << "passepartout: " << name << " needs one TOKEN (the one shown when a gate asked)"
+                    << (name == "/approve" ? ", and --remember to approve it always" : "") << '\n';
       } else {
-        run_approvals_decide(target_, argument, name == "/approve", output_);
+        run_approvals_decide(target_, token, name == "/approve", output_, remember);
       }
     } else {
       output_.err << "passepartout: unknown command " << printable(name) << " (not sent to the model)\n";
@@ -570,7 +579,7 @@ class Conversation {
         << (held.reason.empty() ? "" : ": " + printable(held.reason)) << "\n  would run: " << held.command
         << "\n  token:     " << printable(held.token) << '\n';
     out.flush();
-    const std::string question = "Run it? [y/N] ";
+    const std::string question = "Run it? [y/N/a=always] ";
     if (!lines_.is_terminal()) {
       out << question;
       out.flush();
@@ -579,8 +588,11 @@ class Conversation {
     if (!answer) quit_ = true;  // the end of input: deny, then leave
     const std::string said = answer ? trimmed(*answer) : std::string();
     if (!lines_.is_terminal()) out << said << '\n';
-    const bool approve = said == "y" || said == "Y" || said == "yes";
-    run_approvals_decide(target_, held.token, approve, output_);
+    // a: always, a standing approval of exactly this (docs/rules.md); it still passes every gate.
+    RememberOptions remember;
+    remember.remember = said == "a" || said == "A" || said == "always";
+    const bool approve = remember.remember || said == "y" || said == "Y" || said == "yes";
+    run_approvals_decide(target_, held.token, approve, output_, remember);
     out.flush();
   }
 
@@ -657,9 +669,10 @@ void add_chat_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed
       "history (<state dir>/chat_history, the last 1000 lines), else line by line from standard input.\n"
       "Lines starting with / are commands, never sent to the model: /help, /approve TOKEN, /deny TOKEN,\n"
       "/status, /quit (or /exit; Ctrl-D too). An action a gate holds for approval is shown with the gate\n"
-      "that asked and \"Run it? [y/N]\" (y runs it, anything else denies it). When the daemon drops the\n"
-      "connection (a restart), chat reconnects and sends the line that had not gone out; Ctrl-C clears the\n"
-      "line being typed.");
+      "that asked and \"Run it? [y/N/a=always]\" (y runs it; a runs it and teaches a standing approval of\n"
+      "exactly that action, docs/rules.md; anything else denies it). When the daemon drops the connection\n"
+      "(a restart), chat reconnects and sends the line that had not gone out; Ctrl-C clears the line being\n"
+      "typed.");
   chat->add_option("text", parsed->chat_words, "The message (several words are joined with spaces)");
   chat->add_option("--session", parsed->session_id,
                    "Session id to talk in (default: with TEXT the connection's own, else a new one for the run)")

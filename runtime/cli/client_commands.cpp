@@ -83,6 +83,7 @@ void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen) {
   add_skills_commands(skills, parsed, chosen);
   add_install_commands(skills, parsed, chosen);
   add_approvals_commands(app, parsed, chosen);
+  add_rules_commands(app, parsed, chosen);
   add_doctor_command(app, parsed, chosen);
 }
 

@@ -138,7 +138,16 @@ struct ApprovalsPage {
 int run_approvals_list(const Target& target, const ApprovalsPage& page, const Output& output);
 // One approval in whatever state: its decision, and what came of its run.
 int run_approvals_show(const Target& target, const std::string& token, const Output& output);
-int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output);
+// "Always" instead of "once" (approvals approve --remember): the standing
+// approval the daemon teaches from the approval (docs/rules.md).
+struct RememberOptions {
+  bool remember = false;
+  std::string match = "exact";   // exact, prefix
+  std::string scope = "always";  // always, session
+  std::string expires;           // a span ("7d"); empty: never
+};
+int run_approvals_decide(const Target& target, const std::string& token, bool approve, const Output& output,
+                         const RememberOptions& remember = {});
 // Denies every pending approval of `session` (--all-from); none pending is not a failure.
 int run_approvals_deny_session(const Target& target, const std::string& session, const Output& output);
 int run_stop(const Target& target, const Output& output);

@@ -46,6 +46,7 @@ struct ParsedClient {
   std::string skill;                // skills history --skill
   NewSkillOptions new_skill;        // skills new
   InstallSkillOptions install;      // skills install (and uninstall's --manifests, --plugins)
+  RememberOptions remember;         // approvals approve --remember
 };
 
 // Seconds to wait for the daemon's answer unless --timeout says otherwise.
@@ -71,6 +72,7 @@ void add_skills_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& 
 void add_install_commands(CLI::App& skills, const std::shared_ptr<ParsedClient>& parsed,
                           Runner& chosen);  // skills new|install|uninstall
 void add_approvals_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
+void add_rules_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
 void add_doctor_command(CLI::App& app, const std::shared_ptr<ParsedClient>& parsed, Runner& chosen);
 
 }  // namespace passepartout::cli

@@ -27,7 +27,8 @@ struct DaemonArgs {
   std::string config_file;
   // One entry per setting, in daemon_settings() order.
   std::vector<std::string> texts;
-  std::deque<bool> switches;  // not vector<bool>: CLI11 binds to a bool&
+  std::vector<std::vector<std::string>> words;  // settings that take more than one word
+  std::deque<bool> switches;                    // not vector<bool>: CLI11 binds to a bool&
   std::vector<CLI::Option*> options;
 };
 
@@ -47,7 +48,11 @@ int run_daemon(const DaemonArgs& args) {
   for (std::size_t i = 0; i < settings.size(); ++i) {
     if (args.options[i]->count() == 0) continue;
     const std::string key(settings[i].key);
-    sources.command_line[key] = settings[i].is_switch() ? (args.switches[i] ? "true" : "false") : args.texts[i];
+    std::string text = args.texts[i];
+    if (settings[i].words > 1) {
+      for (const std::string& word : args.words[i]) text += (text.empty() ? "" : " ") + word;
+    }
+    sources.command_line[key] = settings[i].is_switch() ? (args.switches[i] ? "true" : "false") : text;
   }
   auto config = resolve_daemon_config(sources);
   if (!config) {
@@ -82,6 +87,7 @@ void add_daemon_command(CLI::App& app, Runner& chosen) {
   const auto settings = daemon_settings();
   args->texts.resize(settings.size());
   args->switches.resize(settings.size(), false);
+  args->words.resize(settings.size());
 
   auto* command = app.add_subcommand(
       "daemon",
@@ -98,6 +104,10 @@ void add_daemon_command(CLI::App& app, Runner& chosen) {
     CLI::Option* option = nullptr;
     if (setting.is_switch()) {
       option = command->add_flag(flag, args->switches[i], option_help(setting));
+    } else if (setting.words > 1) {
+      option = command->add_option(flag, args->words[i], option_help(setting))
+                   ->expected(1, setting.words)
+                   ->type_name(std::string(setting.value_name));
     } else {
       option =
           command->add_option(flag, args->texts[i], option_help(setting))->type_name(std::string(setting.value_name));

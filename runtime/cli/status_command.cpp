@@ -42,6 +42,12 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   std::string refused = integer_text(p.at("APPROVALS-REFUSED"));
   if (p.at("APPROVALS-REFUSED").as_integer() > 0) refused += " (past --max-pending-approvals[-per-session])";
   rows.push_back({"approvals refused", refused});
+  if (const Value& rules = p.at("RULES"); rules.is_list()) {
+    rows.push_back({"rules", integer_text(rules.at("DENY")) + " deny, " + integer_text(rules.at("ASK")) + " ask, " +
+                                 integer_text(rules.at("ALLOW")) + " standing approvals; hits " +
+                                 integer_text(rules.at("DENY-HITS")) + " / " + integer_text(rules.at("ASK-HITS")) +
+                                 " / " + integer_text(rules.at("ALLOW-HITS")) + " (`passepartout rules list`)"});
+  }
   if (p.at("DECISION-LOG").is_keyword()) {
     std::string decisions = "off";
     const std::string state = display_text(p.at("DECISION-LOG"));

@@ -543,6 +543,7 @@ void Connection::close_now() {
   pending_.clear();
   log_message(LogLevel::debug, kComponent, "connection {} ({}) closed", info_.connection_id, info_.peer);
   server_->unregister(info_.connection_id);
+  server_->handler->closed(info_);
   run_close_hooks();
 }
 

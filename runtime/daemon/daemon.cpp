@@ -28,6 +28,7 @@
 
 #include "base/crash_context.hpp"
 #include "base/digest.hpp"
+#include "base/duration_text.hpp"
 #include "base/executor.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
@@ -49,6 +50,7 @@
 #include "pipeline/gate_watchdog.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rule_book.hpp"
 #include "providers/cascade.hpp"
 #include "providers/http_client.hpp"
 #include "providers/http_provider.hpp"
@@ -180,6 +182,8 @@ struct Daemon::Impl {
   bool memory_saves = true;  // false after a load failure: never overwrite a file we could not read
   bool memory_ok = true;
   std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<RuleBook> rules;  // the operator's rules; outlives the pipeline, which reads them
+  std::string config_digest;        // of the config files' text, last read for their MCP servers
   // Outlives the pipeline: a signal's run may still hand it a record as it ends.
   std::unique_ptr<DecisionLog> decisions;
   std::unique_ptr<SkillHost> skills;
@@ -204,6 +208,9 @@ struct Daemon::Impl {
   std::unique_ptr<Heartbeat> heartbeat;
   std::unique_ptr<SkillWatcher> watcher;
   std::unique_ptr<OperatorHandler> operators;
+  // What the wire asks for; set before the server starts (which is when the
+  // operator requests that ask it whether a session is open can come).
+  std::shared_ptr<DaemonHandler> handler_;
   // Set once `operators` exists: SIGHUP can arrive while boot() still runs.
   std::atomic<OperatorHandler*> operators_ready{nullptr};
   std::unique_ptr<Server> server;
@@ -269,6 +276,7 @@ struct Daemon::Impl {
       if (number == SIGHUP) {
         log_message(LogLevel::info, kComponent, "SIGHUP: rescanning {}", config.manifest_dir.string());
         rescan("sighup");
+        reload_rules("sighup");
         if (auto reloaded = reload_mcp(); !reloaded) {
           log_message(LogLevel::error, kComponent, "SIGHUP: MCP servers not reloaded: {}", reloaded.error().message);
         }
@@ -302,6 +310,81 @@ struct Daemon::Impl {
     const std::size_t count = servers->size();
     mcp->apply(std::move(*servers));
     return count;
+  }
+
+  // Reads the rules file again (the watcher, SIGHUP); a change is logged and
+  // audited, a file that no longer reads keeps the rules in force.
+  void reload_rules(const std::string& requester) {
+    if (!rules) return;
+    auto reloaded = rules->reload();
+    SkillChange entry;
+    entry.requester = requester;
+    entry.action = "rules-reload";
+    entry.skill = rules->file().string();
+    if (!reloaded) {
+      log_message(LogLevel::error, kComponent, "rules: {} not reloaded, the rules in force stay: {}",
+                  rules->file().string(), reloaded.error().message);
+      entry.outcome = "failed";
+      entry.error = reloaded.error().message;
+    } else if (!*reloaded) {
+      return;  // unchanged (our own write, say)
+    } else {
+      const RuleBook::Counts counts = rules->counts();
+      entry.outcome = "ok";
+      entry.details = std::to_string(counts.deny) + " deny, " + std::to_string(counts.ask) + " ask, " +
+                      std::to_string(counts.allow) + " allow";
+      log_message(LogLevel::info, kComponent, "rules: {} reloaded ({})", rules->file().string(), entry.details);
+    }
+    if (skills) skills->record_external(std::move(entry));
+  }
+
+  // The text of the config files that name MCP servers, digested: the
+  // watcher reloads the servers only when it changed.
+  std::string config_files_digest() const {
+    std::string text;
+    for (const fs::path& file : {config.config_file, config.mcp_config_file}) {
+      if (file.empty()) continue;
+      auto read = read_bounded_file(file, std::size_t{16} * 1024 * 1024);
+      text += read ? sha256_hex(*read) : std::string("unreadable");
+    }
+    return sha256_hex(text);
+  }
+
+  // --unattended-approvals deny-after: every second, approvals whose time
+  // has come undecided are denied, each once: its session and the decision
+  // log are told. Stops with the pool.
+  void schedule_unattended_sweep() {
+    pool.post_after(std::chrono::seconds(1), [this] {
+      blocking.post([this] {
+        sweep_unattended();
+        schedule_unattended_sweep();
+      });
+    });
+  }
+  void sweep_unattended() {
+    auto expired = approvals->expire_unattended("unattended");
+    if (!expired) {
+      log_message(LogLevel::error, kComponent, "unattended approvals not expired: {}", expired.error().message);
+      return;
+    }
+    const std::string after = span_text(config.deny_unattended_after);
+    for (const Approval& approval : *expired) {
+      log_fields(LogLevel::warn, kComponent, {{"session", approval.session_id}},
+                 "approval {} expired: denied unattended (nobody decided within {})", approval.token, after);
+      pipeline->expired(approval, "Denied unattended: nobody decided within " + after + "; the action was not run.");
+      if (decisions) {
+        DecisionRecord record;
+        record.stage = DecisionStage::approval;
+        record.outcome = VerifyOutcome::blocked;
+        record.expired = true;
+        record.action = approval.action;
+        record.signal = Value::plist({{"META", approval.meta}});
+        record.reason = Value::string("expired: denied unattended (nobody decided within " + after + ")");
+        record.approval_token_sha256 = sha256_hex(approval.token);
+        record.started = record.finished = IntervalClock::now();
+        decisions->push(std::move(record));
+      }
+    }
   }
 
   void request_stop(std::string_view why) {
@@ -448,16 +531,34 @@ Result<void> Daemon::Impl::boot() {
     log_message(LogLevel::info, kComponent, "no memory saved yet at {}", c.memory_file.string());
   }
 
-  if (auto store = ApprovalStore::open(approvals_file(c.state_dir), {c.approval_lifetime,
-                                                                     c.approval_retention,
-                                                                     {},
-                                                                     c.max_pending_approvals,
-                                                                     c.max_pending_approvals_per_session});
+  // deny-after: an approval lives no longer than that; the sweep tells it.
+  const std::chrono::milliseconds lifetime = c.deny_unattended_after.count() > 0
+                                                 ? std::min(c.approval_lifetime, c.deny_unattended_after)
+                                                 : c.approval_lifetime;
+  if (auto store = ApprovalStore::open(
+          approvals_file(c.state_dir),
+          {lifetime, c.approval_retention, {}, c.max_pending_approvals, c.max_pending_approvals_per_session});
       store) {
     approvals = std::move(*store);
   } else {
     log_message(LogLevel::error, kComponent, "approvals unavailable (actions that need one are refused): {}",
                 store.error().message);
+  }
+
+  // The operator's rules: a file that does not read stops the start (its
+  // deny rules would not be in force).
+  auto book = RuleBook::open(c.rules_file);
+  if (!book) {
+    return fail(book.error().code,
+                "the rules file does not read; fix it, or move it away to start without its "
+                "rules: " +
+                    book.error().message);
+  }
+  rules = std::move(*book);
+  {
+    const RuleBook::Counts counts = rules->counts();
+    log_message(LogLevel::info, kComponent, "rules: {} ({} deny, {} ask, {} standing approvals)", c.rules_file.string(),
+                counts.deny, counts.ask, counts.allow);
   }
 
   if (c.decision_log) {
@@ -572,21 +673,39 @@ Result<void> Daemon::Impl::boot() {
   pipeline = std::make_unique<Pipeline>(
       Pipeline::Services{skills->registry(), cascade, pool, blocking, &memory, approvals.get(),
                          [this] { request_stop("Interrupt flag set"); },  // seed H7
-                         decisions.get(), mcp.get()},
+                         decisions.get(), mcp.get(), rules.get()},
       std::move(options));
+  if (c.deny_unattended_after.count() > 0 && approvals) {
+    log_message(LogLevel::info, kComponent, "unattended approvals: denied after {}",
+                span_text(c.deny_unattended_after));
+    schedule_unattended_sweep();
+  }
 
   operators = std::make_unique<OperatorHandler>(OperatorHandler::Services{
-      *skills, *pipeline, approvals.get(), control, problems, version_text(), started,
-      [this] { return current_health(); }, [this]() -> std::uint64_t { return server_counters().connections_open; },
-      [this] { request_stop("shutdown requested by an operator"); }, [this] { refresh_health(); },
-      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); }, decisions.get(),
+      *skills,
+      *pipeline,
+      approvals.get(),
+      control,
+      problems,
+      version_text(),
+      started,
+      [this] { return current_health(); },
+      [this]() -> std::uint64_t { return server_counters().connections_open; },
+      [this] { request_stop("shutdown requested by an operator"); },
+      [this] { refresh_health(); },
+      [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); },
+      decisions.get(),
       [this] { return metrics_url(); },
       [this] {
         const ServerCounters counted = server_counters();
         return OperatorHandler::ConnectionFigures{counted.connections_rejected, counted.connections_evicted,
                                                   metrics_counters().evicted};
       },
-      [this] { return not_ready(); }, mcp.get(), [this] { return reload_mcp(); }});
+      [this] { return not_ready(); },
+      mcp.get(),
+      [this] { return reload_mcp(); },
+      rules.get(),
+      [this](std::string_view session) { return handler_ != nullptr && handler_->session_open(session); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -602,10 +721,15 @@ Result<void> Daemon::Impl::boot() {
   if (c.watch) {
     // The config files too, for their MCP servers (`mcp reload` when they change).
     SkillWatcher::WatchedFiles files;
-    for (const fs::path& file : {c.config_file, c.mcp_config_file}) {
+    for (const fs::path& file : {c.config_file, c.mcp_config_file, c.rules_file}) {
       if (!file.empty()) files.files.push_back(file);
     }
+    config_digest = config_files_digest();
     files.files_changed = [this] {
+      reload_rules("watcher");
+      const std::string digest = config_files_digest();
+      if (digest == config_digest) return;
+      config_digest = digest;
       if (auto reloaded = reload_mcp(); reloaded) {
         log_message(LogLevel::info, kComponent, "watcher: the config changed: {} MCP server(s) configured", *reloaded);
       } else {
@@ -652,9 +776,9 @@ Result<void> Daemon::Impl::serve_metrics() {
     log_message(LogLevel::info, kComponent, "metrics: off (--metrics-port off)");
     return {};
   }
-  metrics = std::make_unique<DaemonMetrics>(MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(),
-                                                           [this] { return server_counters(); }, version_text(),
-                                                           [this] { return metrics_counters(); }, mcp.get()});
+  metrics = std::make_unique<DaemonMetrics>(
+      MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(), [this] { return server_counters(); },
+                     version_text(), [this] { return metrics_counters(); }, mcp.get(), rules.get()});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
@@ -708,6 +832,14 @@ Result<void> Daemon::Impl::listen() {
   std::error_code ec;
   fs::create_directories(c.socket_path.parent_path(), ec);
   auto handler = std::make_shared<DaemonHandler>(*pipeline, *operators, c.tcp_auth);
+  // A session's standing approvals end when the last connection that carried it closes.
+  handler->on_session_ended([this](std::string_view session) {
+    if (const std::size_t ended = rules->end_session(session); ended > 0) {
+      log_fields(LogLevel::info, kComponent, {{"session", session}}, "rules: session {} ended: {} rule(s) of its own",
+                 session, ended);
+    }
+  });
+  handler_ = handler;
   // The connections have a loop of their own: a request is read there and
   // handed to the pipeline's loops (chat) or the operator thread, so no
   // skill holding the pipeline's loops keeps a request from being read.

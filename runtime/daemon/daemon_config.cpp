@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "base/ascii.hpp"
+#include "base/duration_text.hpp"
 #include "base/errno_text.hpp"
 #include "base/state_paths.hpp"
 #include "base/yaml_diagnostics.hpp"
@@ -106,6 +107,16 @@ constexpr std::array kSettings{
     DaemonSetting{"approval-retention", "PASSEPARTOUT_APPROVAL_RETENTION", "SECONDS",
                   "How long approvals.sqlite3 keeps an approval once it is decided or has expired; older ones\n"
                   "are deleted (default 2592000: 30 days; 0: kept for ever)"},
+    DaemonSetting{"unattended-approvals", "PASSEPARTOUT_UNATTENDED_APPROVALS", "POLICY",
+                  "What becomes of an approval nobody decides: wait (the default: it waits until\n"
+                  "--approval-lifetime ends it) or deny-after DURATION (10m, 2h, 1d): denied at that time,\n"
+                  "recorded as expired: denied unattended, its session and the decision log told; for a\n"
+                  "daemon nobody watches",
+                  2},
+    DaemonSetting{"rules", "PASSEPARTOUT_RULES", "FILE",
+                  "The operator's rules and standing approvals: deny, ask and allow rules on targets, tools,\n"
+                  "commands and arguments (default <state dir>/rules.yaml; `passepartout rules`, docs/rules.md);\n"
+                  "a file that does not read stops the start"},
     DaemonSetting{"max-pending-approvals", "PASSEPARTOUT_MAX_PENDING_APPROVALS", "N",
                   "Approvals that may wait at once, all sessions together; past it a new request is refused\n"
                   "(the action does not run; the user is told why; `status` counts it) (default 1000)"},
@@ -640,6 +651,28 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
       auto v = parse_actuator(*r, name);
       if (!v) return fail(v.error().code, v.error().message);
       config.silent_actuators.push_back(*v);
+    }
+  }
+  if (const Raw* r = raw("rules")) {
+    if (r->text.empty()) return bad(*r, "is not a file");
+    config.rules_file = parse_path(*r);
+  } else {
+    config.rules_file = config.state_dir / "rules.yaml";
+  }
+  if (const Raw* r = raw("unattended-approvals")) {
+    const std::string_view text = r->text;
+    constexpr std::string_view kDenyAfter = "deny-after";
+    if (text == "wait") {
+      config.deny_unattended_after = std::chrono::milliseconds(0);
+    } else if (text.starts_with(kDenyAfter) && text.size() > kDenyAfter.size() &&
+               (text[kDenyAfter.size()] == ' ' || text[kDenyAfter.size()] == '=')) {
+      std::string_view span = text.substr(kDenyAfter.size() + 1);
+      while (!span.empty() && span.front() == ' ') span.remove_prefix(1);
+      auto after = parse_span(span);
+      if (!after) return bad(*r, "has a bad duration: " + after.error().message);
+      config.deny_unattended_after = *after;
+    } else {
+      return bad(*r, "is not a policy: wait, or deny-after DURATION (deny-after 10m)");
     }
   }
   config.config_file = sources.config_file;

@@ -31,6 +31,9 @@ struct DaemonSetting {
   std::string_view env;
   std::string_view value_name;
   std::string_view help;
+  // Words the flag takes on the command line (joined with a space): 2 for
+  // `--unattended-approvals deny-after 10m`.
+  int words = 1;
   bool is_switch() const noexcept { return value_name.empty(); }
 };
 
@@ -102,6 +105,11 @@ struct DaemonConfig {
   std::chrono::milliseconds approval_retention = ApprovalOptions::kDefaultRetention;              // zero: for ever
   std::size_t max_pending_approvals = ApprovalOptions::kDefaultMaxPending;                        // more than zero
   std::size_t max_pending_approvals_per_session = ApprovalOptions::kDefaultMaxPendingPerSession;  // more than zero
+  // --unattended-approvals: zero waits (today's behaviour: the lifetime ends
+  // an approval quietly); more, deny-after: an approval undecided this long
+  // is denied at that time, told once.
+  std::chrono::milliseconds deny_unattended_after{0};
+  std::filesystem::path rules_file;  // the operator's rules (default <state dir>/rules.yaml)
   // The decision log (<state dir>/decisions/, pipeline/decision_log.hpp).
   bool decision_log = true;
   std::size_t decision_log_file_bytes = std::size_t{64} * 1024 * 1024;

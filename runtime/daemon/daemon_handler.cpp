@@ -2,6 +2,7 @@
 // operator requests to the OperatorHandler and the rest into the pipeline.
 #include "daemon/daemon_handler.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -72,6 +73,7 @@ void DaemonHandler::inject(Value message, const ConnectionInfo& connection, Wire
   // Without a session of its own, the connection is the session: signals
   // of one connection stay in order, connections run in parallel.
   signal = with_session(std::move(signal), "conn-" + std::to_string(connection.connection_id));
+  carried(connection.connection_id, session_id_of(signal));
   pipeline_.inject(
       std::move(signal), std::make_shared<WireSink>(reply), [reply, request_id](const LoopReport& report) mutable {
         if (request_id.is_nil()) {
@@ -84,6 +86,37 @@ void DaemonHandler::inject(Value message, const ConnectionInfo& connection, Wire
                                                                    {"CYCLES", Value::integer(report.cycles)}})),
                             request_id));
       });
+}
+
+void DaemonHandler::carried(std::uint64_t connection, std::string_view session) {
+  const std::lock_guard lock(sessions_mutex_);
+  std::vector<std::string>& sessions = sessions_of_[connection];
+  if (std::find(sessions.begin(), sessions.end(), session) != sessions.end()) return;
+  sessions.emplace_back(session);
+  ++carriers_[std::string(session)];
+}
+
+void DaemonHandler::closed(const ConnectionInfo& connection) {
+  std::vector<std::string> ended;
+  {
+    const std::lock_guard lock(sessions_mutex_);
+    auto found = sessions_of_.find(connection.connection_id);
+    if (found == sessions_of_.end()) return;
+    for (std::string& session : found->second) {
+      auto carrier = carriers_.find(session);
+      if (carrier == carriers_.end() || --carrier->second > 0) continue;
+      carriers_.erase(carrier);
+      ended.push_back(std::move(session));
+    }
+    sessions_of_.erase(found);
+  }
+  if (!session_ended_) return;
+  for (const std::string& session : ended) session_ended_(session);
+}
+
+bool DaemonHandler::session_open(std::string_view session) const {
+  const std::lock_guard lock(sessions_mutex_);
+  return carriers_.find(std::string(session)) != carriers_.end();
 }
 
 }  // namespace passepartout

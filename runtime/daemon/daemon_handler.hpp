@@ -2,6 +2,14 @@
 // does not answer itself (operator commands, or signals into the pipeline).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
 #include "daemon/daemon_config.hpp"
 #include "daemon/server.hpp"
 
@@ -20,13 +28,27 @@ class DaemonHandler final : public RequestHandler {
       : pipeline_(pipeline), operators_(operators), tcp_auth_(tcp_auth) {}
 
   void handle(Value message, const ConnectionInfo& connection, WireReply reply) override;
+  void closed(const ConnectionInfo& connection) override;
+
+  // Whether a connection that is open has carried signals of `session`. Any thread.
+  bool session_open(std::string_view session) const;
+  // Called with a session's id when the last open connection that carried
+  // its signals closes (a session's rules end then). Set before the server starts.
+  void on_session_ended(std::function<void(std::string_view)> hook) { session_ended_ = std::move(hook); }
 
  private:
   void inject(Value message, const ConnectionInfo& connection, WireReply reply, const Value& request_id);
+  void carried(std::uint64_t connection, std::string_view session);
 
   Pipeline& pipeline_;
   OperatorHandler& operators_;
   DaemonConfig::TcpAuth tcp_auth_;
+  std::function<void(std::string_view)> session_ended_;
+  // Which sessions each open connection carried, and how many open
+  // connections carry each session.
+  mutable std::mutex sessions_mutex_;  // guards the two maps
+  std::unordered_map<std::uint64_t, std::vector<std::string>> sessions_of_;
+  std::unordered_map<std::string, std::size_t> carriers_;
 };
 
 }  // namespace passepartout

@@ -19,6 +19,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rule_book.hpp"
 #include "providers/cascade.hpp"
 #include "skills/gate_counters.hpp"
 #include "skills/skill_host.hpp"
@@ -209,6 +210,21 @@ std::string DaemonMetrics::scrape() const {
     const std::string refused = name("approvals_refused_total");
     out.family(refused, Type::counter, "Approval requests refused for a pending-approvals bound.");
     out.sample(refused, {}, sources_.approvals->refused_count());
+  }
+
+  // The operator's rules and standing approvals.
+  if (sources_.rules != nullptr) {
+    const RuleBook::Counts counts = sources_.rules->counts();
+    const std::string rules = name("rules");
+    out.family(rules, Type::gauge, "The operator's rules in force, by decision (allow: standing approvals).");
+    out.sample(rules, {{"decision", "deny"}}, counts.deny);
+    out.sample(rules, {{"decision", "ask"}}, counts.ask);
+    out.sample(rules, {{"decision", "allow"}}, counts.allow);
+    const std::string hits = name("rule_hits_total");
+    out.family(hits, Type::counter, "Actions a rule decided since the daemon started, by the rule's decision.");
+    out.sample(hits, {{"decision", "deny"}}, counts.deny_hits);
+    out.sample(hits, {{"decision", "ask"}}, counts.ask_hits);
+    out.sample(hits, {{"decision", "allow"}}, counts.allow_hits);
   }
 
   // MCP servers.

@@ -17,6 +17,7 @@ class Pipeline;
 class Cascade;
 class ApprovalStore;
 class McpHub;
+class RuleBook;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
@@ -28,6 +29,7 @@ struct MetricsSources {
   std::string version;                                        // passepartout_build_info
   std::function<MetricsListenerCounters()> metrics_endpoint;  // may be empty (not yet listening)
   const McpHub* mcp = nullptr;                                // the MCP servers; may be null
+  const RuleBook* rules = nullptr;                            // the operator's rules; may be null
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

@@ -15,37 +15,28 @@
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "daemon/mcp_hub.hpp"
+#include "daemon/operator_args.hpp"
+#include "daemon/rules_requests.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rule_book.hpp"
 #include "skills/skill_host.hpp"
 #include "skills/skill_manifest.hpp"
 
 namespace passepartout {
+
+using namespace operator_args;
+
 namespace {
 
 constexpr std::string_view kComponent = "operator";
-
-Value str(std::string_view text) { return Value::string(text); }
-Value num(std::int64_t n) { return Value::integer(n); }
 
 // A folder as a client in another working directory can use it.
 std::string absolute_text(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   return (ec ? path : absolute).lexically_normal().string();
-}
-
-Value bad_request(std::string_view message) { return make_error_response(wire_error::kBadRequest, message); }
-
-// The string argument `key`, or nullptr with `error` set.
-const Value* string_argument(const Value& request, std::string_view key, Value& error) {
-  const Value* value = request.get(key);
-  if (value == nullptr || !value->is_string() || value->text().empty()) {
-    error = bad_request(":" + std::string(key) + " \"...\" is required (a non-empty string)");
-    return nullptr;
-  }
-  return value;
 }
 
 // "skill 'x': reload refused at step 'create': why" and what it left as it was.
@@ -112,32 +103,6 @@ Value approval_value(const Approval& approval) {
     if (!approval.run_error.empty()) value = std::move(value).with("RUN-ERROR", str(approval.run_error));
   }
   return value;
-}
-
-// An optional whole-number argument in [min, max]; false with `error` set when it is something else.
-bool count_argument(const Value& request, std::string_view key, std::int64_t min, std::int64_t max, std::int64_t& out,
-                    Value& error) {
-  const Value* value = request.get(key);
-  if (value == nullptr) return true;
-  if (!value->is_integer() || value->as_integer() < min || value->as_integer() > max) {
-    error = bad_request(":" + std::string(key) + " must be a whole number from " + std::to_string(min) + " to " +
-                        std::to_string(max) +
-                        (value->is_integer() ? "; got " + std::to_string(value->as_integer()) : std::string()));
-    return false;
-  }
-  out = value->as_integer();
-  return true;
-}
-
-std::string_view code_for(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::not_found:
-      return wire_error::kNotFound;
-    case ErrorCode::invalid_input:
-      return wire_error::kBadRequest;
-    default:
-      return wire_error::kRefused;
-  }
 }
 
 }  // namespace
@@ -409,7 +374,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     answer(
         bad_request(":COMMAND is required: one of :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY "
                     ":SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE :APPROVALS :APPROVAL :APPROVE :DENY :MCP :MCP-TRUST "
-                    ":MCP-RELOAD :SHUTDOWN"));
+                    ":MCP-RELOAD :RULES :RULE :RULE-ADD :RULE-REMOVE :RULE-TEST :RULES-CARRY :SHUTDOWN"));
     return;
   }
   const std::string name = ascii_upper(command.text());
@@ -417,6 +382,18 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   Value error;
 
   if (name == "STATUS") {
+    // The rules in force and what they decided, as `status` shows them.
+    auto rules_status = [this]() -> Value {
+      if (services_.rules == nullptr) return Value();
+      const RuleBook::Counts c = services_.rules->counts();
+      return Value::plist({{"FILE", str(services_.rules->file().string())},
+                           {"DENY", num(static_cast<std::int64_t>(c.deny))},
+                           {"ASK", num(static_cast<std::int64_t>(c.ask))},
+                           {"ALLOW", num(static_cast<std::int64_t>(c.allow))},
+                           {"DENY-HITS", num(static_cast<std::int64_t>(c.deny_hits))},
+                           {"ASK-HITS", num(static_cast<std::int64_t>(c.ask_hits))},
+                           {"ALLOW-HITS", num(static_cast<std::int64_t>(c.allow_hits))}});
+    };
     const HealthReport health = services_.health ? services_.health() : HealthReport{};
     const auto uptime =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
@@ -441,6 +418,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"IN-FLIGHT", num(static_cast<std::int64_t>(services_.pipeline.in_flight()))},
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
+             {"RULES", rules_status()},
              {"DECISION-LOG", Value::keyword(services_.decisions != nullptr ? "ON" : "OFF")},
              {"DECISIONS-WRITTEN",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->written() : 0))},
@@ -684,6 +662,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     answer(make_ok_response(to_string(found->state), Value::plist({{"APPROVAL", approval_value(*found)}})));
     return;
   }
+  if (handle_rules_request(name, request, requester, services_, answer)) return;
   if (name == "APPROVE") {
     const Value* token = string_argument(request, "TOKEN", error);
     if (token == nullptr) return answer(error);
@@ -735,7 +714,8 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
   answer(bad_request(
       "unknown command :" + name +
       "; known: :STATUS :SKILLS :LOAD :RELOAD :UNLOAD :RESCAN :HISTORY :SHADOW :SHADOW-STATUS :SHADOW-STOP :PROMOTE "
-      ":APPROVALS :APPROVAL :APPROVE :DENY :SHUTDOWN"));
+      ":APPROVALS :APPROVAL :APPROVE :DENY :MCP :MCP-TRUST :MCP-RELOAD :RULES :RULE :RULE-ADD :RULE-REMOVE "
+      ":RULE-TEST :RULES-CARRY :SHUTDOWN"));
 }
 
 }  // namespace passepartout

@@ -23,6 +23,7 @@ class McpHub;
 class Pipeline;
 class ApprovalStore;
 class DecisionLog;
+class RuleBook;
 class Executor;
 struct BootResult;
 struct ChangeResult;
@@ -93,6 +94,10 @@ class OperatorHandler {
     McpHub* mcp = nullptr;
     // MCP-RELOAD: reads the servers' configuration again; how many are configured.
     std::function<Result<std::size_t>()> mcp_reload;
+    // The operator's rules (RULES, RULE-ADD, ..., APPROVE :REMEMBER); null: refused.
+    RuleBook* rules = nullptr;
+    // Whether an open connection carries the session (a session's rule ends with it); may be empty (none does).
+    std::function<bool(std::string_view)> session_open;
   };
   using Answer = std::function<void(Value response)>;
 

@@ -93,6 +93,8 @@ class RequestHandler {
   virtual ~RequestHandler() = default;
   // `message` is the decoded datum (usually a plist) without its :AUTH key.
   virtual void handle(Value message, const ConnectionInfo& connection, WireReply reply) = 0;
+  // The connection has closed: no more of its requests will come. On its strand.
+  virtual void closed(const ConnectionInfo& connection) { (void)connection; }
 };
 
 // The health status for (:TYPE :HEALTH-CHECK); called on an io thread, must be quick.

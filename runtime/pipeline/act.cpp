@@ -31,9 +31,84 @@ std::vector<std::string> Run::approving_gates(const Verification& verification) 
   std::vector<std::string> gates;
   for (std::size_t i = 0; i < verification.trace.size(); ++i) {
     const GateTraceView entry = verification.trace[i];
-    if (entry.result == GateResult::approval) gates.push_back(entry.slot->name() + "@" + entry.slot->version_text());
+    if (entry.result == GateResult::approval) {
+      gates.push_back(std::string(entry.name()) + "@" + std::string(entry.version()));
+    }
   }
   return gates;
+}
+
+std::shared_ptr<const RuleBook::Entry> Run::standing_approval(const Value& action,
+                                                              std::span<const std::string> asked) const {
+  if (services().rules == nullptr || services().approvals == nullptr) return nullptr;
+  return services().rules->standing(action, asked, approval_session(signal.at("META"_key)));
+}
+
+void Run::grant(const Value& approval_event, std::vector<std::string> gates, const Rule& rule) {
+  const Value& action = approval_event.path("PAYLOAD"_key, "ACTION"_key);
+  const Value& reason = approval_event.path("PAYLOAD"_key, "REASON"_key);
+  auto approval = services().approvals->create(action, signal.at("META"_key), std::move(gates),
+                                               reason.is_string() ? std::string(reason.text()) : std::string());
+  if (!approval) {
+    log_message(LogLevel::warn, kPipelineComponent, "ACT: {}", approval.error().message);
+    deliver(Value::plist(
+        {{"TYPE", Value::keyword("LOG"_key)},
+         {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
+                                   {"TEXT", Value::string("Action not run: " + approval.error().message)}})}}));
+    signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
+    finish("done");
+    return;
+  }
+  held_decision.submit(approval->token, rule.id);
+  log_fields(LogLevel::info, kPipelineComponent, {{"rule", rule.id}, {"session", session_id_of(signal)}},
+             "ACT: standing approval {} grants the approval of the action ({})", rule.id, rule_summary(rule));
+  deliver(Value::plist(
+      {{"TYPE", Value::keyword("LOG"_key)},
+       {"GATE-TRACE", approval_event.at("GATE-TRACE"_key)},
+       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("INFO"_key)},
+                                 {"TEXT", Value::string("Approved by standing rule " + rule.id + " (" +
+                                                        rule_summary(rule) + ", taught by " + rule.taught_by +
+                                                        "): it runs once, after the gates check it again.")},
+                                 {"RULE", Value::string(rule.id)},
+                                 {"TOKEN", Value::string(approval->token)}})}}));
+  run_approval(pipeline, approval->token, "rule " + rule.id, rule.id,
+               [self = shared_from_this(), action, id = rule.id](Result<Value> result) mutable {
+                 self->post(self, [self, action = std::move(action), id = std::move(id), result = std::move(result)]() {
+                   self->granted_run_finished(action, id, result);
+                 });
+               });
+}
+
+void Run::granted_run_finished(const Value& action, const std::string& rule_id, const Result<Value>& result) {
+  const std::int64_t depth = depth_of(signal) + 1;
+  const std::string target = target_name(action.at("TARGET"_key));
+  const bool tool = target == "TOOL";
+  const std::string name = tool ? tool_name_of(action) : ascii_lower(target);
+  if (!result) {
+    log_fields(LogLevel::warn, kPipelineComponent, {{"rule", rule_id}, {"session", session_id_of(signal)}},
+               "ACT: the action standing approval {} granted did not run: {}", rule_id, result.error().message);
+    deliver(Value::plist(
+        {{"TYPE", Value::keyword("LOG"_key)},
+         {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR"_key)},
+                                   {"TEXT", Value::string("Approved by standing rule " + rule_id +
+                                                          ", but it did not run: " + result.error().message)}})}}));
+    acted(feedback_event(depth, signal.at("META"_key),
+                         Value::plist({{"SENSOR", Value::keyword("TOOL-ERROR"_key)},
+                                       {"TOOL", Value::string(name)},
+                                       {"MESSAGE", Value::string(result.error().message)}})));
+    return;
+  }
+  show_acted(Value::plist({{"ACTION", Value::keyword("MESSAGE"_key)},
+                           {"TEXT", Value::string(tool_result_format(name, *result))},
+                           {"RULE", Value::string(rule_id)}}));
+  if (!tool) {
+    acted(make_feedback(action, *result));
+    return;
+  }
+  acted(feedback_event(
+      depth, signal.at("META"_key),
+      Value::plist(
+          {{"SENSOR", Value::keyword("TOOL-OUTPUT"_key)}, {"RESULT", *result}, {"TOOL", Value::string(name)}})));
 }
 
 void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
@@ -66,6 +141,13 @@ void Run::suspend(const Value& approval_event, std::vector<std::string> gates) {
                                                           "daemon's token, as `passepartout chat` does).")}})}}));
     signal = std::move(signal).with("STATUS"_key, Value::keyword("ACTED"_key));
     finish("done");
+    return;
+  }
+  // A standing approval answers it: granted, run, and its outcome fed back.
+  if (granting_rule == nullptr) granting_rule = standing_approval(action, gates);
+  if (granting_rule != nullptr) {
+    const std::shared_ptr<const RuleBook::Entry> rule = std::move(granting_rule);
+    grant(approval_event, std::move(gates), rule->rule);
     return;
   }
   // The model's call it answers, when it called natively: the decision and

@@ -532,6 +532,35 @@ Result<std::size_t> ApprovalStore::deny_session(std::string_view session_id, std
   return denied;
 }
 
+Result<std::vector<Approval>> ApprovalStore::expire_unattended(std::string_view who) {
+  const std::int64_t now = state_->now_ms();
+  std::lock_guard lock(state_->mutex);
+  // One statement: each row is told once, however it came to expire.
+  auto update = state_->db.prepare(
+      "UPDATE approvals SET state = 'expired', decided_unix_ms = ?1, decided_by = ?2 "
+      "WHERE expires_unix_ms <= ?1 AND (state = 'pending' OR (state = 'expired' AND COALESCE(decided_by, '') = '')) "
+      "RETURNING token, action, action_sha256, gates, reason, meta, created_unix_ms, expires_unix_ms, state, "
+      "decided_unix_ms, decided_by, session_id, run_state, run_error, run_unix_ms");
+  if (!update) return fail(update.error().code, update.error().message);
+  if (sqlite3_bind_int64(update->get(), 1, now) != SQLITE_OK || !bind_text(update->get(), 2, who)) {
+    return state_->db.error("cannot expire unattended approvals");
+  }
+  std::vector<Approval> expired;
+  int rc = SQLITE_OK;
+  while ((rc = sqlite3_step(update->get())) == SQLITE_ROW) {
+    auto approval = state_->row(update->get());
+    if (approval) {
+      expired.push_back(std::move(*approval));
+    } else {
+      log_message(LogLevel::warn, "approvals", "{}", approval.error().message);
+    }
+  }
+  if (rc != SQLITE_DONE) return state_->db.error("cannot expire unattended approvals");
+  state_->forget_count();
+  state_->denied.fetch_add(expired.size(), std::memory_order_relaxed);
+  return expired;
+}
+
 Result<void> ApprovalStore::record_run(std::string_view token, Approval::Run to, std::string_view error) {
   // Where `to` may follow from: running from none; done from running; failed from either (a run that could not start).
   Approval::Run from = Approval::Run::running, or_from = Approval::Run::running;

@@ -129,6 +129,11 @@ class ApprovalStore {
   // Denies every pending approval of `session_id` in one transaction;
   // returns how many (0 when none was pending). Any thread.
   Result<std::size_t> deny_session(std::string_view session_id, std::string_view who);
+  // --unattended-approvals deny-after: every approval whose time has come
+  // undecided becomes expired, decided by `who` ("unattended"), and comes
+  // back, each once: one that expired quietly before (met by another call)
+  // is returned by the first call after it, never again. Any thread.
+  Result<std::vector<Approval>> expire_unattended(std::string_view who);
   // One approval in whatever state, for status and tests.
   Result<Approval> find(std::string_view token) const;
 

@@ -36,15 +36,18 @@ struct ApprovedRun {
 // (same name and version) are satisfied; a new one is not. Then its target
 // must be an actuator or a tool of `snapshot`.
 Result<ApprovedRun> plan_approved_run(const std::shared_ptr<const Snapshot>& snapshot, const Approval& approval,
-                                      DecisionLog* decisions, ExternalTools* external_tools) {
+                                      const Pipeline::Services& services, std::string_view granted_by) {
   ApprovedRun run;
   run.context = Value::plist({{"TYPE", Value::keyword("EVENT"_key)},
                               {"META", approval.meta},
                               {"PAYLOAD", Value::plist({{"SENSOR", Value::keyword("APPROVED"_key)}})}});
   Verification check;
+  ExternalTools* external_tools = services.external_tools;
   DecisionContext context;
-  context.log = decisions;
+  context.log = services.decisions;
+  context.rules = services.rules;
   context.approval_token = approval.token;
+  context.granted_by = granted_by;
   verify_and_record(DecisionStage::approval, snapshot, approval.action, run.context, check, context);
   if (check.outcome == VerifyOutcome::blocked) {
     return fail(ErrorCode::refused,
@@ -127,7 +130,12 @@ void settle_call(const std::weak_ptr<Pipeline::Impl>& pipeline, const Approval& 
 }  // namespace
 
 void Pipeline::approve(std::string token, std::string who, std::function<void(Result<Value>)> done) {
-  ApprovalStore* store = impl_->services.approvals;
+  run_approval(impl_, std::move(token), std::move(who), {}, std::move(done));
+}
+
+void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
+                  std::string granted_by, std::function<void(Result<Value>)> done) {
+  ApprovalStore* store = impl->services.approvals;
   if (store == nullptr) {
     done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
     return;
@@ -137,10 +145,10 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   // is not used up: it stays pending, to be approved once that has changed,
   // denied, or left to expire. An unknown, decided or expired token goes on
   // to the store, which says which.
-  auto snapshot = impl_->services.registry.snapshot();
+  auto snapshot = impl->services.registry.snapshot();
   std::optional<ApprovedRun> run;
   if (auto found = store->find(token); found && found->state == Approval::State::pending) {
-    auto planned = plan_approved_run(snapshot, *found, impl_->services.decisions, impl_->services.external_tools);
+    auto planned = plan_approved_run(snapshot, *found, impl->services, granted_by);
     if (!planned) {
       done(fail(planned.error().code, planned.error().message + "; it is still pending"));
       return;
@@ -154,7 +162,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     return;
   }
   if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
-    auto planned = plan_approved_run(snapshot, *approval, impl_->services.decisions, impl_->services.external_tools);
+    auto planned = plan_approved_run(snapshot, *approval, impl->services, granted_by);
     if (!planned) {
       static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
       done(fail(planned.error().code, planned.error().message));
@@ -163,9 +171,10 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
     run = std::move(*planned);
   }
   log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
-  impl_->services.blocking.post([store, external_tools = impl_->services.external_tools, token = std::move(token),
-                                 snapshot, run = std::move(*run), done = std::move(done),
-                                 pipeline = std::weak_ptr<Impl>(impl_), decided = std::move(*approval), who]() mutable {
+  impl->services.blocking.post([store, external_tools = impl->services.external_tools, token = std::move(token),
+                                snapshot, run = std::move(*run), done = std::move(done),
+                                pipeline = std::weak_ptr<Pipeline::Impl>(impl), decided = std::move(*approval),
+                                who]() mutable {
     // Recorded as running, durably, before it runs: a daemon that dies
     // during the run finds it so when it starts again (then: interrupted).
     // Without that record it does not run.
@@ -202,5 +211,7 @@ Result<Approval> Pipeline::deny(const std::string& token, const std::string& who
   if (denied) settle_call(impl_, *denied, "Denied by " + who + ": the action was not run.");
   return denied;
 }
+
+void Pipeline::expired(const Approval& approval, const std::string& text) { settle_call(impl_, approval, text); }
 
 }  // namespace passepartout

@@ -196,11 +196,12 @@ std::string decision_line(const DecisionRecord& record, std::string_view id, std
     out += '}';
   }
   out += ']';
-  append_field(out, "outcome", decision_outcome(record.outcome, record.trace));
-  if (record.outcome != VerifyOutcome::passed && record.reason.is_string()) {
+  append_field(out, "outcome", record.expired ? "expired" : decision_outcome(record.outcome, record.trace));
+  if ((record.expired || record.outcome != VerifyOutcome::passed) && record.reason.is_string()) {
     append_field(out, "reason", mask_secrets(record.reason.text()));
   }
   if (!record.approval_token_sha256.empty()) append_field(out, "approval_token_sha256", record.approval_token_sha256);
+  if (!record.granted_by.empty()) append_field(out, "granted_by", record.granted_by);
   append_key(out, "took_us");
   append_micros(out, IntervalClock::elapsed(record.started, record.finished));
   if (!record.shadow.empty()) {
@@ -238,9 +239,10 @@ PendingDecision& PendingDecision::operator=(PendingDecision&& other) noexcept {
 
 PendingDecision::~PendingDecision() { submit({}); }
 
-void PendingDecision::submit(std::string_view token) {
+void PendingDecision::submit(std::string_view token, std::string_view granted_by) {
   if (record_ == nullptr || log_ == nullptr) return;
   if (!token.empty()) record_->approval_token_sha256 = sha256_hex(token);
+  record_->granted_by.assign(granted_by);
   std::unique_ptr<DecisionRecord> record = std::move(record_);
   log_->push(std::move(*record));
 }
@@ -564,6 +566,7 @@ std::string DecisionLog::record(DecisionStage stage, const std::shared_ptr<const
     r.signal = signal;
     r.reason = verification.reason;
     r.trace = verification.trace;
+    r.granted_by.assign(context.granted_by);
     r.provider.assign(context.provider);
     r.model.assign(context.model);
     if (!context.approval_token.empty() && verification.outcome == VerifyOutcome::approval_required) {

@@ -55,6 +55,10 @@ struct DecisionRecord {
   std::string provider;
   std::string model;
   std::string approval_token_sha256;  // outcome approval: hex SHA-256 of the token
+  std::string granted_by;             // the standing approval (rule id) that answered the approval; empty: none
+  // An approval that expired undecided (no verification: the trace is
+  // empty): the outcome reads "expired", the reason says how it ended.
+  bool expired = false;
   IntervalClock::Ticks started = 0;
   IntervalClock::Ticks finished = 0;
   // Per gate (trace index i): at[i] to at[i + 1]; `timed` entries + 1 readings.
@@ -103,8 +107,9 @@ class PendingDecision {
   ~PendingDecision();
 
   bool holds() const noexcept { return record_ != nullptr; }
-  // Records it with the SHA-256 of `token` (empty: none). Nothing when it holds none.
-  void submit(std::string_view token);
+  // Records it with the SHA-256 of `token` (empty: none) and, when a
+  // standing approval answered it, that rule's id. Nothing when it holds none.
+  void submit(std::string_view token, std::string_view granted_by = {});
 
  private:
   friend class DecisionLog;

@@ -12,6 +12,7 @@
 #include "base/thread_shards.hpp"
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/rule_book.hpp"
 #include "pipeline/shadow_gates.hpp"
 #include "pipeline/signal.hpp"
 #include "pipeline/verifier.hpp"
@@ -49,6 +50,61 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
   verification_counts().add(stage_index(stage) * kVerifyOutcomes.size() + verify_outcome_index(outcome));
 }
 
+Value rule_rejection(const std::string& text) {
+  return Value::plist({{"TYPE", Value::keyword("LOG")},
+                       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR")}, {"TEXT", Value::string(text)}})}});
+}
+
+// An operator's deny rule decided: blocked, traced as rules@host.
+void deny_by_rule(const Rule& rule, Verification& out) {
+  Value reason = Value::string("rule " + rule.id + ": " + rule.reason);
+  out.trace.push_host(HostRule::operator_rules, GateResult::blocked, reason);
+  out.outcome = VerifyOutcome::blocked;
+  out.action = rule_rejection("Action blocked by the operator's rule " + rule.id + ": " + rule.reason);
+  out.reason = std::move(reason);
+  log_fields(LogLevel::info, "verifier", {{"rule", rule.id}, {"verdict", "blocked"}}, "rule {} denied the action: {}",
+             rule.id, rule.reason);
+}
+
+// The gates, within the operator's rules (pipeline/rule_book.hpp): a deny
+// rule blocks before any gate runs, and after them should a gate have
+// rewritten the action into one a deny covers; an ask rule asks a human for
+// what the gates let through. Off the usual path: only while rules exist.
+[[gnu::noinline]] void verify_within_rules(const RuleBook& rules, const Snapshot& snapshot, const Value& action,
+                                           const Value& signal, Verification& out, GateTimes* times,
+                                           ShadowCapture* capture, std::span<const std::string> timed_out) {
+  const std::string_view session = session_id_of(signal);
+  if (auto deny = rules.deciding(RuleDecision::deny, action, session)) {
+    out.trace.clear();
+    out.reason = Value();
+    out.timed_out = nullptr;
+    if (capture != nullptr) capture->entries.clear();
+    deny_by_rule(deny->rule, out);
+    return;
+  }
+  Verifier::verify(snapshot, action, signal, out, times, capture, timed_out);
+  if (out.outcome == VerifyOutcome::blocked) return;
+  if (auto deny = rules.deciding(RuleDecision::deny, out.action, session)) {
+    deny_by_rule(deny->rule, out);
+    return;
+  }
+  if (auto ask = rules.deciding(RuleDecision::ask, out.action, session)) {
+    Value reason = Value::string("rule " + ask->rule.id + " asks: " + ask->rule.reason);
+    out.trace.push_host(HostRule::operator_rules, GateResult::approval, reason);
+    out.outcome = VerifyOutcome::approval_required;
+    out.reason = std::move(reason);
+  }
+}
+
+void verify(const DecisionContext& context, const Snapshot& snapshot, const Value& action, const Value& signal,
+            Verification& out, GateTimes* times, ShadowCapture* capture, std::span<const std::string> timed_out) {
+  if (context.rules == nullptr || context.rules->empty()) [[likely]] {
+    Verifier::verify(snapshot, action, signal, out, times, capture, timed_out);
+    return;
+  }
+  verify_within_rules(*context.rules, snapshot, action, signal, out, times, capture, timed_out);
+}
+
 // A verification whose snapshot carries shadow candidates: the live chain
 // (capturing what the shadowed gates were given), then the candidates, whose
 // disagreements join the decision's record. Off the usual path.
@@ -61,7 +117,7 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
   times.count = 0;
   ShadowCapture capture;
   const bool timed = context.log != nullptr && context.log->time_next_gates();
-  Verifier::verify(*snapshot, action, signal, out, timed ? &times : nullptr, &capture, timed_out);
+  verify(context, *snapshot, action, signal, out, timed ? &times : nullptr, &capture, timed_out);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   std::vector<ShadowDisagreement> disagreements;
@@ -98,7 +154,7 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
   }
   const IntervalClock::Ticks start = IntervalClock::now();
   if (context.log == nullptr) {
-    Verifier::verify(*snapshot, action, signal, out, nullptr, nullptr, timed_out);
+    verify(context, *snapshot, action, signal, out, nullptr, nullptr, timed_out);
     count_verification(stage, out.outcome);
     if (out.trace.all_plain_passes()) return;
     log_gate_decisions(stage, out, action, signal, IntervalClock::elapsed(start, IntervalClock::now()));
@@ -106,8 +162,8 @@ void verify_and_record(DecisionStage stage, const std::shared_ptr<const Snapshot
   }
   GateTimes times;  // NOLINT(cppcoreguidelines-pro-type-member-init): read up to `count`
   times.count = 0;
-  Verifier::verify(*snapshot, action, signal, out, context.log->time_next_gates() ? &times : nullptr, nullptr,
-                   timed_out);
+  verify(context, *snapshot, action, signal, out, context.log->time_next_gates() ? &times : nullptr, nullptr,
+         timed_out);
   const IntervalClock::Ticks end = IntervalClock::now();
   count_verification(stage, out.outcome);
   const std::string decision_id = context.log->record(stage, snapshot, action, signal, out, times, start, end, context);

@@ -22,6 +22,7 @@ class Snapshot;
 struct Verification;
 class DecisionLog;
 class PendingDecision;
+class RuleBook;
 struct ShadowDisagreement;
 
 // Where a verification ran: the Reason stage, the last-mile check before an
@@ -31,12 +32,16 @@ enum class DecisionStage : std::uint8_t { reason, last_mile, approval };
 // "reason", "last-mile", "approval".
 const char* to_string(DecisionStage stage) noexcept;
 
-// What the decision log records of a verification besides what the gates
-// saw: who proposed the action, and the approval it belongs to. The session,
-// sensor and source are read from the signal. Views: valid for the call.
+// What a verification takes besides the gates: the operator's rules it runs
+// within, and what the decision log records besides what the gates saw (who
+// proposed the action, the approval it belongs to). The session, sensor and
+// source are read from the signal. Views: valid for the call.
 struct DecisionContext {
   DecisionLog* log = nullptr;  // null: nothing is recorded
-  std::string_view provider;   // the provider whose answer the action came from; empty: none
+  // The operator's rules (pipeline/rule_book.hpp): deny before the gates, ask
+  // after them. Null, or a book without rules: the gates alone.
+  const RuleBook* rules = nullptr;
+  std::string_view provider;  // the provider whose answer the action came from; empty: none
   std::string_view model;
   // An outcome "approval" whose token is not minted yet: its record waits
   // here for PendingDecision::submit(token). Null: recorded at once.
@@ -44,6 +49,9 @@ struct DecisionContext {
   // The approval an approved action belongs to (stage approval): its token,
   // of which only the SHA-256 is recorded.
   std::string_view approval_token;
+  // The standing approval (a rule's id) the approval was granted by, when
+  // one was: the record says so.
+  std::string_view granted_by;
   // Shadow candidates that disagreed with the live gates on this action,
   // copied into the record's "shadow" array when not empty. Null: none.
   const std::vector<ShadowDisagreement>* shadow = nullptr;

@@ -65,6 +65,7 @@ class MemoryStore;
 class ApprovalStore;
 class DecisionLog;
 class ExternalTools;
+class RuleBook;
 struct Approval;
 
 // Where the outcome of a signal goes: the connection (or test) that sent it.
@@ -142,6 +143,9 @@ class Pipeline {
     // Optional: tools served outside the skills (the daemon's MCP servers),
     // offered and dispatched beside the skills' own (pipeline/external_tools.hpp).
     ExternalTools* external_tools = nullptr;
+    // Optional: the operator's rules and standing approvals
+    // (pipeline/rule_book.hpp), applied around every verification.
+    RuleBook* rules = nullptr;
   };
 
   Pipeline(const Services& services, PipelineOptions options);
@@ -165,6 +169,10 @@ class Pipeline {
   void approve(std::string token, std::string who, std::function<void(Result<Value>)> done);
   // Denies a pending action by token.
   Result<Approval> deny(const std::string& token, const std::string& who);
+  // Tells the session of an approval that expired undecided what came of it
+  // (`text`): the model's call that proposed it is answered with it in the
+  // session's transcript.
+  void expired(const Approval& approval, const std::string& text);
 
   // F3: sets the interrupt flag; every loop stops at its next cycle, and
   // every signal injected after it ends at once ("interrupt"). It is never

@@ -29,7 +29,7 @@ void append_config_section(std::string& section, const PromptParts& parts) {
   section += " tokens. Security gates: ";
   section += std::to_string(parts.gates);
   section += " active. Rules learned: ";
-  section += std::to_string(parts.pending_approvals);
+  section += std::to_string(parts.rules_learned);
   section += ". Documentation: README.md.";
 }
 

@@ -27,7 +27,7 @@ struct PromptParts {
   std::span<const std::string> providers;  // the cascade's names; "default" when empty
   std::size_t context_tokens = 8192;
   std::size_t gates = 0;                      // gates in the snapshot
-  std::size_t pending_approvals = 0;          // "Rules learned"
+  std::size_t rules_learned = 0;              // "Rules learned": standing approvals in force
   std::string_view assistant_name = "Agent";  // MEMEX_ASSISTANT
   std::string_view identity;                  // the identity file's text, after the name; may be empty
   std::string_view grammar;                   // how to answer and act (Offer::grammar); may be empty

@@ -15,6 +15,7 @@
 #include "pipeline/offer.hpp"
 #include "pipeline/prompt_selector.hpp"
 #include "pipeline/response_parser.hpp"
+#include "pipeline/rule_book.hpp"
 #include "pipeline/run.hpp"
 #include "pipeline/signal.hpp"
 
@@ -79,19 +80,18 @@ std::string_view Run::config_line(const PromptParts& parts,
   struct ConfigView {
     std::uint64_t snapshot_id = 0;
     std::shared_ptr<const Cascade::Lineup> lineup;  // held: a new lineup cannot take its address
-    std::size_t pending_approvals = 0;
+    std::size_t rules_learned = 0;
     std::size_t context_tokens = 0;
     std::string version;
     std::string text;
   };
   thread_local ConfigView view;
-  if (view.snapshot_id != snapshot->id() || view.lineup != lineup ||
-      view.pending_approvals != parts.pending_approvals || view.context_tokens != parts.context_tokens ||
-      view.version != parts.version) {
+  if (view.snapshot_id != snapshot->id() || view.lineup != lineup || view.rules_learned != parts.rules_learned ||
+      view.context_tokens != parts.context_tokens || view.version != parts.version) {
     view.text = config_section(parts);
     view.snapshot_id = snapshot->id();
     view.lineup = lineup;
-    view.pending_approvals = parts.pending_approvals;
+    view.rules_learned = parts.rules_learned;
     view.context_tokens = parts.context_tokens;
     view.version = parts.version;
   }
@@ -111,7 +111,7 @@ void Run::think() {
   // operator declared it (the option when none is known).
   parts.context_tokens = lineup->first_context_window != 0 ? lineup->first_context_window : options().context_tokens;
   parts.gates = snapshot->gates().size();
-  parts.pending_approvals = services().approvals != nullptr ? services().approvals->pending_count() : 0;
+  parts.rules_learned = services().rules != nullptr ? services().rules->standing_count() : 0;
   parts.assistant_name = options().assistant_name;
   parts.rejection = reasoning.path("PAYLOAD"_key, "REJECTION-TRACE"_key);
   parts.identity = options().identity;
@@ -175,6 +175,7 @@ void Run::think() {
 
 DecisionContext Run::decision_context() {
   DecisionContext context;
+  context.rules = services().rules;
   context.log = services().decisions;
   if (context.log == nullptr) return context;
   context.pending = &held_decision;
@@ -257,6 +258,7 @@ void Run::record_verdict(const Verification& verification) {
     case VerifyOutcome::passed:
       return;  // a call's result answers it when it comes back
     case VerifyOutcome::approval_required:
+      if (granting_rule != nullptr) return;  // a standing approval answers: the call's result answers it
       if (!open_call.id.empty()) transcript.add_tool_result(open_call, kCallAwaitsApproval);
       approval_call_id = open_call.id;
       break;
@@ -305,10 +307,13 @@ void Run::reasoned(const CascadeOutcome& outcome) {
                     timed_out_gates);
   if (verification.timed_out != nullptr) [[unlikely]]
     timed_out_gates.push_back(verification.timed_out->name());
+  if (verification.outcome == VerifyOutcome::approval_required) {
+    approval_gates = approving_gates(verification);
+    granting_rule = standing_approval(verification.action, approval_gates);
+  }
   if (conversing) record_verdict(verification);
   switch (verification.outcome) {
     case VerifyOutcome::approval_required: {
-      approval_gates = approving_gates(verification);
       reasoning = Value();  // done with: the signal's list is then this loop's alone
       signal = std::move(signal).with("STATUS"_key, Value::keyword("REQUIRES-APPROVAL"_key));
       act(verification.to_value());

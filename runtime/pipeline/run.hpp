@@ -25,6 +25,7 @@
 #include "pipeline/offer.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
+#include "pipeline/rule_book.hpp"
 #include "pipeline/transcript.hpp"
 #include "pipeline/verifier.hpp"
 #include "providers/cascade.hpp"
@@ -136,6 +137,12 @@ struct Pipeline::Impl {
   void finished(const std::shared_ptr<Session>& session);
 };
 
+// Pipeline::approve: decides `token` as approved by `who`, checks the action
+// again (every gate, with `granted_by` recorded when a standing approval
+// decided), runs it once on the blocking executor and reports what it did.
+void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
+                  std::string granted_by, std::function<void(Result<Value>)> done);
+
 // One signal's loop: the injected signal and its feedback, cycle by cycle.
 // Each step runs on the executor (or, for an actuator's or tool's call, on
 // the blocking executor) and posts at most the next: a Run is touched by one
@@ -160,6 +167,10 @@ struct Run : std::enable_shared_from_this<Run> {
   // attempts (and last-mile gates) fail them without calling them again.
   std::vector<std::string> timed_out_gates;
   std::vector<std::string> approval_gates;  // "name@version" of the gates that asked
+  // The standing approval (pipeline/rule_book.hpp) that answers this
+  // cycle's approval request, found when the gates asked; null: none, a
+  // human decides.
+  std::shared_ptr<const RuleBook::Entry> granting_rule;
   // The cascade's answer, kept here from its completion to the step that
   // reasons on it, so that the posted step holds only the run (and is kept
   // without an allocation; see InlineFunction). reasoned() reads it only
@@ -267,8 +278,18 @@ struct Run : std::enable_shared_from_this<Run> {
   static std::string deciding_gate(const Verification& verification);
   // Gates that asked for approval, as "name@version".
   static std::vector<std::string> approving_gates(const Verification& verification);
-  // E1 step 1: record the approval, tell the source, suspend (no feedback).
+  // E1 step 1: record the approval, tell the source, suspend (no feedback);
+  // or, when a standing approval answers it, grant().
   void suspend(const Value& approval_event, std::vector<std::string> gates);
+  // The standing approval answering the gates `asked` about `action` in this
+  // signal's session, or null (no rules, no approval store).
+  std::shared_ptr<const RuleBook::Entry> standing_approval(const Value& action,
+                                                           std::span<const std::string> asked) const;
+  // The approval recorded and decided by `rule`, then run once the way a
+  // human's approval runs (run_approval: every gate again, the last mile,
+  // the record of its run); what it did comes back to granted_run_finished().
+  void grant(const Value& approval_event, std::vector<std::string> gates, const Rule& rule);
+  void granted_run_finished(const Value& action, const std::string& rule_id, const Result<Value>& result);
   // A :STREAM-CHUNK frame of streamed text to the source (A15).
   void send_chunk(std::string_view text);
   // Sends `message` to the signal's source when it has an open reply sink.

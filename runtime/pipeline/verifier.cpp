@@ -98,10 +98,12 @@ Value GateTrace::to_value() const {
   for (std::size_t i = 0; i < size_; ++i) {
     const GateTraceView e = (*this)[i];
     if (e.slot == nullptr) {  // a host rule
-      const bool blocked = e.result == GateResult::blocked;
+      const char* result = e.result == GateResult::blocked    ? "BLOCKED"
+                           : e.result == GateResult::approval ? "APPROVAL"
+                                                              : "FAILED";
       entries[i] = Value::list({Value::keyword("GATE"), Value::string(e.name()), Value::keyword("VERSION"),
-                                Value::string(kGuardRuleVersion), Value::keyword("RESULT"),
-                                Value::keyword(blocked ? "BLOCKED" : "FAILED"), Value::keyword("REASON"), e.reason});
+                                Value::string(kGuardRuleVersion), Value::keyword("RESULT"), Value::keyword(result),
+                                Value::keyword("REASON"), e.reason});
       continue;
     }
     if (e.result == GateResult::passed && e.reason.is_nil()) {
@@ -236,7 +238,7 @@ namespace {
 // The guard rule failed: no gate is asked, the action is blocked as a failure.
 [[gnu::noinline, gnu::cold]] void fail_unguarded(const std::string& why, Verification& out) {
   Value reason = Value::string(why);
-  out.trace.push_back(nullptr, GateResult::failed, reason);
+  out.trace.push_host(HostRule::guard, GateResult::failed, reason);
   out.outcome = VerifyOutcome::blocked;
   out.reason = std::move(reason);
   out.action = rejection("ERROR", "Action blocked: " + why + "; it cannot act until the guard is loaded");
@@ -247,7 +249,7 @@ namespace {
 [[gnu::noinline, gnu::cold]] void block_credential(const std::string& origin, Verification& out) {
   Value reason = Value::string("the action contains the key of a configured provider (" + origin +
                                "); a key is never sent anywhere");
-  out.trace.push_back(nullptr, GateResult::blocked, reason);
+  out.trace.push_host(HostRule::credential, GateResult::blocked, reason);
   out.outcome = VerifyOutcome::blocked;
   out.reason = std::move(reason);
   out.action = rejection("ERROR", "Action blocked: it contains the key of a configured provider (" + origin + ").");

@@ -25,30 +25,48 @@ enum class GateResult : std::uint8_t { passed, rewritten, blocked, approval, fai
 
 const char* to_string(GateResult result) noexcept;
 
+// Which of the host's own rules an entry without a slot is: the guard rule,
+// which *fails* an action whose actuator or tool is missing its guards; the
+// credential rule, which *blocks* an action carrying a configured key
+// (pipeline/credential_rule.hpp); the operator's rules, which *block* (deny)
+// or *ask* (pipeline/rules.hpp). `none`: read from the result (a block is
+// the credential rule's, anything else the guard rule's).
+enum class HostRule : std::uint8_t { none, guard, credential, operator_rules };
+
 // One gate's decision as the trace stores it: two words, trivially
 // destructible, so recording a pass is two stores and clearing is free.
 struct GateTraceEntry {
   const Slot* slot;  // valid while the snapshot that was verified against lives
   GateResult result;
+  HostRule host;         // slot null: which host rule
   std::uint32_t reason;  // index into the trace's reasons + 1; 0: none
 };
 
-// The names and version a trace shows for the host's own rules (an entry
-// without a slot): the guard rule, which *fails* an action whose actuator or
-// tool is missing its guards, and the credential rule, which *blocks* an
-// action carrying a configured key (pipeline/credential_rule.hpp).
+// The names and version a trace shows for the host's own rules.
 inline constexpr std::string_view kGuardRuleName = "guard-rule";
 inline constexpr std::string_view kCredentialRuleName = "credential-rule";
+inline constexpr std::string_view kOperatorRulesName = "rules";
 inline constexpr std::string_view kGuardRuleVersion = "host";
 
 // What a reader of the trace sees of one entry.
 struct GateTraceView {
-  const Slot* slot;  // nullptr: a host rule (failed: the guard rule; blocked: the credential rule)
+  const Slot* slot;  // nullptr: a host rule (`host` says which)
   GateResult result;
   const Value& reason;  // blocked, approval, failed: why (a string); NIL otherwise
+  HostRule host = HostRule::none;
 
   std::string_view name() const noexcept {
     if (slot != nullptr) return slot->name();
+    switch (host) {
+      case HostRule::guard:
+        return kGuardRuleName;
+      case HostRule::credential:
+        return kCredentialRuleName;
+      case HostRule::operator_rules:
+        return kOperatorRulesName;
+      case HostRule::none:
+        break;
+    }
     return result == GateResult::blocked ? kCredentialRuleName : kGuardRuleName;
   }
   std::string_view version() const noexcept {
@@ -79,25 +97,32 @@ class GateTrace {
   void push_back(const Slot* slot, GateResult result) {
     if (result == GateResult::passed) ++plain_passes_;
     if (size_ < kInline) [[likely]] {
-      entries_[size_] = GateTraceEntry{slot, result, 0};
+      entries_[size_] = GateTraceEntry{slot, result, HostRule::none, 0};
     } else {
-      overflow_.push_back(GateTraceEntry{slot, result, 0});
+      overflow_.push_back(GateTraceEntry{slot, result, HostRule::none, 0});
     }
     ++size_;
   }
-  void push_back(const Slot* slot, GateResult result, Value reason) {
-    if (reason.is_nil()) {
+  void push_back(const Slot* slot, GateResult result, Value reason, HostRule host = HostRule::none) {
+    if (reason.is_nil() && host == HostRule::none) {
       push_back(slot, result);
       return;
     }
-    reasons_.push_back(std::move(reason));
-    const auto index = static_cast<std::uint32_t>(reasons_.size());
+    std::uint32_t index = 0;
+    if (!reason.is_nil()) {
+      reasons_.push_back(std::move(reason));
+      index = static_cast<std::uint32_t>(reasons_.size());
+    }
     if (size_ < kInline) {
-      entries_[size_] = GateTraceEntry{slot, result, index};
+      entries_[size_] = GateTraceEntry{slot, result, host, index};
     } else {
-      overflow_.push_back(GateTraceEntry{slot, result, index});
+      overflow_.push_back(GateTraceEntry{slot, result, host, index});
     }
     ++size_;
+  }
+  // A host rule's decision (no slot).
+  void push_host(HostRule host, GateResult result, Value reason) {
+    push_back(nullptr, result, std::move(reason), host);
   }
   void clear() noexcept {
     if (size_ > kInline) overflow_.clear();
@@ -117,7 +142,7 @@ class GateTrace {
   bool all_plain_passes() const noexcept { return plain_passes_ == size_; }
   GateTraceView operator[](std::size_t i) const noexcept {
     const GateTraceEntry& e = i < kInline ? entries_[i] : overflow_[i - kInline];
-    return GateTraceView{e.slot, e.result, e.reason == 0 ? kNoReason : reasons_[e.reason - 1]};
+    return GateTraceView{e.slot, e.result, e.reason == 0 ? kNoReason : reasons_[e.reason - 1], e.host};
   }
 
   // The seed's :GATE-TRACE list: ((:GATE "name" :VERSION "1.0.0" :RESULT :PASSED) ...),
@@ -128,7 +153,9 @@ class GateTrace {
   static inline const Value kNoReason{};
 
   void append_all(const GateTrace& other) {
-    for (std::size_t i = 0; i < other.size(); ++i) push_back(other[i].slot, other[i].result, other[i].reason);
+    for (std::size_t i = 0; i < other.size(); ++i) {
+      push_back(other[i].slot, other[i].result, other[i].reason, other[i].host);
+    }
   }
 
   GateTraceEntry entries_[kInline];  // [0, min(size_, kInline)) are set

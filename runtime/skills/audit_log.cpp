@@ -84,9 +84,10 @@ constexpr const char* kColumns =
 constexpr const char* kListSql = "ORDER BY id DESC LIMIT ?1";
 constexpr const char* kListSkillSql = "WHERE skill = ?2 ORDER BY id DESC LIMIT ?1";
 
-constexpr std::array<std::string_view, 11> kActions = {
-    "load",        "swap",    "add",        "remove",           "force-remove", "shadow",
-    "shadow-stop", "promote", "quarantine", "mcp-tool-changed", "mcp-trust"};
+constexpr std::array<std::string_view, 15> kActions = {
+    "load",      "swap",        "add",         "remove",     "force-remove",
+    "shadow",    "shadow-stop", "promote",     "quarantine", "mcp-tool-changed",
+    "mcp-trust", "rule-add",    "rule-remove", "rule-carry", "rules-reload"};
 constexpr std::array<std::string_view, 3> kOutcomes = {"ok", "refused", "failed"};
 
 bool is_one_of(std::string_view value, const auto& allowed) {
@@ -149,7 +150,7 @@ Result<void> check_change(const SkillChange& change) {
     return fail(ErrorCode::invalid_input,
                 "audit: unknown action '" + change.action +
                     "' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote, quarantine, "
-                    "mcp-tool-changed, mcp-trust)");
+                    "mcp-tool-changed, mcp-trust, rule-add, rule-remove, rule-carry, rules-reload)");
   }
   if (!is_one_of(change.outcome, kOutcomes)) {
     return fail(ErrorCode::invalid_input, "audit: unknown outcome '" + change.outcome + "' (ok, refused, failed)");

@@ -30,8 +30,10 @@ struct SkillChange {
   // the reason in `error`); "mcp-tool-changed" (an MCP tool's definition
   // differs from its pin: `skill` is its offered name, outcome "refused",
   // step "pin", the pinned and the new digests as from_ and to_sha256) and
-  // "mcp-trust" (an operator accepted it). A new action is a new string, not
-  // a schema change.
+  // "mcp-trust" (an operator accepted it); "rule-add", "rule-remove",
+  // "rule-carry" and "rules-reload" (the operator's rules, pipeline/rules.hpp:
+  // `skill` is the rule's id, or the rules file for a reload; `details` what
+  // the rule says). A new action is a new string, not a schema change.
   std::string action;
   std::string skill;
   std::string from_version, from_sha256;  // empty when there was none (add, boot)

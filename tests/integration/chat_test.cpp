@@ -92,7 +92,7 @@ TEST_CASE("interactive chat asks before a held action runs: y runs it, anything 
   CHECK(run.exit_status == 0);
   CHECK(count(run.out, "Approval needed") == 2);
   CHECK(count(run.out, "  would run: echo approved-run\n") == 2);
-  CHECK(count(run.out, "Run it? [y/N] ") == 2);
+  CHECK(count(run.out, "Run it? [y/N/a=always] ") == 2);
   CHECK(count(run.out, "approved-run\n") == 3);  // twice what would run, once what it printed
   CHECK(run.out.find("0 pending approval(s)") != std::string::npos);
   const std::string first = after(run.out, "  token:     ");
