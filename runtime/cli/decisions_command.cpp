@@ -212,7 +212,8 @@ void add_decisions_command(CLI::App& app, Runner& chosen) {
   auto state = std::make_shared<fs::path>();
   const std::string help =
       "List recorded gate decisions, newest first: when, the outcome (passed, blocked, failed,\n"
-      "approval), where the verification ran (reason, last-mile, approval), the session, and the\n"
+      "approval, expired: an approval nobody decided, --unattended-approvals deny-after), where the\n"
+      "verification ran (reason, last-mile, approval), the session, and the\n"
       "deciding gate with its reason (for a pass, the gates and the action). Every verification is\n"
       "recorded by the daemon in <state dir>/decisions/ (docs/decision-log.md), credentials masked.\n"
       "The files are read directly: a daemon need not run. Malformed lines are skipped and named\n"
@@ -228,7 +229,7 @@ void add_decisions_command(CLI::App& app, Runner& chosen) {
       ->type_name("NAME");
   cmd->add_option("--verdict", query->verdict, "Only decisions with this outcome")
       ->type_name("OUTCOME")
-      ->check(CLI::IsMember({"passed", "blocked", "failed", "approval"}));
+      ->check(CLI::IsMember({"passed", "blocked", "failed", "approval", "expired"}));
   cmd->add_option("--session", query->session, "Only decisions of this session")->type_name("ID");
   cmd->add_option("--limit", query->limit, "At most this many decisions (default 50)")
       ->type_name("N")

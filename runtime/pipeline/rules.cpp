@@ -67,7 +67,8 @@ RuleSubject rule_subject(const Value& action) {
 
 namespace {
 
-// A glob on one path segment: '*' any run but '/', '?' one character but '/'.
+// A glob on one text: '*' any run, '?' any one character (a path's
+// segments are matched one at a time, so neither crosses a '/' there).
 bool segment_glob(std::string_view pattern, std::string_view text) {
   std::size_t p = 0;
   std::size_t t = 0;
@@ -195,21 +196,48 @@ bool is_path_or_value(std::string_view word) noexcept {
          word.find('=') != std::string_view::npos;
 }
 
-bool command_matches(const TextMatcher& matcher, std::string_view command) {
+namespace {
+
+// deny and ask: the simple commands within `command`, as the shell would
+// split them, with quotes and backslashes removed, so that `a; curl x`,
+// `echo $(curl x)` and `"cu"rl x` each show a command that starts "curl".
+std::vector<std::string> simple_commands(std::string_view command) {
+  std::vector<std::string> parts(1);
+  for (char c : command) {
+    if (std::string_view(";&|()`\n\r{}").find(c) != std::string_view::npos) {
+      parts.emplace_back();
+    } else if (c != '\'' && c != '"' && c != '\\' && c != '$') {
+      parts.back() += c;
+    }
+  }
+  return parts;
+}
+
+bool starts_with_words(std::span<const std::string_view> words, std::span<const std::string_view> prefix) {
+  return !prefix.empty() && words.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), words.begin());
+}
+
+}  // namespace
+
+bool command_matches(const TextMatcher& matcher, std::string_view command, RuleDecision decision) {
   switch (matcher.kind) {
     case TextMatcher::Kind::exact:
       return command == matcher.text;
     case TextMatcher::Kind::glob:
-      return segment_glob(matcher.text, command) || glob_matches(matcher.text, command);
+      return segment_glob(matcher.text, command);
     case TextMatcher::Kind::prefix:
       break;
   }
-  if (has_shell_syntax(command)) return false;
-  const std::vector<std::string_view> words = command_words(command);
   const std::vector<std::string_view> prefix = command_words(matcher.text);
-  if (prefix.empty() || words.size() < prefix.size() || !std::equal(prefix.begin(), prefix.end(), words.begin())) {
+  if (decision != RuleDecision::allow) {
+    for (const std::string& part : simple_commands(command)) {
+      if (starts_with_words(command_words(part), prefix)) return true;
+    }
     return false;
   }
+  if (has_shell_syntax(command)) return false;
+  const std::vector<std::string_view> words = command_words(command);
+  if (!starts_with_words(words, prefix)) return false;
   for (std::size_t i = prefix.size(); i < words.size(); ++i) {
     if (!is_path_or_value(words[i])) continue;
     const bool allowed = std::any_of(matcher.paths.begin(), matcher.paths.end(), [&](const std::string& glob) {
@@ -222,7 +250,9 @@ bool command_matches(const TextMatcher& matcher, std::string_view command) {
 
 bool rule_matches(const Rule& rule, const RuleSubject& subject) {
   if (!name_matches(rule.subject, subject.name)) return false;
-  if (rule.command && (!subject.command || !command_matches(*rule.command, *subject.command))) return false;
+  if (rule.command && (!subject.command || !command_matches(*rule.command, *subject.command, rule.decision))) {
+    return false;
+  }
   return args_match(rule, subject.args);
 }
 
@@ -597,7 +627,7 @@ class RuleReader {
   // subject name; a mapping is arguments (the subject then taken as covered).
   static bool example_matches(const Rule& rule, const Value& example) {
     if (example.is_string()) {
-      if (rule.command) return command_matches(*rule.command, example.text());
+      if (rule.command) return command_matches(*rule.command, example.text(), rule.decision);
       return name_matches(rule.subject, ascii_lower(example.text()));
     }
     return args_match(rule, example);

@@ -95,15 +95,20 @@ struct Rule {
 // matchers.
 bool rule_matches(const Rule& rule, const RuleSubject& subject);
 
-// Whether `command` is matched by `matcher` (TextMatcher::Kind on a command):
+// Whether `command` is matched by `matcher` (TextMatcher::Kind on a command)
+// in a rule of `decision`:
 //   exact   the same text
-//   prefix  a simple command (no ; & | < > ` $ ( ) { } \ quotes or newline:
-//           one with any never matches a prefix) whose words begin with the
-//           matcher's words; every further word that is a path (holds a '/',
-//           or starts with '.' or '~') or an option value (holds '=') matches
-//           one of `paths`
-//   glob    the whole text, as a glob
-bool command_matches(const TextMatcher& matcher, std::string_view command);
+//   prefix  allow (it narrows what runs unasked): a simple command (no ; & |
+//           < > ` $ ( ) { } \ quotes or newline: one with any never matches)
+//           whose words begin with the matcher's words, every further word
+//           that is a path (holds a '/', or starts with '.' or '~') or an
+//           option value (holds '=') matching one of `paths`.
+//           deny and ask (they widen what is stopped): any simple command
+//           within it (split at ; & | ( ) ` $( and newlines, with quotes and
+//           backslashes removed) whose words begin with the matcher's words,
+//           whatever follows
+//   glob    the whole text, as a glob ('*' any run, '?' one character)
+bool command_matches(const TextMatcher& matcher, std::string_view command, RuleDecision decision);
 // Whether a glob matches `text` (TextMatcher::Kind::glob).
 bool glob_matches(std::string_view pattern, std::string_view text);
 

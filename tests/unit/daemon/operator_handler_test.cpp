@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/gate_log.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rule_book.hpp"
 #include "pipeline/verifier.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
@@ -41,6 +43,8 @@ struct OperatorRig {
   ThreadPool control{1};
   Cascade cascade;
   std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<RuleBook> rules;
+  std::set<std::string> open_sessions{"s1"};  // what session_open answers
   std::unique_ptr<Pipeline> pipeline;
   SkillProblems problems;
   std::unique_ptr<OperatorHandler> handler;
@@ -60,8 +64,13 @@ struct OperatorRig {
     auto store = ApprovalStore::open(state.path() / "approvals.sqlite3");
     REQUIRE(store.has_value());
     approvals = std::move(*store);
+    auto book = RuleBook::open(state.path() / "rules.yaml");
+    REQUIRE(book.has_value());
+    rules = std::move(*book);
     pipeline = std::make_unique<Pipeline>(
-        Pipeline::Services{host->registry(), cascade, pool, blocking, nullptr, approvals.get()}, PipelineOptions{});
+        Pipeline::Services{
+            host->registry(), cascade, pool, blocking, nullptr, approvals.get(), {}, nullptr, nullptr, rules.get()},
+        PipelineOptions{});
     handler = std::make_unique<OperatorHandler>(OperatorHandler::Services{
         *host,
         *pipeline,
@@ -84,7 +93,9 @@ struct OperatorRig {
         },
         [] { return std::string("not ready: no model provider is configured"); },
         nullptr,
-        {}});
+        {},
+        rules.get(),
+        [this](std::string_view session) { return open_sessions.count(std::string(session)) != 0; }});
   }
 
   ~OperatorRig() {
@@ -96,8 +107,11 @@ struct OperatorRig {
   Value ask(std::string_view request_text) {
     auto request = read_sexp(request_text);
     REQUIRE(request.has_value());
+    return ask(*request);
+  }
+  Value ask(const Value& request) {
     auto answer = std::make_shared<Awaited<Value>>();
-    handler->handle(*request, "test", [answer](Value response) { answer->set(std::move(response)); });
+    handler->handle(request, "test", [answer](Value response) { answer->set(std::move(response)); });
     auto response = answer->wait();
     REQUIRE(response.has_value());
     return *response;
@@ -316,6 +330,108 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   CHECK(error_response_code(rig.ask(
             "(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"feedfacefeedfacefeedfacefeedface\")")) == "NOT-FOUND");
   CHECK(error_response_code(rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL)")) == "BAD-REQUEST");
+}
+
+TEST_CASE("RULE-ADD, RULES, RULE, RULE-TEST, RULES-CARRY and RULE-REMOVE change and show the rules, audited",
+          "[daemon][operator][rules]") {
+  OperatorRig rig;
+  const auto add_rule = [&rig](const char* yaml) {
+    return rig.ask(Value::plist({{"TYPE", Value::keyword("OPERATOR")},
+                                 {"COMMAND", Value::keyword("RULE-ADD")},
+                                 {"YAML", Value::string(yaml)}}));
+  };
+  const Value bad = add_rule("decision: deny\ntarget: shell\n");
+  CHECK(error_response_code(bad) == "BAD-REQUEST");
+  CHECK(bad.path({"PAYLOAD", "MESSAGE"}).text().find("needs a reason") != std::string_view::npos);
+  CHECK(rig.rules->empty());
+
+  const Value added = add_rule(
+      "id: no-curl\ndecision: deny\ntarget: shell\ncommand: {prefix: curl}\nreason: fetch through the http tool\n");
+  INFO(to_sexp(added));
+  REQUIRE(is_ok_response(added));
+  CHECK(added.path({"PAYLOAD", "RULE", "ID"}).text() == "no-curl");
+  CHECK(added.path({"PAYLOAD", "RULE", "TAUGHT-BY"}).text() == "test");
+  CHECK(error_response_code(add_rule("id: no-curl\ndecision: ask\ntarget: cli\nreason: r\n")) == "REFUSED");
+
+  const Value listed = rig.ask("(:TYPE :OPERATOR :COMMAND :RULES)");
+  REQUIRE(listed.path({"PAYLOAD", "RULES"}).size() == 1);
+  CHECK(listed.path({"PAYLOAD", "FILE"}).text() == rig.rules->file().string());
+  const Value shown = rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULE :ID "no-curl"))");
+  CHECK(shown.path({"PAYLOAD", "TEXT"}).text().find("command: {prefix: curl}") != std::string_view::npos);
+  CHECK(error_response_code(rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULE :ID "nope"))")) == "NOT-FOUND");
+
+  const Value tested = rig.ask(
+      R"((:TYPE :OPERATOR :COMMAND :RULE-TEST :ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "curl -s https://example.com"))))");
+  CHECK(tested.path({"PAYLOAD", "DECISION"}).text() == "deny");
+  CHECK(tested.path({"PAYLOAD", "RULE", "ID"}).text() == "no-curl");
+  CHECK(tested.path({"PAYLOAD", "WHY"}).text().find("before any gate runs") != std::string_view::npos);
+  const Value none = rig.ask(
+      R"((:TYPE :OPERATOR :COMMAND :RULE-TEST :ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "echo curl"))))");
+  CHECK(none.path({"PAYLOAD", "DECISION"}).text() == "none");
+  CHECK(rig.rules->find("no-curl")->hits.load() == 0);  // a test counts no hit
+
+  // A standing approval for pass-gate-0 1.0.0; carried to the loaded version (the same: nothing to do).
+  const Value allow = add_rule("id: ls\ndecision: allow\ntarget: shell\ncommand: ls\ngates: [pass-gate-0@0.9.0]\n");
+  REQUIRE(is_ok_response(allow));
+  const Value carried = rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULES-CARRY :NAME "pass-gate-0"))");
+  INFO(to_sexp(carried));
+  REQUIRE(is_ok_response(carried));
+  CHECK(carried.path({"PAYLOAD", "CARRIED"}).as_integer() == 1);
+  CHECK(rig.rules->find("ls")->rule.gates == std::vector<std::string>{"pass-gate-0@1.0.0"});
+  CHECK(error_response_code(rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULES-CARRY :NAME "absent"))")) == "NOT-FOUND");
+
+  REQUIRE(is_ok_response(rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULE-REMOVE :ID "no-curl"))")));
+  CHECK(error_response_code(rig.ask(R"((:TYPE :OPERATOR :COMMAND :RULE-REMOVE :ID "no-curl"))")) == "NOT-FOUND");
+  CHECK(rig.rules->find("no-curl") == nullptr);
+  const Value status = rig.ask("(:TYPE :OPERATOR :COMMAND :STATUS)");
+  CHECK(status.path({"PAYLOAD", "RULES", "ALLOW"}).as_integer() == 1);
+  CHECK(status.path({"PAYLOAD", "RULES", "DENY"}).as_integer() == 0);
+
+  auto history = rig.host->history(20);
+  REQUIRE(history.has_value());
+  std::vector<std::string> audited;
+  for (const auto& change : *history) {
+    if (change.action.rfind("rule", 0) == 0) audited.push_back(change.action + " " + change.skill);
+  }
+  CHECK(audited ==
+        std::vector<std::string>{"rule-remove no-curl", "rule-carry pass-gate-0", "rule-add ls", "rule-add no-curl"});
+}
+
+TEST_CASE("APPROVE :REMEMBER teaches nothing it cannot keep narrow, nor for an approval that did not run",
+          "[daemon][operator][rules][approvals]") {
+  OperatorRig rig;
+  auto create = [&](const char* action, const char* session, std::vector<std::string> gates) {
+    auto approval =
+        rig.approvals->create(*read_sexp(action), *read_sexp(std::string("(:SESSION-ID \"") + session + "\")"),
+                              std::move(gates), "a gate asks");
+    REQUIRE(approval.has_value());
+    return approval->token;
+  };
+  const auto remember = [&](const std::string& token, const std::string& more = {}) {
+    return rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVE :TOKEN \"" + token + "\" :REMEMBER T" + more + ")");
+  };
+  const std::string shell =
+      create(R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls | wc -l")))", "s1", {"pass-gate-0@1.0.0"});
+  const Value prefix = remember(shell, R"( :MATCH "prefix")");
+  CHECK(error_response_code(prefix) == "BAD-REQUEST");
+  CHECK(prefix.path({"PAYLOAD", "MESSAGE"}).text().find("nothing was approved") != std::string_view::npos);
+  CHECK(rig.approvals->find(shell)->state == Approval::State::pending);
+
+  const std::string asked = create(R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls")))", "s1", {"rules@host"});
+  CHECK(remember(asked).path({"PAYLOAD", "MESSAGE"}).text().find("ask beats allow") != std::string_view::npos);
+
+  const std::string gone =
+      create(R"((:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls")))", "s9", {"pass-gate-0@1.0.0"});
+  CHECK(remember(gone, R"( :SCOPE "session")").path({"PAYLOAD", "MESSAGE"}).text().find("has ended") !=
+        std::string_view::npos);
+
+  // Nothing in this rig serves :SHELL: the approval is refused and stays pending, and no rule is taught.
+  const Value refused = remember(shell);
+  CHECK_FALSE(is_ok_response(refused));
+  CHECK(refused.path({"PAYLOAD", "MESSAGE"}).text().find("nothing was remembered") != std::string_view::npos);
+  CHECK(rig.rules->empty());
+  CHECK(rig.approvals->find(shell)->state == Approval::State::pending);
+  CHECK(error_response_code(remember(shell, R"( :MATCH "wide")")) == "BAD-REQUEST");
 }
 
 }  // namespace passepartout

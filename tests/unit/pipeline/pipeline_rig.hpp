@@ -23,6 +23,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rule_book.hpp"
 #include "providers/cascade.hpp"
 #include "providers/scripted_provider.hpp"
 #include "skills/registry.hpp"
@@ -75,6 +76,7 @@ struct Rig {
   Cascade cascade;
   MemoryStore memory;
   std::unique_ptr<ApprovalStore> approvals;
+  std::unique_ptr<RuleBook> rules;         // <state>/rules.yaml, empty until a test adds one
   std::unique_ptr<DecisionLog> decisions;  // with record_decisions: <state>/decisions
   std::unique_ptr<Pipeline> pipeline;
   std::vector<std::shared_ptr<ScriptedProvider>> providers;
@@ -110,6 +112,9 @@ struct Rig {
     auto store = ApprovalStore::open(state.path() / "approvals.sqlite3");
     REQUIRE(store.has_value());
     approvals = std::move(*store);
+    auto book = RuleBook::open(state.path() / "rules.yaml");
+    REQUIRE(book.has_value());
+    rules = std::move(*book);
     PipelineOptions options;
     options.version = "0.1.0";
     if (configure) configure(options);
@@ -123,7 +128,8 @@ struct Rig {
     }
     pipeline =
         std::make_unique<Pipeline>(Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(),
-                                                      [this] { ++interrupts; }, decisions.get()},
+                                                      [this] { ++interrupts; }, decisions.get(), nullptr,
+                                                      rules.get()},
                                    options);
   }
 

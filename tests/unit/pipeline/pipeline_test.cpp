@@ -20,6 +20,7 @@
 #include "pipeline/approvals.hpp"
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
+#include "pipeline/rules.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
@@ -1276,7 +1277,7 @@ TEST_CASE("the TOOLS section and the tools offered follow the snapshot the signa
   CHECK(recorder->prompt(2).find("- echo-args: Echoes its arguments") != std::string::npos);
 }
 
-TEST_CASE("the CONFIG line follows the snapshot, the providers and the pending approvals", "[pipeline][loop]") {
+TEST_CASE("the CONFIG line follows the snapshot, the providers and the standing approvals", "[pipeline][loop]") {
   Rig rig({{"approval-gate", 40}}, {});
   auto recorder = std::make_shared<PromptRecorder>();
   rig.cascade.add(recorder);
@@ -1293,6 +1294,12 @@ TEST_CASE("the CONFIG line follows the snapshot, the providers and the pending a
   CHECK(config_of(0).find("Provider: recorder. ") != std::string::npos);
   CHECK(config_of(0).find("Security gates: 1 active. Rules learned: 0.") != std::string::npos);
 
+  // "Rules learned" counts standing approvals in force, not pending approvals (one is pending now).
+  REQUIRE(rig.approvals->pending_count() == 1);
+  Rule learned = *taught_rule(sexp("(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls\"))"), false);
+  learned.id = "learned";
+  learned.gates = {"approval-gate@1.0.0"};
+  REQUIRE(rig.rules->add(learned, "test").has_value());
   rig.run(user_input_signal("second", "a"));
   CHECK(config_of(1).find("Rules learned: 1.") != std::string::npos);
 

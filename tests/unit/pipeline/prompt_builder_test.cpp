@@ -17,7 +17,7 @@ TEST_CASE("the CONFIG section names the system, its version and its gates", "[pi
   const std::vector<std::string> providers{"scripted", "offline"};
   parts.providers = providers;
   parts.gates = 5;
-  parts.pending_approvals = 2;
+  parts.rules_learned = 2;
   const std::string config = config_section(parts);
   CHECK(config ==
         "CONFIG: You are Passepartout v0.7.2. Provider: scripted, offline. Context: 8192 tokens. Security gates: 5 "

@@ -503,7 +503,7 @@ TEST_CASE("a change with an unknown action or outcome is refused", "[skills][aud
     CHECK(id.error().code == ErrorCode::invalid_input);
     CHECK(id.error().message ==
           "audit: unknown action 'reload' (load, swap, add, remove, force-remove, shadow, shadow-stop, promote, "
-          "quarantine, mcp-tool-changed, mcp-trust)");
+          "quarantine, mcp-tool-changed, mcp-trust, rule-add, rule-remove, rule-carry, rules-reload)");
   }
   SECTION("outcome") {
     change.outcome = "maybe";
