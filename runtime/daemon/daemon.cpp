@@ -43,6 +43,7 @@
 #include "daemon/server.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
+#include "daemon/unattended_approvals.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/credential_rule.hpp"
@@ -356,37 +357,11 @@ struct Daemon::Impl {
   void schedule_unattended_sweep() {
     pool.post_after(std::chrono::seconds(1), [this] {
       blocking.post([this] {
-        sweep_unattended();
+        deny_unattended(*approvals, *pipeline, decisions.get(), config.deny_unattended_after);
         schedule_unattended_sweep();
       });
     });
   }
-  void sweep_unattended() {
-    auto expired = approvals->expire_unattended("unattended");
-    if (!expired) {
-      log_message(LogLevel::error, kComponent, "unattended approvals not expired: {}", expired.error().message);
-      return;
-    }
-    const std::string after = span_text(config.deny_unattended_after);
-    for (const Approval& approval : *expired) {
-      log_fields(LogLevel::warn, kComponent, {{"session", approval.session_id}},
-                 "approval {} expired: denied unattended (nobody decided within {})", approval.token, after);
-      pipeline->expired(approval, "Denied unattended: nobody decided within " + after + "; the action was not run.");
-      if (decisions) {
-        DecisionRecord record;
-        record.stage = DecisionStage::approval;
-        record.outcome = VerifyOutcome::blocked;
-        record.expired = true;
-        record.action = approval.action;
-        record.signal = Value::plist({{"META", approval.meta}});
-        record.reason = Value::string("expired: denied unattended (nobody decided within " + after + ")");
-        record.approval_token_sha256 = sha256_hex(approval.token);
-        record.started = record.finished = IntervalClock::now();
-        decisions->push(std::move(record));
-      }
-    }
-  }
-
   void request_stop(std::string_view why) {
     std::lock_guard lock(stop_mutex);
     if (stop_requested) return;

@@ -114,7 +114,8 @@ class ApprovalStore {
   Result<ApprovalPage> pending_page(std::size_t limit, std::size_t offset) const;
   // Approvals create() refused for a bound since the store was opened.
   std::uint64_t refused_count() const noexcept;
-  // How many are pending (the prompt's "Rules learned", a reply's :RULE-COUNT).
+  // How many are pending (a reply's :RULE-COUNT, seed A16; the prompt's
+  // "Rules learned" counts standing approvals, pipeline/rule_book.hpp).
   std::size_t pending_count() const;
   // Approvals decided since the store was opened (deny_session() counts
   // each it denied), for metrics. Any thread, without a lock.

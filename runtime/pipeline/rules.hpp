@@ -13,8 +13,9 @@
 // deny beats ask beats allow. A rule never turns a block or a failure into a
 // pass: allow answers only an ask.
 //
-// This header is the model and its matching, free of I/O; RuleBook
-// (pipeline/rule_book.hpp) holds the rules in force, reads and writes the file.
+// This header is the model and its matching (rules.cpp) and the file's text
+// (rules_file.cpp), free of I/O; RuleBook (pipeline/rule_book.hpp) holds the
+// rules in force, reads and writes the file.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +95,14 @@ struct Rule {
 // (RuleBook checks those): its subject pattern, command matcher and argument
 // matchers.
 bool rule_matches(const Rule& rule, const RuleSubject& subject);
+
+// Whether the arguments `args` (a plist) meet the rule's argument matchers:
+// each named one present and matching; for allow without a command matcher,
+// no argument the rule does not name.
+bool rule_args_match(const Rule& rule, const Value& args);
+// An argument's value as its matchers read it: a string's text, "true" or
+// "false", a keyword's lower-case name, else the printed form.
+std::string argument_text(const Value& value);
 
 // Whether `command` is matched by `matcher` (TextMatcher::Kind on a command)
 // in a rule of `decision`:

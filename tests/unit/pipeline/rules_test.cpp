@@ -5,9 +5,11 @@
 // sessions, carrying a gate's rules to its new version.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeline/rule_book.hpp"
@@ -350,6 +352,50 @@ TEST_CASE("the book reloads a changed file, and keeps its rules when the file no
   CHECK(broken.error().message.find("rules.yaml:2:5: a deny rule needs a reason") != std::string::npos);
   CHECK(book.deciding(RuleDecision::deny, shell("wget x"), "s") != nullptr);  // the rules in force stay
   REQUIRE_FALSE(RuleBook::open(file).has_value());                            // and a start refuses the file
+}
+
+TEST_CASE("verifications read the rules while an operator changes them", "[rules][concurrency]") {
+  TempDir dir;
+  auto opened = RuleBook::open(dir.path() / "rules.yaml");
+  REQUIRE(opened.has_value());
+  RuleBook& book = **opened;
+  REQUIRE(book.add(one_rule("id: d\ndecision: deny\ntarget: shell\ncommand: {prefix: curl}\nreason: no\n"), "t"));
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> denied{0};
+  std::vector<std::thread> readers;
+  std::vector<int> failures;           // changes that did not take, by step
+  const Value curl = shell("curl x");  // made here: Catch's assertions are for this thread alone
+  const Value ls = shell("ls");
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      const std::vector<std::string> asked{"shell-guard@1.0.0"};
+      while (!done.load(std::memory_order_acquire)) {
+        // The deny rule is never removed: every read of any version finds it.
+        if (book.deciding(RuleDecision::deny, curl, "s") != nullptr) denied.fetch_add(1);
+        (void)book.standing(ls, asked, "s");
+        (void)book.counts();
+        (void)book.rules();
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    Rule allow = *taught_rule(ls, false);
+    allow.id = "s" + std::to_string(i);
+    allow.gates = {"shell-guard@1.0.0"};
+    allow.scope = i % 2 == 0 ? Rule::Scope::always : Rule::Scope::session;
+    allow.session = "s";
+    const bool added = book.add(allow, "t").has_value();
+    const bool removed = i % 3 != 0 || book.remove(allow.id).has_value();
+    if (i % 7 == 0) (void)book.end_session("s");
+    const bool reloaded = book.reload().has_value();
+    if (!added || !removed || !reloaded) {
+      failures.push_back(i);
+    }
+  }
+  done.store(true, std::memory_order_release);
+  for (std::thread& reader : readers) reader.join();
+  CHECK(failures.empty());
+  CHECK(denied.load() == book.find("d")->hits.load());
 }
 
 }  // namespace
