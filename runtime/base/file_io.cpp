@@ -1,4 +1,4 @@
-// read_bounded_file and sync_path over open/fstat/read/fsync.
+// read_bounded_file, sync_path and write_file_durably over open/fstat/read/fsync/rename.
 #include "base/file_io.hpp"
 #include "base/errno_text.hpp"
 
@@ -61,6 +61,42 @@ int sync_path(const std::filesystem::path& path, bool is_folder) {
   const int error = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
   return error;
+}
+
+Result<void> write_file_durably(const std::filesystem::path& target, std::string_view bytes, unsigned mode) {
+  const std::filesystem::path folder = target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
+  std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) return fail(ErrorCode::io_error, "cannot create a file in " + folder.string() + ": " + errno_text(errno));
+  auto give_up = [&](const std::string& what) {
+    const int error = errno;
+    ::close(fd);
+    ::unlink(pattern.c_str());
+    return fail(ErrorCode::io_error, "cannot " + what + " " + target.string() + ": " + errno_text(error));
+  };
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return give_up("write");
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) return give_up("set the mode of");
+  if (::fsync(fd) != 0) return give_up("sync");
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(pattern.c_str());
+    return fail(ErrorCode::io_error, "cannot write " + target.string() + ": " + errno_text(error));
+  }
+  if (::rename(pattern.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(pattern.c_str());
+    return fail(ErrorCode::io_error, "cannot rename a new file to " + target.string() + ": " + errno_text(error));
+  }
+  if (const int error = sync_path(folder, true); error != 0) {
+    return fail(ErrorCode::io_error, "cannot sync the folder of " + target.string() + ": " + errno_text(error));
+  }
+  return {};
 }
 
 }  // namespace passepartout

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "base/result.hpp"
 
@@ -26,5 +27,12 @@ Result<std::string> read_bounded_file(const std::filesystem::path& file, std::si
 // fsync(2) of `path`, a file or (with `is_folder`) a folder, so that what was
 // written or renamed in it is on disk: 0, or the errno of the open or sync.
 int sync_path(const std::filesystem::path& path, bool is_folder = false);
+
+// Replaces `target` with `bytes`, durably: written to <folder>/.<name>.XXXXXX
+// with `mode`, synced, renamed over `target`, the folder synced. Whoever reads
+// it, even after a crash, finds the old bytes or the new ones, whole. An
+// io_error names the file and the step that failed; the temporary file is
+// removed.
+Result<void> write_file_durably(const std::filesystem::path& target, std::string_view bytes, unsigned mode);
 
 }  // namespace passepartout

@@ -163,7 +163,7 @@ void print_rule_line(std::ostream& out, const Value& rule) {
   }
 }
 
-int simple(const Target& target, const Output& output, OperatorRequest request) {
+int simple(const Target& target, const Output& output, const OperatorRequest& request) {
   return run_operator_command(target, output, request, [](const Value& response, std::ostream& out) {
     out << response_message(response, "done") << '\n';
     if (const Value& rule = response.path({"PAYLOAD", "RULE"}); rule.is_list()) print_rule_line(out, rule);

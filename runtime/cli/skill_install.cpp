@@ -82,42 +82,6 @@ std::string class_name(const std::string& name) {
   return out;
 }
 
-// Writes `bytes` to <folder>/.<name>.XXXXXX with `mode`, syncs it, renames it
-// to <folder>/<name> and syncs the folder.
-Result<void> write_atomically(const fs::path& target, const std::string& bytes, mode_t mode) {
-  const fs::path folder = target.parent_path();
-  std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(pattern.data());
-  if (fd < 0) return fail(ErrorCode::io_error, "cannot create a file in " + folder.string() + ": " + errno_text(errno));
-  auto give_up = [&](const std::string& what) {
-    const int error = errno;
-    ::close(fd);
-    ::unlink(pattern.c_str());
-    return fail(ErrorCode::io_error, "cannot " + what + " " + target.string() + ": " + errno_text(error));
-  };
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return give_up("write");
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fchmod(fd, mode) != 0) return give_up("set the mode of");
-  if (::fsync(fd) != 0) return give_up("sync");
-  if (::close(fd) != 0) {
-    const int error = errno;
-    ::unlink(pattern.c_str());
-    return fail(ErrorCode::io_error, "cannot write " + target.string() + ": " + errno_text(error));
-  }
-  if (::rename(pattern.c_str(), target.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(pattern.c_str());
-    return fail(ErrorCode::io_error, "cannot rename a new file to " + target.string() + ": " + errno_text(error));
-  }
-  sync_path(folder, true);
-  return {};
-}
-
 Result<std::string> read_whole(const fs::path& file, std::size_t limit) {
   auto bytes = read_bounded_file(file, limit);
   if (!bytes) {
@@ -254,7 +218,7 @@ Result<NewProject> make_skill_project(const std::string& name, const fs::path& p
     if (!it->is_regular_file(ec)) continue;
     auto text = read_whole(it->path(), kMaxTemplateFileBytes);
     if (!text) return fail(text.error().code, text.error().message);
-    if (auto ok = write_atomically(out, fill(std::move(*text)), kFileMode); !ok) {
+    if (auto ok = write_file_durably(out, fill(std::move(*text)), kFileMode); !ok) {
       return fail(ok.error().code, ok.error().message);
     }
     project.files.push_back(out_relative);
@@ -345,10 +309,11 @@ Result<InstalledSkill> install_skill_files(const fs::path& manifest_file, const 
     fs::create_directory(staging.path() / "plugins", ec);
     fs::permissions(staging.path() / "plugins", static_cast<fs::perms>(kFolderMode), ec);
     stage_requirements(*manifest, installed, folders, staging.path());
-    if (auto ok = write_atomically(staging.path() / "plugins" / manifest->library, *library_bytes, kFileMode); !ok) {
+    if (auto ok = write_file_durably(staging.path() / "plugins" / manifest->library, *library_bytes, kFileMode); !ok) {
       return fail(ok.error().code, ok.error().message);
     }
-    if (auto ok = write_atomically(staging.path() / "manifests" / manifest_file.filename(), *manifest_bytes, kFileMode);
+    if (auto ok =
+            write_file_durably(staging.path() / "manifests" / manifest_file.filename(), *manifest_bytes, kFileMode);
         !ok) {
       return fail(ok.error().code, ok.error().message);
     }
@@ -388,10 +353,10 @@ Result<InstalledSkill> install_skill_files(const fs::path& manifest_file, const 
   if (auto ok = ensure_folder(folders.plugin_dir); !ok) return fail(ok.error().code, ok.error().message);
   if (auto ok = ensure_folder(folders.manifest_dir); !ok) return fail(ok.error().code, ok.error().message);
   // The library first: a manifest never names a library that is not there yet.
-  if (auto ok = write_atomically(library_target, *library_bytes, kFileMode); !ok) {
+  if (auto ok = write_file_durably(library_target, *library_bytes, kFileMode); !ok) {
     return fail(ok.error().code, ok.error().message);
   }
-  if (auto ok = write_atomically(manifest_target, *manifest_bytes, kFileMode); !ok) {
+  if (auto ok = write_file_durably(manifest_target, *manifest_bytes, kFileMode); !ok) {
     InstalledSkill partial = result;
     partial.manifest.clear();
     (void)undo_install(partial);
@@ -405,7 +370,7 @@ Result<void> undo_install(const InstalledSkill& installed) {
   auto restore = [&](const fs::path& file, const std::optional<std::string>& previous) {
     if (file.empty()) return;
     if (previous) {
-      if (auto ok = write_atomically(file, *previous, kFileMode); !ok)
+      if (auto ok = write_file_durably(file, *previous, kFileMode); !ok)
         problems += (problems.empty() ? "" : "; ") + ok.error().message;
       return;
     }

@@ -92,6 +92,9 @@ void DaemonHandler::carried(std::uint64_t connection, std::string_view session) 
   const std::lock_guard lock(sessions_mutex_);
   std::vector<std::string>& sessions = sessions_of_[connection];
   if (std::find(sessions.begin(), sessions.end(), session) != sessions.end()) return;
+  // A connection that names ever more sessions is not followed past this:
+  // those it names later count as not open (no session rule is taught for them).
+  if (sessions.size() >= kMaxSessionsPerConnection) return;
   sessions.emplace_back(session);
   ++carriers_[std::string(session)];
 }

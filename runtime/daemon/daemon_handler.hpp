@@ -30,6 +30,9 @@ class DaemonHandler final : public RequestHandler {
   void handle(Value message, const ConnectionInfo& connection, WireReply reply) override;
   void closed(const ConnectionInfo& connection) override;
 
+  // Sessions followed per connection (a connection naming more is not followed further).
+  static constexpr std::size_t kMaxSessionsPerConnection = 1024;
+
   // Whether a connection that is open has carried signals of `session`. Any thread.
   bool session_open(std::string_view session) const;
   // Called with a session's id when the last open connection that carried

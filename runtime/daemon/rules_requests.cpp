@@ -61,10 +61,10 @@ void approve_and_remember(const Value& request, const std::string& requester, co
   const Value& match = request.at("MATCH");
   const Value& scope = request.at("SCOPE");
   if (!match.is_nil() && !(match.is_string() && (match.text() == "exact" || match.text() == "prefix"))) {
-    return answer(bad_request(":MATCH is \"exact\" or \"prefix\""));
+    return answer(bad_request(R"(:MATCH is "exact" or "prefix")"));
   }
   if (!scope.is_nil() && !(scope.is_string() && (scope.text() == "always" || scope.text() == "session"))) {
-    return answer(bad_request(":SCOPE is \"always\" or \"session\""));
+    return answer(bad_request(R"(:SCOPE is "always" or "session")"));
   }
   std::int64_t expires_s = 0;
   if (!count_argument(request, "EXPIRES-S", 1, std::int64_t{3653} * 24 * 3600, expires_s, error)) return answer(error);

@@ -73,7 +73,7 @@ void Run::grant(const Value& approval_event, std::vector<std::string> gates, con
                                  {"TOKEN", Value::string(approval->token)}})}}));
   run_approval(pipeline, approval->token, "rule " + rule.id, rule.id,
                [self = shared_from_this(), action, id = rule.id](Result<Value> result) mutable {
-                 self->post(self, [self, action = std::move(action), id = std::move(id), result = std::move(result)]() {
+                 self->post(self, [self, action, id = std::move(id), result = std::move(result)]() {
                    self->granted_run_finished(action, id, result);
                  });
                });

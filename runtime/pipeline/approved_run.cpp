@@ -134,7 +134,7 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
 }
 
 void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
-                  std::string granted_by, std::function<void(Result<Value>)> done) {
+                  std::string_view granted_by, std::function<void(Result<Value>)> done) {
   ApprovalStore* store = impl->services.approvals;
   if (store == nullptr) {
     done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));

@@ -1,16 +1,11 @@
 #include "pipeline/rule_book.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
 
 #include "base/digest.hpp"
-#include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 
 namespace passepartout {
@@ -28,44 +23,6 @@ std::int64_t system_now_ms() {
 }
 
 std::size_t index_of(RuleDecision decision) { return static_cast<std::size_t>(decision); }
-
-// `text` as `file`, durably: a temporary file beside it, synced, renamed over
-// it, and the folder synced, so the file is the old text or the new, whole.
-Result<void> write_durably(const fs::path& file, const std::string& text) {
-  std::error_code ec;
-  if (!file.parent_path().empty()) fs::create_directories(file.parent_path(), ec);
-  std::string temp = (file.parent_path() / ("." + file.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) return fail(ErrorCode::io_error, "cannot write " + file.string() + ": " + errno_text(errno));
-  auto failed = [&](const char* step) {
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(temp.c_str());
-    return fail(ErrorCode::io_error, "cannot write " + file.string() + " (" + step + "): " + errno_text(saved));
-  };
-  if (::fchmod(fd, 0600) != 0) return failed("fchmod");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return failed("write");
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) return failed("fsync");
-  if (::close(fd) != 0) {
-    ::unlink(temp.c_str());
-    return fail(ErrorCode::io_error, "cannot write " + file.string() + " (close): " + errno_text(errno));
-  }
-  if (::rename(temp.c_str(), file.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temp.c_str());
-    return fail(ErrorCode::io_error, "cannot write " + file.string() + " (rename): " + errno_text(saved));
-  }
-  if (const int error = sync_path(file.parent_path().empty() ? fs::path(".") : file.parent_path(), true); error != 0) {
-    return fail(ErrorCode::io_error, "cannot sync the folder of " + file.string() + ": " + errno_text(error));
-  }
-  return {};
-}
 
 // The file's rules, or none when it does not exist.
 Result<std::pair<std::vector<Rule>, std::string>> read_rules_file(const fs::path& file) {
@@ -182,7 +139,9 @@ Result<void> RuleBook::commit(Rules rules) {
     if (entry->rule.scope == Rule::Scope::always) written.push_back(entry->rule);
   }
   const std::string text = rules_text(written);
-  if (auto ok = write_durably(file_, text); !ok) return ok;
+  std::error_code ec;
+  if (!file_.parent_path().empty()) std::filesystem::create_directories(file_.parent_path(), ec);
+  if (auto ok = write_file_durably(file_, text, 0600); !ok) return ok;
   file_sha256_ = sha256_hex(text);
   publish(std::move(rules));
   return {};
@@ -315,7 +274,9 @@ Result<bool> RuleBook::reload() {
 std::vector<std::shared_ptr<const RuleBook::Entry>> RuleBook::rules() const { return *current(); }
 
 std::shared_ptr<const RuleBook::Entry> RuleBook::find(std::string_view id) const {
-  for (const auto& entry : *current()) {
+  // Held here: a range-for keeps the vector, not the pointer that owns it, alive.
+  const std::shared_ptr<const Rules> rules = current();
+  for (const auto& entry : *rules) {
     if (entry->rule.id == id) return entry;
   }
   return nullptr;
@@ -323,7 +284,8 @@ std::shared_ptr<const RuleBook::Entry> RuleBook::find(std::string_view id) const
 
 RuleBook::Counts RuleBook::counts() const {
   Counts counts;
-  for (const auto& entry : *current()) {
+  const std::shared_ptr<const Rules> rules = current();
+  for (const auto& entry : *rules) {
     if (expired(entry->rule)) continue;
     switch (entry->rule.decision) {
       case RuleDecision::deny:

@@ -62,30 +62,9 @@ RuleSubject rule_subject(const Value& action) {
 
 namespace {
 
-// A glob on one text: '*' any run, '?' any one character (a path's
-// segments are matched one at a time, so neither crosses a '/' there).
-bool segment_glob(std::string_view pattern, std::string_view text) {
-  std::size_t p = 0;
-  std::size_t t = 0;
-  std::size_t star = std::string_view::npos;
-  std::size_t resume = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = t;
-    } else if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
+// A glob on one text: '*' any run, '?' any one character (a path's segments
+// are matched one at a time, so neither crosses a '/' there).
+bool segment_glob(std::string_view pattern, std::string_view text) { return wildcard_matches(pattern, text, true); }
 
 std::vector<std::string_view> split_path(std::string_view path) {
   std::vector<std::string_view> parts;

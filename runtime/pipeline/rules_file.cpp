@@ -21,7 +21,7 @@ namespace passepartout {
 namespace {
 
 std::string utc_text(std::int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  const auto seconds = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
   std::array<char, 32> buffer{};
@@ -92,7 +92,7 @@ class RuleReader {
     bool has_decision = false;
     std::optional<YAML::Node> examples;
     for (const auto& item : node) {
-      const std::string key = item.first.as<std::string>("");
+      const auto key = item.first.as<std::string>("");
       const YAML::Node& value = item.second;
       if (key == "id") {
         rule.id = scalar(item.first, value, "id");
@@ -168,7 +168,8 @@ class RuleReader {
       problems_.problem(node.Mark(), "the rule names no target: or tool: (a name pattern, like shell or mcp__fs__*)");
     }
     if (rule.decision != RuleDecision::allow && has_decision && rule.reason.empty()) {
-      problems_.problem(node.Mark(), std::string("a ") + to_string(rule.decision) +
+      problems_.problem(node.Mark(), std::string(rule.decision == RuleDecision::ask ? "an " : "a ") +
+                                         to_string(rule.decision) +
                                          " rule needs a reason: (the user and the trace are shown it)");
     }
     if (rule.decision == RuleDecision::allow && rule.gates.empty()) {
@@ -216,7 +217,7 @@ class RuleReader {
     }
     int kinds = 0;
     for (const auto& item : value) {
-      const std::string name = item.first.as<std::string>("");
+      const auto name = item.first.as<std::string>("");
       if (name == "exact" || name == "prefix" || name == "glob") {
         out.kind = name == "exact"    ? TextMatcher::Kind::exact
                    : name == "prefix" ? TextMatcher::Kind::prefix
@@ -306,7 +307,7 @@ class RuleReader {
       return;
     }
     for (const auto& item : node) {
-      const std::string name = item.first.as<std::string>("");
+      const auto name = item.first.as<std::string>("");
       const bool should_match = name == "match";
       if (!should_match && name != "not_match") {
         problems_.problem(item.first.Mark(), unknown_key_message(name, kExampleKeys, " of examples", {}));
@@ -433,7 +434,7 @@ Result<std::vector<Rule>> parse_rules(std::string_view text, const std::string& 
     return fail(ErrorCode::invalid_input, problems.message());
   }
   for (const auto& item : root) {
-    const std::string key = item.first.as<std::string>("");
+    const auto key = item.first.as<std::string>("");
     if (key != "rules") {
       constexpr std::string_view kTop[] = {"rules"};
       problems.problem(item.first.Mark(), unknown_key_message(key, kTop, "", {}));

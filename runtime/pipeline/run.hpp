@@ -141,7 +141,7 @@ struct Pipeline::Impl {
 // again (every gate, with `granted_by` recorded when a standing approval
 // decided), runs it once on the blocking executor and reports what it did.
 void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
-                  std::string granted_by, std::function<void(Result<Value>)> done);
+                  std::string_view granted_by, std::function<void(Result<Value>)> done);
 
 // One signal's loop: the injected signal and its feedback, cycle by cycle.
 // Each step runs on the executor (or, for an actuator's or tool's call, on

@@ -113,6 +113,21 @@ TEST_CASE("interactive chat asks before a held action runs: y runs it, anything 
   CHECK(states == std::vector<std::string>{"approved", "denied"});
 }
 
+TEST_CASE("interactive chat's a approves always: the same action is not asked about again", "[integration][chat]") {
+  DaemonProcess daemon(options());
+  const auto run =
+      testing::run_passepartout({"chat", "--socket", daemon.socket_path().string()},
+                                testing::hermetic_env(daemon.dir()), "greet the operator\na\ngreet the operator\n");
+  INFO(run.out << run.err);
+  CHECK(run.exit_status == 0);
+  CHECK(count(run.out, "Approval needed") == 1);
+  CHECK(run.out.find("remembered as rule taught-") != std::string::npos);
+  CHECK(run.out.find("Approved by standing rule taught-") != std::string::npos);
+  CHECK(count(run.out, "approved-run\n") >= 3);  // what would run, what it printed, and the second run's
+  CHECK(testing::read_text_file(daemon.state_dir() / "rules.yaml").find("command: {exact: echo approved-run}") !=
+        std::string::npos);
+}
+
 TEST_CASE("interactive chat reconnects when the daemon restarts and sends the next line on the new connection",
           "[integration][chat]") {
   DaemonProcess first(options());

@@ -157,6 +157,30 @@ TEST_CASE("a session's standing approval ends with the session: one that expires
   CHECK(token.size() == 32);
 }
 
+TEST_CASE("rules add, test and list from the command line: a deny rule blocks before the gates",
+          "[integration][rules]") {
+  DaemonProcess daemon(options());
+  const ProcessRun added = cli(daemon, {"rules", "add", "deny", "--target", "shell", "--prefix", "echo", "--reason",
+                                        "echo is for people", "--id", "no-echo"});
+  INFO(added.out << added.err);
+  REQUIRE(added.exit_status == 0);
+  const ProcessRun tested = cli(daemon, {"rules", "test", "true; echo x"});
+  INFO(tested.out << tested.err);
+  CHECK(tested.out.rfind("deny: rule no-echo (deny shell command prefix 'echo') blocks it before any gate runs", 0) ==
+        0);
+  const ProcessRun json = cli(daemon, {"rules", "test", "--json", "ls"});
+  CHECK(json.out.find("\"decision\": \"none\"") != std::string::npos);
+  const Exchange blocked = chat(daemon, "say hi", "d1");
+  CHECK(blocked.token.empty());
+  CHECK(blocked.shown.find(":GATE \"rules\" :VERSION \"host\" :RESULT :BLOCKED") != std::string::npos);
+  CHECK(blocked.shown.find("shell-guard") == std::string::npos);
+  const ProcessRun refused = cli(daemon, {"rules", "add", "ask", "--target", "shell"});
+  CHECK(refused.exit_status != 0);
+  CHECK(refused.err.find("an ask rule needs a reason") != std::string::npos);
+  const ProcessRun status = cli(daemon, {"status"});
+  CHECK(status.out.find("1 deny, 0 ask, 0 standing approvals; hits 3 / 0 / 0") != std::string::npos);
+}
+
 TEST_CASE("a rules file whose example fails stops the start, naming its line and the example", "[integration][rules]") {
   testing::TempDir dir;
   const std::filesystem::path file = dir.path() / "rules.yaml";
