@@ -128,8 +128,7 @@ struct Rig {
     }
     pipeline =
         std::make_unique<Pipeline>(Pipeline::Services{registry, cascade, pool, blocking, &memory, approvals.get(),
-                                                      [this] { ++interrupts; }, decisions.get(), nullptr,
-                                                      rules.get()},
+                                                      [this] { ++interrupts; }, decisions.get(), nullptr, rules.get()},
                                    options);
   }
 
