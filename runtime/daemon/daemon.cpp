@@ -211,7 +211,7 @@ struct Daemon::Impl {
   std::unique_ptr<OperatorHandler> operators;
   // What the wire asks for; set before the server starts (which is when the
   // operator requests that ask it whether a session is open can come).
-  std::shared_ptr<DaemonHandler> handler_;
+  std::shared_ptr<DaemonHandler> wire_handler;
   // Set once `operators` exists: SIGHUP can arrive while boot() still runs.
   std::atomic<OperatorHandler*> operators_ready{nullptr};
   std::unique_ptr<Server> server;
@@ -680,7 +680,7 @@ Result<void> Daemon::Impl::boot() {
       mcp.get(),
       [this] { return reload_mcp(); },
       rules.get(),
-      [this](std::string_view session) { return handler_ != nullptr && handler_->session_open(session); }});
+      [this](std::string_view session) { return wire_handler != nullptr && wire_handler->session_open(session); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -814,7 +814,7 @@ Result<void> Daemon::Impl::listen() {
                  session, ended);
     }
   });
-  handler_ = handler;
+  wire_handler = handler;
   // The connections have a loop of their own: a request is read there and
   // handed to the pipeline's loops (chat) or the operator thread, so no
   // skill holding the pipeline's loops keeps a request from being read.

@@ -183,8 +183,9 @@ class AnthropicDriver final : public Driver {
     if (!request.system_prompt.empty()) body["system"] = request.system_prompt;
     body["messages"] = messages.take();
     if (stream) body["stream"] = true;
-    const auto specs =
-        settings.tools ? driver_detail::tool_specs(request.tools) : std::vector<driver_detail::ToolSpec>{};
+    static const std::vector<driver_detail::ToolSpec> kNoTools;
+    const std::vector<driver_detail::ToolSpec>& specs =
+        settings.tools ? driver_detail::tool_specs(request.tools) : kNoTools;
     if (!specs.empty()) {
       Json tools = Json::array();
       for (const auto& spec : specs) {

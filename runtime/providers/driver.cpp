@@ -1,6 +1,7 @@
 // What the three drivers share, and make_driver.
 #include "providers/driver.hpp"
 
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -29,7 +30,9 @@ std::string join_url(std::string_view base_url, std::string_view path) {
   return std::string(base_url) + std::string(path);
 }
 
-std::vector<ToolSpec> tool_specs(const Value& tools) {
+namespace {
+
+std::vector<ToolSpec> make_tool_specs(const Value& tools) {
   std::vector<ToolSpec> specs;
   for (const Value& tool : tools.items()) {
     ToolSpec spec;
@@ -52,7 +55,7 @@ std::vector<ToolSpec> tool_specs(const Value& tools) {
   return specs;
 }
 
-Json function_tools(const std::vector<ToolSpec>& specs) {
+Json make_function_tools(const std::vector<ToolSpec>& specs) {
   Json tools = Json::array();
   for (const ToolSpec& spec : specs) {
     Json function = {{"name", spec.name}};
@@ -61,6 +64,34 @@ Json function_tools(const std::vector<ToolSpec>& specs) {
     tools.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   return tools;
+}
+
+// What this thread made for the last tools it was given (compared as
+// Values: the same list is one pointer comparison).
+struct EncodedTools {
+  Value tools;
+  std::vector<ToolSpec> specs;
+  std::optional<Json> functions;
+};
+
+EncodedTools& encoded(const Value& tools) {
+  thread_local EncodedTools cache;
+  if (!(cache.tools == tools)) {
+    cache.specs = make_tool_specs(tools);
+    cache.functions.reset();
+    cache.tools = tools;
+  }
+  return cache;
+}
+
+}  // namespace
+
+const std::vector<ToolSpec>& tool_specs(const Value& tools) { return encoded(tools).specs; }
+
+const Json& function_tools(const Value& tools) {
+  EncodedTools& cache = encoded(tools);
+  if (!cache.functions) cache.functions = make_function_tools(cache.specs);
+  return *cache.functions;
 }
 
 Json arguments_object(std::string_view arguments) {

@@ -24,16 +24,20 @@ std::string join_url(std::string_view base_url, std::string_view path);
 // The request's tools (:NAME :DESCRIPTION :PARAMETERS plists), each as
 // {name, description, parameters}, the parameters as a JSON schema
 // ({"type":"object","properties":{}} when the descriptor has none).
+// A session offers the same tools (the same Value: Offer::native_tools) in
+// every request, and an MCP server's schemas are long JSON texts: each
+// thread keeps what it made for the last tools it was given, and makes them
+// again only for other ones. Valid until the thread's next call.
 struct ToolSpec {
   std::string name;
   std::string description;
   Json parameters;
 };
-std::vector<ToolSpec> tool_specs(const Value& tools);
+const std::vector<ToolSpec>& tool_specs(const Value& tools);
 // The tools as OpenAI's chat completions take them, as Ollama's /api/chat
 // does too: [{"type":"function","function":{name, description (when it has
-// one), parameters}}].
-Json function_tools(const std::vector<ToolSpec>& specs);
+// one), parameters}}]. Kept like tool_specs().
+const Json& function_tools(const Value& tools);
 // A call's arguments text as a JSON object ({} when it is not one: the
 // transcript only holds arguments checked when the reply came).
 Json arguments_object(std::string_view arguments);

@@ -136,10 +136,8 @@ class OllamaDriver final : public Driver {
     Json body = {{"model", driver_detail::model_of(settings, request)}, {"messages", std::move(messages)}};
     body["stream"] = stream;
     body["options"] = {{"num_predict", settings.max_tokens}};
-    const auto specs =
-        settings.tools ? driver_detail::tool_specs(request.tools) : std::vector<driver_detail::ToolSpec>{};
-    if (!specs.empty()) {
-      body["tools"] = driver_detail::function_tools(specs);
+    if (settings.tools && !driver_detail::tool_specs(request.tools).empty()) {
+      body["tools"] = driver_detail::function_tools(request.tools);
     }
 
     HttpCall call{"POST", driver_detail::join_url(settings.base_url, "/api/chat"), {}, driver_detail::dump(body)};

@@ -203,10 +203,8 @@ class OpenAiDriver final : public Driver {
     body[settings.token_limit_field.empty() ? "max_tokens" : settings.token_limit_field] = settings.max_tokens;
     body["stream"] = stream;
     if (stream && settings.stream_usage) body["stream_options"] = {{"include_usage", true}};
-    const auto specs =
-        settings.tools ? driver_detail::tool_specs(request.tools) : std::vector<driver_detail::ToolSpec>{};
-    if (!specs.empty()) {
-      body["tools"] = driver_detail::function_tools(specs);
+    if (settings.tools && !driver_detail::tool_specs(request.tools).empty()) {
+      body["tools"] = driver_detail::function_tools(request.tools);
       if (settings.tool_choice) body["tool_choice"] = "auto";
       if (settings.parallel_tool_calls) body["parallel_tool_calls"] = true;
     }

@@ -345,3 +345,26 @@ TEST_CASE("openai driver sends a tool's schema as the skill wrote it, keys in th
           std::string::npos);
   }
 }
+
+TEST_CASE("openai driver encodes other tools as soon as a request offers them, never the last ones again",
+          "[providers]") {
+  const auto settings = testing::settings_for("openai", "https://api.openai.com/v1", "");
+  auto tool = [](const char* name, const char* schema) {
+    return Value::list({Value::plist({{"NAME", Value::string(name)},
+                                      {"DESCRIPTION", Value::string("A tool")},
+                                      {"PARAMETERS-JSON", Value::string(schema)}})});
+  };
+  ProviderRequest request;
+  request.prompt = "p";
+  request.tools = tool("first", R"({"type":"object","properties":{"a":{"type":"string"}}})");
+  const std::string once = kDriver->encode(settings, request, false).body;
+  CHECK(kDriver->encode(settings, request, false).body == once);  // the same tools: the same body
+  request.tools = tool("first", R"({"type":"object","properties":{"b":{"type":"string"}}})");  // equal name, new schema
+  const std::string changed = kDriver->encode(settings, request, false).body;
+  CHECK(changed.find(R"("properties":{"b":)") != std::string::npos);
+  CHECK(changed.find(R"("properties":{"a":)") == std::string::npos);
+  request.tools = Value();
+  CHECK(kDriver->encode(settings, request, false).body.find("\"tools\"") == std::string::npos);
+  request.tools = tool("first", R"({"type":"object","properties":{"a":{"type":"string"}}})");  // equal, another list
+  CHECK(kDriver->encode(settings, request, false).body == once);
+}
