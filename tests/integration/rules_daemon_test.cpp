@@ -121,7 +121,8 @@ TEST_CASE(
   CHECK(history.out.find("rule-remove") != std::string::npos);
 }
 
-TEST_CASE("a session's standing approval ends with the session: one that expires asks again", "[integration][rules]") {
+TEST_CASE("a session's standing approval ends with the session: one that expires asks again",
+          "[integration][rules][concurrency]") {
   DaemonProcess daemon(options());
   std::optional<WireClient> connection;
   connection.emplace(WireClient::local(daemon.socket_path()));
@@ -204,7 +205,7 @@ TEST_CASE("a rules file whose example fails stops the start, naming its line and
 }
 
 TEST_CASE("deny-after: an approval nobody decides is denied at its time, once: a late approve says it expired",
-          "[integration][rules][approvals]") {
+          "[integration][rules][approvals][concurrency]") {
   DaemonProcess daemon(options({"--unattended-approvals", "deny-after", "1s"}));
   const Exchange first = chat(daemon, "say hi", "u1");
   REQUIRE(first.token.size() == 32);

@@ -90,7 +90,7 @@ TEST_CASE("an operator's ask rule asks for what the gates let through: approved,
 }
 
 TEST_CASE("a standing approval answers its gate: the action runs once, and everything says which rule",
-          "[pipeline][rules][approvals]") {
+          "[pipeline][rules][approvals][concurrency]") {
   Rig rig = shell_rig(true);
   auto first = std::make_shared<RecordingSink>();
   rig.run(user_input_signal("say it", "s1"), first);
