@@ -53,6 +53,21 @@ std::string all_of(const RecordingSink& sink) {
   return out;
 }
 
+// The one pending approval, checked to have been asked for by `gate`,
+// answered "always": the rule an operator's --remember teaches, added as `id`.
+Approval teach_always(Rig& rig, const std::string& gate, const std::string& id) {
+  auto pending = rig.approvals->pending();
+  REQUIRE(pending.has_value());
+  REQUIRE(pending->size() == 1);
+  const Approval approval = (*pending)[0];
+  CHECK(approval.gates == std::vector<std::string>{gate});
+  Rule always = *taught_rule(approval.action, false);
+  always.id = id;
+  always.gates = approval.gates;
+  REQUIRE(rig.rules->add(always, "test"));
+  return approval;
+}
+
 TEST_CASE("an operator's deny rule blocks before any gate runs, traced as rules@host", "[pipeline][rules]") {
   Rig rig = shell_rig();
   REQUIRE(rig.rules->add(rule_of("id: no-echo\ndecision: deny\ntarget: shell\ncommand: {prefix: echo}\n"
@@ -94,15 +109,8 @@ TEST_CASE("a standing approval answers its gate: the action runs once, and every
   Rig rig = shell_rig(true);
   auto first = std::make_shared<RecordingSink>();
   rig.run(user_input_signal("say it", "s1"), first);
-  auto pending = rig.approvals->pending();
-  REQUIRE(pending.has_value());
-  REQUIRE(pending->size() == 1);
-  CHECK((*pending)[0].gates == std::vector<std::string>{"shell-guard@1.0.0"});
-  Rule always = *taught_rule((*pending)[0].action, false);
-  always.id = "echo-always";
-  always.gates = (*pending)[0].gates;
-  REQUIRE(rig.rules->add(always, "test"));
-  REQUIRE(rig.pipeline->deny((*pending)[0].token, "test").has_value());
+  const Approval asked = teach_always(rig, "shell-guard@1.0.0", "echo-always");
+  REQUIRE(rig.pipeline->deny(asked.token, "test").has_value());
 
   auto sink = std::make_shared<RecordingSink>();
   LoopReport report = rig.run(user_input_signal("say it", "s1"), sink);
@@ -206,14 +214,7 @@ TEST_CASE("a swapped gate is not pre-approved: its rules answer its new version 
   };
   with_gate(1);
   REQUIRE(first_answer("s1").find("APPROVAL-REQUIRED") != std::string::npos);
-  auto pending = rig.approvals->pending();
-  REQUIRE(pending.has_value());
-  REQUIRE(pending->size() == 1);
-  CHECK((*pending)[0].gates == std::vector<std::string>{"shadow-gate@1.0.0"});
-  Rule always = *taught_rule((*pending)[0].action, false);
-  always.id = "record-always";
-  always.gates = (*pending)[0].gates;
-  REQUIRE(rig.rules->add(always, "test"));
+  teach_always(rig, "shadow-gate@1.0.0", "record-always");
   CHECK(first_answer("s2").find("Approved by standing rule record-always") != std::string::npos);
 
   with_gate(2);
