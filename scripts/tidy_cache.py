@@ -2,7 +2,8 @@
 """clang-tidy over the translation units that need it, remembering the clean ones.
 
 clang-tidy's findings on a translation unit depend on nothing but its inputs:
-the tool's version, .clang-tidy, the unit's compile command, and the bytes of
+the tool's version (less the line naming the machine's CPU), .clang-tidy, the
+unit's compile command, and the bytes of
 every file it includes. System headers are those of the Debian 12 packages
 scripts/setup installs; the project's own files are hashed. A unit whose key
 (a SHA-256 over all of that, taken before the unit is checked) is in the
@@ -66,7 +67,13 @@ def ninja_deps(build_dir):
 
 def keys(args, units):
     """unit -> its key, or None when it cannot be known (not built)."""
-    tool = subprocess.run([args.tidy, "--version"], capture_output=True, text=True).stdout
+    # The version, without the line naming the machine's CPU ("Host CPU:
+    # znver2", or "(unknown)" for one LLVM 14 does not know), which differs
+    # from machine to machine and changes nothing clang-tidy finds.
+    tool = "".join(
+        line
+        for line in subprocess.run([args.tidy, "--version"], capture_output=True, text=True).stdout.splitlines(True)
+        if not line.strip().startswith("Host CPU:"))
     with open(os.path.join(SOURCE, ".clang-tidy"), "rb") as f:
         config = f.read()
     commands = {os.path.realpath(c["file"]): c for c in json.load(open(args.compile_commands))}
