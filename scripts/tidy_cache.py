@@ -3,8 +3,8 @@
 
 clang-tidy's findings on a translation unit depend on nothing but its inputs:
 the tool's version (less the line naming the machine's CPU), .clang-tidy, the
-unit's compile command, and the bytes of
-every file it includes. System headers are those of the Debian 12 packages
+unit's compile command, and the bytes of every file it includes. System
+headers are those of the Debian 12 packages
 scripts/setup installs; the project's own files are hashed. A unit whose key
 (a SHA-256 over all of that, taken before the unit is checked) is in the
 record was found clean with exactly these inputs, and is not checked again.
