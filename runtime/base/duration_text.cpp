@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <ctime>
 #include <utility>
 
 namespace passepartout {
@@ -79,6 +81,40 @@ std::string span_text(milliseconds span) {
     if (!out.empty() && ++shown == 2) break;
   }
   return out;
+}
+
+std::string utc_timestamp(std::int64_t unix_ms) {
+  const auto seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  std::array<char, 32> buffer{};
+  const std::size_t n = std::strftime(buffer.data(), buffer.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return std::string(buffer.data(), n);
+}
+
+std::optional<std::int64_t> parse_utc_timestamp(std::string_view text) {
+  std::tm tm{};
+  int year = 0;
+  int month = 0;
+  int day = 0;
+  int hour = 0;
+  int minute = 0;
+  int second = 0;
+  char zone = 0;
+  const std::string copy(text);
+  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &year, &month, &day, &hour, &minute, &second, &zone) !=
+          7 ||
+      zone != 'Z' || copy.size() != 20 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
+      second > 60) {
+    return std::nullopt;
+  }
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000;
 }
 
 }  // namespace passepartout

@@ -1,8 +1,11 @@
 // Spans of time as operators write them on a command line or in a rules file
-// ("10m", "7d") and as messages show them ("7 d", "1 h 30 min").
+// ("10m", "7d") and as messages show them ("7 d", "1 h 30 min"); points in
+// time as a file written by hand holds them ("2026-12-31T23:59:00Z").
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,5 +20,10 @@ Result<std::chrono::milliseconds> parse_span(std::string_view text);
 
 // The span in its two largest units: "45 s", "10 min", "1 h 30 min", "7 d", "2 d 3 h".
 std::string span_text(std::chrono::milliseconds span);
+
+// Unix milliseconds as UTC to the second: "2026-12-31T23:59:00Z".
+std::string utc_timestamp(std::int64_t unix_ms);
+// The same read back (exactly that form, seconds up to 60), or nullopt.
+std::optional<std::int64_t> parse_utc_timestamp(std::string_view text);
 
 }  // namespace passepartout

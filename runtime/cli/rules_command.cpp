@@ -1,7 +1,6 @@
 // `passepartout rules list|show|add|remove|test|carry`: the operator's rules
 // and standing approvals of the running daemon (docs/rules.md).
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <memory>
 #include <ostream>
@@ -50,15 +49,6 @@ struct RulesArgs {
 // A YAML scalar that reads back as `text`: JSON's string syntax is YAML's double-quoted one.
 std::string quoted(const std::string& text) { return OrderedJson(text).dump(); }
 
-std::string utc_text(std::chrono::system_clock::time_point when) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buffer[32];
-  const std::size_t n = std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buffer, n);
-}
-
 // The rule `rules add` describes, as the one-rule YAML the daemon reads; an
 // error message (empty on success) otherwise.
 std::string rule_yaml(const RulesArgs& a, std::string& yaml) {
@@ -104,7 +94,9 @@ std::string rule_yaml(const RulesArgs& a, std::string& yaml) {
   if (!a.expires.empty()) {
     auto span = parse_span(a.expires);
     if (!span) return "--expires: " + span.error().message;
-    out << "expires: " << quoted(utc_text(std::chrono::system_clock::now() + *span)) << '\n';
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    out << "expires: "
+        << quoted(utc_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(now + *span).count())) << '\n';
   }
   if (!a.note.empty()) out << "note: " << quoted(a.note) << '\n';
   yaml = out.str();

@@ -50,17 +50,12 @@ void count_verification(DecisionStage stage, VerifyOutcome outcome) noexcept {
   verification_counts().add(stage_index(stage) * kVerifyOutcomes.size() + verify_outcome_index(outcome));
 }
 
-Value rule_rejection(const std::string& text) {
-  return Value::plist({{"TYPE", Value::keyword("LOG")},
-                       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword("ERROR")}, {"TEXT", Value::string(text)}})}});
-}
-
 // An operator's deny rule decided: blocked, traced as rules@host.
 void deny_by_rule(const Rule& rule, Verification& out) {
   Value reason = Value::string("rule " + rule.id + ": " + rule.reason);
   out.trace.push_host(HostRule::operator_rules, GateResult::blocked, reason);
   out.outcome = VerifyOutcome::blocked;
-  out.action = rule_rejection("Action blocked by the operator's rule " + rule.id + ": " + rule.reason);
+  out.action = rejection("ERROR", "Action blocked by the operator's rule " + rule.id + ": " + rule.reason);
   out.reason = std::move(reason);
   log_fields(LogLevel::info, "verifier", {{"rule", rule.id}, {"verdict", "blocked"}}, "rule {} denied the action: {}",
              rule.id, rule.reason);

@@ -10,6 +10,7 @@
 
 #include "base/ascii.hpp"
 #include "base/digest.hpp"
+#include "base/duration_text.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "pipeline/rules.hpp"
 #include "value/sexp_printer.hpp"
@@ -19,40 +20,6 @@
 namespace passepartout {
 
 namespace {
-
-std::string utc_text(std::int64_t unix_ms) {
-  const auto seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  std::array<char, 32> buffer{};
-  const std::size_t n = std::strftime(buffer.data(), buffer.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buffer.data(), n);
-}
-
-std::optional<std::int64_t> parse_utc(std::string_view text) {
-  std::tm tm{};
-  int year = 0;
-  int month = 0;
-  int day = 0;
-  int hour = 0;
-  int minute = 0;
-  int second = 0;
-  char zone = 0;
-  const std::string copy(text);
-  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &year, &month, &day, &hour, &minute, &second, &zone) !=
-          7 ||
-      zone != 'Z' || copy.size() != 20 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 ||
-      second > 60) {
-    return std::nullopt;
-  }
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000;
-}
 
 // --- reading ------------------------------------------------------------------------
 
@@ -135,22 +102,8 @@ class RuleReader {
         } else if (text != "always") {
           problems_.problem_at(item.first, value, "scope " + in_quotes(text) + " is not always");
         }
-      } else if (key == "expires") {
-        const std::string text = scalar(item.first, value, "expires");
-        if (auto at = parse_utc(text)) {
-          rule.expires_unix_ms = *at;
-        } else if (!text.empty()) {
-          problems_.problem_at(item.first, value,
-                               "expires " + in_quotes(text) + " is not a UTC time like 2026-12-31T23:59:00Z");
-        }
-      } else if (key == "taught_at") {
-        const std::string text = scalar(item.first, value, "taught_at");
-        if (auto at = parse_utc(text)) {
-          rule.taught_unix_ms = *at;
-        } else if (!text.empty()) {
-          problems_.problem_at(item.first, value,
-                               "taught_at " + in_quotes(text) + " is not a UTC time like 2026-12-31T23:59:00Z");
-        }
+      } else if (key == "expires" || key == "taught_at") {
+        utc_time(item.first, value, key, key == "expires" ? rule.expires_unix_ms : rule.taught_unix_ms);
       } else if (key == "taught_by") {
         rule.taught_by = scalar(item.first, value, "taught_by");
       } else if (key == "approval") {
@@ -203,6 +156,16 @@ class RuleReader {
       return {};
     }
     return value.Scalar();
+  }
+
+  // A point in time written "2026-12-31T23:59:00Z" into `out`.
+  void utc_time(const YAML::Node& key, const YAML::Node& value, const std::string& what, std::int64_t& out) {
+    const std::string text = scalar(key, value, what);
+    if (auto at = parse_utc_timestamp(text)) {
+      out = *at;
+    } else if (!text.empty()) {
+      problems_.problem_at(key, value, what + " " + in_quotes(text) + " is not a UTC time like 2026-12-31T23:59:00Z");
+    }
   }
 
   std::optional<TextMatcher> matcher(const YAML::Node& key, const YAML::Node& value, bool command) {
@@ -344,14 +307,13 @@ class RuleReader {
   YamlProblems& problems_;
 };
 
-YAML::Node load(std::string_view text, const std::string& origin, YamlProblems& problems) {
+YAML::Node load(std::string_view text, YamlProblems& problems) {
   try {
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     problems.problem(e.mark, e.msg);
     return {};
   }
-  (void)origin;
 }
 
 // --- writing ------------------------------------------------------------------------
@@ -402,9 +364,9 @@ void emit_rule(YAML::Emitter& out, const Rule& rule) {
     for (const std::string& gate : rule.gates) out << gate;
     out << YAML::EndSeq;
   }
-  if (rule.expires_unix_ms != 0) out << YAML::Key << "expires" << YAML::Value << utc_text(rule.expires_unix_ms);
+  if (rule.expires_unix_ms != 0) out << YAML::Key << "expires" << YAML::Value << utc_timestamp(rule.expires_unix_ms);
   if (!rule.taught_by.empty()) out << YAML::Key << "taught_by" << YAML::Value << rule.taught_by;
-  if (rule.taught_unix_ms != 0) out << YAML::Key << "taught_at" << YAML::Value << utc_text(rule.taught_unix_ms);
+  if (rule.taught_unix_ms != 0) out << YAML::Key << "taught_at" << YAML::Value << utc_timestamp(rule.taught_unix_ms);
   if (!rule.approval.empty()) out << YAML::Key << "approval" << YAML::Value << rule.approval;
   if (!rule.note.empty()) out << YAML::Key << "note" << YAML::Value << rule.note;
   if (!rule.match_examples.empty() || !rule.not_match_examples.empty()) {
@@ -425,7 +387,7 @@ void emit_rule(YAML::Emitter& out, const Rule& rule) {
 
 Result<std::vector<Rule>> parse_rules(std::string_view text, const std::string& origin) {
   YamlProblems problems(origin);
-  const YAML::Node root = load(text, origin, problems);
+  const YAML::Node root = load(text, problems);
   if (!problems.ok()) return fail(ErrorCode::invalid_input, problems.message());
   std::vector<Rule> rules;
   if (!root.IsDefined() || root.IsNull()) return rules;  // an empty file: no rules
@@ -462,7 +424,7 @@ Result<std::vector<Rule>> parse_rules(std::string_view text, const std::string& 
 
 Result<Rule> parse_rule(std::string_view text, const std::string& origin) {
   YamlProblems problems(origin);
-  const YAML::Node root = load(text, origin, problems);
+  const YAML::Node root = load(text, problems);
   if (!problems.ok()) return fail(ErrorCode::invalid_input, problems.message());
   RuleReader reader(problems);
   std::optional<Rule> rule = reader.read(root);

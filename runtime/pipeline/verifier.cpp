@@ -47,11 +47,6 @@ const ThreadContext& thread_context() {
   return first_thread_context();
 }
 
-Value rejection(std::string_view level, const std::string& text) {
-  return Value::plist({{"TYPE", Value::keyword("LOG")},
-                       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword(level)}, {"TEXT", Value::string(text)}})}});
-}
-
 std::string gate_label(const Slot& slot) { return "gate '" + slot.name() + "' " + slot.version_text(); }
 
 }  // namespace
@@ -140,6 +135,11 @@ Value GateTrace::to_value() const {
     entries[i] = Value::list(std::span<const Value>(entry, used));
   }
   return Value::list(std::span<const Value>(entries, size_));
+}
+
+Value rejection(std::string_view level, const std::string& text) {
+  return Value::plist({{"TYPE", Value::keyword("LOG")},
+                       {"PAYLOAD", Value::plist({{"LEVEL", Value::keyword(level)}, {"TEXT", Value::string(text)}})}});
 }
 
 Value Verification::to_value() const {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/interval_clock.hpp"
@@ -167,6 +168,10 @@ class GateTrace {
 };
 
 enum class VerifyOutcome : std::uint8_t { passed, blocked, approval_required };
+
+// A blocked verification's action, the rejection shown to the user:
+// (:TYPE :LOG :PAYLOAD (:LEVEL :<level> :TEXT "<text>")).
+Value rejection(std::string_view level, const std::string& text);
 
 const char* to_string(VerifyOutcome outcome) noexcept;
 
