@@ -83,6 +83,11 @@ std::string span_text(milliseconds span) {
   return out;
 }
 
+std::int64_t unix_ms_now() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string utc_timestamp(std::int64_t unix_ms) {
   const auto seconds = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};

@@ -21,6 +21,9 @@ Result<std::chrono::milliseconds> parse_span(std::string_view text);
 // The span in its two largest units: "45 s", "10 min", "1 h 30 min", "7 d", "2 d 3 h".
 std::string span_text(std::chrono::milliseconds span);
 
+// The system clock now, in Unix milliseconds.
+std::int64_t unix_ms_now() noexcept;
+
 // Unix milliseconds as UTC to the second: "2026-12-31T23:59:00Z".
 std::string utc_timestamp(std::int64_t unix_ms);
 // The same read back (exactly that form, seconds up to 60), or nullopt.

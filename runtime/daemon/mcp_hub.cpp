@@ -30,6 +30,7 @@
 #pragma GCC diagnostic pop
 
 #include "base/ascii.hpp"
+#include "base/duration_text.hpp"
 #include "base/errno_text.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
@@ -63,11 +64,6 @@ bool provider_safe(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
-}
-
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // An account's ids and name, looked up without the non-reentrant getpwnam.
@@ -360,7 +356,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
       if (pin == server_pins.end()) {
         server_pins[tool.name] = {{"sha256", tool.digest},
                                   {"definition", Json::parse(tool.canonical_json, nullptr, false)},
-                                  {"pinned_unix_ms", unix_ms()},
+                                  {"pinned_unix_ms", unix_ms_now()},
                                   {"by", "first use"}};
         pins_changed = true;
         if (status.pin.empty()) status.pin = "new";
@@ -516,7 +512,7 @@ struct McpHub::Impl : std::enable_shared_from_this<McpHub::Impl> {
     if (last == tool.digest) return;
     last = tool.digest;
     SkillChange entry;
-    entry.at_unix_ms = unix_ms();
+    entry.at_unix_ms = unix_ms_now();
     entry.requester = "mcp server '" + s.config.name + "'";
     entry.action = "mcp-tool-changed";
     entry.skill = "mcp__" + s.config.name + "__" + tool.name;
@@ -786,7 +782,7 @@ Result<McpTrustReport> McpHub::trust(const std::string& server, const std::strin
       change.to_definition = definition.canonical_json;
       server_pins[definition.name] = {{"sha256", definition.digest},
                                       {"definition", Json::parse(definition.canonical_json, nullptr, false)},
-                                      {"pinned_unix_ms", unix_ms()},
+                                      {"pinned_unix_ms", unix_ms_now()},
                                       {"by", requester}};
       status.pin = "pinned";
       status.pinned_digest.clear();
@@ -796,7 +792,7 @@ Result<McpTrustReport> McpHub::trust(const std::string& server, const std::strin
                   requester, definition.name, server, definition.digest.substr(0, 12));
       if (impl->audit) {
         SkillChange entry;
-        entry.at_unix_ms = unix_ms();
+        entry.at_unix_ms = unix_ms_now();
         entry.requester = requester;
         entry.action = "mcp-trust";
         entry.skill = offered;

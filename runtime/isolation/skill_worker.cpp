@@ -180,6 +180,7 @@ Value describe(const Worker& worker) {
   if (hooks.observe != nullptr) mask |= kHookObserve;
   if (hooks.error_policy != nullptr) mask |= kHookErrorPolicy;
   if (hooks.mandate != nullptr) mask |= kHookMandate;
+  if (hooks.select_model != nullptr) mask |= kHookSelectModel;
   auto text = [](const std::string& s, bool empty_is_null) {
     return s.empty() && empty_is_null ? Value() : Value::string(s);
   };
@@ -302,6 +303,15 @@ std::optional<Value> serve(Worker& worker, const Frame& request) {
       const pp_value* line = nullptr;
       const pp_status status = api.mandate(self, &call, to_handle((*a)[0]), &line);
       return reply(status, call, {nullable(line)});
+    }
+    case FrameKind::select_model: {
+      auto a = args(request.value, 2);
+      if (!a || api.select_model == nullptr) return std::nullopt;
+      pp_model_choice choice{};
+      const pp_status status = api.select_model(self, &call, to_handle((*a)[0]), to_handle((*a)[1]), &choice);
+      return reply(status, call,
+                   {Value::integer(choice.kind), Value::integer(choice.flags), nullable(choice.model),
+                    nullable(choice.reason)});
     }
     case FrameKind::error_policy: {
       auto a = args(request.value, 2);

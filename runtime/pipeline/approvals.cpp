@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "base/digest.hpp"
+#include "base/duration_text.hpp"
 #include "base/log.hpp"
 #include "base/sqlite_db.hpp"
 #include "value/sexp_printer.hpp"
@@ -125,10 +126,7 @@ bool plausible_token(std::string_view token) {
 
 }  // namespace
 
-std::int64_t ApprovalStore::system_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t ApprovalStore::system_now_ms() { return unix_ms_now(); }
 
 const char* to_string(Approval::Run run) noexcept {
   switch (run) {

@@ -125,6 +125,8 @@ struct LoopReport {
   std::string_view stopped_by;
 };
 
+class LocalOnlySessions;
+
 class Pipeline {
  public:
   struct Services {
@@ -206,6 +208,9 @@ class Pipeline {
   // beyond kMaxIdleSessions are dropped, the one idle longest first.
   std::size_t sessions_kept() const;
   static constexpr std::size_t kMaxIdleSessions = 4096;
+  // Sessions that reached private data: their model calls go to local
+  // providers only, for as long as the pipeline lives (pipeline/model_routing.hpp).
+  const LocalOnlySessions& local_only_sessions() const noexcept;
 
   struct Impl;
 

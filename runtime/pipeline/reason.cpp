@@ -152,6 +152,13 @@ void Run::think() {
   request.model.clear();
   request.context = reasoning;
   request.tools = offer->native_tools();
+  request.router = nullptr;
+  if (const Snapshot::Router& router = snapshot->router();
+      router.slot != nullptr || pipeline->local_only.size() != 0) {
+    call_router.emplace(router, pipeline->local_only, std::string(session_id_of(reasoning)), reasoning,
+                        request.tools.size());
+    if (call_router->needed()) request.router = &*call_router;
+  }
   if (reply_open()) {
     // Chunks come before the completion, which holds the run (and its sink) alive.
     request.on_chunk = [run = this](std::string_view delta) {

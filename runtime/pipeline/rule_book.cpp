@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/digest.hpp"
+#include "base/duration_text.hpp"
 #include "base/file_io.hpp"
 
 namespace passepartout {
@@ -16,11 +17,6 @@ namespace {
 
 constexpr std::size_t kMaxRulesFile = std::size_t{4} * 1024 * 1024;
 constexpr std::string_view kHostRules = "rules@host";
-
-std::int64_t system_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::size_t index_of(RuleDecision decision) { return static_cast<std::size_t>(decision); }
 
@@ -42,7 +38,7 @@ Result<std::pair<std::vector<Rule>, std::string>> read_rules_file(const fs::path
 fs::path rules_file(const fs::path& state_dir) { return state_dir / "rules.yaml"; }
 
 RuleBook::RuleBook(fs::path file, Clock clock)
-    : file_(std::move(file)), clock_(clock ? std::move(clock) : Clock(system_now_ms)) {}
+    : file_(std::move(file)), clock_(clock ? std::move(clock) : Clock(unix_ms_now)) {}
 
 RuleBook::~RuleBook() = default;
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 #include "pipeline/credential_rule.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/errors.hpp"
+#include "pipeline/model_routing.hpp"
 #include "pipeline/offer.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/prompt_builder.hpp"
@@ -43,6 +45,7 @@ struct Pipeline::Impl {
   Services services;
   PipelineOptions options;
   std::atomic<bool> interrupt_flag{false};
+  LocalOnlySessions local_only;  // sticky: a session once marked stays local-only
   // Sets the flag; the first to set it tells the host (Services::on_interrupt)
   // and cancels the model calls in flight.
   void raise_interrupt() noexcept;
@@ -176,6 +179,9 @@ struct Run : std::enable_shared_from_this<Run> {
   // without an allocation; see InlineFunction). reasoned() reads it only
   // before it asks the cascade again, whose completion overwrites it.
   CascadeOutcome cascade_outcome;
+  // The model router of the call in flight (the request points at it while
+  // it routes: a skill routes, or the session is local-only).
+  std::optional<CallRouter> call_router;
   // When no provider answered this cycle's call, (:TEXT "<the exhaustion
   // message>" :FAILURES ((:PROVIDER "p" :MESSAGE "...") ...)), which a reply
   // to the client carries as :MODEL-FAILURE, added after the gates (they

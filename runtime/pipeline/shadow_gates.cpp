@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "base/duration_text.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
 #include "pipeline/decision_log.hpp"
@@ -26,11 +27,6 @@ int strictness(GateResult result) noexcept {
       return 2;
   }
   return 2;
-}
-
-std::int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // A candidate's answer, read the way the verifier reads a live gate's.

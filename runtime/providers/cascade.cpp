@@ -174,18 +174,24 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
       // Every provider gets the same request, which this Run keeps (or the
       // caller lends it) until the call ends (a provider's answer comes
       // before the next one is tried).
-      if (snapshot_->selector) {
+      if (request_.router != nullptr || snapshot_->selector) {
         ModelChoice choice;
         try {
-          choice = snapshot_->selector(name, request_.context);
+          choice = request_.router != nullptr ? request_.router->choose(provider, request_)
+                                              : snapshot_->selector(name, request_.context);
         } catch (...) {
-          record(name, "the model selector threw: " + exception_text(std::current_exception()), FailureClass::other, 0);
-          retries_ = 0;
-          continue;
+          choice = ModelChoice::failed("the model selector threw: " + exception_text(std::current_exception()));
         }
-        if (choice.is_skip) {
-          log_message(LogLevel::info, kComponent, "Skipping {} (filtered)", name);
-          record(name, "skipped by the model selector", FailureClass::other, 0);
+        if (choice.kind == ModelChoice::Kind::failed || choice.kind == ModelChoice::Kind::skip) {
+          if (choice.kind == ModelChoice::Kind::skip) {
+            if (choice.reason.empty()) {
+              log_message(LogLevel::info, kComponent, "Skipping {} (filtered)", name);
+              choice.reason = "skipped by the model selector";
+            } else {
+              log_message(LogLevel::info, kComponent, "Skipping {} (filtered: {})", name, choice.reason);
+            }
+          }
+          record(name, std::move(choice.reason), FailureClass::other, 0);
           retries_ = 0;
           continue;
         }

@@ -19,18 +19,8 @@ namespace passepartout {
 
 class Executor;
 
-// What the model selector decided for one provider (seed D3).
-struct ModelChoice {
-  bool is_skip = false;
-  std::string model;  // empty: the provider's default model
-
-  static ModelChoice use(std::string model) { return ModelChoice{false, std::move(model)}; }
-  static ModelChoice provider_default() { return ModelChoice{}; }
-  static ModelChoice skip() { return ModelChoice{true, {}}; }
-};
-
 // Chooses the model for `provider` given the signal being reasoned about, or
-// skips the provider. Called on whichever thread drives the cascade; must be
+// skips the provider (ModelChoice, provider.hpp). Called on whichever thread drives the cascade; must be
 // thread-safe. An exception counts as that provider's failure.
 using ModelSelector = std::function<ModelChoice(std::string_view provider, const Value& context)>;
 

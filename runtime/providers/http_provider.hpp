@@ -29,6 +29,7 @@ class HttpProvider final : public Provider {
     return config_.context_window > 0 ? static_cast<std::size_t>(config_.context_window) : 0;
   }
   std::string_view default_model() const noexcept override { return config_.model; }
+  bool is_local() const noexcept override { return config_.local; }
   // Starts the transfer; the completion runs on an event loop once the
   // answer is in, failed (classified: transport, timeout, the status's
   // class, truncated, unparseable, too_large), or cancelled through

@@ -23,6 +23,7 @@ class OfflineProvider final : public Provider {
       "'reply' (the answer).";
 
   std::string_view name() const noexcept override { return kName; }
+  bool is_local() const noexcept override { return true; }  // it answers itself
   void complete(const ProviderRequest& request, ProviderCompletion done) override;
 };
 

@@ -62,6 +62,43 @@ class CancelSignal {
   Stop stop_;
 };
 
+class Provider;
+struct ProviderRequest;
+
+// What the model selector (seed D3) decided for one provider of one call.
+struct ModelChoice {
+  enum class Kind : std::uint8_t {
+    provider_default,  // the provider's default model
+    use,               // `model`
+    skip,              // not called; `reason` says why (logged as the seed's "filtered")
+    failed,            // the selector failed: the provider counts as failed, `reason` says how
+  };
+  Kind kind = Kind::provider_default;
+  std::string model;
+  std::string reason;
+
+  static ModelChoice use(std::string model) { return ModelChoice{Kind::use, std::move(model), {}}; }
+  static ModelChoice provider_default() { return ModelChoice{}; }
+  static ModelChoice skip(std::string reason = {}) { return ModelChoice{Kind::skip, {}, std::move(reason)}; }
+  static ModelChoice failed(std::string reason) { return ModelChoice{Kind::failed, {}, std::move(reason)}; }
+  bool is_skip() const noexcept { return kind == Kind::skip; }
+};
+
+// Chooses the model of each provider for one call (the pipeline's: the
+// session's privacy and the skills' router). Called on whichever thread
+// drives the cascade, once per attempt, never concurrently for one call.
+// May throw: that counts as the provider's failure.
+class ModelRouter {
+ public:
+  virtual ModelChoice choose(const Provider& provider, const ProviderRequest& request) = 0;
+
+ protected:
+  ModelRouter() = default;
+  ~ModelRouter() = default;
+  ModelRouter(const ModelRouter&) = default;
+  ModelRouter& operator=(const ModelRouter&) = default;
+};
+
 struct ProviderRequest {
   std::string system_prompt;  // seed default: "You are the Probabilistic engine."
   std::string prompt;         // the current user turn
@@ -82,6 +119,10 @@ struct ProviderRequest {
   InlineFunction<void(std::string_view)> on_chunk;
   // Set by a caller that may cancel the call; may be null.
   std::shared_ptr<CancelSignal> cancel;
+  // This call's model router, which the cascade asks before each provider in
+  // place of the lineup's selector; may be null. Set by the caller, who keeps
+  // it alive until the call ends.
+  ModelRouter* router = nullptr;
 };
 
 // Why a call failed, in the classes that decide what happens next (seed
@@ -189,6 +230,10 @@ class Provider {
   virtual std::size_t context_window() const noexcept { return 0; }
   // The model a request that names none goes to ("" when the provider has no such name).
   virtual std::string_view default_model() const noexcept { return {}; }
+  // True when what it is sent stays on this machine: an endpoint the
+  // operator marked `local: true`, or one that answers in process. Private
+  // data goes only to these (the model router's privacy rule).
+  virtual bool is_local() const noexcept { return false; }
   // Starts one request. Must not block; must not throw (a failure is a reply).
   // `request` stays valid until `done` is called (the caller keeps it for
   // the whole call: a cascade tries each provider with the same request);

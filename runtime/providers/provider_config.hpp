@@ -46,6 +46,10 @@ struct ProviderConfig {
   bool tool_choice = true;                       // ... and tool_choice
   bool parallel_tool_calls = true;               // ... and parallel_tool_calls
   std::int64_t context_window = 8192;            // tokens (the seed's default, D9)
+  // What it is sent stays on this machine (a model served here): only such
+  // providers receive private data (the model router's privacy rule). Never
+  // guessed from the URL: a loopback address may be a tunnel.
+  bool local = false;
   std::string origin;                            // "preset" or "<file>:<line>"
   // Why the endpoint cannot be used ("OPENAI_API_KEY is not set"); empty: usable.
   std::string unusable;

@@ -13,7 +13,7 @@ constexpr std::string_view kKeys[] = {
     "name",          "kind",         "base_url",   "model",       "api_key_env",
     "api_key_file",  "headers",      "max_tokens", "timeouts",    "token_limit_field",
     "stream",        "stream_usage", "tools",      "tool_choice", "parallel_tool_calls",
-    "context_window"};
+    "context_window", "local"};
 constexpr std::string_view kTimeoutKeys[] = {"connect", "first_byte", "idle"};
 constexpr std::pair<std::string_view, std::string_view> kAliases[] = {{"url", "base_url"},
                                                                       {"type", "kind"},
@@ -76,6 +76,8 @@ class EntryReader {
         if (auto n = integer(key, value, 1, 10'000'000)) c.max_tokens = *n;
       } else if (name == "context_window") {
         if (auto n = integer(key, value, 256, 100'000'000)) c.context_window = *n;
+      } else if (name == "local") {
+        if (auto b = boolean(key, value)) c.local = *b;
       } else if (name == "stream" || name == "stream_usage" || name == "tools" || name == "tool_choice" ||
                  name == "parallel_tool_calls") {
         if (auto b = boolean(key, value)) {

@@ -82,6 +82,10 @@ class ScriptedProvider final : public Provider {
   ~ScriptedProvider() override;
 
   std::string_view name() const noexcept override { return name_; }
+  // In process: nothing leaves the machine. A test plays a remote endpoint
+  // with set_local(false).
+  bool is_local() const noexcept override { return local_; }
+  void set_local(bool local) noexcept { local_ = local; }
   void complete(const ProviderRequest& request, ProviderCompletion done) override;
 
   const std::vector<ScriptedRule>& rules() const noexcept { return script_.rules; }
@@ -104,6 +108,7 @@ class ScriptedProvider final : public Provider {
   ScriptedScript script_;
   Executor* executor_;
   std::string name_;
+  bool local_ = true;
   std::unique_ptr<ShardPatterns[]> patterns_;  // kThreadShards
   std::unique_ptr<ShardedCounter[]> hits_;     // one per rule
   ShardedCounter misses_;

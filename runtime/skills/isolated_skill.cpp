@@ -202,6 +202,29 @@ pp_status proxy_error_policy(void* instance, pp_call* call, const pp_value* sign
   return PP_OK;
 }
 
+pp_status proxy_select_model(void* instance, pp_call* call, const pp_value* provider, const pp_value* request,
+                             pp_model_choice* choice) {
+  auto& library = library_of(instance);
+  auto reply = library.call(FrameKind::select_model, Value::list({from_handle(provider), from_handle(request)}),
+                            library.call_budget());
+  if (!reply) return set_error(call, reply.error().message), PP_ERROR;
+  auto items = reply_items(library, *reply, 6, "(status error kind flags model reason)");
+  if (!items) return set_error(call, items.error().message), PP_ERROR;
+  for (std::size_t i : {std::size_t{2}, std::size_t{3}}) {
+    const auto& field = (*items)[i];
+    if (!field.is_integer() || field.as_integer() < 0 || field.as_integer() > 0xFFFF'FFFFLL) {
+      set_error(call, library.protocol_violation("a model choice whose kind or flags are no 32-bit integer"));
+      return PP_ERROR;
+    }
+  }
+  if (skill_status(*items, call) != PP_OK) return PP_ERROR;
+  choice->kind = static_cast<std::uint32_t>((*items)[2].as_integer());
+  choice->flags = static_cast<std::uint32_t>((*items)[3].as_integer());
+  choice->model = kept(call, (*items)[4]);
+  choice->reason = kept(call, (*items)[5]);
+  return PP_OK;
+}
+
 void log_from_worker(const std::string& skill, std::int64_t level, const std::string& text) {
   LogLevel at = LogLevel::info;
   if (level == PP_LOG_DEBUG) at = LogLevel::debug;
@@ -476,6 +499,7 @@ Result<void> ProcessSkillLibrary::read_description(const Value& description) {
   if ((hook_mask_ & kHookObserve) != 0) table_.observe = proxy_observe;
   if ((hook_mask_ & kHookErrorPolicy) != 0) table_.error_policy = proxy_error_policy;
   if ((hook_mask_ & kHookMandate) != 0) table_.mandate = proxy_mandate;
+  if ((hook_mask_ & kHookSelectModel) != 0) table_.select_model = proxy_select_model;
   // Counts as the worker gave them; a NULL table with a count is SkillTable::read's to refuse.
   table_.tools = tools_.empty() ? nullptr : tools_.data();
   table_.tool_count = tools_.size();

@@ -43,6 +43,7 @@ enum WorkerHook : std::uint32_t {
   kHookObserve = 1U << 8,
   kHookErrorPolicy = 1U << 9,
   kHookMandate = 1U << 10,
+  kHookSelectModel = 1U << 11,
 };
 
 // Created by SkillLoader on the control thread; its hooks are called from any

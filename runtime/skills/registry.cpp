@@ -116,6 +116,7 @@ Snapshot::Snapshot(std::vector<std::shared_ptr<const Slot>> slots, std::uint64_t
     if (slot->has_prompt()) prompt_skills_.push_back(slot);
     if (slot->has_observe()) observers_.push_back(slot);
     if (slot->has_error_policy()) error_policies_.push_back(slot);
+    if (slot->has_router() && router_.slot == nullptr) router_ = Router{slot, gate_of(*slot).budget_ms};
   }
   std::vector<Value> passed;
   passed.reserve(gates_.size());

@@ -149,6 +149,14 @@ class Snapshot {
   // Skills with an error policy, in the same order: the first that chooses
   // something other than the default decides.
   std::span<const Slot* const> error_policies() const noexcept { return error_policies_; }
+  // The model router (ABI 1.4): the skill of highest priority (ties: by
+  // name) with a select_model hook, bounded like its gate would be; `slot`
+  // is null when no loaded skill routes.
+  struct Router {
+    const Slot* slot = nullptr;
+    std::uint32_t budget_ms = 0;  // as Gate::budget_ms: 0 is the host's default
+  };
+  const Router& router() const noexcept { return router_; }
 
  private:
   std::vector<std::shared_ptr<const Slot>> slots_;
@@ -161,6 +169,7 @@ class Snapshot {
   std::vector<ActuatorEntry> actuators_;  // sorted by name (names are upper-case)
   std::vector<const Slot*> observers_;
   std::vector<const Slot*> error_policies_;
+  Router router_;
   std::deque<std::string> unguarded_reasons_;  // what the entries' `unguarded` point to
   std::vector<Shadow> shadows_;
   std::vector<std::int32_t> shadow_of_gate_;  // per gate; empty without shadows

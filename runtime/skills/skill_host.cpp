@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/ascii.hpp"
+#include "base/duration_text.hpp"
 #include "base/log.hpp"
 #include "base/log_fields.hpp"
 #include "skills/dependency_graph.hpp"
@@ -29,11 +30,6 @@ constexpr std::size_t kMemoryLogLimit = 1000;
 
 std::int64_t micros_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-}
-
-std::int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 SkillChange begin_change(std::string_view action, std::string_view skill, std::string_view requester) {

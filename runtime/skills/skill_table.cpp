@@ -19,12 +19,17 @@ std::string abi_text(unsigned major, unsigned minor) { return std::to_string(maj
 
 // Bytes of the table the host may read for the skill's declared minor: every
 // member up to that minor, and nothing the skill did not promise.
+// Bytes a table of ABI minor `minor` holds at least: every member up to that minor.
+std::uint32_t declared_size(unsigned minor) {
+  return minor >= 4   ? PP_SKILL_API_SIZE_1_4
+         : minor >= 3 ? PP_SKILL_API_SIZE_1_3
+         : minor >= 2 ? PP_SKILL_API_SIZE_1_2
+         : minor >= 1 ? PP_SKILL_API_SIZE_1_1
+                      : PP_SKILL_API_SIZE_1_0;
+}
+
 std::size_t readable_size(const pp_skill_api& table) {
-  const std::size_t declared = table.abi_minor >= 3   ? PP_SKILL_API_SIZE_1_3
-                               : table.abi_minor >= 2 ? PP_SKILL_API_SIZE_1_2
-                               : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
-                                                      : PP_SKILL_API_SIZE_1_0;
-  return std::min<std::size_t>({declared, table.struct_size, sizeof(pp_skill_api)});
+  return std::min<std::size_t>({declared_size(table.abi_minor), table.struct_size, sizeof(pp_skill_api)});
 }
 
 // The ABI version, size, required hooks, name and version (everything ABI 1.0 has).
@@ -44,10 +49,7 @@ Result<void> check_header(const pp_skill_api& table, const SkillManifest& manife
                                              ", this host provides " + abi_text(PP_ABI_MAJOR, PP_ABI_MINOR) +
                                              "; upgrade passepartout or rebuild the skill against this SDK");
   }
-  const std::uint32_t needed = table.abi_minor >= 3   ? PP_SKILL_API_SIZE_1_3
-                               : table.abi_minor >= 2 ? PP_SKILL_API_SIZE_1_2
-                               : table.abi_minor >= 1 ? PP_SKILL_API_SIZE_1_1
-                                                      : PP_SKILL_API_SIZE_1_0;
+  const std::uint32_t needed = declared_size(table.abi_minor);
   if (table.struct_size < needed) {
     return fail(ErrorCode::abi_mismatch, who + ": skill table is " + std::to_string(table.struct_size) +
                                              " bytes, ABI " + abi_text(table.abi_major, table.abi_minor) +

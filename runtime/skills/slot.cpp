@@ -169,6 +169,39 @@ Result<std::string> Slot::mandate(const Value& signal) const {
   return std::string(text.text());
 }
 
+Result<Slot::ModelRoute> Slot::select_model(const Value& provider, const Value& request) const {
+  ModelRoute route;
+  if (table_.hooks.select_model == nullptr) return route;
+  pp_call call;
+  pp_model_choice choice{};
+  const HookScope hook(running_, "select_model");
+  const std::string who = "the model router of skill '" + name() + "'";
+  if (table_.hooks.select_model(instance_.ptr, &call, to_handle(provider), to_handle(request), &choice) != PP_OK) {
+    return fail(ErrorCode::failed, failure_text(call, who));
+  }
+  const Value reason = from_handle(choice.reason);
+  if (reason.is_string()) route.reason = std::string(reason.text());
+  route.local_only = (choice.flags & PP_MODEL_LOCAL_ONLY) != 0;
+  switch (choice.kind) {
+    case PP_MODEL_DEFAULT:
+      return route;
+    case PP_MODEL_USE: {
+      const Value model = from_handle(choice.model);
+      if (!model.is_string() || model.text().empty()) {
+        return fail(ErrorCode::failed, who + " chose to use a model without naming one");
+      }
+      route.kind = ModelRoute::Kind::use;
+      route.model = std::string(model.text());
+      return route;
+    }
+    case PP_MODEL_SKIP:
+      route.kind = ModelRoute::Kind::skip;
+      return route;
+    default:
+      return fail(ErrorCode::failed, who + " answered a kind the host does not know (" + std::to_string(choice.kind) + ")");
+  }
+}
+
 Result<void> Slot::observe(const Value& signal) const {
   if (table_.hooks.observe == nullptr) return {};
   pp_call call;

@@ -157,6 +157,7 @@ class Slot {
   bool has_observe() const noexcept { return table_.hooks.observe != nullptr; }
   bool has_error_policy() const noexcept { return table_.hooks.error_policy != nullptr; }
   bool has_mandate() const noexcept { return table_.hooks.mandate != nullptr; }
+  bool has_router() const noexcept { return table_.hooks.select_model != nullptr; }
 
   // --- ABI 1.0: trigger and prompt -------------------------------------------
   // Any thread, concurrently.
@@ -217,6 +218,21 @@ class Slot {
   // failed with the skill's error text when the hook fails or answers
   // something other than a string; the caller bounds it in time.
   Result<std::string> mandate(const Value& signal) const;
+
+  // --- ABI 1.4: the model router ----------------------------------------------
+  // What the skill's select_model chose for `provider` (a plist: :NAME
+  // :LOCAL :MODEL) in the model call `request` describes (abi.h). Any
+  // thread, concurrently. failed with the skill's error text when the hook
+  // fails, or answers a kind the host does not know, or USE without a
+  // non-empty model name; the caller bounds it in time.
+  struct ModelRoute {
+    enum class Kind : std::uint8_t { provider_default, use, skip };
+    Kind kind = Kind::provider_default;
+    std::string model;   // use: the model
+    std::string reason;  // skip, local_only: why (may be empty)
+    bool local_only = false;
+  };
+  Result<ModelRoute> select_model(const Value& provider, const Value& request) const;
 
   GateCounters& counters() const noexcept { return counters_; }
 

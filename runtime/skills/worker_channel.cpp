@@ -17,7 +17,7 @@ namespace {
 
 bool is_known_kind(std::uint16_t kind) {
   return (kind >= static_cast<std::uint16_t>(FrameKind::hello) &&
-          kind <= static_cast<std::uint16_t>(FrameKind::mandate)) ||
+          kind <= static_cast<std::uint16_t>(FrameKind::select_model)) ||
          kind == static_cast<std::uint16_t>(FrameKind::reply) || kind == static_cast<std::uint16_t>(FrameKind::log) ||
          kind == static_cast<std::uint16_t>(FrameKind::denial);
 }

@@ -30,6 +30,7 @@ enum class FrameKind : std::uint16_t {
   observe = 12,
   error_policy = 13,
   mandate = 14,
+  select_model = 15,
   reply = 100,
   log = 101,
   denial = 102,  // ("openat" ...): system calls the sandbox denied during the call

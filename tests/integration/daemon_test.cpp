@@ -278,7 +278,7 @@ TEST_CASE("operator commands over TCP need the token and on the Unix socket need
     INFO(to_sexp(status));
     REQUIRE(is_ok_response(status));
     CHECK(status.path({"PAYLOAD", "HEALTH"}).is_keyword("HEALTHY"));
-    CHECK(status.path({"PAYLOAD", "SKILLS"}).size() == 7);
+    CHECK(status.path({"PAYLOAD", "SKILLS"}).size() == 8);
     CHECK(status.path({"PAYLOAD", "VERSION"}).is_string());
   }
   SECTION("accepted on the Unix socket, with the listed commands") {

@@ -1,5 +1,5 @@
 /* abi.h compiled as strict C99: the header is plain C, and its layout rules
- * (version fields first, size macros covering every 1.0, 1.1, 1.2 and 1.3 member) hold in C.
+ * (version fields first, size macros covering every 1.0, 1.1, 1.2, 1.3 and 1.4 member) hold in C.
  * Each minor's size ends at its last member and the next minor's first member
  * starts there: members are appended, never inserted or reordered. */
 #include "passepartout/abi.h"
@@ -24,13 +24,18 @@ PP_C99_CHECK(skill_1_2_appended, PP_SKILL_API_SIZE_1_1 == offsetof(pp_skill_api,
 /* ABI 1.2 ends with config_key_count; ABI 1.3 starts right after it with actuator_specs. */
 PP_C99_CHECK(skill_size_1_2, PP_SKILL_API_SIZE_1_2 == offsetof(pp_skill_api, config_key_count) + sizeof(size_t));
 PP_C99_CHECK(skill_1_3_appended, PP_SKILL_API_SIZE_1_2 == offsetof(pp_skill_api, actuator_specs));
-/* ABI 1.3 ends with mandate, the last member of the table. */
+/* ABI 1.3 ends with mandate; ABI 1.4 starts right after it with select_model. */
 PP_C99_CHECK(skill_size_1_3, PP_SKILL_API_SIZE_1_3 == offsetof(pp_skill_api, mandate) + sizeof(void*));
-PP_C99_CHECK(skill_size_1_3_whole, PP_SKILL_API_SIZE_1_3 == sizeof(pp_skill_api));
+PP_C99_CHECK(skill_1_4_appended, PP_SKILL_API_SIZE_1_3 == offsetof(pp_skill_api, select_model));
+/* ABI 1.4 ends with select_model, the last member of the table. */
+PP_C99_CHECK(skill_size_1_4, PP_SKILL_API_SIZE_1_4 == offsetof(pp_skill_api, select_model) + sizeof(void*));
+PP_C99_CHECK(skill_size_1_4_whole, PP_SKILL_API_SIZE_1_4 == sizeof(pp_skill_api));
 PP_C99_CHECK(sizes_grow, PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 &&
                              PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2 &&
-                             PP_SKILL_API_SIZE_1_2 < PP_SKILL_API_SIZE_1_3);
-PP_C99_CHECK(minor_1_3, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 3);
+                             PP_SKILL_API_SIZE_1_2 < PP_SKILL_API_SIZE_1_3 &&
+                             PP_SKILL_API_SIZE_1_3 < PP_SKILL_API_SIZE_1_4);
+PP_C99_CHECK(minor_1_4, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 4);
+PP_C99_CHECK(model_kinds, PP_MODEL_DEFAULT == 0 && PP_MODEL_USE == 1 && PP_MODEL_SKIP == 2 && PP_MODEL_LOCAL_ONLY == 1U);
 PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 && PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);
@@ -78,4 +83,15 @@ const char* pp_c99_first_config_key(const pp_skill_api* api) {
   if (api->struct_size < PP_SKILL_API_SIZE_1_2 || api->abi_minor < 2) return NULL;
   if (api->config_keys == NULL || api->config_key_count == 0) return NULL;
   return api->config_keys[0].name;
+}
+
+/* The ABI 1.4 router is callable from C; PP_ERROR for a kind the host does not know. */
+pp_status pp_c99_routes(const pp_skill_api* api, void* instance, pp_call* call, const pp_value* provider,
+                        const pp_value* request);
+pp_status pp_c99_routes(const pp_skill_api* api, void* instance, pp_call* call, const pp_value* provider,
+                        const pp_value* request) {
+  pp_model_choice choice = {PP_MODEL_DEFAULT, 0U, NULL, NULL};
+  if (api->struct_size < PP_SKILL_API_SIZE_1_4 || api->abi_minor < 4 || api->select_model == NULL) return PP_OK;
+  if (api->select_model(instance, call, provider, request, &choice) != PP_OK) return PP_ERROR;
+  return choice.kind <= PP_MODEL_SKIP && (choice.flags & ~PP_MODEL_LOCAL_ONLY) == 0U ? PP_OK : PP_ERROR;
 }

@@ -81,7 +81,7 @@ static_assert(kHands.actuators == Hands::kActuators && kHands.actuator_count == 
               kHands.act == &sdk::Trampolines<Hands>::act);
 static_assert(kHands.observe == &sdk::Trampolines<Hands>::observe &&
               kHands.error_policy == &sdk::Trampolines<Hands>::error_policy);
-static_assert(kHands.struct_size == PP_SKILL_API_SIZE_1_3 && kHands.gate == nullptr);
+static_assert(kHands.struct_size == PP_SKILL_API_SIZE_1_4 && kHands.gate == nullptr);
 constexpr pp_skill_api kWatcher = sdk::skill_table<Watcher>();
 static_assert(kWatcher.tools == nullptr && kWatcher.tool_count == 0 && kWatcher.call_tool == nullptr &&
               kWatcher.actuators == nullptr && kWatcher.act == nullptr && kWatcher.error_policy == nullptr &&
@@ -131,7 +131,7 @@ static_assert(sdk::config_are_key_specs<Configured>() && sdk::config_names_valid
               !sdk::config_are_key_specs<NotConfigKeySpecs>() && !sdk::config_are_key_specs<Hands>());
 constexpr pp_skill_api kConfigured = sdk::skill_table<Configured>();
 static_assert(kConfigured.config_keys == Configured::kConfig && kConfigured.config_key_count == 2 &&
-              kConfigured.struct_size == PP_SKILL_API_SIZE_1_3 && kConfigured.abi_minor == PP_ABI_MINOR);
+              kConfigured.struct_size == PP_SKILL_API_SIZE_1_4 && kConfigured.abi_minor == PP_ABI_MINOR);
 static_assert(kHands.config_keys == nullptr && kHands.config_key_count == 0);
 
 static_assert(sdk::overrides_gate<GateOnly> && !sdk::overrides_trigger<GateOnly> && !sdk::overrides_prompt<GateOnly> &&

@@ -698,7 +698,7 @@ constexpr pp_skill_api kHands = passepartout::sdk_detail::skill_table<Hands>();
 }  // namespace
 
 TEST_CASE("the table lists the tools and actuators a skill declares, with its 1.1 hooks", "[sdk]") {
-  CHECK(kHands.struct_size == PP_SKILL_API_SIZE_1_3);
+  CHECK(kHands.struct_size == PP_SKILL_API_SIZE_1_4);
   CHECK(kHands.abi_minor == PP_ABI_MINOR);
   REQUIRE(kHands.tool_count == 4);
   CHECK(std::string(kHands.tools[0].name) == "echo");
@@ -816,7 +816,7 @@ TEST_CASE("the toolbox fixture offers its tools and actuator through the C table
   REQUIRE(library.loaded());
   const pp_skill_api* api = library.api();
   REQUIRE(api != nullptr);
-  CHECK(api->struct_size == PP_SKILL_API_SIZE_1_3);
+  CHECK(api->struct_size == PP_SKILL_API_SIZE_1_4);
   REQUIRE(api->tool_count == 3);
   CHECK(std::string(api->tools[0].name) == "echo-args");
   REQUIRE(api->actuator_count == 1);

@@ -17,6 +17,8 @@
  * accepts any key in its manifest's `config:`. ABI 1.3 appended what each
  * actuator takes (so the model is offered it as a function of its own) and
  * the `mandate` hook; an older skill's actuators are offered by name only.
+ * ABI 1.4 appended the `select_model` hook (the model router); an older
+ * skill simply routes nothing.
  *
  * Ownership. Whoever allocates frees. Pointers passed *into* a hook are
  * borrowed for the duration of that call unless a member says otherwise. Values
@@ -25,8 +27,9 @@
  *
  * Threads. `create`, `destroy`, `self_test`, `export_state` and `import_state`
  * are called on the host's control thread, never concurrently with each other
- * for one instance. `trigger`, `prompt`, `gate`, `observe` and `error_policy`
- * may be called from any pipeline thread, concurrently, for the same instance:
+ * for one instance. `trigger`, `prompt`, `gate`, `observe`, `error_policy`,
+ * `mandate` and `select_model` may be called from any pipeline thread (the
+ * router also from a network thread), concurrently, for the same instance:
  * they must not mutate shared instance state without synchronisation.
  * `call_tool` and `act` (ABI 1.1) run on the host's blocking-work threads,
  * concurrently with each other and with the pipeline hooks; they may block
@@ -57,7 +60,7 @@ extern "C" {
 
 /** ABI version this header describes. */
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 3
+#define PP_ABI_MINOR 4
 
 /** Name of the one symbol a skill exports. */
 #define PP_ENTRY_SYMBOL "passepartout_skill_entry"
@@ -195,6 +198,32 @@ typedef struct pp_error_choice {
    *  string reads as PP_ERROR_DEFAULT). Ignored otherwise. */
   const pp_value* text;
 } pp_error_choice;
+
+/** What a model router chose for one provider of a model call (ABI 1.4). Any
+ *  other value fails the choice, which counts as that provider's failure. */
+typedef uint32_t pp_model_kind;
+#define PP_MODEL_DEFAULT 0 /**< call the provider with its default model */
+#define PP_MODEL_USE 1     /**< call it with the model named by `model` */
+#define PP_MODEL_SKIP 2    /**< do not call it; `reason` says why (shown in the trace) */
+
+/** Flags of a pp_model_choice. */
+#define PP_MODEL_LOCAL_ONLY 1U /**< the session reached private data: from now on the host
+                                    sends its calls to local providers only (sticky) */
+
+/** A model router's answer. The host zero-fills it (PP_MODEL_DEFAULT, no
+ *  flags) before each call. */
+typedef struct pp_model_choice {
+  /** One of PP_MODEL_*. */
+  pp_model_kind kind;
+  /** PP_MODEL_LOCAL_ONLY or 0. */
+  uint32_t flags;
+  /** PP_MODEL_USE: the model's name, a non-empty string value built through the
+   *  host in this call's pp_call (required). Ignored otherwise. */
+  const pp_value* model;
+  /** PP_MODEL_SKIP and PP_MODEL_LOCAL_ONLY: why, a string value built through
+   *  the host in this call's pp_call (optional). */
+  const pp_value* reason;
+} pp_model_choice;
 
 /** Callbacks the host implements. Every member is required and non-NULL in a
  *  table the host hands out. All members may be called from any thread. The
@@ -383,6 +412,27 @@ typedef struct pp_skill_api {
    *  other than a string, or is late is left out, and logged with the
    *  skill's name. `signal` is borrowed for the call. Optional. */
   pp_status (*mandate)(void* instance, pp_call* call, const pp_value* signal, const pp_value** line);
+
+  /* --- ABI 1.4: read only when abi_minor >= 4 and struct_size covers them ---- */
+
+  /** The model router (seed D3): chooses the model of one provider for one
+   *  model call, or skips the provider. The host asks the loaded skill of
+   *  highest priority that has this hook, once per provider the cascade
+   *  tries, in cascade order. `provider` is a property list
+   *  `(:NAME "openai" :LOCAL NIL :MODEL "gpt-4o-mini")` (:LOCAL T for a
+   *  provider the operator marked `local: true`; :MODEL its default model);
+   *  `request` is `(:SIGNAL <signal> :SESSION "id" :SENSOR :USER-INPUT
+   *  :PROMPT "<the current turn>" :SYSTEM "<the system prompt>"
+   *  :PROMPT-TOKENS <estimate> :TOOLS <number offered> :MODEL "<asked>")`,
+   *  :MODEL present only when the client asked for one (`:META :MODEL`).
+   *  Writes `*choice` (zero-filled: the provider's default). Any pipeline or
+   *  network thread, concurrently; bounded by the gate budget. PP_ERROR, a
+   *  kind the host does not know, USE without a model, or an answer after the
+   *  budget counts as that provider's failure (the cascade goes on to the
+   *  next one, the log names the skill). Both are borrowed for the call.
+   *  Optional. */
+  pp_status (*select_model)(void* instance, pp_call* call, const pp_value* provider, const pp_value* request,
+                            pp_model_choice* choice);
 } pp_skill_api;
 
 /** The entry function's type. It takes no arguments, may be called more than
@@ -405,6 +455,8 @@ typedef const pp_skill_api* (*pp_skill_entry_fn)(void);
 #define PP_SKILL_API_SIZE_1_2 PP_SIZE_U32(offsetof(pp_skill_api, config_key_count) + sizeof(size_t))
 /** Size of pp_skill_api for ABI 1.3: a table declaring minor 3 must be at least this large. */
 #define PP_SKILL_API_SIZE_1_3 PP_SIZE_U32(offsetof(pp_skill_api, mandate) + sizeof(void*))
+/** Size of pp_skill_api for ABI 1.4: a table declaring minor 4 must be at least this large. */
+#define PP_SKILL_API_SIZE_1_4 PP_SIZE_U32(offsetof(pp_skill_api, select_model) + sizeof(void*))
 /** Size of pp_host_api for ABI 1.0. */
 #define PP_HOST_API_SIZE_1_0 PP_SIZE_U32(offsetof(pp_host_api, print) + sizeof(void*))
 

@@ -30,8 +30,8 @@
 // Threads: the constructor, destructor, self_test, export_state and
 // import_state run on the host's control thread, never concurrently with each
 // other. trigger, prompt, gate, observe and on_error may run on any pipeline
-// thread, concurrently, for the same instance: treat the instance as read-only
-// there, or guard what you mutate (a std::mutex member, std::atomic counters).
+// thread, concurrently, for the same instance (select_model also on a network
+// thread): treat the instance as read-only there, or guard what you mutate (a std::mutex member, std::atomic counters).
 // call_tool and act run on the host's blocking-work threads, concurrently too,
 // and may block (run a process, read a file) for a bounded time.
 //
@@ -223,6 +223,58 @@ class ErrorChoice {
   std::string text_;
 };
 
+/// What select_model decided for one provider of a model call (ABI 1.4): its
+/// default model, a model of the router's choosing, or skip it, saying why.
+/// `local_only()` marks the session private from now on: the host then sends
+/// its calls to providers the operator marked `local: true` only, whatever
+/// any router says later (sticky, shown in `passepartout status`).
+class ModelSelection {
+ public:
+  /// The three outcomes.
+  enum class Kind {
+    provider_default,  ///< call the provider with its default model
+    use,               ///< call it with model()
+    skip,              ///< do not call it
+  };
+
+  /// Call the provider with its default model.
+  static ModelSelection provider_default() noexcept { return ModelSelection(Kind::provider_default); }
+  /// Call the provider with `model` (must not be empty).
+  static ModelSelection use(std::string model) {
+    ModelSelection selection(Kind::use);
+    selection.model_ = std::move(model);
+    return selection;
+  }
+  /// Do not call the provider; `reason` is shown in the trace and the log.
+  static ModelSelection skip(std::string reason) {
+    ModelSelection selection(Kind::skip);
+    selection.reason_ = std::move(reason);
+    return selection;
+  }
+  /// Also marks the session local-only from now on, saying why (`reason`
+  /// replaces a skip's reason when it is not empty).
+  ModelSelection& local_only(std::string reason = {}) {
+    local_only_ = true;
+    if (!reason.empty()) reason_ = std::move(reason);
+    return *this;
+  }
+
+  Kind kind() const noexcept { return kind_; }
+  /// For use: the model.
+  const std::string& model() const noexcept { return model_; }
+  /// For skip and local_only: why (may be empty).
+  const std::string& reason() const noexcept { return reason_; }
+  bool is_local_only() const noexcept { return local_only_; }
+
+ private:
+  explicit ModelSelection(Kind kind) noexcept : kind_(kind) {}
+
+  Kind kind_;
+  bool local_only_ = false;
+  std::string model_;
+  std::string reason_;
+};
+
 /// Base class of every C++ skill. Override the hooks the skill implements;
 /// PASSEPARTOUT_SKILL puts only the overridden ones in the table the host
 /// sees, so the defaults below are never called by the host (a skill without
@@ -360,6 +412,22 @@ class Skill {
   virtual std::optional<std::string> mandate(const Signal& signal) {
     static_cast<void>(signal);
     return std::nullopt;
+  }
+
+  /// The model router (ABI 1.4, seed D3): chooses the model `provider` is
+  /// called with for one model call, or skips it. `provider` is
+  /// `(:NAME "openai" :LOCAL NIL :MODEL "gpt-4o-mini")`; `request` is
+  /// `(:SIGNAL <signal> :SESSION "id" :SENSOR :USER-INPUT :PROMPT "..."
+  /// :SYSTEM "..." :PROMPT-TOKENS n :TOOLS n [:MODEL "asked by the client"])`.
+  /// The host asks the loaded skill of highest priority that overrides it,
+  /// once per provider the cascade tries. Any pipeline or network thread,
+  /// concurrently; keep it short (it is bounded by the gate budget). Throwing,
+  /// or answering late, counts as that provider's failure: the cascade goes
+  /// on to the next provider. Both are valid until the hook returns.
+  virtual ModelSelection select_model(const ValueRef& provider, const ValueRef& request) {
+    static_cast<void>(provider);
+    static_cast<void>(request);
+    return ModelSelection::provider_default();
   }
 
  protected:

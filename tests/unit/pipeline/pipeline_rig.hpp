@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <future>
 #include <memory>
@@ -61,7 +63,7 @@ class RecordingSink final : public ReplySink {
 struct SkillSpec {
   std::string name;
   int priority;
-  std::string extra = {};  // manifest lines
+  std::string extra = {};  // manifest lines; for a bundled skill, its config in place of the bundled one
   bool bundled = false;    // from plugins/ rather than the fixtures
 };
 
@@ -89,7 +91,16 @@ struct Rig {
     guard_toolboxes(skills);
     for (const SkillSpec& spec : skills) {
       if (spec.bundled) {
-        auto manifest = SkillManifest::load(std::filesystem::path(PP_MANIFEST_DIR) / (spec.name + ".yaml"));
+        const auto file = std::filesystem::path(PP_MANIFEST_DIR) / (spec.name + ".yaml");
+        auto manifest = SkillManifest::load(file);
+        if (!spec.extra.empty()) {
+          // The bundled manifest with its config: replaced by `extra`.
+          std::ifstream in(file);
+          std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          text = text.substr(0, text.find("\nconfig:") + 1) + spec.extra;
+          manifest = SkillManifest::parse(text, file);
+        }
+        INFO((manifest ? std::string() : manifest.error().message));
         REQUIRE(manifest.has_value());
         fixtures.install_library(spec.name, PP_PLUGIN_DIR);
         manifests.push_back(std::move(*manifest));

@@ -73,7 +73,7 @@ TEST_CASE("loader refuses a skill table shorter than its ABI requires", "[skills
   // The fixture declares this SDK's minor, so it must hold every member up to it.
   CHECK(load_error(fx, fx.manifest("short-struct")) ==
         "skill 'short-struct': skill table is 16 bytes, ABI 1." + std::to_string(PP_ABI_MINOR) + " needs at least " +
-            std::to_string(PP_SKILL_API_SIZE_1_3) + "; the library is damaged or was built with a broken SDK");
+            std::to_string(PP_SKILL_API_SIZE_1_4) + "; the library is damaged or was built with a broken SDK");
 }
 
 TEST_CASE("loader reports a constructor that throws as a failed create with its message", "[skills][loader]") {

@@ -50,6 +50,10 @@ inline constexpr bool overrides_on_error =
 template <class T>
 inline constexpr bool overrides_mandate =
     !std::is_same_v<decltype(&T::mandate), std::optional<std::string> (Skill::*)(const Signal&)>;
+/// Whether T overrides Skill::select_model (ABI 1.4).
+template <class T>
+inline constexpr bool overrides_select_model =
+    !std::is_same_v<decltype(&T::select_model), ModelSelection (Skill::*)(const ValueRef&, const ValueRef&)>;
 // NOLINTEND(readability-identifier-naming)
 
 // --- checking the class ------------------------------------------------------
@@ -576,6 +580,40 @@ struct Trampolines {
     }
   }
 
+  /// T::select_model; `choice` arrives zero-filled (the provider's default).
+  static pp_status select_model(void* instance, pp_call* call, const pp_value* provider, const pp_value* request,
+                                pp_model_choice* choice) noexcept {
+    T& self = skill(instance);
+    const pp_host_api* host = SkillAccess::host(self);
+    try {
+      const ModelSelection chosen = self.T::select_model(ValueRef(host, call, provider), ValueRef(host, call, request));
+      const auto text = [&](const std::string& bytes, const char* what) {
+        const pp_value* built = host->make_string(call, bytes_of(bytes), bytes.size());
+        if (built == nullptr) throw std::invalid_argument(std::string("passepartout: the ") + what + " is not valid UTF-8");
+        return built;
+      };
+      switch (chosen.kind()) {
+        case ModelSelection::Kind::provider_default:
+          choice->kind = PP_MODEL_DEFAULT;
+          break;
+        case ModelSelection::Kind::use:
+          if (chosen.model().empty()) throw std::invalid_argument("passepartout: select_model chose an empty model");
+          choice->model = text(chosen.model(), "model's name");
+          choice->kind = PP_MODEL_USE;
+          break;
+        case ModelSelection::Kind::skip:
+          choice->kind = PP_MODEL_SKIP;
+          break;
+      }
+      if (!chosen.reason().empty()) choice->reason = text(chosen.reason(), "reason");
+      if (chosen.is_local_only()) choice->flags |= PP_MODEL_LOCAL_ONLY;
+      return PP_OK;
+    } catch (...) {
+      *choice = pp_model_choice{};
+      return fail_with_current_exception(host, call);
+    }
+  }
+
   /// T::on_error; `choice` arrives zero-filled (the default), a fallback's text
   /// becomes a string value in `call`.
   static pp_status error_policy(void* instance, pp_call* call, const pp_value* signal, const pp_value* error,
@@ -648,6 +686,7 @@ constexpr pp_skill_api skill_table() noexcept {
   if constexpr (overrides_observe<T>) table.observe = &Hooks::observe;
   if constexpr (overrides_on_error<T>) table.error_policy = &Hooks::error_policy;
   if constexpr (overrides_mandate<T>) table.mandate = &Hooks::mandate;
+  if constexpr (overrides_select_model<T>) table.select_model = &Hooks::select_model;
   if constexpr (config_are_key_specs<T>()) {
     table.config_keys = T::kConfig;
     table.config_key_count = std::extent_v<std::remove_reference_t<decltype(T::kConfig)>>;
