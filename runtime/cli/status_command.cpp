@@ -48,6 +48,12 @@ void print_status(const Target& target, const Value& response, std::ostream& out
                                  integer_text(rules.at("DENY-HITS")) + " / " + integer_text(rules.at("ASK-HITS")) +
                                  " / " + integer_text(rules.at("ALLOW-HITS")) + " (`passepartout rules list`)"});
   }
+  {
+    const auto sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS"));
+    std::string text = std::to_string(sessions.size());
+    if (!sessions.empty()) text += " (private data: their calls go to local providers only)";
+    rows.push_back({"local-only sessions", text});
+  }
   if (p.at("DECISION-LOG").is_keyword()) {
     std::string decisions = "off";
     const std::string state = display_text(p.at("DECISION-LOG"));
@@ -72,6 +78,7 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     for (const Value& e : providers) {
       std::string where = display_text(e.at("MODEL"));
       if (!display_text(e.at("BASE-URL")).empty()) where += " at " + display_text(e.at("BASE-URL"));
+      if (e.at("LOCAL").is_true()) where += " (local)";
       std::string figures;
       if (e.at("CALLS").is_integer()) {
         figures = integer_text(e.at("CALLS")) + " calls";
@@ -96,6 +103,16 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     out << "  (none loaded)\n";
   } else {
     out << skills_table(p.at("SKILLS"), false);
+  }
+  const auto local_sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS"));
+  if (!local_sessions.empty()) {
+    out << "\nLocal-only sessions (" << local_sessions.size() << ", sent to local providers only from now on):\n";
+    std::vector<std::vector<std::string>> table;
+    for (const Value& s : local_sessions) {
+      table.push_back({display_text(s.at("SESSION")), "since " + display_text(s.at("SINCE")),
+                       display_text(s.at("REASON")), "said " + display_text(s.at("BY"))});
+    }
+    out << render_table(table, {}, "  ");
   }
   const auto shadows = entries_of(p.at("SHADOWS"));
   if (!shadows.empty()) {

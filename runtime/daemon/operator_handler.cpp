@@ -19,6 +19,7 @@
 #include "daemon/rules_requests.hpp"
 #include "pipeline/approvals.hpp"
 #include "pipeline/decision_log.hpp"
+#include "pipeline/model_routing.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/rule_book.hpp"
 #include "skills/skill_host.hpp"
@@ -394,6 +395,15 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
                            {"ASK-HITS", num(static_cast<std::int64_t>(c.ask_hits))},
                            {"ALLOW-HITS", num(static_cast<std::int64_t>(c.allow_hits))}});
     };
+    // Sessions the model router kept on local providers, and why.
+    auto local_only_value = [this]() -> Value {
+      std::vector<Value> sessions;
+      for (const LocalOnlySessions::Entry& e : services_.pipeline.local_only_sessions().list()) {
+        sessions.push_back(Value::plist(
+            {{"SESSION", str(e.session)}, {"REASON", str(e.reason)}, {"SINCE", str(e.since)}, {"BY", str(e.marked_by)}}));
+      }
+      return Value::list(sessions);
+    };
     const HealthReport health = services_.health ? services_.health() : HealthReport{};
     const auto uptime =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
@@ -419,6 +429,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"PENDING-APPROVALS", num(static_cast<std::int64_t>(pending))},
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
              {"RULES", rules_status()},
+             {"LOCAL-ONLY-SESSIONS", local_only_value()},
              {"DECISION-LOG", Value::keyword(services_.decisions != nullptr ? "ON" : "OFF")},
              {"DECISIONS-WRITTEN",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->written() : 0))},

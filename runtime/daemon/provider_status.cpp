@@ -37,6 +37,7 @@ Value provider_status(const Cascade& cascade, const std::vector<ProviderConfig>&
       add("KIND", Value::string(endpoint->kind));
       add("MODEL", Value::string(endpoint->model));
       add("BASE-URL", Value::string(endpoint->base_url));
+      add("LOCAL", Value::boolean(endpoint->local));
     } else {
       add("KIND", Value::string(status.name));
     }

@@ -284,7 +284,7 @@ TEST_CASE("model-router refuses a config it cannot follow, naming the key", "[pi
              Catch::Contains("config routes[0].models.openai: expected a model's name, got 42"));
   CHECK_THAT(refusal("  private_patterns: ['(unclosed']\n"),
              Catch::Contains("pattern 'the private pattern '(unclosed'': invalid regex"));
-  CHECK_THAT(refusal("  routes: {name: x}\n"), Catch::Contains("config routes: expected a list of routes"));
+  CHECK_THAT(refusal("  routes: [42]\n"), Catch::Contains("config routes[0]: expected a map such as"));
 }
 
 }  // namespace
