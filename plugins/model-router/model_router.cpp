@@ -42,12 +42,12 @@ struct Route {
   std::vector<std::string> sensors;  // upper-case sensor names, as keywords print
   std::optional<std::int64_t> min_prompt_tokens;
   std::optional<std::int64_t> max_prompt_tokens;
-  std::optional<bool> tools;                // tools offered, or none
-  std::vector<std::string> client_models;   // globs the client's :META :MODEL must match
+  std::optional<bool> tools;               // tools offered, or none
+  std::vector<std::string> client_models;  // globs the client's :META :MODEL must match
   // Outcomes, per provider (names lower-case).
   std::vector<std::pair<std::string, std::string>> models;  // provider -> model
-  std::vector<std::string> skip;                             // these providers are not called
-  std::vector<std::string> only;                             // when set: every other provider is skipped
+  std::vector<std::string> skip;                            // these providers are not called
+  std::vector<std::string> only;                            // when set: every other provider is skipped
 };
 
 bool contains(const std::vector<std::string>& names, std::string_view name) {
@@ -94,8 +94,8 @@ Route read_route(const ValueRef& value, std::size_t index) {
                                 "llama3.2:1b}}, got " +
                                 value.print());
   }
-  static constexpr std::string_view kKeys[] = {"NAME",  "SENSOR", "MIN_PROMPT_TOKENS", "MAX_PROMPT_TOKENS",
-                                               "TOOLS", "CLIENT_MODEL", "MODELS", "SKIP", "ONLY"};
+  static constexpr std::string_view kKeys[] = {
+      "NAME", "SENSOR", "MIN_PROMPT_TOKENS", "MAX_PROMPT_TOKENS", "TOOLS", "CLIENT_MODEL", "MODELS", "SKIP", "ONLY"};
   for (std::size_t i = 0; i + 1 < value.size(); i += 2) {
     const ValueRef key = value[i];
     bool known = false;
@@ -117,7 +117,8 @@ Route read_route(const ValueRef& value, std::size_t index) {
   const ValueRef models = value.get("MODELS");
   if (!models.is_nil()) {
     if (!models.is_list() || models.size() % 2 != 0) {
-      throw std::invalid_argument(where(index, "models") + ": expected a map of provider: model, got " + models.print());
+      throw std::invalid_argument(where(index, "models") + ": expected a map of provider: model, got " +
+                                  models.print());
     }
     for (std::size_t i = 0; i + 1 < models.size(); i += 2) {
       const ValueRef model = models[i + 1];
@@ -145,6 +146,7 @@ std::vector<Route> read_routes(const ValueRef& config) {
 // The privacy tags as case-insensitive literals, then the private patterns (RE2).
 std::vector<PatternSpec> private_specs(const std::vector<std::string>& tags, const std::vector<std::string>& patterns) {
   std::vector<PatternSpec> specs;
+  specs.reserve(tags.size() + patterns.size());
   for (const std::string& tag : tags) specs.push_back({"the privacy tag " + tag, "(?i)" + RE2::QuoteMeta(tag)});
   for (const std::string& pattern : patterns) specs.push_back({"the private pattern '" + pattern + "'", pattern});
   return specs;
@@ -188,8 +190,8 @@ class ModelRouter final : public passepartout::Skill {
       }
     }
     const ValueRef tags = request.get("SIGNAL").get("PAYLOAD").get("TAGS");
-    for (std::size_t i = 0; i < tags.size(); ++i) {
-      const std::string tag = lower(tags[i].text());
+    for (const ValueRef& entry : tags) {
+      const std::string tag = lower(entry.text());
       for (const std::string& privacy : tags_) {
         if (!tag.empty() && tag.find(privacy) != std::string::npos) return "a :TAGS entry with " + privacy;
       }

@@ -48,11 +48,8 @@ void print_status(const Target& target, const Value& response, std::ostream& out
                                  integer_text(rules.at("DENY-HITS")) + " / " + integer_text(rules.at("ASK-HITS")) +
                                  " / " + integer_text(rules.at("ALLOW-HITS")) + " (`passepartout rules list`)"});
   }
-  {
-    const auto sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS"));
-    std::string text = std::to_string(sessions.size());
-    if (!sessions.empty()) text += " (private data: their calls go to local providers only)";
-    rows.push_back({"local-only sessions", text});
+  if (const auto sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS")); !sessions.empty()) {
+    rows.push_back({"local-only", std::to_string(sessions.size()) + " sessions (private data: local providers only)"});
   }
   if (p.at("DECISION-LOG").is_keyword()) {
     std::string decisions = "off";
@@ -108,6 +105,7 @@ void print_status(const Target& target, const Value& response, std::ostream& out
   if (!local_sessions.empty()) {
     out << "\nLocal-only sessions (" << local_sessions.size() << ", sent to local providers only from now on):\n";
     std::vector<std::vector<std::string>> table;
+    table.reserve(local_sessions.size());
     for (const Value& s : local_sessions) {
       table.push_back({display_text(s.at("SESSION")), "since " + display_text(s.at("SINCE")),
                        display_text(s.at("REASON")), "said " + display_text(s.at("BY"))});

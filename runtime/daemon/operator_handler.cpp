@@ -399,8 +399,10 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     auto local_only_value = [this]() -> Value {
       std::vector<Value> sessions;
       for (const LocalOnlySessions::Entry& e : services_.pipeline.local_only_sessions().list()) {
-        sessions.push_back(Value::plist(
-            {{"SESSION", str(e.session)}, {"REASON", str(e.reason)}, {"SINCE", str(e.since)}, {"BY", str(e.marked_by)}}));
+        sessions.push_back(Value::plist({{"SESSION", str(e.session)},
+                                         {"REASON", str(e.reason)},
+                                         {"SINCE", str(e.since)},
+                                         {"BY", str(e.marked_by)}}));
       }
       return Value::list(sessions);
     };

@@ -309,9 +309,9 @@ std::optional<Value> serve(Worker& worker, const Frame& request) {
       if (!a || api.select_model == nullptr) return std::nullopt;
       pp_model_choice choice{};
       const pp_status status = api.select_model(self, &call, to_handle((*a)[0]), to_handle((*a)[1]), &choice);
-      return reply(status, call,
-                   {Value::integer(choice.kind), Value::integer(choice.flags), nullable(choice.model),
-                    nullable(choice.reason)});
+      return reply(
+          status, call,
+          {Value::integer(choice.kind), Value::integer(choice.flags), nullable(choice.model), nullable(choice.reason)});
     }
     case FrameKind::error_policy: {
       auto a = args(request.value, 2);

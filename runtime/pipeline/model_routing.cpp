@@ -59,9 +59,12 @@ std::size_t estimated_prompt_tokens(const ProviderRequest& request) {
   return (chars + kCharsPerToken - 1) / kCharsPerToken;
 }
 
-CallRouter::CallRouter(const Snapshot::Router& router, LocalOnlySessions& local_only, std::string session,
-                       Value signal, std::size_t tools)
-    : router_(router), local_only_(local_only), session_(std::move(session)), signal_(std::move(signal)),
+CallRouter::CallRouter(const Snapshot::Router& router, LocalOnlySessions& local_only, std::string session, Value signal,
+                       std::size_t tools)
+    : router_(router),
+      local_only_(local_only),
+      session_(std::move(session)),
+      signal_(std::move(signal)),
       tools_(tools) {}
 
 bool CallRouter::needed() const { return router_.slot != nullptr || local_only_.contains(session_); }
@@ -105,8 +108,8 @@ ModelChoice CallRouter::choose(const Provider& provider, const ProviderRequest& 
     const std::string why = late ? "took longer than its budget of " +
                                        std::to_string(GateWatchdog::budget_of(router_.budget_ms).count()) + " ms"
                                  : route.error().message;
-    log_message(LogLevel::warn, slot->name(), "the model router {} failed for {}, which is not called: {}", label,
-                name, why);
+    log_message(LogLevel::warn, slot->name(), "the model router {} failed for {}, which is not called: {}", label, name,
+                why);
     return ModelChoice::failed("the model router " + label + " failed: " + why);
   }
   if (route->local_only && local_only_.mark(session_, route->reason, label)) {

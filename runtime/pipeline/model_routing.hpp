@@ -30,9 +30,9 @@ class LocalOnlySessions {
  public:
   struct Entry {
     std::string session;
-    std::string reason;      // the router's, "private data" when it gave none
-    std::string since;       // UTC timestamp
-    std::string marked_by;   // "model-router@1.0.0"
+    std::string reason;     // the router's, "private data" when it gave none
+    std::string since;      // UTC timestamp
+    std::string marked_by;  // "model-router@1.0.0"
   };
   // Costs one atomic load while no session is local-only.
   bool contains(std::string_view session) const;

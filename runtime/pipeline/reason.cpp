@@ -153,8 +153,7 @@ void Run::think() {
   request.context = reasoning;
   request.tools = offer->native_tools();
   request.router = nullptr;
-  if (const Snapshot::Router& router = snapshot->router();
-      router.slot != nullptr || pipeline->local_only.size() != 0) {
+  if (const Snapshot::Router& router = snapshot->router(); router.slot != nullptr || pipeline->local_only.size() != 0) {
     call_router.emplace(router, pipeline->local_only, std::string(session_id_of(reasoning)), reasoning,
                         request.tools.size());
     if (call_router->needed()) request.router = &*call_router;

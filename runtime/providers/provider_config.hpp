@@ -50,7 +50,7 @@ struct ProviderConfig {
   // providers receive private data (the model router's privacy rule). Never
   // guessed from the URL: a loopback address may be a tunnel.
   bool local = false;
-  std::string origin;                            // "preset" or "<file>:<line>"
+  std::string origin;  // "preset" or "<file>:<line>"
   // Why the endpoint cannot be used ("OPENAI_API_KEY is not set"); empty: usable.
   std::string unusable;
 

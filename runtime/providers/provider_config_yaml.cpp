@@ -10,9 +10,9 @@ namespace passepartout {
 namespace {
 
 constexpr std::string_view kKeys[] = {
-    "name",          "kind",         "base_url",   "model",       "api_key_env",
-    "api_key_file",  "headers",      "max_tokens", "timeouts",    "token_limit_field",
-    "stream",        "stream_usage", "tools",      "tool_choice", "parallel_tool_calls",
+    "name",           "kind",         "base_url",   "model",       "api_key_env",
+    "api_key_file",   "headers",      "max_tokens", "timeouts",    "token_limit_field",
+    "stream",         "stream_usage", "tools",      "tool_choice", "parallel_tool_calls",
     "context_window", "local"};
 constexpr std::string_view kTimeoutKeys[] = {"connect", "first_byte", "idle"};
 constexpr std::pair<std::string_view, std::string_view> kAliases[] = {{"url", "base_url"},

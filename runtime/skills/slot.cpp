@@ -198,7 +198,8 @@ Result<Slot::ModelRoute> Slot::select_model(const Value& provider, const Value& 
       route.kind = ModelRoute::Kind::skip;
       return route;
     default:
-      return fail(ErrorCode::failed, who + " answered a kind the host does not know (" + std::to_string(choice.kind) + ")");
+      return fail(ErrorCode::failed,
+                  who + " answered a kind the host does not know (" + std::to_string(choice.kind) + ")");
   }
 }
 

@@ -102,7 +102,7 @@ TEST_CASE("a private prompt reaches only the local endpoint, never the remote on
   const auto status = testing::run_passepartout({"status", "--socket", daemon.socket_path().string()}, env);
   INFO(status.out << status.err);
   CHECK(status.exit_status == 0);
-  CHECK(status.out.find("local-only sessions  1") != std::string::npos);
+  CHECK(status.out.find("1 sessions (private data: local providers only)") != std::string::npos);
   CHECK(status.out.find("nearby-model at " + nearby.url("/v1") + " (local)") != std::string::npos);
   CHECK(status.out.find("private  since ") != std::string::npos);
   const auto json = testing::run_passepartout({"status", "--json", "--socket", daemon.socket_path().string()}, env);

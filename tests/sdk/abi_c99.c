@@ -30,12 +30,12 @@ PP_C99_CHECK(skill_1_4_appended, PP_SKILL_API_SIZE_1_3 == offsetof(pp_skill_api,
 /* ABI 1.4 ends with select_model, the last member of the table. */
 PP_C99_CHECK(skill_size_1_4, PP_SKILL_API_SIZE_1_4 == offsetof(pp_skill_api, select_model) + sizeof(void*));
 PP_C99_CHECK(skill_size_1_4_whole, PP_SKILL_API_SIZE_1_4 == sizeof(pp_skill_api));
-PP_C99_CHECK(sizes_grow, PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 &&
-                             PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2 &&
-                             PP_SKILL_API_SIZE_1_2 < PP_SKILL_API_SIZE_1_3 &&
-                             PP_SKILL_API_SIZE_1_3 < PP_SKILL_API_SIZE_1_4);
+PP_C99_CHECK(sizes_grow,
+             PP_SKILL_API_SIZE_1_0 < PP_SKILL_API_SIZE_1_1 && PP_SKILL_API_SIZE_1_1 < PP_SKILL_API_SIZE_1_2 &&
+                 PP_SKILL_API_SIZE_1_2 < PP_SKILL_API_SIZE_1_3 && PP_SKILL_API_SIZE_1_3 < PP_SKILL_API_SIZE_1_4);
 PP_C99_CHECK(minor_1_4, PP_ABI_MAJOR == 1 && PP_ABI_MINOR == 4);
-PP_C99_CHECK(model_kinds, PP_MODEL_DEFAULT == 0 && PP_MODEL_USE == 1 && PP_MODEL_SKIP == 2 && PP_MODEL_LOCAL_ONLY == 1U);
+PP_C99_CHECK(model_kinds,
+             PP_MODEL_DEFAULT == 0 && PP_MODEL_USE == 1 && PP_MODEL_SKIP == 2 && PP_MODEL_LOCAL_ONLY == 1U);
 PP_C99_CHECK(error_kinds, PP_ERROR_DEFAULT == 0 && PP_ERROR_SKIP == 1 && PP_ERROR_FALLBACK == 2 && PP_ERROR_ABORT == 3);
 PP_C99_CHECK(host_size_1_0, PP_HOST_API_SIZE_1_0 == sizeof(pp_host_api));
 PP_C99_CHECK(verdict_kinds, PP_VERDICT_PASS == 0 && PP_VERDICT_APPROVAL == 3);

@@ -207,8 +207,9 @@ typedef uint32_t pp_model_kind;
 #define PP_MODEL_SKIP 2    /**< do not call it; `reason` says why (shown in the trace) */
 
 /** Flags of a pp_model_choice. */
-#define PP_MODEL_LOCAL_ONLY 1U /**< the session reached private data: from now on the host
-                                    sends its calls to local providers only (sticky) */
+#define PP_MODEL_LOCAL_ONLY                                      \
+  1U /**< the session reached private data: from now on the host \
+          sends its calls to local providers only (sticky) */
 
 /** A model router's answer. The host zero-fills it (PP_MODEL_DEFAULT, no
  *  flags) before each call. */

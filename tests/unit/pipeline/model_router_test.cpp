@@ -84,8 +84,7 @@ Value with_meta(Value signal, std::string_view key, Value value) {
   return signal.with("META", meta);
 }
 
-TEST_CASE("model-router routes by sensor, prompt size, tools offered and the client's model",
-          "[pipeline][router]") {
+TEST_CASE("model-router routes by sensor, prompt size, tools offered and the client's model", "[pipeline][router]") {
   SECTION("by sensor: a chat message goes to a small model, user input keeps the default") {
     RouterRig r({router("  routes:\n    - {name: small, sensor: [chat-message], models: {remote: tiny-1b}}\n")});
     Value chat = user_input_signal("hello", "s1");
@@ -95,8 +94,9 @@ TEST_CASE("model-router routes by sensor, prompt size, tools offered and the cli
     CHECK(r.remote->models() == std::vector<std::string>{"tiny-1b", ""});
   }
   SECTION("by the estimated size of the prompt") {
-    RouterRig r({router("  routes:\n    - {name: long, min_prompt_tokens: 2000, skip: [remote]}\n"
-                        "    - {name: short, models: {remote: small-model}}\n")});
+    RouterRig r(
+        {router("  routes:\n    - {name: long, min_prompt_tokens: 2000, skip: [remote]}\n"
+                "    - {name: short, models: {remote: small-model}}\n")});
     r.chat(user_input_signal("hello", "s1"));
     r.chat(user_input_signal(std::string(10000, 'x'), "s2"));
     CHECK(r.remote->models() == std::vector<std::string>{"small-model"});
@@ -179,8 +179,7 @@ TEST_CASE("a local-only session stays local with no router loaded", "[pipeline][
   CHECK(r.rig.logged("the session is local-only"));
 }
 
-TEST_CASE("a router that throws or answers garbage fails only that provider, named in the log",
-          "[pipeline][router]") {
+TEST_CASE("a router that throws or answers garbage fails only that provider, named in the log", "[pipeline][router]") {
   SECTION("throws") {
     RouterRig r({{"router-skill", 10, "config: {throw-for: remote}\n"}});
     CHECK(r.chat(user_input_signal("hello", "s1")).find("from local") != std::string::npos);
@@ -205,8 +204,8 @@ TEST_CASE("a router that throws or answers garbage fails only that provider, nam
 
 TEST_CASE("a router that stalls past its budget fails that provider", "[pipeline][router]") {
   testing::HeldGate held;
-  const std::string config = "gate_timeout: 100ms\nconfig: { hold-for: remote, until-file: \"" +
-                             held.release.string() + "\", spinning-file: \"" + held.calls.string() + "\" }\n";
+  const std::string config = "gate_timeout: 100ms\nconfig: { hold-for: remote, until-file: \"" + held.release.string() +
+                             "\", spinning-file: \"" + held.calls.string() + "\" }\n";
   RouterRig r({{"router-skill", 10, config}});
   std::string shown;
   CHECK(held.verify_when_late([&] { shown = r.chat(user_input_signal("hello", "s1")); }));

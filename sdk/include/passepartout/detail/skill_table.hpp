@@ -589,7 +589,8 @@ struct Trampolines {
       const ModelSelection chosen = self.T::select_model(ValueRef(host, call, provider), ValueRef(host, call, request));
       const auto text = [&](const std::string& bytes, const char* what) {
         const pp_value* built = host->make_string(call, bytes_of(bytes), bytes.size());
-        if (built == nullptr) throw std::invalid_argument(std::string("passepartout: the ") + what + " is not valid UTF-8");
+        if (built == nullptr)
+          throw std::invalid_argument(std::string("passepartout: the ") + what + " is not valid UTF-8");
         return built;
       };
       switch (chosen.kind()) {
