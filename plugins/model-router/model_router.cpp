@@ -172,10 +172,10 @@ class ModelRouter final : public passepartout::Skill {
   ModelSelection select_model(const ValueRef& provider, const ValueRef& request) override {
     const std::string name = lower(provider.get("NAME").text());
     const bool local = provider.get("LOCAL").is_t();
-    if (std::string why = private_reason(request); !why.empty()) {
+    if (const std::string why = private_reason(request); !why.empty()) {
       // Private: the host keeps the session on local providers from now on.
-      if (!local) return ModelSelection::skip("private data (" + why + ")").local_only("private data (" + why + ")");
-      return routed(name, request).local_only("private data (" + why + ")");
+      const std::string reason = "private data (" + why + ")";
+      return (local ? routed(name, request) : ModelSelection::skip(reason)).local_only(reason);
     }
     return routed(name, request);
   }

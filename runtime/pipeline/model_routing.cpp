@@ -8,6 +8,7 @@
 #include "base/log.hpp"
 #include "pipeline/gate_watchdog.hpp"
 #include "pipeline/signal.hpp"
+#include "pipeline/transcript.hpp"
 #include "skills/slot.hpp"
 
 namespace passepartout {
@@ -15,7 +16,6 @@ namespace {
 
 using namespace key_literals;
 
-constexpr std::size_t kCharsPerToken = 4;  // as the transcript estimates
 constexpr std::string_view kPrivateData = "private data";
 constexpr std::string_view kComponent = "pipeline";
 
@@ -53,10 +53,10 @@ std::vector<LocalOnlySessions::Entry> LocalOnlySessions::list() const {
 // --- CallRouter ------------------------------------------------------------------
 
 std::size_t estimated_prompt_tokens(const ProviderRequest& request) {
-  std::size_t chars = request.system_prompt.size();
-  for (const Turn& turn : request.transcript) chars += turn.text.size();
-  if (!request.prompt_in_transcript) chars += request.prompt.size();
-  return (chars + kCharsPerToken - 1) / kCharsPerToken;
+  std::size_t tokens = Transcript::estimate_tokens(request.system_prompt);
+  for (const Turn& turn : request.transcript) tokens += Transcript::estimate_tokens(turn);
+  if (!request.prompt_in_transcript) tokens += Transcript::estimate_tokens(request.prompt);
+  return tokens;
 }
 
 CallRouter::CallRouter(const Snapshot::Router& router, LocalOnlySessions& local_only, std::string session, Value signal,
@@ -66,8 +66,6 @@ CallRouter::CallRouter(const Snapshot::Router& router, LocalOnlySessions& local_
       session_(std::move(session)),
       signal_(std::move(signal)),
       tools_(tools) {}
-
-bool CallRouter::needed() const { return router_.slot != nullptr || local_only_.contains(session_); }
 
 const Value& CallRouter::request_value(const ProviderRequest& request) {
   if (!request_.is_nil()) return request_;

@@ -62,10 +62,6 @@ class CallRouter final : public ModelRouter {
   CallRouter(const Snapshot::Router& router, LocalOnlySessions& local_only, std::string session, Value signal,
              std::size_t tools);
 
-  // Whether a call with this router differs from one without: a skill
-  // routes, or the session is local-only.
-  bool needed() const;
-
   ModelChoice choose(const Provider& provider, const ProviderRequest& request) override;
 
   // The request as the hook sees it (abi.h, select_model), built on first use.
@@ -80,7 +76,8 @@ class CallRouter final : public ModelRouter {
   Value request_;  // NIL until built
 };
 
-// The estimated tokens of `request`: its system prompt, transcript and prompt.
+// The estimated tokens of `request` (Transcript::estimate_tokens): its
+// system prompt, transcript and prompt.
 std::size_t estimated_prompt_tokens(const ProviderRequest& request);
 
 }  // namespace passepartout

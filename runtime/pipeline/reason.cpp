@@ -153,10 +153,13 @@ void Run::think() {
   request.context = reasoning;
   request.tools = offer->native_tools();
   request.router = nullptr;
-  if (const Snapshot::Router& router = snapshot->router(); router.slot != nullptr || pipeline->local_only.size() != 0) {
-    call_router.emplace(router, pipeline->local_only, std::string(session_id_of(reasoning)), reasoning,
-                        request.tools.size());
-    if (call_router->needed()) request.router = &*call_router;
+  // Routed when a skill routes, or the session is local-only (then the host
+  // keeps it on local providers with no router loaded).
+  const Snapshot::Router& router = snapshot->router();
+  if (const std::string_view session_id = session_id_of(reasoning);
+      router.slot != nullptr || pipeline->local_only.contains(session_id)) {
+    call_router.emplace(router, pipeline->local_only, std::string(session_id), reasoning, request.tools.size());
+    request.router = &*call_router;
   }
   if (reply_open()) {
     // Chunks come before the completion, which holds the run (and its sink) alive.

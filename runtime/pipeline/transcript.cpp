@@ -18,6 +18,10 @@ constexpr std::size_t kTokensPerMessage = 4;
 
 std::string bounded_turn_text(std::string_view text) { return bounded_text(text, Transcript::kMaxTurnChars); }
 
+std::size_t Transcript::estimate_tokens(std::string_view text) noexcept {
+  return (text.size() + kCharsPerToken - 1) / kCharsPerToken;
+}
+
 std::size_t Transcript::estimate_tokens(const Turn& turn) noexcept {
   std::size_t chars = turn.text.size();
   for (const ToolCall& call : turn.tool_calls) chars += call.id.size() + call.name.size() + call.arguments.size();

@@ -23,6 +23,8 @@ class Transcript {
   // A rough token estimate: four characters a token, and a few tokens of
   // framing per message (what the vendors' own rules of thumb say).
   static std::size_t estimate_tokens(const Turn& turn) noexcept;
+  // The same for text outside a turn (a system prompt): no framing.
+  static std::size_t estimate_tokens(std::string_view text) noexcept;
 
   // Marks where the signal being reasoned about starts: its turns are never
   // dropped to make room (its current turn, a tool call and its result).

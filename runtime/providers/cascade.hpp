@@ -20,8 +20,10 @@ namespace passepartout {
 class Executor;
 
 // Chooses the model for `provider` given the signal being reasoned about, or
-// skips the provider (ModelChoice, provider.hpp). Called on whichever thread drives the cascade; must be
-// thread-safe. An exception counts as that provider's failure.
+// skips the provider (ModelChoice, provider.hpp). Called on whichever thread
+// drives the cascade; must be thread-safe. An exception counts as that
+// provider's failure. A request's own router (ProviderRequest::router) is
+// asked instead when it has one.
 using ModelSelector = std::function<ModelChoice(std::string_view provider, const Value& context)>;
 
 // Why one provider did not answer (one entry per attempt: a retry that

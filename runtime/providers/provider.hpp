@@ -81,7 +81,6 @@ struct ModelChoice {
   static ModelChoice provider_default() { return ModelChoice{}; }
   static ModelChoice skip(std::string reason = {}) { return ModelChoice{Kind::skip, {}, std::move(reason)}; }
   static ModelChoice failed(std::string reason) { return ModelChoice{Kind::failed, {}, std::move(reason)}; }
-  bool is_skip() const noexcept { return kind == Kind::skip; }
 };
 
 // Chooses the model of each provider for one call (the pipeline's: the

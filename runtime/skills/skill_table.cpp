@@ -17,8 +17,6 @@ namespace {
 
 std::string abi_text(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
-// Bytes of the table the host may read for the skill's declared minor: every
-// member up to that minor, and nothing the skill did not promise.
 // Bytes a table of ABI minor `minor` holds at least: every member up to that minor.
 std::uint32_t declared_size(unsigned minor) {
   return minor >= 4   ? PP_SKILL_API_SIZE_1_4
@@ -28,6 +26,8 @@ std::uint32_t declared_size(unsigned minor) {
                       : PP_SKILL_API_SIZE_1_0;
 }
 
+// Bytes of the table the host may read for the skill's declared minor: every
+// member up to that minor, and nothing the skill did not promise.
 std::size_t readable_size(const pp_skill_api& table) {
   return std::min<std::size_t>({declared_size(table.abi_minor), table.struct_size, sizeof(pp_skill_api)});
 }

@@ -175,9 +175,9 @@ Result<Slot::ModelRoute> Slot::select_model(const Value& provider, const Value& 
   pp_call call;
   pp_model_choice choice{};
   const HookScope hook(running_, "select_model");
-  const std::string who = "the model router of skill '" + name() + "'";
+  const auto who = [this] { return "the model router of skill '" + name() + "'"; };  // built only to fail
   if (table_.hooks.select_model(instance_.ptr, &call, to_handle(provider), to_handle(request), &choice) != PP_OK) {
-    return fail(ErrorCode::failed, failure_text(call, who));
+    return fail(ErrorCode::failed, failure_text(call, who()));
   }
   const Value reason = from_handle(choice.reason);
   if (reason.is_string()) route.reason = std::string(reason.text());
@@ -188,7 +188,7 @@ Result<Slot::ModelRoute> Slot::select_model(const Value& provider, const Value& 
     case PP_MODEL_USE: {
       const Value model = from_handle(choice.model);
       if (!model.is_string() || model.text().empty()) {
-        return fail(ErrorCode::failed, who + " chose to use a model without naming one");
+        return fail(ErrorCode::failed, who() + " chose to use a model without naming one");
       }
       route.kind = ModelRoute::Kind::use;
       route.model = std::string(model.text());
@@ -199,7 +199,7 @@ Result<Slot::ModelRoute> Slot::select_model(const Value& provider, const Value& 
       return route;
     default:
       return fail(ErrorCode::failed,
-                  who + " answered a kind the host does not know (" + std::to_string(choice.kind) + ")");
+                  who() + " answered a kind the host does not know (" + std::to_string(choice.kind) + ")");
   }
 }
 
