@@ -1,5 +1,7 @@
 // `passepartout status` and `passepartout stop`: the running daemon's state,
 // and asking it to shut down.
+#include <fmt/format.h>
+
 #include <ostream>
 #include <string>
 #include <vector>
@@ -15,6 +17,78 @@
 namespace passepartout::cli {
 
 namespace {
+
+std::string amount_text(const Value& unit, double amount) {
+  if (display_text(unit) == "usd") return fmt::format("${:.4f}", amount);
+  return std::to_string(static_cast<std::int64_t>(amount)) + " tokens";
+}
+
+double real_of(const Value& v) {
+  if (v.is_integer()) return static_cast<double>(v.as_integer());
+  return v.is_float() ? v.as_float() : 0.0;
+}
+
+// "daily_usd $0.0123 of $5.0000": each cap's spend against its limit.
+std::string caps_summary(const Value& budget) {
+  std::string summary;
+  for (const Value& c : entries_of(budget.at("CAPS"))) {
+    if (!summary.empty()) summary += "; ";
+    summary += display_text(c.at("NAME")) + " " + amount_text(c.at("UNIT"), real_of(c.at("SPENT"))) + " of " +
+               amount_text(c.at("UNIT"), real_of(c.at("LIMIT")));
+  }
+  return summary;
+}
+
+// One row per provider and model: calls, tokens (cached and their share), cost.
+std::vector<std::vector<std::string>> usage_table(const Value& rows) {
+  std::vector<std::vector<std::string>> table;
+  for (const Value& t : entries_of(rows)) {
+    const std::int64_t input = t.at("INPUT-TOKENS").as_integer();
+    const std::int64_t cached = t.at("CACHED-TOKENS").as_integer();
+    std::string tokens = std::to_string(input) + " in";
+    if (cached > 0 && input > 0) {
+      tokens += fmt::format(" ({} cached, {:.0f} %)", cached,
+                            100.0 * static_cast<double>(cached) / static_cast<double>(input));
+    }
+    tokens += ", " + integer_text(t.at("OUTPUT-TOKENS")) + " out";
+    std::string cost =
+        t.at("UNPRICED").is_true() ? "unpriced (tokens only)" : fmt::format("${:.4f}", real_of(t.at("USD")));
+    if (t.at("ESTIMATED").as_integer() > 0) cost += " (" + integer_text(t.at("ESTIMATED")) + " calls estimated)";
+    table.push_back({display_text(t.at("PROVIDER")), display_text(t.at("MODEL")),
+                     integer_text(t.at("CALLS")) + " calls", tokens, cost});
+  }
+  return table;
+}
+
+void print_budget(const Value& response, std::ostream& out) {
+  const Value& p = response.at("PAYLOAD");
+  out << "Usage ledger " << display_text(p.at("LEDGER")) << ": " << integer_text(p.at("IN-FLIGHT"))
+      << " calls in flight, " << integer_text(p.at("REFUSED")) << " refused since the daemon started\n";
+  const auto caps = entries_of(p.at("CAPS"));
+  if (caps.empty()) {
+    out << "\nCaps: none (set them under budget: in the config file)\n";
+  } else {
+    out << "\nCaps:\n";
+    std::vector<std::vector<std::string>> table{{"cap", "limit", "spent", "reserved", "resets"}};
+    for (const Value& c : caps) {
+      const std::string resets = c.at("RESETS").is_string() ? display_text(c.at("RESETS"))
+                                                            : "never (per session: the session that spent most)";
+      table.push_back({display_text(c.at("NAME")), amount_text(c.at("UNIT"), real_of(c.at("LIMIT"))),
+                       amount_text(c.at("UNIT"), real_of(c.at("SPENT"))),
+                       amount_text(c.at("UNIT"), real_of(c.at("RESERVED"))), resets});
+    }
+    out << render_table(table, {}, "  ");
+  }
+  for (const auto& [key, title] : {std::pair{"TODAY", "Today (UTC)"}, std::pair{"THIS-MONTH", "This month (UTC)"}}) {
+    const auto table = usage_table(p.at(key));
+    out << '\n' << title << ":\n";
+    if (table.empty()) {
+      out << "  (no calls)\n";
+    } else {
+      out << render_table(table, {}, "  ");
+    }
+  }
+}
 
 void print_status(const Target& target, const Value& response, std::ostream& out) {
   const Value& p = response.at("PAYLOAD");
@@ -67,6 +141,18 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     metrics += " (" + std::to_string(p.at("METRICS-EVICTED").as_integer()) + " connections closed to make room)";
   }
   rows.push_back({"metrics", metrics});
+  if (const Value& budget = p.at("BUDGET"); budget.is_list()) {
+    std::string usage;
+    double today = 0;
+    std::int64_t calls = 0;
+    for (const Value& t : entries_of(budget.at("TODAY"))) {
+      today += real_of(t.at("USD"));
+      calls += t.at("CALLS").as_integer();
+    }
+    usage = fmt::format("${:.4f} today over {} calls", today, calls);
+    if (const std::string caps = caps_summary(budget); !caps.empty()) usage += "; " + caps;
+    rows.push_back({"budget", usage + " (`passepartout budget`)"});
+  }
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));
   if (!providers.empty()) {
@@ -185,6 +271,13 @@ int run_status(const Target& target, const Output& output) {
                               [&](const Value& response, std::ostream& out) { print_status(target, response, out); });
 }
 
+int run_budget(const Target& target, const Output& output) {
+  return run_operator_command(
+      target, output,
+      {"BUDGET", {}, {"this daemon records no usage: its log says why", {}}, {"CAPS", "TODAY", "THIS-MONTH"}},
+      [](const Value& response, std::ostream& out) { print_budget(response, out); });
+}
+
 int run_stop(const Target& target, const Output& output) {
   return run_operator_command(target, output, {"SHUTDOWN", {}, {}, {}}, [&](const Value& response, std::ostream& out) {
     out << "The daemon at " << target.endpoint.describe() << " is shutting down";
@@ -216,6 +309,16 @@ void add_status_commands(CLI::App& app, const std::shared_ptr<ParsedClient>& par
     if (*probe == "ready") return choose(chosen, parsed, kReplyTimeoutS, run_ready);
     choose(chosen, parsed, kReplyTimeoutS, run_status);
   });
+
+  // budget
+  auto* budget = app.add_subcommand(
+      "budget",
+      "Show what the model calls cost: each budget cap with its limit, what was spent and is reserved in\n"
+      "its current window, and when it resets; and today's and this month's calls, tokens (cached ones\n"
+      "and their share) and cost by provider and model, from the usage ledger in the state folder.");
+  add_connection_options(*budget, *parsed, kReplyTimeoutS);
+  budget->footer(kExitFooter);
+  budget->callback([parsed, &chosen] { choose(chosen, parsed, kReplyTimeoutS, run_budget); });
 
   // stop
   auto* stop = app.add_subcommand(

@@ -52,6 +52,7 @@
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/rule_book.hpp"
+#include "providers/budget.hpp"
 #include "providers/cascade.hpp"
 #include "providers/http_client.hpp"
 #include "providers/http_provider.hpp"
@@ -78,6 +79,34 @@ constexpr std::size_t kIoThreads = 1;  // signals and the metrics endpoint
 // it exists. At most kMaxIdentityBytes are kept, cut on a character's
 // boundary, with a warning.
 constexpr std::size_t kMaxIdentityBytes = std::size_t{16} * 1024;
+
+// The usage ledger (<state dir>/usage.sqlite3) with the config's caps and
+// the prices. A price table that does not read, or a ledger that does not
+// open while caps are set, stops the start (the caps would not hold); with no
+// caps a ledger that does not open is a warning, and calls go unrecorded.
+Result<std::shared_ptr<Budget>> open_budget(const DaemonConfig& c) {
+  PriceTable prices = PriceTable::builtin();
+  if (!c.price_table.empty()) {
+    auto read = PriceTable::read_litellm(c.price_table.string());
+    if (!read) return fail(read.error().code, "--price-table " + read.error().message);
+    prices = std::move(*read);
+    log_message(LogLevel::info, kComponent, "prices: {} models ({})", prices.size(), c.price_table.string());
+  }
+  const std::size_t caps = c.budget.caps.size();
+  auto budget = Budget::open(usage_file(c.state_dir), c.budget, std::move(prices));
+  if (!budget) {
+    if (caps > 0) return fail(budget.error().code, "the budget's ledger does not open: " + budget.error().message);
+    log_message(LogLevel::warn, kComponent, "usage is not recorded: {}", budget.error().message);
+    return std::shared_ptr<Budget>();
+  }
+  for (const BudgetCap& cap : c.budget.caps) {
+    log_message(LogLevel::info, kComponent, "budget: {} at most {}{}", cap.name,
+                cap.unit == BudgetUnit::usd ? fmt::format("${}", cap.limit)
+                                            : fmt::format("{} tokens", static_cast<std::int64_t>(cap.limit)),
+                cap.provider.empty() ? std::string() : " (" + cap.provider + ")");
+  }
+  return std::move(*budget);
+}
 
 Result<std::string> read_identity(const DaemonConfig& c) {
   std::error_code missing;
@@ -200,6 +229,7 @@ struct Daemon::Impl {
   ThreadPool blocking{kBlockingThreads};
   ThreadPool control{1};
   Cascade cascade;
+  std::shared_ptr<Budget> budget;  // the usage ledger and the caps; null when the ledger would not open
   // The MCP servers, on a loop of their own: a gate that holds every pipeline
   // loop holds no server, and `mcp list` is answered meanwhile. The hub
   // outlives the pipeline, which calls it.
@@ -627,6 +657,12 @@ Result<void> Daemon::Impl::boot() {
   }
   KnownCredentials::set(std::move(keys));
   cascade.set_retry_policy(RetryPolicy{}, &pool);
+  if (auto opened = open_budget(c); opened) {
+    budget = std::move(*opened);
+    cascade.set_budget(budget);
+  } else {
+    return fail(opened.error().code, opened.error().message);
+  }
 
   PipelineOptions options;
   options.version = version_text();
@@ -669,6 +705,7 @@ Result<void> Daemon::Impl::boot() {
       [this] { request_stop("shutdown requested by an operator"); },
       [this] { refresh_health(); },
       [this] { return provider_status(cascade, config.endpoints, config.skipped_providers); },
+      [this] { return budget != nullptr ? budget_status(*budget) : Value(); },
       decisions.get(),
       [this] { return metrics_url(); },
       [this] {
@@ -753,7 +790,7 @@ Result<void> Daemon::Impl::serve_metrics() {
   }
   metrics = std::make_unique<DaemonMetrics>(
       MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(), [this] { return server_counters(); },
-                     version_text(), [this] { return metrics_counters(); }, mcp.get(), rules.get()});
+                     version_text(), [this] { return metrics_counters(); }, mcp.get(), rules.get(), budget.get()});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }

@@ -20,6 +20,7 @@
 #include "base/state_paths.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "daemon/frame_codec.hpp"
+#include "providers/budget_yaml.hpp"
 #include "providers/provider_config_yaml.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
@@ -92,6 +93,9 @@ constexpr std::array kSettings{
                   "Actuators whose results are not fed back as signals, separated by commas\n"
                   "(default cli,system-message,emacs)"},
     DaemonSetting{"assistant-name", "MEMEX_ASSISTANT", "NAME", "The assistant's name in prompts (default Agent)"},
+    DaemonSetting{"price-table", "PASSEPARTOUT_PRICE_TABLE", "FILE",
+                  "Model prices in LiteLLM's model_prices_and_context_window.json format, over the built-in\n"
+                  "ones of the presets' models: what the usage ledger and the budget: caps count calls at"},
     DaemonSetting{"identity", "PASSEPARTOUT_IDENTITY", "FILE",
                   "Who the agent is, in the words of this file, added to the prompt's IDENTITY (at most 16 KiB;\n"
                   "default ~/.config/passepartout/identity.md when it exists)"},
@@ -211,7 +215,7 @@ std::string scalar_text(const YAML::Node& node) {
 // Reads the config file: a map whose keys are settings' keys, and the
 // providers: list (into `declared`).
 Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<ProviderConfig>& declared,
-                              const EnvLookup& env) {
+                              BudgetConfig& budget, const EnvLookup& env) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return fail(ErrorCode::io_error, "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
@@ -236,6 +240,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
   for (const DaemonSetting& s : kSettings) known.push_back(s.key);
   known.emplace_back("providers");
   known.emplace_back("mcp_servers");
+  known.emplace_back("budget");
   const fs::path base = file.parent_path();
   for (const auto& entry : root) {
     const YAML::Node& key = entry.first;
@@ -243,6 +248,10 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
     std::string name = key.IsScalar() ? key.Scalar() : std::string("?");
     if (name == "providers") {
       read_provider_list(value, problems, env, base, declared);
+      continue;
+    }
+    if (name == "budget") {
+      read_budget(value, problems, budget);
       continue;
     }
     if (name == "mcp_servers") continue;                        // read_mcp_configuration's
@@ -420,8 +429,9 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     return sources.env ? sources.env(name) : std::nullopt;
   };
   std::vector<ProviderConfig> declared;
+  BudgetConfig budget;
   if (!sources.config_file.empty()) {
-    if (auto read = read_config_file(sources.config_file, raws, declared, env_lookup); !read)
+    if (auto read = read_config_file(sources.config_file, raws, declared, budget, env_lookup); !read)
       return fail(read.error().code, read.error().message);
   }
   // PROVIDER_CASCADE wins over the file's provider_cascade: (the seed's variable).
@@ -442,6 +452,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   };
 
   DaemonConfig config;
+  config.budget = std::move(budget);
   if (const Raw* r = raw("state-dir")) {
     if (r->text.empty()) return bad(*r, "is not a folder");
     config.state_dir = parse_path(*r);
@@ -551,6 +562,23 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
       config.providers = {"offline"};
       config.offline_by_default = true;
     }
+  }
+  // A per-provider cap must name a provider the daemon knows.
+  for (const BudgetCap& cap : config.budget.caps) {
+    if (cap.provider.empty() || cap.provider == "scripted" || cap.provider == "offline" ||
+        std::any_of(endpoints.begin(), endpoints.end(),
+                    [&](const ProviderConfig& p) { return p.name == cap.provider; })) {
+      continue;
+    }
+    std::vector<std::string_view> names = {"scripted", "offline"};
+    for (const ProviderConfig& p : endpoints) names.emplace_back(p.name);
+    return fail(ErrorCode::invalid_input, cap.origin + ": " +
+                                              unknown_key_message(cap.provider, names, " in budget.per_provider") +
+                                              " (the providers are the presets and the config file's providers:)");
+  }
+  if (const Raw* r = raw("price-table")) {
+    if (r->text.empty()) return bad(*r, "is not a file");
+    config.price_table = parse_path(*r);
   }
   const bool scripted =
       std::find(config.providers.begin(), config.providers.end(), "scripted") != config.providers.end();

@@ -19,6 +19,7 @@
 #include "mcp/server_config.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
+#include "providers/budget.hpp"
 #include "providers/provider_config.hpp"
 
 namespace passepartout {
@@ -87,6 +88,10 @@ struct DaemonConfig {
   // not, in table order (what `doctor` reports as left out of the cascade).
   std::vector<ProviderConfig> known_providers;
   std::filesystem::path script;  // the scripted provider's rules
+  // The config file's budget: caps (providers/budget.hpp), and the prices
+  // the built-in table is extended with (--price-table, LiteLLM's format).
+  BudgetConfig budget;
+  std::filesystem::path price_table;
   std::filesystem::path memory_file;
   std::size_t memory_history_limit = MemoryStore::kDefaultHistoryLimit;  // 0: none
 

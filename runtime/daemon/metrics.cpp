@@ -20,6 +20,7 @@
 #include "pipeline/gate_log.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/rule_book.hpp"
+#include "providers/budget.hpp"
 #include "providers/cascade.hpp"
 #include "skills/gate_counters.hpp"
 #include "skills/skill_host.hpp"
@@ -313,6 +314,42 @@ std::string DaemonMetrics::scrape() const {
       out.sample(tokens, {{"provider", lineup->names[i]}, {"direction", "input"}}, u64(figures[i].tokens_in));
       out.sample(tokens, {{"provider", lineup->names[i]}, {"direction", "output"}}, u64(figures[i].tokens_out));
     }
+  }
+
+  // The budget: each cap's limit, spend and reservations in its current
+  // window, and what the ledger counted by provider and model.
+  if (sources_.budget != nullptr) {
+    const BudgetReport report = sources_.budget->report(-1, false);
+    const std::string limit = name("budget_limit");
+    const std::string spent = name("budget_spent");
+    const std::string reserved = name("budget_reserved");
+    out.family(limit, Type::gauge, "Each budget cap's limit, in its unit (usd or tokens).");
+    for (const CapStatus& c : report.caps)
+      out.sample(limit, {{"cap", c.cap.name}, {"unit", to_string(c.cap.unit)}}, c.cap.limit);
+    out.family(spent, Type::gauge,
+               "What calls spent against each cap in its current window (a session cap: the session with most).");
+    for (const CapStatus& c : report.caps)
+      out.sample(spent, {{"cap", c.cap.name}, {"unit", to_string(c.cap.unit)}}, c.spent);
+    out.family(reserved, Type::gauge, "The worst case of the calls in flight, held against each cap.");
+    for (const CapStatus& c : report.caps) {
+      out.sample(reserved, {{"cap", c.cap.name}, {"unit", to_string(c.cap.unit)}}, c.reserved);
+    }
+    const std::string refused = name("budget_refusals_total");
+    out.family(refused, Type::counter, "Calls the budget refused before they went out, since the daemon started.");
+    out.sample(refused, {}, report.refusals);
+    const std::string usage = name("usage_tokens_total");
+    const std::string cost = name("usage_cost_usd_total");
+    out.family(usage, Type::counter,
+               "Tokens of the calls the usage ledger counted, by provider, model and kind (input, cached_input, "
+               "output; cached input is part of input).");
+    for (const UsageTotals& t : report.all_time) {
+      out.sample(usage, {{"provider", t.provider}, {"model", t.model}, {"kind", "input"}}, u64(t.input_tokens));
+      out.sample(usage, {{"provider", t.provider}, {"model", t.model}, {"kind", "cached_input"}}, u64(t.cached_tokens));
+      out.sample(usage, {{"provider", t.provider}, {"model", t.model}, {"kind", "output"}}, u64(t.output_tokens));
+    }
+    out.family(cost, Type::counter, "What those calls cost at the price table's prices, in US dollars.");
+    for (const UsageTotals& t : report.all_time)
+      out.sample(cost, {{"provider", t.provider}, {"model", t.model}}, t.usd);
   }
 
   {

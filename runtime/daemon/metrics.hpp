@@ -18,6 +18,7 @@ class Cascade;
 class ApprovalStore;
 class McpHub;
 class RuleBook;
+class Budget;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
@@ -30,6 +31,7 @@ struct MetricsSources {
   std::function<MetricsListenerCounters()> metrics_endpoint;  // may be empty (not yet listening)
   const McpHub* mcp = nullptr;                                // the MCP servers; may be null
   const RuleBook* rules = nullptr;                            // the operator's rules; may be null
+  const Budget* budget = nullptr;                             // the caps and the usage ledger; may be null
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

@@ -438,12 +438,20 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"DECISIONS-DROPPED",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->dropped() : 0))},
              {"PROVIDERS", services_.providers ? services_.providers() : Value()},
+             {"BUDGET", services_.budget ? services_.budget() : Value()},
              {"METRICS", services_.metrics_url ? str(services_.metrics_url()) : Value()},
              {"SKILLS", skills_value()},
              {"SHADOWS", shadows_value()},
              {"MCP-SERVERS", mcp_value()},
              {"MANIFEST-DIR", str(absolute_text(host.options().manifest_dir))},
              {"PLUGIN-DIR", str(absolute_text(host.options().plugin_dir))}})));
+    return;
+  }
+  if (name == "BUDGET") {
+    Value budget = services_.budget ? services_.budget() : Value();
+    if (budget.is_nil())
+      return answer(make_error_response(wire_error::kNotFound, "this daemon records no usage (see its log)"));
+    answer(make_ok_response("usage and budget", std::move(budget)));
     return;
   }
   if (name == "MCP") {

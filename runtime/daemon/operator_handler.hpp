@@ -84,6 +84,7 @@ class OperatorHandler {
     std::function<void()> shutdown;              // begins the daemon's stop (SHUTDOWN)
     std::function<void()> changed;               // after a change to the skills (health is re-evaluated)
     std::function<Value()> providers;            // STATUS's PROVIDERS (provider_status.hpp); may be empty
+    std::function<Value()> budget;               // STATUS's BUDGET and BUDGET's payload (budget_status); may be empty
     const DecisionLog* decisions = nullptr;      // STATUS's decision log figures; null: the log is off
     std::function<std::string()> metrics_url;    // STATUS's METRICS: "http://127.0.0.1:<port>/metrics", "" when off
     // STATUS's CONNECTIONS-REFUSED, CONNECTIONS-EVICTED and METRICS-EVICTED; may be empty (all 0).

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/duration_text.hpp"
+#include "providers/budget.hpp"
+
 namespace passepartout {
 namespace {
 
@@ -68,6 +71,53 @@ Value provider_status(const Cascade& cascade, const std::vector<ProviderConfig>&
                       {"STATE", Value::string(colon == std::string::npos ? "left out" : line.substr(colon + 2))}}));
   }
   return Value::list(entries);
+}
+
+}  // namespace passepartout
+
+namespace passepartout {
+namespace {
+
+Value usage_rows(const std::vector<UsageTotals>& rows) {
+  std::vector<Value> out;
+  out.reserve(rows.size());
+  for (const UsageTotals& t : rows) {
+    out.push_back(Value::plist({{"PROVIDER", Value::string(t.provider)},
+                                {"MODEL", Value::string(t.model)},
+                                {"CALLS", Value::integer(static_cast<std::int64_t>(t.calls))},
+                                {"INPUT-TOKENS", Value::integer(t.input_tokens)},
+                                {"CACHED-TOKENS", Value::integer(t.cached_tokens)},
+                                {"OUTPUT-TOKENS", Value::integer(t.output_tokens)},
+                                {"USD", Value::real(t.usd)},
+                                {"UNPRICED", Value::boolean(t.unpriced)},
+                                {"ESTIMATED", Value::integer(static_cast<std::int64_t>(t.estimated))}}));
+  }
+  return Value::list(out);
+}
+
+}  // namespace
+
+Value budget_status(const Budget& budget) {
+  const BudgetReport report = budget.report();
+  std::vector<Value> caps;
+  caps.reserve(report.caps.size());
+  for (const CapStatus& c : report.caps) {
+    caps.push_back(
+        Value::plist({{"NAME", Value::string(c.cap.name)},
+                      {"PROVIDER", c.cap.provider.empty() ? Value() : Value::string(c.cap.provider)},
+                      {"UNIT", Value::string(to_string(c.cap.unit))},
+                      {"PERIOD", Value::string(c.cap.period.text())},
+                      {"LIMIT", Value::real(c.cap.limit)},
+                      {"SPENT", Value::real(c.spent)},
+                      {"RESERVED", Value::real(c.reserved)},
+                      {"RESETS", c.resets_at_ms == 0 ? Value() : Value::string(utc_timestamp(c.resets_at_ms))}}));
+  }
+  return Value::plist({{"LEDGER", Value::string(budget.file().string())},
+                       {"IN-FLIGHT", Value::integer(static_cast<std::int64_t>(report.in_flight))},
+                       {"REFUSED", Value::integer(static_cast<std::int64_t>(report.refusals))},
+                       {"CAPS", Value::list(caps)},
+                       {"TODAY", usage_rows(report.today)},
+                       {"THIS-MONTH", usage_rows(report.this_month)}});
 }
 
 }  // namespace passepartout

@@ -22,4 +22,16 @@ namespace passepartout {
 Value provider_status(const Cascade& cascade, const std::vector<ProviderConfig>& endpoints,
                       const std::vector<std::string>& skipped);
 
+class Budget;
+
+// STATUS's BUDGET and the BUDGET request's payload:
+//   (:LEDGER "<state dir>/usage.sqlite3" :IN-FLIGHT 0 :REFUSED 2
+//    :CAPS ((:NAME "daily_usd" :PROVIDER NIL :UNIT "usd" :PERIOD "daily" :LIMIT 5.0
+//            :SPENT 0.0123 :RESERVED 0.0 :RESETS "2026-12-04T00:00:00Z") ...)
+//    :TODAY ((:PROVIDER "openai" :MODEL "gpt-4o-mini" :CALLS 3 :INPUT-TOKENS 5310
+//             :CACHED-TOKENS 2048 :OUTPUT-TOKENS 402 :USD 0.0011 :UNPRICED NIL :ESTIMATED 0) ...)
+//    :THIS-MONTH (...))
+// A session cap has :RESETS NIL and the figures of the session that spent most.
+Value budget_status(const Budget& budget);
+
 }  // namespace passepartout

@@ -1,6 +1,7 @@
 // The typed errors as a skill's error policy sees them.
 #include "pipeline/errors.hpp"
 
+#include "base/duration_text.hpp"
 #include "base/utf8.hpp"
 
 namespace passepartout {
@@ -24,8 +25,11 @@ Value GateError::to_value() const {
 
 Value BudgetError::to_value() const {
   return PipelineError::to_value()
-      .with("REMAINING", Value::real(remaining_))
-      .with("REQUESTED", Value::real(requested_));
+      .with("REMAINING", Value::real(refusal_.remaining))
+      .with("REQUESTED", Value::real(refusal_.requested))
+      .with("CAP", Value::string(refusal_.cap))
+      .with("UNIT", Value::string(to_string(refusal_.unit)))
+      .with("RESETS", refusal_.resets_at_ms == 0 ? Value() : Value::string(utc_timestamp(refusal_.resets_at_ms)));
 }
 
 Value ProtocolError::to_value() const {

@@ -4,8 +4,10 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "providers/budget_refusal.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
@@ -57,22 +59,21 @@ class GateError : public PipelineError {
   Value rejected_;
 };
 
-// A spending budget would be exceeded ("Budget exhausted: $x remaining, $y requested").
+// A spending budget would be exceeded: every provider's call was refused by
+// a cap (providers/budget.hpp). The message is the refusal's, the seed's
+// "Budget exhausted: $x remaining, $y requested" with the cap and its reset.
 class BudgetError : public PipelineError {
  public:
-  BudgetError(double remaining, double requested)
-      : PipelineError("Budget exhausted: $" + std::to_string(remaining) + " remaining, $" + std::to_string(requested) +
-                      " requested"),
-        remaining_(remaining),
-        requested_(requested) {}
+  explicit BudgetError(BudgetRefusal refusal) : PipelineError(refusal.message), refusal_(std::move(refusal)) {}
   const char* kind() const noexcept override { return "budget"; }
-  Value to_value() const override;  // + :REMAINING x :REQUESTED y
-  double remaining() const noexcept { return remaining_; }
-  double requested() const noexcept { return requested_; }
+  // + :REMAINING x :REQUESTED y :CAP "daily_usd" :UNIT "usd" :RESETS "2026-12-04T00:00:00Z" (NIL: never)
+  Value to_value() const override;
+  double remaining() const noexcept { return refusal_.remaining; }
+  double requested() const noexcept { return refusal_.requested; }
+  const BudgetRefusal& refusal() const noexcept { return refusal_; }
 
  private:
-  double remaining_;
-  double requested_;
+  BudgetRefusal refusal_;
 };
 
 // A message on the wire that cannot be understood.

@@ -75,7 +75,7 @@ const Value& CallRouter::request_value(const ProviderRequest& request) {
       {"SENSOR", sensor_of(signal_)},
       {"PROMPT", Value::string(request.prompt)},
       {"SYSTEM", Value::string(request.system_prompt)},
-      {"PROMPT-TOKENS", Value::integer(static_cast<std::int64_t>(estimated_prompt_tokens(request)))},
+      {"PROMPT-TOKENS", Value::integer(request.prompt_tokens)},
       {"TOOLS", Value::integer(static_cast<std::int64_t>(tools_))},
   });
   // :MODEL only when the client asked for one.

@@ -149,6 +149,8 @@ void Run::think() {
   append_system_prompt(request.system_prompt, parts);
   raw_prompt(request.prompt);
   converse(request, *lineup);
+  request.prompt_tokens = static_cast<std::int64_t>(estimated_prompt_tokens(request));
+  if (const std::string_view id = session_id_of(reasoning); request.session != id) request.session.assign(id);
   request.model.clear();
   request.context = reasoning;
   request.tools = offer->native_tools();
@@ -302,8 +304,12 @@ void Run::reasoned(const CascadeOutcome& outcome) {
                 outcome.failures.size());
     model_failure = outcome.failure_value().path({"PAYLOAD"});
     // A skill may handle it; by default the user is told (D11: the
-    // exhaustion message is the answer).
-    if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) return;
+    // exhaustion message is the answer, or the budget's refusal).
+    if (outcome.over_budget() && outcome.budget) {
+      if (policy_decides(BudgetError(*outcome.budget))) return;
+    } else if (policy_decides(LlmError(std::string(Cascade::kExhausted), outcome.failure_messages(), attempt))) {
+      return;
+    }
   }
   target_implied = false;
   if (conversing && outcome.ok()) record_answer(outcome.reply);

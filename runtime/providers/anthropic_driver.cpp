@@ -1,6 +1,7 @@
 // The anthropic driver: the Messages API (POST {base_url}/v1/messages), with
 // a top-level system prompt, a required max_tokens, tool_use and tool_result
 // blocks, strict user/assistant alternation, and named server-sent events.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,8 +42,16 @@ class MessageList {
   Json messages_ = Json::array();
 };
 
+// Anthropic's input_tokens leaves out what was read from or written to the
+// prompt cache; `input` here counts all three, `cached_input` the reads (a
+// cache write is counted as plain input, a little under its price).
 TokenUsage read_usage(const Json& usage, TokenUsage out) {
-  if (const std::int64_t input = driver_detail::integer_field(usage, "input_tokens"); input >= 0) out.input = input;
+  if (const std::int64_t input = driver_detail::integer_field(usage, "input_tokens"); input >= 0) {
+    const std::int64_t read = driver_detail::integer_field(usage, "cache_read_input_tokens");
+    const std::int64_t written = driver_detail::integer_field(usage, "cache_creation_input_tokens");
+    out.input = input + std::max<std::int64_t>(read, 0) + std::max<std::int64_t>(written, 0);
+    if (read >= 0) out.cached_input = read;
+  }
   if (const std::int64_t output = driver_detail::integer_field(usage, "output_tokens"); output >= 0) {
     out.output = output;
   }

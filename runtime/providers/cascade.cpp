@@ -13,11 +13,14 @@
 #include "base/executor.hpp"
 #include "base/log.hpp"
 #include "base/utf8.hpp"
+#include "providers/budget.hpp"
 
 namespace passepartout {
 namespace {
 
 constexpr std::string_view kComponent = "PROBABILISTIC";
+// What a budget reserves for the answer of a provider that sends no max_tokens.
+constexpr std::int64_t kUnboundedOutputTokens = 4096;
 
 std::string exception_text(const std::exception_ptr& error) {
   try {
@@ -197,6 +200,10 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
         }
         request_.model = std::move(choice.model);
       }
+      if (snapshot_->budget != nullptr && !reserve(provider)) {
+        retries_ = 0;
+        continue;
+      }
 
       const std::size_t n = attempts_++;
       Attempt& attempt = this->attempt(n);
@@ -209,6 +216,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
         // A reply that came before the throw is dropped: the provider broke
         // its contract, and its failure is the safer reading.
         attempt.state.store(Attempt::abandoned);
+        if (reservation_) snapshot_->budget->release(reservation_);
         record(name, "threw: " + exception_text(std::current_exception()), FailureClass::other, 0);
         retries_ = 0;
         continue;
@@ -242,6 +250,18 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     const auto latency = ProviderHealth::Clock::now() - started_;
     if (reply.kind == ProviderReply::Kind::tool_calls && reply.tool_calls.size() == 0) {
       reply = ProviderReply::failed("a tool-calls reply without any call");
+    }
+    if (reservation_) {
+      // An answer, a failure that says what it used, or one whose answer had
+      // begun costs its usage (the estimate where it is not known); any
+      // other failure nothing.
+      const bool used =
+          reply.ok() || reply.usage.input >= 0 || reply.usage.output >= 0 || delivered_.load(std::memory_order_relaxed);
+      if (used) {
+        snapshot_->budget->settle(reservation_, reply.usage);
+      } else {
+        snapshot_->budget->release(reservation_);
+      }
     }
     if (reply.ok()) {
       health.succeeded(latency, reply.usage);
@@ -307,15 +327,40 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
     snapshot_->timers->post_after(wait, std::move(resume));
   }
 
+  // Reserves this attempt's worst case; false (recorded, logged) when the
+  // budget refuses it.
+  bool reserve(const Provider& provider) {
+    const std::int64_t output =
+        provider.max_output_tokens() > 0 ? provider.max_output_tokens() : kUnboundedOutputTokens;
+    const BudgetCall call{provider.name(),        request_.model.empty() ? provider.default_model() : request_.model,
+                          request_.session,       provider.is_local(),
+                          request_.prompt_tokens, output};
+    std::optional<BudgetRefusal> refusal = snapshot_->budget->reserve(call, reservation_);
+    if (!refusal) return true;
+    log_message(LogLevel::info, kComponent, "Skipping {} (over budget: {})", provider.name(), refusal->message);
+    record(provider.name(), refusal->message, FailureClass::over_budget, 0);
+    if (!refusal_) refusal_ = std::move(refusal);
+    return false;
+  }
+
   void record(std::string_view name, std::string message, FailureClass failure, int http_status) {
     log_message(LogLevel::info, kComponent, "Backend {} failed: {}", name, message);
     failures_.push_back(ProviderFailure{std::string(name), std::move(message), failure, http_status});
   }
 
   void exhausted() {
-    log_message(LogLevel::warn, kComponent, kExhausted);
     CascadeOutcome outcome;
-    outcome.reply = ProviderReply::failed(std::string(kExhausted));
+    const bool over_budget = refusal_ && std::all_of(failures_.begin(), failures_.end(), [](const ProviderFailure& f) {
+                               return f.failure == FailureClass::over_budget;
+                             });
+    if (over_budget) {
+      // No provider was called: the budget's refusal says why (seed A18).
+      log_message(LogLevel::warn, kComponent, refusal_->message);
+      outcome.reply = ProviderReply::failed(refusal_->message, FailureClass::over_budget);
+    } else {
+      log_message(LogLevel::warn, kComponent, kExhausted);
+      outcome.reply = ProviderReply::failed(std::string(kExhausted));
+    }
     outcome.failures = std::move(failures_);
     finish(std::move(outcome));
   }
@@ -329,6 +374,7 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   }
 
   void finish(CascadeOutcome&& outcome) {
+    outcome.budget = std::move(refusal_);
     CascadeCompletion completion = std::move(done_);
     done_ = nullptr;
     if (request_.cancel) request_.cancel->clear();
@@ -353,6 +399,8 @@ struct Cascade::Run : std::enable_shared_from_this<Cascade::Run> {
   std::size_t attempts_ = 0;
   ProviderHealth::Clock::time_point started_;
   std::vector<ProviderFailure> failures_;
+  Budget::Reservation reservation_;                  // the current attempt's, while it runs
+  std::optional<BudgetRefusal> refusal_;             // the first budget refusal
   static constexpr std::size_t kInlineAttempts = 2;  // most calls: no allocation per attempt
   Attempt inline_attempts_[kInlineAttempts];
   std::deque<Attempt> more_attempts_;
@@ -434,6 +482,10 @@ void Cascade::set_retry_policy(RetryPolicy policy, Executor* timers) {
     s.retry = policy;
     s.timers = timers;
   });
+}
+
+void Cascade::set_budget(std::shared_ptr<Budget> budget) {
+  update([&](Snapshot& s) { s.budget = std::move(budget); });
 }
 
 std::vector<Cascade::ProviderStatus> Cascade::status() const {

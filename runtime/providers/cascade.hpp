@@ -6,17 +6,20 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/thread_shards.hpp"
+#include "providers/budget_refusal.hpp"
 #include "providers/provider.hpp"
 #include "providers/provider_health.hpp"
 #include "value/value.hpp"
 
 namespace passepartout {
 
+class Budget;
 class Executor;
 
 // Chooses the model for `provider` given the signal being reasoned about, or
@@ -52,7 +55,9 @@ struct RetryPolicy {
 // The answer of one cascade call.
 struct CascadeOutcome {
   // content or tool_calls from the provider that answered; otherwise a
-  // failure whose error is exactly Cascade::kExhausted.
+  // failure whose error is exactly Cascade::kExhausted, or, when the budget
+  // refused every provider (none was called), the first refusal's message
+  // with the class over_budget.
   ProviderReply reply;
   std::string provider;                   // who answered; empty when none did
   std::vector<ProviderFailure> failures;  // in the order tried (skipped providers included)
@@ -63,8 +68,13 @@ struct CascadeOutcome {
   // The caller cancelled (ProviderRequest::cancel): the reply is a failure of
   // class cancelled.
   bool cancelled = false;
+  // The first budget refusal of the call (a provider skipped as over budget);
+  // with every failure of class over_budget it is why the call failed.
+  std::optional<BudgetRefusal> budget;
 
   bool ok() const noexcept { return reply.ok(); }
+  // The budget refused every provider: `budget` says which cap.
+  bool over_budget() const noexcept { return !ok() && reply.failure == FailureClass::over_budget; }
   // One "<provider>: <message>" line per failure, for LlmError and logs.
   std::vector<std::string> failure_messages() const;
   // The seed's form of an exhausted cascade, with the failures:
@@ -118,6 +128,7 @@ class Cascade {
     ModelSelector selector;
     RetryPolicy retry;
     Executor* timers = nullptr;            // where a retry waits; null: no retry
+    std::shared_ptr<Budget> budget;        // what each attempt reserves against; null: no caps, no ledger
     bool reads_transcript = false;         // a provider sends the session's transcript (Provider::reads_transcript)
     std::size_t context_window = 0;        // the smallest known context window of those that do (0: none known)
     std::size_t first_context_window = 0;  // the first provider's, the one asked first (0: not known)
@@ -129,6 +140,10 @@ class Cascade {
   // default) a failed provider is never retried, only the next one tried.
   // Tasks `timers` drops when it stops end their call as cancelled.
   void set_retry_policy(RetryPolicy policy, Executor* timers);
+  // Each attempt's worst case is reserved against `budget` before the
+  // provider is called, and settled to its usage after; a provider whose cap
+  // is spent is skipped like a cooling one. Null (the default): none.
+  void set_budget(std::shared_ptr<Budget> budget);
 
   // Each provider's figures, in cascade order.
   struct ProviderStatus {
@@ -147,6 +162,7 @@ class Cascade {
   //                                       request <id>)", as much of it as is known
   //   "Retrying backend <p> in <t> s (retry <n> of <max>)"
   //   "Skipping <p> (cooling down ...)"   while a provider is set aside
+  //   "Skipping <p> (over budget: ...)"   when the budget refuses the attempt
   // Streamed chunks (request.on_chunk) from a provider that then fails have
   // already been delivered: the call then ends with that failure (partial).
   // A cancelled request (request.cancel) ends with a cancelled outcome,

@@ -30,6 +30,7 @@ class HttpProvider final : public Provider {
   }
   std::string_view default_model() const noexcept override { return config_.model; }
   bool is_local() const noexcept override { return config_.local; }
+  std::int64_t max_output_tokens() const noexcept override { return config_.max_tokens; }
   // Starts the transfer; the completion runs on an event loop once the
   // answer is in, failed (classified: transport, timeout, the status's
   // class, truncated, unparseable, too_large), or cancelled through

@@ -37,6 +37,10 @@ TokenUsage read_usage(const Json& usage) {
   TokenUsage out;
   out.input = driver_detail::integer_field(usage, "prompt_tokens");
   out.output = driver_detail::integer_field(usage, "completion_tokens");
+  // Part of prompt_tokens (OpenAI caches a prompt's prefix from 1,024 tokens on).
+  if (const auto details = usage.find("prompt_tokens_details"); details != usage.end()) {
+    out.cached_input = driver_detail::integer_field(*details, "cached_tokens");
+  }
   return out;
 }
 

@@ -65,6 +65,8 @@ const char* to_string(FailureClass failure) noexcept {
       return "too_large";
     case FailureClass::cancelled:
       return "cancelled";
+    case FailureClass::over_budget:
+      return "over_budget";
     case FailureClass::other:
       return "other";
   }

@@ -122,6 +122,12 @@ struct ProviderRequest {
   // place of the lineup's selector; may be null. Set by the caller, who keeps
   // it alive until the call ends.
   ModelRouter* router = nullptr;
+  // What the budget (providers/budget.hpp) reserves for the call: the
+  // prompt's size in tokens as the caller estimated it (0: the budget holds
+  // only the answer's max_tokens for it), and the session it is for (empty:
+  // none; session caps do not apply).
+  std::int64_t prompt_tokens = 0;
+  std::string session;
 };
 
 // Why a call failed, in the classes that decide what happens next (seed
@@ -142,6 +148,7 @@ enum class FailureClass : std::uint8_t {
   unparseable,     // the body or an event is not what the API documents
   too_large,       // the body passed its size cap
   cancelled,       // the caller cancelled (CancelSignal)
+  over_budget,     // refused before it went out: a budget cap would be passed (providers/budget.hpp)
   other,           // a provider's own failure outside these (scripted, offline)
 };
 
@@ -166,9 +173,12 @@ constexpr bool is_retriable(FailureClass failure) noexcept {
 }
 
 // Tokens one call used, as the API reported them; -1 where it did not.
+// `input` counts every prompt token, `cached_input` those of them the
+// provider served from its prompt cache (billed at its cache-read price).
 struct TokenUsage {
   std::int64_t input = -1;
   std::int64_t output = -1;
+  std::int64_t cached_input = -1;
 };
 
 struct ProviderReply {
@@ -233,6 +243,9 @@ class Provider {
   // operator marked `local: true`, or one that answers in process. Private
   // data goes only to these (the model router's privacy rule).
   virtual bool is_local() const noexcept { return false; }
+  // The most output tokens one call may bring (the request's max_tokens);
+  // 0: no limit is sent. What a budget reserves for the answer.
+  virtual std::int64_t max_output_tokens() const noexcept { return 0; }
   // Starts one request. Must not block; must not throw (a failure is a reply).
   // `request` stays valid until `done` is called (the caller keeps it for
   // the whole call: a cascade tries each provider with the same request);

@@ -86,6 +86,7 @@ struct OperatorRig {
         [this] { shutdown.set(true); },
         [this] { ++changes; },
         [this] { return provider_status(cascade, {}, {"anthropic: ANTHROPIC_API_KEY is not set"}); },
+        {},
         nullptr,
         [] { return std::string("http://127.0.0.1:9106/metrics"); },
         [] {

@@ -122,6 +122,27 @@ TEST_CASE("anthropic driver decodes a non-streamed tool_use block", "[providers]
   CHECK(reply.wire_calls[0].arguments == R"({"path":"/tmp/a","lines":10})");
 }
 
+TEST_CASE("anthropic driver counts prompt-cache reads and writes as input and the reads as cached", "[providers]") {
+  // Anthropic's input_tokens leaves out the tokens read from or written to the cache.
+  const std::string start = event(
+      "message_start",
+      R"({"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","content":[],)"
+      R"("model":"claude-3-5-sonnet-20241022","stop_reason":null,"stop_sequence":null,)"
+      R"("usage":{"input_tokens":21,"cache_creation_input_tokens":188,"cache_read_input_tokens":1800,"output_tokens":1}}})");
+  const std::string body =
+      start +
+      event("content_block_start",
+            R"({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})") +
+      text_delta(0, R"("ok")") + block_stop(0) + kMessageDelta + kMessageStop;
+  const auto decoded = decode(*kDriver, true, body);
+  REQUIRE(decoded.reply.kind == ProviderReply::Kind::content);
+  CHECK(decoded.reply.usage.input == 21 + 188 + 1800);
+  CHECK(decoded.reply.usage.cached_input == 1800);
+  CHECK(decoded.reply.usage.output == 15);
+  // Without cache fields the cached count stays unknown.
+  CHECK(decode(*kDriver, true, kMessageStart + kMessageDelta + kMessageStop).reply.usage.cached_input == -1);
+}
+
 TEST_CASE("anthropic driver streams text deltas through pings, with usage from message_start and message_delta",
           "[providers]") {
   const std::string body =

@@ -172,6 +172,30 @@ TEST_CASE("openai driver reads usage that comes on an odd chunk, and skips SSE c
   CHECK(decoded.reply.usage.output == 1);
 }
 
+TEST_CASE("openai driver reads the cached part of the prompt from a stream's usage chunk and from a plain body",
+          "[providers]") {
+  // OpenAI reports prompt caching under prompt_tokens_details, as part of prompt_tokens.
+  const std::string usage = R"("usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,)"
+                            R"("prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0}})";
+  const std::string streamed = chunk(R"({"content":"hi"})") + chunk("{}", "\"stop\"") +
+                               "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[]," + usage +
+                               "}\n\n" + kDone;
+  const auto decoded = decode(*kDriver, true, streamed);
+  REQUIRE(decoded.reply.kind == ProviderReply::Kind::content);
+  CHECK(decoded.reply.usage.input == 2006);
+  CHECK(decoded.reply.usage.cached_input == 1920);
+  CHECK(decoded.reply.usage.output == 300);
+
+  const std::string plain = R"({"id":"c","object":"chat.completion","choices":[{"index":0,)"
+                            R"("message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],)" +
+                            usage + "}";
+  const auto whole = decode(*kDriver, false, plain).reply;
+  REQUIRE(whole.kind == ProviderReply::Kind::content);
+  CHECK(whole.usage.cached_input == 1920);
+  // A server that says nothing of caching leaves it unknown.
+  CHECK(decode(*kDriver, true, chunk(R"({"content":"x"})") + kUsageChunk + kDone).reply.usage.cached_input == -1);
+}
+
 TEST_CASE("openai driver assembles a streamed tool call whose arguments come in many pieces", "[providers]") {
   // The pieces split the JSON inside a string and inside an escape; the
   // whole-body splits of decode() also cut inside the UTF-8 of "é".
