@@ -2,6 +2,7 @@
 // and asking it to shut down.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -152,6 +153,25 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     usage = fmt::format("${:.4f} today over {} calls", today, calls);
     if (const std::string caps = caps_summary(budget); !caps.empty()) usage += "; " + caps;
     rows.push_back({"budget", usage + " (`passepartout budget`)"});
+    // The prompt cache's hit rate: the share of each provider's input this month served from its cache.
+    std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> providers;
+    for (const Value& t : entries_of(budget.at("THIS-MONTH"))) {
+      const std::string provider = display_text(t.at("PROVIDER"));
+      auto found =
+          std::find_if(providers.begin(), providers.end(), [&](const auto& entry) { return entry.first == provider; });
+      if (found == providers.end()) found = providers.insert(providers.end(), {provider, {0, 0}});
+      found->second.first += t.at("CACHED-TOKENS").as_integer();
+      found->second.second += t.at("INPUT-TOKENS").as_integer();
+    }
+    std::string cache;
+    for (const auto& [provider, tokens] : providers) {
+      if (tokens.second <= 0) continue;
+      if (!cache.empty()) cache += ", ";
+      cache +=
+          fmt::format("{} {:.0f} % of {} input tokens", provider,
+                      100.0 * static_cast<double>(tokens.first) / static_cast<double>(tokens.second), tokens.second);
+    }
+    if (!cache.empty()) rows.push_back({"prompt cache", cache + " this month"});
   }
   out << render_table(rows, {}, "  ");
   const auto providers = entries_of(p.at("PROVIDERS"));

@@ -50,33 +50,22 @@ std::string system_prompt(const PromptParts& parts) {
   return prompt;
 }
 
-void append_system_prompt(std::string& prompt, const PromptParts& parts) {
+std::size_t append_system_prompt(std::string& prompt, const PromptParts& parts) {
   using namespace std::string_view_literals;  // appended without measuring them
   std::size_t estimate = 512 + parts.time.size() + parts.assistant_name.size() + parts.identity.size() +
                          parts.grammar.size() + parts.tools.size() + parts.context.size();
   for (const std::string& mandate : parts.mandates) estimate += mandate.size() + 1;
   estimate += parts.logs.size();
   prompt.reserve(prompt.size() + estimate);
-  if (!parts.time.empty()) {
-    prompt += parts.time;
-    prompt += "\n\n"sv;
-  }
-  if (parts.config.empty()) {
-    append_config_section(prompt, parts);
-  } else {
-    prompt += parts.config;
-  }
-  prompt += "\n\nIDENTITY: "sv;
+  // What stays the same from call to call of a session first, so that the
+  // providers' prompt caches serve it (decision 0026).
+  prompt += "IDENTITY: "sv;
   prompt += parts.assistant_name;
   if (!parts.identity.empty()) {
     prompt += '\n';
     prompt += parts.identity;
   }
   prompt += parts.grammar;
-  if (!parts.rejection.is_nil()) {
-    prompt += "\n\nPREVIOUS PROPOSAL REJECTED: "sv;
-    print_sexp(parts.rejection, prompt);
-  }
   if (!parts.mandates.empty()) {
     prompt += '\n';
     for (const std::string& mandate : parts.mandates) {
@@ -88,8 +77,25 @@ void append_system_prompt(std::string& prompt, const PromptParts& parts) {
   prompt += parts.tools.empty() ? "No tools registered."sv : parts.tools;
   prompt += "\n\nCONTEXT:\n"sv;
   prompt += parts.context.empty() ? "[Awareness skill not loaded]"sv : std::string_view(parts.context);
+  const std::size_t stable = prompt.size();
+  // Then what changes per call.
+  prompt += "\n\n"sv;
+  if (parts.config.empty()) {
+    append_config_section(prompt, parts);
+  } else {
+    prompt += parts.config;
+  }
+  if (!parts.time.empty()) {
+    prompt += "\n\n"sv;
+    prompt += parts.time;
+  }
   prompt += "\n\nLOGS:\n"sv;
   prompt += parts.logs.empty() ? "[No system logs available]"sv : parts.logs;
+  if (!parts.rejection.is_nil()) {
+    prompt += "\n\nPREVIOUS PROPOSAL REJECTED: "sv;
+    print_sexp(parts.rejection, prompt);
+  }
+  return stable;
 }
 
 const std::string& time_section() {

@@ -50,14 +50,17 @@ void append_config_section(std::string& out, const PromptParts& parts);
 // "No tools registered."
 std::string tool_belt(std::vector<ToolListing> tools);
 
-// D8: TIME \n\n CONFIG \n\n IDENTITY: <name>[\n<identity>]<grammar><reflection>[\n<mandates>]
-// \n\n TOOLS:\n<belt> \n\n CONTEXT:\n<context> \n\n LOGS:\n<logs>; the
-// reflection is "\n\nPREVIOUS PROPOSAL REJECTED: <printed rejection>" when
-// there is one; an empty context reads "[Awareness skill not loaded]" and no
-// logs "[No system logs available]".
+// D8's sections, what is stable for a session first (decision 0026):
+//   IDENTITY: <name>[\n<identity>]<grammar>[\n<mandates>] \n\n TOOLS:\n<belt>
+//   \n\n CONTEXT:\n<context>            -- the stable part
+//   \n\n CONFIG \n\n TIME \n\n LOGS:\n<logs><reflection>
+// the reflection being "\n\nPREVIOUS PROPOSAL REJECTED: <printed rejection>"
+// when there is one; an empty context reads "[Awareness skill not loaded]"
+// and no logs "[No system logs available]"; no TIME section when it is "".
 std::string system_prompt(const PromptParts& parts);
 // The same, appended to `out` (a buffer kept from call to call grows once).
-void append_system_prompt(std::string& out, const PromptParts& parts);
+// Returns where the stable part ends in `out` (the prompt cache's breakpoint).
+std::size_t append_system_prompt(std::string& out, const PromptParts& parts);
 
 // The current time as the TIME section shows it: "TIME: 2026-11-21T23:59:00Z"
 // (formatted once per second per thread). The calling thread's copy, valid

@@ -146,7 +146,7 @@ void Run::think() {
 
   ProviderRequest& request = session->request;
   request.system_prompt.clear();
-  append_system_prompt(request.system_prompt, parts);
+  request.system_stable = append_system_prompt(request.system_prompt, parts);
   raw_prompt(request.prompt);
   converse(request, *lineup);
   request.prompt_tokens = static_cast<std::int64_t>(estimated_prompt_tokens(request));

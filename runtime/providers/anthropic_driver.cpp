@@ -189,7 +189,22 @@ class AnthropicDriver final : public Driver {
     if (!request.prompt_in_transcript) messages.add_text("user", request.prompt);
 
     Json body = {{"model", driver_detail::model_of(settings, request)}, {"max_tokens", settings.max_tokens}};
-    if (!request.system_prompt.empty()) body["system"] = request.system_prompt;
+    if (request.system_stable > 0 && request.system_stable <= request.system_prompt.size()) {
+      // The part that stays the same for the session ends at a cache
+      // breakpoint: later calls read it from the prompt cache (tools included,
+      // which come before it), at a tenth of the input price.
+      const std::string_view system = request.system_prompt;
+      Json blocks = Json::array();
+      blocks.push_back({{"type", "text"},
+                        {"text", system.substr(0, request.system_stable)},
+                        {"cache_control", {{"type", "ephemeral"}}}});
+      if (request.system_stable < system.size()) {
+        blocks.push_back({{"type", "text"}, {"text", system.substr(request.system_stable)}});
+      }
+      body["system"] = std::move(blocks);
+    } else if (!request.system_prompt.empty()) {
+      body["system"] = request.system_prompt;
+    }
     body["messages"] = messages.take();
     if (stream) body["stream"] = true;
     static const std::vector<driver_detail::ToolSpec> kNoTools;

@@ -100,8 +100,13 @@ class ModelRouter {
 
 struct ProviderRequest {
   std::string system_prompt;  // seed default: "You are the Probabilistic engine."
-  std::string prompt;         // the current user turn
-  std::string model;          // empty: the provider's default (the model selector's NIL)
+  // How many bytes of system_prompt stay the same from call to call of a
+  // session (0: not known): where a driver marks a prompt-cache breakpoint
+  // (Anthropic's cache_control; OpenAI and Ollama reuse a shared prefix by
+  // themselves).
+  std::size_t system_stable = 0;
+  std::string prompt;  // the current user turn
+  std::string model;   // empty: the provider's default (the model selector's NIL)
   // NIL, or a list of tool descriptors (:NAME "x" :DESCRIPTION "..." :PARAMETERS (...)
   // :PARAMETERS-JSON "{...}"): the schema as a plist and, when the skill gave
   // one, as the JSON text it wrote, which drivers send (its keys keep their case).

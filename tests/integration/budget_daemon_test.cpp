@@ -146,6 +146,9 @@ TEST_CASE("usage is priced from a LiteLLM file with cached tokens, and a kill -9
   CHECK(budget["caps"][0]["spent"].get<double>() == Approx(first_cost));
   const ProcessRun status = cli(first, {"status"});
   CHECK(status.out.find("daily_usd $0.0004 of $5.0000") != std::string::npos);
+  CHECK(status.out.find("local 80 % of 1000 input tokens this month") != std::string::npos);
+  const ProcessRun text = cli(first, {"budget"});
+  CHECK(text.out.find("1000 in (800 cached, 80 %), 50 out") != std::string::npos);
 
   // A second call, held by the endpoint, when the daemon is killed.
   testing::WireClient client = testing::WireClient::local(first.socket_path());

@@ -55,6 +55,11 @@ TEST_CASE("each API's request offers the shell natively and the prompt teaches t
             std::string::npos);
       CHECK(request.system.find("MANDATE: every action you propose") != std::string::npos);
       CHECK(request.system.find("Context: 64000 tokens") != std::string::npos);
+      if (kind == "anthropic") {
+        // The breakpoint ends the part a session keeps: IDENTITY, TOOLS and CONTEXT, before CONFIG.
+        CHECK(request.cached_prefix > request.system.find("\n\nTOOLS:\n"));
+        CHECK(request.cached_prefix < request.system.find("CONFIG: "));
+      }
       const std::string logs = request.system.substr(request.system.find("LOGS:"));
       CHECK(logs.find("sha256") == std::string::npos);
       CHECK(logs.find(daemon.dir().string()) == std::string::npos);

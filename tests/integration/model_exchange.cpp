@@ -137,7 +137,16 @@ Sent sent(std::string_view kind, const StubRequest& request) {
   Sent out;
   out.messages = body.at("messages");
   if (kind == "anthropic") {
-    out.system = body.value("system", "");
+    // A string, or text blocks, the first ending at the prompt cache's breakpoint.
+    const json system = body.value("system", json(""));
+    if (system.is_string()) {
+      out.system = system.get<std::string>();
+    } else {
+      for (const json& block : system) {
+        out.system += block.at("text").get<std::string>();
+        if (block.contains("cache_control")) out.cached_prefix = out.system.size();
+      }
+    }
   } else {
     for (const json& message : out.messages) {
       if (message.at("role") == "system") out.system = message.at("content").get<std::string>();

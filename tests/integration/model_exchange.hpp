@@ -41,7 +41,8 @@ std::string printed(const std::vector<Value>& frames);
 
 // The system prompt, the offered tools' names and the messages of a request, in the API's shape.
 struct Sent {
-  std::string system;
+  std::string system;             // the system prompt (Anthropic's text blocks joined)
+  std::size_t cached_prefix = 0;  // anthropic: where its cache_control breakpoint ends the system prompt
   std::vector<std::string> tools;
   nlohmann::json shell_schema;
   nlohmann::json messages;

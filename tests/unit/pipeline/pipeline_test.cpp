@@ -58,6 +58,7 @@ class PromptRecorder final : public Provider {
     {
       std::lock_guard lock(mutex_);
       prompts_.push_back(request.system_prompt);
+      stables_.push_back(request.system_stable);
       raws_.push_back(request.prompt);
       tools_.push_back(request.tools);
       contexts_.push_back(request.context);
@@ -81,6 +82,10 @@ class PromptRecorder final : public Provider {
     std::lock_guard lock(mutex_);
     return raws_.at(i);
   }
+  std::size_t stable(std::size_t i) const {
+    std::lock_guard lock(mutex_);
+    return stables_.at(i);
+  }
   Value tools(std::size_t i) const {
     std::lock_guard lock(mutex_);
     return tools_.at(i);
@@ -90,6 +95,7 @@ class PromptRecorder final : public Provider {
   const MemoryStore* memory_;
   mutable std::mutex mutex_;
   std::vector<std::string> prompts_;
+  std::vector<std::size_t> stables_;
   std::vector<std::string> raws_;
   std::vector<Value> tools_;
   std::vector<Value> contexts_;
@@ -1364,6 +1370,33 @@ TEST_CASE("each retry's prompt carries the rejection, standing mandates are adde
     CHECK(prompt.find("blocked by block-gate") != std::string::npos);
     CHECK(prompt.find("MANDATE: answer in French.") != std::string::npos);
   }
+}
+
+TEST_CASE("consecutive calls of a session share a byte-identical prefix through IDENTITY and TOOLS",
+          "[pipeline][loop][prompt]") {
+  // A blocked proposal's retry carries the rejection, and the CONFIG, TIME
+  // and LOGS sections change from call to call: all after the stable part.
+  Rig rig({{"toolbox-a", 50}, {"block-gate", 90}}, {}, 1);
+  auto recorder = std::make_shared<PromptRecorder>();
+  rig.cascade.add(recorder);
+  rig.run(user_input_signal("hello", "s1"));  // two attempts: the second with the rejection
+  rig.run(user_input_signal("again", "s1"));
+  const std::string first = recorder->prompt(0);
+  const std::size_t stable = recorder->stable(0);
+  const std::size_t tools_end = first.find("\n\nCONTEXT:");
+  REQUIRE(tools_end != std::string::npos);
+  CHECK(first.rfind("IDENTITY: ", 0) == 0);
+  CHECK(first.find("- echo-args: Echoes its arguments") < tools_end);
+  CHECK(stable > tools_end);
+  CHECK(first.find("CONFIG: ") > stable);
+  CHECK(first.find("TIME: ") > stable);
+  for (std::size_t i : {1U, 2U, 3U}) {
+    const std::string later = recorder->prompt(i);
+    INFO("call " << i);
+    CHECK(recorder->stable(i) == stable);
+    CHECK(later.compare(0, stable, first, 0, stable) == 0);
+  }
+  CHECK(recorder->prompt(1).find("PREVIOUS PROPOSAL REJECTED: ") > stable);
 }
 
 TEST_CASE("targets: silent actuators give no feedback, :SYSTEM answers a client that is listening (E2, E4)",

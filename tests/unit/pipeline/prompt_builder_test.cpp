@@ -34,7 +34,8 @@ TEST_CASE("the tool belt lists tools sorted by name, or says there are none", "[
   CHECK(belt.find("- write-file: Writes a file\n  Parameters: (:PATH \"string\")") != std::string::npos);
 }
 
-TEST_CASE("the system prompt keeps the seed's section order and carries the rejection", "[pipeline][prompt]") {
+TEST_CASE("the system prompt puts the stable sections first and what changes per call after them",
+          "[pipeline][prompt]") {
   PromptParts parts;
   parts.version = "0.1.0";
   parts.time = "TIME: 2026-11-22T00:00:00Z";
@@ -42,16 +43,28 @@ TEST_CASE("the system prompt keeps the seed's section order and carries the reje
   parts.mandates = {"Always answer in French."};
   parts.rejection = testing::sexp("(:TYPE :LOG :PAYLOAD (:LEVEL :ERROR :TEXT \"no explanation\"))");
   parts.logs = "pipeline: hello\npipeline: again";
-  const std::string prompt = system_prompt(parts);
+  std::string prompt;
+  const std::size_t stable = append_system_prompt(prompt, parts);
   const auto at = [&](std::string_view needle) { return prompt.find(needle); };
-  REQUIRE(at("TIME: 2026-11-22T00:00:00Z") == 0);
-  CHECK(at("TIME:") < at("CONFIG:"));
-  CHECK(at("CONFIG:") < at("IDENTITY: Ada"));
-  CHECK(at("IDENTITY: Ada") < at("PREVIOUS PROPOSAL REJECTED: (:TYPE :LOG"));
-  CHECK(at("PREVIOUS PROPOSAL REJECTED") < at("Always answer in French."));
+  REQUIRE(at("IDENTITY: Ada") == 0);
+  CHECK(at("IDENTITY: Ada") < at("Always answer in French."));
   CHECK(at("Always answer in French.") < at("TOOLS:\nNo tools registered."));
   CHECK(at("TOOLS:") < at("CONTEXT:\n[Awareness skill not loaded]"));
-  CHECK(at("CONTEXT:") < at("LOGS:\npipeline: hello\npipeline: again"));
+  CHECK(prompt.substr(0, stable).ends_with("CONTEXT:\n[Awareness skill not loaded]"));
+  CHECK(stable < at("CONFIG:"));
+  CHECK(at("CONFIG:") < at("TIME: 2026-11-22T00:00:00Z"));
+  CHECK(at("TIME:") < at("LOGS:\npipeline: hello\npipeline: again"));
+  CHECK(at("LOGS:") < at("PREVIOUS PROPOSAL REJECTED: (:TYPE :LOG"));
+  CHECK(prompt == system_prompt(parts));
+  // What changes per call leaves the stable part as it was, byte for byte.
+  PromptParts later = parts;
+  later.time = "TIME: 2026-11-22T00:00:07Z";
+  later.rules_learned = 3;
+  later.rejection = Value();
+  later.logs = "pipeline: something else";
+  std::string next;
+  CHECK(append_system_prompt(next, later) == stable);
+  CHECK(next.compare(0, stable, prompt, 0, stable) == 0);
   parts.logs = {};
   CHECK(system_prompt(parts).find("LOGS:\n[No system logs available]") != std::string::npos);
 }

@@ -67,6 +67,22 @@ TEST_CASE("anthropic driver encodes system on top, tool_use and tool_result bloc
       R"("properties":{"path":{"type":"string"}},"required":["path"]}}],"tool_choice":{"type":"auto"}})");
 }
 
+TEST_CASE("anthropic driver marks a cache breakpoint where the session's stable system prompt ends", "[providers]") {
+  auto settings = testing::settings_for("anthropic", "https://api.anthropic.com", "sk-ant-test-123456");
+  ProviderRequest request;
+  request.system_prompt = "IDENTITY: Agent\n\nTOOLS:\nnone\n\nTIME: now";
+  request.system_stable = request.system_prompt.find("\n\nTIME");
+  request.prompt = "hi";
+  const HttpCall call = kDriver->encode(settings, request, false);
+  CHECK(
+      call.body.find(
+          R"("system":[{"type":"text","text":"IDENTITY: Agent\n\nTOOLS:\nnone","cache_control":{"type":"ephemeral"}},)"
+          R"({"type":"text","text":"\n\nTIME: now"}])") != std::string::npos);
+  // Without a known stable part the system prompt goes as one string.
+  request.system_stable = 0;
+  CHECK(kDriver->encode(settings, request, false).body.find(R"("system":"IDENTITY: Agent)") != std::string::npos);
+}
+
 TEST_CASE("anthropic driver merges consecutive turns of one role so user and assistant alternate", "[providers]") {
   auto settings = testing::settings_for("anthropic", "https://api.anthropic.com/", "k");
   settings.parallel_tool_calls = false;
