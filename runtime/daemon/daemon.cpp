@@ -93,7 +93,9 @@ Result<std::shared_ptr<Budget>> open_budget(const DaemonConfig& c) {
     log_message(LogLevel::info, kComponent, "prices: {} models ({})", prices.size(), c.price_table.string());
   }
   const std::size_t caps = c.budget.caps.size();
-  auto budget = Budget::open(usage_file(c.state_dir), c.budget, std::move(prices));
+  BudgetConfig config = c.budget;
+  config.unmetered = {"scripted", "offline"};  // in-process answers: no cost, no usage
+  auto budget = Budget::open(usage_file(c.state_dir), std::move(config), std::move(prices));
   if (!budget) {
     if (caps > 0) return fail(budget.error().code, "the budget's ledger does not open: " + budget.error().message);
     log_message(LogLevel::warn, kComponent, "usage is not recorded: {}", budget.error().message);

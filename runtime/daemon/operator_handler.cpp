@@ -448,10 +448,11 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
     return;
   }
   if (name == "BUDGET") {
-    Value budget = services_.budget ? services_.budget() : Value();
-    if (budget.is_nil())
+    const Value budget = services_.budget ? services_.budget() : Value();
+    if (budget.is_nil()) {
       return answer(make_error_response(wire_error::kNotFound, "this daemon records no usage (see its log)"));
-    answer(make_ok_response("usage and budget", std::move(budget)));
+    }
+    answer(make_ok_response("usage and budget", budget));
     return;
   }
   if (name == "MCP") {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -72,6 +73,31 @@ std::tm utc_of(std::int64_t unix_ms) {
 std::string amount_text(BudgetUnit unit, double amount) {
   if (unit == BudgetUnit::usd) return fmt::format("${:.4f}", amount);
   return fmt::format("{} tokens", static_cast<std::int64_t>(amount));
+}
+
+// What the ledger counted from `since` (Unix ms) on, by provider and model.
+Result<std::vector<UsageTotals>> usage_since(const SqliteDb& db, std::int64_t since) {
+  auto query = db.prepare(
+      "SELECT provider, model, COUNT(*), TOTAL(input), TOTAL(cached), TOTAL(output), TOTAL(usd), MIN(priced), "
+      "TOTAL(estimated) FROM calls WHERE state > 0 AND at_ms >= ?1 GROUP BY provider, model ORDER BY provider, model");
+  if (!query) return fail(query.error().code, query.error().message);
+  sqlite3_stmt* row = query->get();
+  sqlite3_bind_int64(row, 1, since);
+  std::vector<UsageTotals> rows;
+  int step = SQLITE_ROW;
+  while ((step = sqlite3_step(row)) == SQLITE_ROW) {
+    UsageTotals t{column_text(row, 0), column_text(row, 1)};
+    t.calls = static_cast<std::uint64_t>(sqlite3_column_int64(row, 2));
+    t.input_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 3));
+    t.cached_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 4));
+    t.output_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 5));
+    t.usd = sqlite3_column_double(row, 6);
+    t.unpriced = sqlite3_column_int(row, 7) == 0;
+    t.estimated = static_cast<std::uint64_t>(sqlite3_column_double(row, 8));
+    rows.push_back(std::move(t));
+  }
+  if (step != SQLITE_DONE) return db.error("cannot read the usage totals");
+  return rows;
 }
 
 }  // namespace
@@ -350,21 +376,9 @@ Result<std::shared_ptr<Budget>> Budget::open(const std::filesystem::path& file, 
     log_message(LogLevel::warn, kComponent,
                 "{} call(s) in flight when the daemon last stopped are counted at their reserved worst case", left);
   }
-  auto totals = ledger.prepare(
-      "SELECT provider, model, COUNT(*), TOTAL(input), TOTAL(cached), TOTAL(output), TOTAL(usd), MIN(priced), "
-      "TOTAL(estimated) FROM calls WHERE state > 0 GROUP BY provider, model");
+  auto totals = usage_since(ledger, std::numeric_limits<std::int64_t>::min());
   if (!totals) return fail(totals.error().code, totals.error().message);
-  while (sqlite3_step(totals->get()) == SQLITE_ROW) {
-    sqlite3_stmt* row = totals->get();
-    UsageTotals& t = state->totals_of(column_text(row, 0), column_text(row, 1));
-    t.calls = static_cast<std::uint64_t>(sqlite3_column_int64(row, 2));
-    t.input_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 3));
-    t.cached_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 4));
-    t.output_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 5));
-    t.usd = sqlite3_column_double(row, 6);
-    t.unpriced = sqlite3_column_int(row, 7) == 0;
-    t.estimated = static_cast<std::uint64_t>(sqlite3_column_double(row, 8));
-  }
+  for (UsageTotals& t : *totals) state->totals.emplace(std::pair{t.provider, t.model}, std::move(t));
   return std::shared_ptr<Budget>(new Budget(std::move(state)));
 }
 
@@ -372,6 +386,8 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   if (now_ms < 0) now_ms = unix_ms_now();
   if (out.budget_ != nullptr) out.budget_->release(out);
   State& s = *state_;
+  const auto& unmetered = s.config.unmetered;
+  if (std::find(unmetered.begin(), unmetered.end(), call.provider) != unmetered.end()) return std::nullopt;
   const TokenPrice* price = s.prices.find(call.provider, call.model);
   const std::int64_t input = std::max<std::int64_t>(call.input_tokens, 0);
   const std::int64_t output = std::max<std::int64_t>(call.output_tokens, 0);
@@ -563,26 +579,12 @@ BudgetReport Budget::report(std::int64_t now_ms, bool periods) const {
     report.caps.push_back(std::move(status));
   }
   const auto by_model = [&](std::int64_t since) {
-    std::vector<UsageTotals> rows;
-    auto query = s.db.prepare(
-        "SELECT provider, model, COUNT(*), TOTAL(input), TOTAL(cached), TOTAL(output), TOTAL(usd), MIN(priced), "
-        "TOTAL(estimated) FROM calls WHERE state > 0 AND at_ms >= ?1 GROUP BY provider, model ORDER BY provider, "
-        "model");
-    if (!query) return rows;
-    sqlite3_stmt* row = query->get();
-    sqlite3_bind_int64(row, 1, since);
-    while (sqlite3_step(row) == SQLITE_ROW) {
-      UsageTotals t{column_text(row, 0), column_text(row, 1)};
-      t.calls = static_cast<std::uint64_t>(sqlite3_column_int64(row, 2));
-      t.input_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 3));
-      t.cached_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 4));
-      t.output_tokens = static_cast<std::int64_t>(sqlite3_column_double(row, 5));
-      t.usd = sqlite3_column_double(row, 6);
-      t.unpriced = sqlite3_column_int(row, 7) == 0;
-      t.estimated = static_cast<std::uint64_t>(sqlite3_column_double(row, 8));
-      rows.push_back(std::move(t));
+    auto rows = usage_since(s.db, since);
+    if (!rows) {
+      log_message(LogLevel::error, kComponent, "{}", rows.error().message);
+      return std::vector<UsageTotals>();
     }
-    return rows;
+    return std::move(*rows);
   };
   if (periods) report.today = by_model(BudgetPeriod{BudgetPeriod::Kind::daily}.window(now_ms).first);
   if (periods) report.this_month = by_model(BudgetPeriod{BudgetPeriod::Kind::monthly}.window(now_ms).first);

@@ -66,6 +66,9 @@ struct BudgetCap {
 
 struct BudgetConfig {
   std::vector<BudgetCap> caps;
+  // Providers whose calls cost nothing and report no usage (the built-in
+  // scripted and offline ones): neither held to the caps nor recorded.
+  std::vector<std::string> unmetered;
   bool empty() const noexcept { return caps.empty(); }
 };
 
@@ -145,7 +148,8 @@ class Budget {
   // anything. A call to a remote model the price table does not know is
   // refused while a dollar cap applies to it (it cannot be held to it). Any
   // thread. `now_ms`: Unix ms (the system clock by default).
-  // On success `out` holds the reservation and the result is empty.
+  // On success `out` holds the reservation and the result is empty; for an
+  // unmetered provider `out` stays empty (nothing is held or recorded).
   std::optional<BudgetRefusal> reserve(const BudgetCall& call, Reservation& out, std::int64_t now_ms = -1);
   // The call ended with `usage` (a -1 count: the reserved estimate is kept
   // for it, and the call is flagged estimated).

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "integration/daemon_process.hpp"
+#include "support/http_client.hpp"
 #include "support/http_stub.hpp"
 #include "support/skill_fixtures.hpp"
 
@@ -126,7 +127,8 @@ TEST_CASE("usage is priced from a LiteLLM file with cached tokens, and a kill -9
   stalled.head_pause = 60s;  // a model slow to start: the call is in flight when the daemon dies
   stub.enqueue(stalled);
   TempDir dir;
-  const DaemonProcess::Options options = with_budget(dir, write_config(dir, stub, "  daily_usd: 5\n"));
+  DaemonProcess::Options options = with_budget(dir, write_config(dir, stub, "  daily_usd: 5\n"));
+  options.metrics_port = "0";
   // 200 fresh tokens at $1/M, 800 cached at $0.10/M, 50 out at $2/M.
   const double first_cost = 200 * 1e-6 + 800 * 1e-7 + 50 * 2e-6;
   DaemonProcess first(options);
@@ -147,6 +149,14 @@ TEST_CASE("usage is priced from a LiteLLM file with cached tokens, and a kill -9
   const ProcessRun status = cli(first, {"status"});
   CHECK(status.out.find("daily_usd $0.0004 of $5.0000") != std::string::npos);
   CHECK(status.out.find("local 80 % of 1000 input tokens this month") != std::string::npos);
+  // /metrics: the cap and what the ledger counted.
+  REQUIRE(first.metrics_port() != 0);
+  testing::HttpConnection metrics(first.metrics_port());
+  const std::string scraped = metrics.request("GET", "/metrics").body;
+  CHECK(scraped.find("passepartout_budget_limit{cap=\"daily_usd\",unit=\"usd\"} 5") != std::string::npos);
+  CHECK(scraped.find(
+            "passepartout_usage_tokens_total{provider=\"local\",model=\"stub-model\",kind=\"cached_input\"} 800") !=
+        std::string::npos);
   const ProcessRun text = cli(first, {"budget"});
   CHECK(text.out.find("1000 in (800 cached, 80 %), 50 out") != std::string::npos);
 

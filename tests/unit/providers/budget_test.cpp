@@ -47,7 +47,9 @@ BudgetCap cap(BudgetUnit unit, double limit, BudgetPeriod::Kind kind = BudgetPer
 }
 
 std::shared_ptr<Budget> open_budget(const TempDir& dir, std::vector<BudgetCap> caps, PriceTable prices = {}) {
-  auto budget = Budget::open(dir.path() / "usage.sqlite3", BudgetConfig{std::move(caps)}, std::move(prices));
+  BudgetConfig config;
+  config.caps = std::move(caps);
+  auto budget = Budget::open(dir.path() / "usage.sqlite3", std::move(config), std::move(prices));
   REQUIRE(budget);
   return *budget;
 }
@@ -380,6 +382,22 @@ TEST_CASE("a provider over its cap is skipped before it is called and the next o
   CHECK(
       log.contains("PROBABILISTIC: Skipping remote (over budget: Budget exhausted: 100 tokens remaining, 150 "
                    "tokens requested (cap remote.daily_tokens, resets "));
+}
+
+TEST_CASE("an unmetered provider is neither held to the caps nor recorded", "[providers][budget][cascade]") {
+  TempDir dir;
+  auto free_one = std::make_shared<MeteredProvider>("scripted", 1000);
+  Cascade cascade({free_one});
+  BudgetConfig config;
+  config.caps = {cap(BudgetUnit::tokens, 10)};
+  config.unmetered = {"scripted"};
+  auto budget = Budget::open(dir.path() / "usage.sqlite3", config, {});
+  REQUIRE(budget);
+  cascade.set_budget(*budget);
+  CHECK(run(cascade, sized(500)).ok());
+  const BudgetReport report = (*budget)->report();
+  CHECK(report.all_time.empty());
+  CHECK(report.caps[0].spent == Approx(0.0).margin(1e-12));
 }
 
 TEST_CASE("a call refused by every cap fails with the refusal and reaches no provider",
