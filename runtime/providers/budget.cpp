@@ -64,7 +64,7 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 }
 
 std::tm utc_of(std::int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(floor_div(unix_ms, 1000));
+  const auto seconds = static_cast<std::time_t>(floor_div(unix_ms, 1000));
   std::tm tm{};
   gmtime_r(&seconds, &tm);
   return tm;

@@ -61,7 +61,7 @@ struct BudgetCap {
   double limit = 0;
   // How the config names it: "daily_usd", "openai.monthly_usd", "usd_30d".
   std::string name;
-  std::string origin;  // "<file>:<line>:<column>" of it in the config, for messages
+  std::string origin;  // "<file>:<line>:<column>" in the config (of its provider's name under per_provider)
 };
 
 struct BudgetConfig {

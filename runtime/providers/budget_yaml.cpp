@@ -1,5 +1,6 @@
 #include "providers/budget_yaml.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -54,7 +55,15 @@ std::optional<double> parse_tokens(std::string_view text) {
 }
 
 // One map of caps: the budget itself, or one provider's under per_provider.
-void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string& provider, BudgetConfig& out) {
+// "<file>:<line>:<column>" of `mark`, 1-based.
+std::string where_of(const YamlProblems& problems, const YAML::Mark& mark) {
+  return problems.origin() + ":" + std::to_string(std::max(mark.line, 0) + 1) + ":" +
+         std::to_string(std::max(mark.column, 0) + 1);
+}
+
+// `provider_mark`: where the provider's name is, for its caps' origin.
+void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string& provider,
+               const YAML::Mark& provider_mark, BudgetConfig& out) {
   const std::string prefix = provider.empty() ? std::string() : provider + ".";
   const std::string where = provider.empty() ? std::string(" in budget") : " in budget.per_provider." + provider;
   std::optional<BudgetPeriod> period;
@@ -82,7 +91,7 @@ void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string&
                               "per_provider." + who + ": expected a map of caps (daily_usd: 5)");
           continue;
         }
-        read_caps(each.second, problems, who, out);
+        read_caps(each.second, problems, who, each.first.Mark(), out);
       }
       continue;
     }
@@ -104,7 +113,7 @@ void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string&
     BudgetCap cap;
     cap.provider = provider;
     cap.name = prefix + name;
-    cap.origin = located(problems.origin(), key.Mark(), name);
+    cap.origin = where_of(problems, provider.empty() ? key.Mark() : provider_mark);
     cap.unit = name.ends_with("_usd") || name == "usd" ? BudgetUnit::usd : BudgetUnit::tokens;
     const std::optional<double> limit =
         cap.unit == BudgetUnit::usd ? parse_usd(value.Scalar()) : parse_tokens(value.Scalar());
@@ -148,7 +157,7 @@ void read_budget(const YAML::Node& node, YamlProblems& problems, BudgetConfig& o
     problems.problem(node.Mark(), "budget: expected a map of caps (daily_usd: 5, session_tokens: 200k, ...)");
     return;
   }
-  read_caps(node, problems, "", out);
+  read_caps(node, problems, "", node.Mark(), out);
 }
 
 }  // namespace passepartout

@@ -149,7 +149,9 @@ Result<PriceTable> PriceTable::parse_litellm(std::string_view text, const std::s
   }
   if (!document.is_object()) return fail(ErrorCode::invalid_input, origin + ":1:1: expected a JSON object of models");
 
-  for (const auto& [model, entry] : document.items()) {
+  for (const auto& item : document.items()) {
+    const std::string& model = item.key();
+    const Json& entry = item.value();
     if (model == "sample_spec" || !entry.is_object()) continue;
     if (!entry.contains(kInputKey) && !entry.contains(kOutputKey)) continue;
     // A cost given as text ("1.5e-07") is refused rather than read: LiteLLM
@@ -164,11 +166,11 @@ Result<PriceTable> PriceTable::parse_litellm(std::string_view text, const std::s
                                                 " must be a non-negative number");
     };
     auto input = read_cost(kInputKey, 0);
-    if (!input) return fail(input.error().code, std::move(input).error().message);
+    if (!input) return fail(input.error().code, input.error().message);
     auto output = read_cost(kOutputKey, 0);
-    if (!output) return fail(output.error().code, std::move(output).error().message);
+    if (!output) return fail(output.error().code, output.error().message);
     auto cache_read = read_cost(kCacheReadKey, *input);
-    if (!cache_read) return fail(cache_read.error().code, std::move(cache_read).error().message);
+    if (!cache_read) return fail(cache_read.error().code, cache_read.error().message);
     base.set(model, TokenPrice{*input, *output, *cache_read});
   }
   return base;

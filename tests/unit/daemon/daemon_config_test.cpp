@@ -251,6 +251,35 @@ TEST_CASE("a config file's mistakes are reported with file, line and column", "[
   }
 }
 
+TEST_CASE("the config file's budget is read, its per-provider names checked, and --price-table kept",
+          "[daemon][config][budget]") {
+  TempDir dir;
+  const auto file = dir.path() / "daemon.yaml";
+  Sources s;
+  s.sources.config_file = file;
+  SECTION("caps, in order") {
+    std::ofstream(file) << "budget:\n  daily_usd: 5\n  per_provider:\n    openai: {monthly_usd: 50}\n";
+    s.sources.command_line = {{"price-table", (dir.path() / "prices.json").string()}};
+    const auto config = s.resolve();
+    REQUIRE(config.has_value());
+    REQUIRE(config->budget.caps.size() == 2);
+    CHECK(config->budget.caps[0].name == "daily_usd");
+    CHECK(config->budget.caps[1].name == "openai.monthly_usd");
+    CHECK(config->price_table == dir.path() / "prices.json");
+  }
+  SECTION("a provider the daemon does not know, with the nearest one") {
+    std::ofstream(file) << "budget:\n  per_provider:\n    opnai: {monthly_usd: 50}\n";
+    const std::string message = error_of(s.resolve());
+    CHECK(message.starts_with(file.string() + ":3:5: unknown key 'opnai' in budget.per_provider; did you mean "
+                                              "'openai'?"));
+  }
+  SECTION("a bad cap, at its line") {
+    std::ofstream(file) << "port: 1\nbudget:\n  daily_usd: lots\n";
+    CHECK(error_of(s.resolve()).find(file.string() + ":3:14: daily_usd: 'lots' is not an amount of US dollars") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("the .env file fills only what the environment leaves unset", "[daemon][config]") {
   TempDir dir;
   const auto file = dir.path() / ".env";

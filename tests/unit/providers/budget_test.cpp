@@ -293,7 +293,8 @@ TEST_CASE("the config's budget map reads periods, units, amounts and per-provide
   CHECK(config.caps[3].name == "openai.monthly_usd");
   CHECK(config.caps[3].provider == "openai");
   CHECK(config.caps[4].limit == 1500000);
-  CHECK(config.caps[3].origin.rfind("cfg.yaml:6:", 0) == 0);
+  CHECK(config.caps[3].origin == "cfg.yaml:6:3");  // its provider's name
+  CHECK(config.caps[0].origin == "cfg.yaml:1:1");
 
   YamlProblems bad("cfg.yaml");
   BudgetConfig ignored;
