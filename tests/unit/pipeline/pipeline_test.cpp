@@ -21,6 +21,7 @@
 #include "pipeline/heartbeat.hpp"
 #include "pipeline/pipeline.hpp"
 #include "pipeline/rules.hpp"
+#include "providers/budget.hpp"
 #include "providers/cascade.hpp"
 #include "providers/offline_provider.hpp"
 #include "providers/scripted_provider.hpp"
@@ -693,8 +694,10 @@ TEST_CASE("a skill's error policy skips, falls back or aborts a crashed cycle (F
   }
 }
 
-TEST_CASE("a skill's error policy sees typed errors: every provider failed (llm), every proposal rejected (gate)",
-          "[pipeline][loop]") {
+TEST_CASE(
+    "a skill's error policy sees typed errors: every provider failed (llm) or over budget (budget), every proposal "
+    "rejected (gate)",
+    "[pipeline][loop]") {
   SECTION("llm: the providers' failures come with it; without a policy the user is told (D11)") {
     Rig rig({{"toolbox-a", 50}}, {"rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n",
                                   "rules:\n  - match: \".\"\n    reply: \"unused\"\n    fail: true\n"});
@@ -708,6 +711,33 @@ TEST_CASE("a skill's error policy sees typed errors: every provider failed (llm)
     rig.run(user_input_signal("hello?", "s1"), sink);  // the policy declines: the seed's answer
     REQUIRE(sink->messages().size() == 2);
     CHECK(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text() == "Neural Cascade Failure: All providers exhausted.");
+  }
+  SECTION("budget: every provider refused by a cap; without a policy the user is told which") {
+    Rig rig({{"toolbox-a", 50}}, {"rules:\n  - match: \".\"\n    reply: \"never asked\"\n"});
+    TempDir dir;
+    BudgetConfig config;
+    BudgetCap cap;
+    cap.unit = BudgetUnit::tokens;
+    cap.period = BudgetPeriod{BudgetPeriod::Kind::session};
+    cap.limit = 10;
+    cap.name = "session_tokens";
+    config.caps = {cap};
+    auto budget = Budget::open(dir.path() / "usage.sqlite3", config, {});
+    REQUIRE(budget);
+    rig.cascade.set_budget(*budget);
+    auto sink = std::make_shared<RecordingSink>();
+    rig.run(user_input_signal("policy: hello?", "s1"), sink);
+    CHECK(rig.providers[0]->hits(0) == 0);  // refused before it was asked
+    REQUIRE(sink->messages().size() == 1);
+    CHECK(sink->messages()[0].path({"PAYLOAD", "MESSAGE"}).text() ==
+          "over budget: cap session_tokens (tokens), resets never");
+    CHECK(rig.logged("ERROR POLICY: budget error handled by 'fallback'"));
+
+    rig.run(user_input_signal("hello?", "s1"), sink);  // the policy declines: the refusal is the answer
+    REQUIRE(sink->messages().size() == 2);
+    const std::string told(sink->messages()[1].path({"PAYLOAD", "TEXT"}).text());
+    CHECK(told.starts_with("Budget exhausted: 10 tokens remaining, "));
+    CHECK(told.ends_with("(cap session_tokens, for this session)"));
   }
   SECTION("gate: the deciding gate and the last rejection come with it") {
     Rig rig({{"block-gate", 90}, {"toolbox-a", 50}},
