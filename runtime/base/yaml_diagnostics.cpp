@@ -17,10 +17,14 @@ std::string in_quotes(std::string_view s) {
   return "'" + std::string(s.substr(0, cut)) + "...'";
 }
 
-std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what) {
+std::string location(const std::string& where, const YAML::Mark& mark) {
   const int line = mark.line < 0 ? 0 : mark.line;
   const int column = mark.column < 0 ? 0 : mark.column;
-  return where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + what;
+  return where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
+}
+
+std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what) {
+  return location(where, mark) + ": " + what;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -18,7 +18,9 @@ namespace passepartout {
 // Quoted for a message, shortened (at a code point) so one bad value cannot flood a log line.
 std::string in_quotes(std::string_view s);
 
-// "<where>:<line>:<column>: <what>", 1-based; a mark yaml-cpp left unset counts as the start.
+// "<where>:<line>:<column>", 1-based; a mark yaml-cpp left unset counts as the start.
+std::string location(const std::string& where, const YAML::Mark& mark);
+// "<where>:<line>:<column>: <what>".
 std::string located(const std::string& where, const YAML::Mark& mark, const std::string& what);
 
 // Edit distance counting a swap of neighbours as one edit ("nmae" -> "name").

@@ -14,14 +14,15 @@
 #include "cli/exit_status.hpp"
 #include "cli/operator_request.hpp"
 #include "daemon/protocol.hpp"
+#include "providers/budget.hpp"
 
 namespace passepartout::cli {
 
 namespace {
 
+// A cap's amount in the unit its :UNIT names.
 std::string amount_text(const Value& unit, double amount) {
-  if (display_text(unit) == "usd") return fmt::format("${:.4f}", amount);
-  return std::to_string(static_cast<std::int64_t>(amount)) + " tokens";
+  return budget_amount_text(display_text(unit) == "usd" ? BudgetUnit::usd : BudgetUnit::tokens, amount);
 }
 
 double real_of(const Value& v) {

@@ -103,8 +103,7 @@ Result<std::shared_ptr<Budget>> open_budget(const DaemonConfig& c) {
   }
   for (const BudgetCap& cap : c.budget.caps) {
     log_message(LogLevel::info, kComponent, "budget: {} at most {}{}", cap.name,
-                cap.unit == BudgetUnit::usd ? fmt::format("${}", cap.limit)
-                                            : fmt::format("{} tokens", static_cast<std::int64_t>(cap.limit)),
+                budget_amount_text(cap.unit, cap.limit),
                 cap.provider.empty() ? std::string() : " (" + cap.provider + ")");
   }
   return std::move(*budget);

@@ -525,10 +525,13 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   // The real providers: the seed's presets with the config file's declared over them.
   const std::vector<ProviderConfig> endpoints = merge_providers(preset_providers(env_lookup), std::move(declared));
   config.known_providers = endpoints;
-  std::string known = "scripted, offline";
-  for (const ProviderConfig& p : endpoints) {
-    known += ", ";
-    known += p.name;
+  // Every provider a setting may name: the built-in ones, then the real ones.
+  std::vector<std::string_view> provider_names = {"scripted", "offline"};
+  for (const ProviderConfig& p : endpoints) provider_names.emplace_back(p.name);
+  std::string known;
+  for (const std::string_view name : provider_names) {
+    if (!known.empty()) known += ", ";
+    known += name;
   }
   if (const Raw* r = raw("provider")) {
     for (std::string_view name : split_list(r->text)) {
@@ -565,16 +568,13 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   }
   // A per-provider cap must name a provider the daemon knows.
   for (const BudgetCap& cap : config.budget.caps) {
-    if (cap.provider.empty() || cap.provider == "scripted" || cap.provider == "offline" ||
-        std::any_of(endpoints.begin(), endpoints.end(),
-                    [&](const ProviderConfig& p) { return p.name == cap.provider; })) {
+    if (cap.provider.empty() ||
+        std::find(provider_names.begin(), provider_names.end(), cap.provider) != provider_names.end()) {
       continue;
     }
-    std::vector<std::string_view> names = {"scripted", "offline"};
-    for (const ProviderConfig& p : endpoints) names.emplace_back(p.name);
-    return fail(ErrorCode::invalid_input, cap.origin + ": " +
-                                              unknown_key_message(cap.provider, names, " in budget.per_provider") +
-                                              " (the providers are the presets and the config file's providers:)");
+    return fail(ErrorCode::invalid_input,
+                cap.origin + ": " + unknown_key_message(cap.provider, provider_names, " in budget.per_provider") +
+                    " (the providers are the presets and the config file's providers:)");
   }
   if (const Raw* r = raw("price-table")) {
     if (r->text.empty()) return bad(*r, "is not a file");

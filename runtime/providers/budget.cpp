@@ -70,11 +70,6 @@ std::tm utc_of(std::int64_t unix_ms) {
   return tm;
 }
 
-std::string amount_text(BudgetUnit unit, double amount) {
-  if (unit == BudgetUnit::usd) return fmt::format("${:.4f}", amount);
-  return fmt::format("{} tokens", static_cast<std::int64_t>(amount));
-}
-
 // What the ledger counted from `since` (Unix ms) on, by provider and model.
 Result<std::vector<UsageTotals>> usage_since(const SqliteDb& db, std::int64_t since) {
   auto query = db.prepare(
@@ -210,7 +205,6 @@ struct Budget::State {
   std::vector<std::size_t> free_slots;
   std::map<std::pair<std::string, std::string>, UsageTotals> totals;  // all time, by provider and model
   std::uint64_t refusals = 0;
-  std::size_t in_flight = 0;
 
   State(SqliteDb database, BudgetConfig budget, PriceTable table)
       : db(std::move(database)), config(std::move(budget)), prices(std::move(table)) {
@@ -302,7 +296,6 @@ struct Budget::State {
     if (spend != nullptr && spend->open > 0) --spend->open;
     call.used = false;
     call.holds.clear();
-    --in_flight;
   }
 };
 
@@ -326,6 +319,11 @@ Budget::Reservation::~Reservation() {
 }
 
 // --- Budget -----------------------------------------------------------------------
+
+std::string budget_amount_text(BudgetUnit unit, double amount) {
+  if (unit == BudgetUnit::usd) return fmt::format("${:.4f}", amount);
+  return fmt::format("{} tokens", static_cast<std::int64_t>(amount));
+}
 
 std::filesystem::path usage_file(const std::filesystem::path& state_dir) { return state_dir / "usage.sqlite3"; }
 
@@ -435,8 +433,8 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
                                    : "resets " + utc_timestamp(cap.window_end);
       return refuse(cap, remaining,
                     fmt::format("Budget exhausted: {} remaining, {} requested (cap {}, {})",
-                                amount_text(cap.cap.unit, std::max(0.0, remaining)), amount_text(cap.cap.unit, wanted),
-                                cap.cap.name, when));
+                                budget_amount_text(cap.cap.unit, std::max(0.0, remaining)),
+                                budget_amount_text(cap.cap.unit, wanted), cap.cap.name, when));
     }
     holds.push_back(State::Hold{i, cap.window_start});
   }
@@ -492,7 +490,6 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   entry.usd = usd;
   entry.tokens = tokens;
   entry.holds = std::move(holds);
-  ++s.in_flight;
 
   out.budget_ = this;
   out.id_ = id;
@@ -589,7 +586,7 @@ BudgetReport Budget::report(std::int64_t now_ms, bool periods) const {
   if (periods) report.today = by_model(BudgetPeriod{BudgetPeriod::Kind::daily}.window(now_ms).first);
   if (periods) report.this_month = by_model(BudgetPeriod{BudgetPeriod::Kind::monthly}.window(now_ms).first);
   for (const auto& [key, totals] : s.totals) report.all_time.push_back(totals);
-  report.in_flight = s.in_flight;
+  report.in_flight = s.open.size() - s.free_slots.size();
   report.refusals = s.refusals;
   return report;
 }

@@ -112,6 +112,9 @@ struct BudgetReport {
   std::uint64_t refusals = 0;           // calls refused since the daemon started
 };
 
+// "$0.0123" or "1200 tokens": an amount of a cap, as messages show it.
+std::string budget_amount_text(BudgetUnit unit, double amount);
+
 // <state_dir>/usage.sqlite3.
 std::filesystem::path usage_file(const std::filesystem::path& state_dir);
 

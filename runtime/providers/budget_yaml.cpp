@@ -55,12 +55,6 @@ std::optional<double> parse_tokens(std::string_view text) {
 }
 
 // One map of caps: the budget itself, or one provider's under per_provider.
-// "<file>:<line>:<column>" of `mark`, 1-based.
-std::string where_of(const YamlProblems& problems, const YAML::Mark& mark) {
-  return problems.origin() + ":" + std::to_string(std::max(mark.line, 0) + 1) + ":" +
-         std::to_string(std::max(mark.column, 0) + 1);
-}
-
 // `provider_mark`: where the provider's name is, for its caps' origin.
 void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string& provider,
                const YAML::Mark& provider_mark, BudgetConfig& out) {
@@ -113,7 +107,7 @@ void read_caps(const YAML::Node& map, YamlProblems& problems, const std::string&
     BudgetCap cap;
     cap.provider = provider;
     cap.name = prefix + name;
-    cap.origin = where_of(problems, provider.empty() ? key.Mark() : provider_mark);
+    cap.origin = location(problems.origin(), provider.empty() ? key.Mark() : provider_mark);
     cap.unit = name.ends_with("_usd") || name == "usd" ? BudgetUnit::usd : BudgetUnit::tokens;
     const std::optional<double> limit =
         cap.unit == BudgetUnit::usd ? parse_usd(value.Scalar()) : parse_tokens(value.Scalar());
