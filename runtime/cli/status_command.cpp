@@ -219,6 +219,23 @@ void print_status(const Target& target, const Value& response, std::ostream& out
     }
     out << render_table(table, {}, "  ");
   }
+  const auto rounds = entries_of(p.at("CONSENSUS"));
+  if (!rounds.empty()) {
+    out << "\nConsensus (rounds per set of voting providers):\n";
+    std::vector<std::vector<std::string>> table;
+    table.reserve(rounds.size());
+    for (const Value& r : rounds) {
+      std::string flags;
+      for (const Value& f : entries_of(r.at("RED-FLAGS"))) {
+        flags += (flags.empty() ? "" : ", ") + display_text(f.at("PROVIDER")) + " " + integer_text(f.at("COUNT"));
+      }
+      table.push_back({display_text(r.at("PROVIDERS")),
+                       integer_text(r.at("AGREED")) + " agreed, " + integer_text(r.at("DISAGREED")) + " disagreed",
+                       integer_text(r.at("CALLS")) + " calls (" + integer_text(r.at("CANCELLED")) + " cancelled)",
+                       "red flags: " + (flags.empty() ? std::string("none") : flags)});
+    }
+    out << render_table(table, {}, "  ");
+  }
   const auto shadows = entries_of(p.at("SHADOWS"));
   if (!shadows.empty()) {
     out << "\nShadow candidates (" << shadows.size() << ", tried, never applied; `skills shadow status`):\n";

@@ -676,6 +676,12 @@ Result<void> Daemon::Impl::boot() {
   auto identity = read_identity(c);
   if (!identity) return fail(identity.error().code, identity.error().message);
   options.identity = std::move(*identity);
+  options.consensus = c.consensus;
+  if (c.consensus.enabled()) {
+    log_message(LogLevel::info, kComponent, "consensus on {}: {}",
+                c.consensus.when == ConsensusConfig::When::always ? "every proposal" : "proposals that act",
+                c.consensus.describe());
+  }
   mcp = std::make_unique<McpHub>(*mcp_loop.contexts().front(), c.state_dir);
   mcp->set_audit([host = skills.get()](SkillChange change) { host->record_external(std::move(change)); });
   if (!c.mcp_servers.empty()) {

@@ -20,6 +20,7 @@
 #include "base/state_paths.hpp"
 #include "base/yaml_diagnostics.hpp"
 #include "daemon/frame_codec.hpp"
+#include "pipeline/consensus_yaml.hpp"
 #include "providers/budget_yaml.hpp"
 #include "providers/provider_config_yaml.hpp"
 #include "skills/audit_log.hpp"
@@ -215,7 +216,7 @@ std::string scalar_text(const YAML::Node& node) {
 // Reads the config file: a map whose keys are settings' keys, and the
 // providers: list (into `declared`).
 Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<ProviderConfig>& declared,
-                              BudgetConfig& budget, const EnvLookup& env) {
+                              BudgetConfig& budget, DaemonConfig& settled, const EnvLookup& env) {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return fail(ErrorCode::io_error, "config file " + file.string() + ": cannot be read (" + errno_text(errno) + ")");
@@ -241,6 +242,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
   known.emplace_back("providers");
   known.emplace_back("mcp_servers");
   known.emplace_back("budget");
+  known.emplace_back("consensus");
   const fs::path base = file.parent_path();
   for (const auto& entry : root) {
     const YAML::Node& key = entry.first;
@@ -252,6 +254,10 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
     }
     if (name == "budget") {
       read_budget(value, problems, budget);
+      continue;
+    }
+    if (name == "consensus") {
+      read_consensus(value, problems, settled.consensus, settled.consensus_origins);
       continue;
     }
     if (name == "mcp_servers") continue;                        // read_mcp_configuration's
@@ -430,8 +436,9 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
   };
   std::vector<ProviderConfig> declared;
   BudgetConfig budget;
+  DaemonConfig config;
   if (!sources.config_file.empty()) {
-    if (auto read = read_config_file(sources.config_file, raws, declared, budget, env_lookup); !read)
+    if (auto read = read_config_file(sources.config_file, raws, declared, budget, config, env_lookup); !read)
       return fail(read.error().code, read.error().message);
   }
   // PROVIDER_CASCADE wins over the file's provider_cascade: (the seed's variable).
@@ -451,7 +458,6 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     return {};
   };
 
-  DaemonConfig config;
   config.budget = std::move(budget);
   if (const Raw* r = raw("state-dir")) {
     if (r->text.empty()) return bad(*r, "is not a folder");
@@ -575,6 +581,16 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     return fail(ErrorCode::invalid_input,
                 cap.origin + ": " + unknown_key_message(cap.provider, provider_names, " in budget.per_provider") +
                     " (the providers are the presets and the config file's providers:)");
+  }
+  // Consensus voters must be providers of the cascade: a round asks them there.
+  for (std::size_t i = 0; i < config.consensus.providers.size(); ++i) {
+    const std::string& name = config.consensus.providers[i];
+    if (std::find(config.providers.begin(), config.providers.end(), name) != config.providers.end()) continue;
+    std::string cascade;
+    for (const std::string& p : config.providers) cascade += (cascade.empty() ? "" : ", ") + p;
+    return fail(ErrorCode::invalid_input, config.consensus_origins[i] + ": consensus.providers: " + in_quotes(name) +
+                                              " is not in the cascade (" + cascade +
+                                              "): only the cascade's providers can vote");
   }
   if (const Raw* r = raw("price-table")) {
     if (r->text.empty()) return bad(*r, "is not a file");

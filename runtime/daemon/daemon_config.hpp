@@ -19,6 +19,7 @@
 #include "mcp/server_config.hpp"
 #include "memory/memory_store.hpp"
 #include "pipeline/approvals.hpp"
+#include "pipeline/consensus.hpp"
 #include "providers/budget.hpp"
 #include "providers/provider_config.hpp"
 
@@ -91,6 +92,10 @@ struct DaemonConfig {
   // The config file's budget: caps (providers/budget.hpp), and the prices
   // the built-in table is extended with (--price-table, LiteLLM's format).
   BudgetConfig budget;
+  // The config file's consensus: (pipeline/consensus.hpp), off when absent;
+  // where each of its providers is written, for the errors.
+  ConsensusConfig consensus;
+  std::vector<std::string> consensus_origins;
   std::filesystem::path price_table;
   std::filesystem::path memory_file;
   std::size_t memory_history_limit = MemoryStore::kDefaultHistoryLimit;  // 0: none

@@ -199,6 +199,37 @@ std::string DaemonMetrics::scrape() const {
     }
   }
 
+  // Consensus rounds, per set of voting providers (only once one ran).
+  if (sources_.pipeline != nullptr) {
+    const auto sets = sources_.pipeline->consensus_stats().figures();
+    if (!sets.empty()) {
+      const std::string rounds = name("consensus_rounds_total");
+      out.family(rounds, Type::counter,
+                 "Consensus rounds on a proposal, by the providers that vote and outcome (agreed, disagreed).");
+      for (const auto& [set, f] : sets) {
+        out.sample(rounds, {{"providers", set}, {"outcome", "agreed"}}, f.agreed);
+        out.sample(rounds, {{"providers", set}, {"outcome", "disagreed"}}, f.disagreed);
+      }
+      const std::string calls = name("consensus_calls_total");
+      out.family(calls, Type::counter,
+                 "Model calls made by consensus rounds, by the providers that vote and outcome (made; cancelled "
+                 "once the round was decided).");
+      for (const auto& [set, f] : sets) {
+        out.sample(calls, {{"providers", set}, {"outcome", "made"}}, f.calls);
+        out.sample(calls, {{"providers", set}, {"outcome", "cancelled"}}, f.cancelled);
+      }
+      const std::string flags = name("consensus_red_flags_total");
+      out.family(flags, Type::counter,
+                 "Answers discarded before they voted (malformed, or arguments that do not match the schema), by "
+                 "the providers that vote and the provider that answered.");
+      for (const auto& [set, f] : sets) {
+        for (const auto& [provider, count] : f.red_flags) {
+          out.sample(flags, {{"providers", set}, {"provider", provider}}, count);
+        }
+      }
+    }
+  }
+
   // Approvals.
   if (sources_.approvals != nullptr) {
     const std::string pending = name("approvals_pending");

@@ -406,6 +406,24 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
       }
       return Value::list(sessions);
     };
+    // What the consensus rounds came to, per set of voting providers.
+    auto consensus_value = [this]() -> Value {
+      std::vector<Value> sets;
+      for (const auto& [set, f] : services_.pipeline.consensus_stats().figures()) {
+        std::vector<Value> flags;
+        for (const auto& [provider, count] : f.red_flags) {
+          flags.push_back(
+              Value::plist({{"PROVIDER", str(provider)}, {"COUNT", num(static_cast<std::int64_t>(count))}}));
+        }
+        sets.push_back(Value::plist({{"PROVIDERS", str(set)},
+                                     {"AGREED", num(static_cast<std::int64_t>(f.agreed))},
+                                     {"DISAGREED", num(static_cast<std::int64_t>(f.disagreed))},
+                                     {"CALLS", num(static_cast<std::int64_t>(f.calls))},
+                                     {"CANCELLED", num(static_cast<std::int64_t>(f.cancelled))},
+                                     {"RED-FLAGS", Value::list(flags)}}));
+      }
+      return Value::list(sets);
+    };
     const HealthReport health = services_.health ? services_.health() : HealthReport{};
     const auto uptime =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - services_.started);
@@ -432,6 +450,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"APPROVALS-REFUSED", num(static_cast<std::int64_t>(refused))},
              {"RULES", rules_status()},
              {"LOCAL-ONLY-SESSIONS", local_only_value()},
+             {"CONSENSUS", consensus_value()},
              {"DECISION-LOG", Value::keyword(services_.decisions != nullptr ? "ON" : "OFF")},
              {"DECISIONS-WRITTEN",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->written() : 0))},

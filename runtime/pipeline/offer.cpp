@@ -154,9 +154,7 @@ Offer::Offer(const Snapshot& snapshot, std::shared_ptr<const ToolCatalog> catalo
 
 const OfferedFunction* Offer::find_native(std::string_view name) const noexcept {
   for (const OfferedFunction& function : functions_) {
-    if (function.native && function.name.size() == name.size() &&
-        std::equal(name.begin(), name.end(), function.name.begin(),
-                   [](char a, char b) { return ascii_lower(a) == ascii_lower(b); })) {
+    if (function.native && ascii_iequals(function.name, name)) {
       return &function;
     }
   }

@@ -53,6 +53,7 @@
 
 #include "base/inline_function.hpp"
 #include "base/result.hpp"
+#include "pipeline/consensus.hpp"
 #include "pipeline/signal.hpp"
 #include "value/value.hpp"
 
@@ -113,6 +114,9 @@ struct PipelineOptions {
   // The identity file's text (seed D8's agent identity), shown in IDENTITY
   // after the assistant's name; "" for none.
   std::string identity;
+  // Consensus on actions (pipeline/consensus.hpp): off unless configured; a
+  // signal whose :META has :CONSENSUS T asks for it on every proposal.
+  ConsensusConfig consensus;
 };
 
 // How the loop of one injected signal ended, for the caller and tests.
@@ -211,6 +215,8 @@ class Pipeline {
   // Sessions that reached private data: their model calls go to local
   // providers only, for as long as the pipeline lives (pipeline/model_routing.hpp).
   const LocalOnlySessions& local_only_sessions() const noexcept;
+  // What the consensus rounds came to, per set of voting providers.
+  const ConsensusStats& consensus_stats() const noexcept;
 
   struct Impl;
 

@@ -176,6 +176,13 @@ void Run::think() {
   // once, and no faster since.
   request.cancel = begin_call();
   if (services().decisions != nullptr) decision_lineup = lineup;
+  ConsensusConfig scratch;
+  if (const ConsensusConfig* rule = consensus_rule(scratch);
+      rule != nullptr && rule->when == ConsensusConfig::When::always) [[unlikely]] {
+    request.on_chunk = nullptr;  // several models answer: none streams to the client
+    open_round(*rule, nullptr);
+    return;
+  }
   services().cascade.call_lent(std::move(lineup), request,
                                [self = shared_from_this()](CascadeOutcome&& answer) mutable {  // called once
                                  Run& run = *self;
@@ -287,15 +294,27 @@ void Run::record_verdict(const Verification& verification) {
   open_call = ToolCall{};
 }
 
-void Run::reasoned(const CascadeOutcome& outcome) {
-  bool conversing = false;
-  {  // the call is over: the session's request lets go of the signal and of the callback into this run
-    ProviderRequest& request = session->request;
-    request.context = Value();
-    request.tools = Value();
-    request.on_chunk = nullptr;
-    conversing = request.prompt_in_transcript;
+void Run::release_request() {
+  ProviderRequest& request = session->request;
+  request.context = Value();
+  request.tools = Value();
+  request.on_chunk = nullptr;
+}
+
+Run::Proposal Run::proposal_of(const ProviderReply& answer) const {
+  Proposal proposal;
+  proposal.action = offer->stamp(parse_response(answer, offer.get(), &proposal.problem));
+  proposal.target = target_of(proposal.action, false);
+  proposal.acts = acts(proposal.target);
+  if (needs_aiming(proposal.action, proposal.target)) {
+    proposal.implied = proposal.action.get("TARGET"_key) == nullptr;
+    proposal.action = std::move(proposal.action).with("TARGET"_key, Value::keyword(proposal.target));
   }
+  return proposal;
+}
+
+void Run::reasoned(const CascadeOutcome& outcome) {
+  release_request();                // the call is over
   if (call_ended(outcome)) return;  // cancelled: the loop has ended
   stream_mask.flush([this](std::string_view text) { send_chunk(text); });
   model_failure = Value();
@@ -311,14 +330,24 @@ void Run::reasoned(const CascadeOutcome& outcome) {
       return;
     }
   }
-  target_implied = false;
-  if (conversing && outcome.ok()) record_answer(outcome.reply);
-  Value action = offer->stamp(parse_response(outcome.reply, offer.get()));
-  const std::string target = target_of(action, false);
-  action = aimed(std::move(action), target, false);
+  Proposal proposal = proposal_of(outcome.reply);
+  if (outcome.ok() && proposal.acts) {
+    ConsensusConfig scratch;
+    if (const ConsensusConfig* rule = consensus_rule(scratch)) [[unlikely]] {
+      open_round(*rule, &proposal);  // the other models are asked before the gates see it
+      return;
+    }
+  }
+  proposed(std::move(proposal));
+}
+
+void Run::proposed(Proposal proposal) {
+  const CascadeOutcome& outcome = cascade_outcome;
+  target_implied = proposal.implied;
+  if (session->request.prompt_in_transcript && outcome.ok()) record_answer(outcome.reply);
   Verification verification;
   model_proposed = outcome.ok();
-  verify_and_record(DecisionStage::reason, snapshot, action, reasoning, verification, decision_context(),
+  verify_and_record(DecisionStage::reason, snapshot, proposal.action, reasoning, verification, decision_context(),
                     timed_out_gates);
   if (verification.timed_out != nullptr) [[unlikely]]
     timed_out_gates.push_back(verification.timed_out->name());
@@ -326,7 +355,7 @@ void Run::reasoned(const CascadeOutcome& outcome) {
     approval_gates = approving_gates(verification);
     granting_rule = standing_approval(verification.action, approval_gates);
   }
-  if (conversing) record_verdict(verification);
+  if (session->request.prompt_in_transcript) record_verdict(verification);
   switch (verification.outcome) {
     case VerifyOutcome::approval_required: {
       reasoning = Value();  // done with: the signal's list is then this loop's alone
@@ -343,29 +372,31 @@ void Run::reasoned(const CascadeOutcome& outcome) {
       act(verification.to_value(), untraced ? &verification.action : nullptr);
       return;
     }
-    case VerifyOutcome::blocked: {
-      last_rejection = verification.to_value();
-      if (attempt < options().max_attempts) {
-        log_message(LogLevel::info, kPipelineComponent, "REASON: proposal rejected (attempt {} of {}); asking again",
-                    attempt, options().max_attempts);
-        reasoning =
-            reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
-        think();
-        return;
-      }
-      // After the last attempt a skill may handle it; by default the user
-      // is shown the rejection (E8).
-      if (policy_decides(GateError("every proposal was rejected (" + std::to_string(attempt) + " attempts): " +
-                                       std::string(verification.reason.is_string() ? verification.reason.text() : ""),
-                                   deciding_gate(verification), last_rejection))) {
-        return;
-      }
-      reasoning = Value();
-      signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
-      act(last_rejection);
+    case VerifyOutcome::blocked:
+      rejected(verification, verification.to_value());
       return;
-    }
   }
+}
+
+void Run::rejected(const Verification& verification, Value rejection) {
+  last_rejection = std::move(rejection);
+  if (attempt < options().max_attempts) {
+    log_message(LogLevel::info, kPipelineComponent, "REASON: proposal rejected (attempt {} of {}); asking again",
+                attempt, options().max_attempts);
+    reasoning = reasoning.with("PAYLOAD"_key, reasoning.at("PAYLOAD"_key).with("REJECTION-TRACE"_key, last_rejection));
+    think();
+    return;
+  }
+  // After the last attempt a skill may handle it; by default the user is
+  // shown the rejection (E8).
+  if (policy_decides(GateError("every proposal was rejected (" + std::to_string(attempt) + " attempts): " +
+                                   std::string(verification.reason.is_string() ? verification.reason.text() : ""),
+                               deciding_gate(verification), last_rejection))) {
+    return;
+  }
+  reasoning = Value();
+  signal = std::move(signal).with("STATUS"_key, Value::keyword("REASONED"_key));
+  act(last_rejection);
 }
 
 }  // namespace passepartout

@@ -68,7 +68,11 @@ bool is_blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") 
 // D11 step 2, with Decision 5: the first call only, as a proper plist aimed
 // at the tool actuator, or, for a function the offer says is an actuator, at
 // that actuator with the arguments as its payload.
-Value tool_call_action(const Value& calls, const Offer* offer) {
+Value tool_call_action(const Value& calls, const Offer* offer, std::string* problem) {
+  auto malformed = [problem](std::string text) {
+    if (problem != nullptr) *problem = text;
+    return message_action(std::move(text));
+  };
   const std::span<const Value> items = calls.items();
   // A single call given without its list is taken as the list of one.
   const Value& first = !items.empty() && items[0].is_keyword() ? calls : items.front();
@@ -77,7 +81,7 @@ Value tool_call_action(const Value& calls, const Offer* offer) {
 
   const Value& name = call->at("NAME");
   const bool named = (name.is_string() || name.is_symbol() || name.is_keyword()) && !name.text().empty();
-  if (!named) return message_action("The model asked for a tool call without a tool name; nothing was run.");
+  if (!named) return malformed("The model asked for a tool call without a tool name; nothing was run.");
   const std::string tool(name.text());
 
   Value args = call->at("ARGUMENTS");
@@ -87,15 +91,15 @@ Value tool_call_action(const Value& calls, const Offer* offer) {
     } else {
       auto parsed = json_to_value(args.text());
       if (!parsed) {
-        return message_action("The model asked for tool '" + tool + "' with arguments that are not valid JSON (" +
-                              parsed.error().message + "); nothing was run.");
+        return malformed("The model asked for tool '" + tool + "' with arguments that are not valid JSON (" +
+                         parsed.error().message + "); nothing was run.");
       }
       args = std::move(*parsed);
     }
   }
   if (!is_plist(args)) {
-    return message_action("The model asked for tool '" + tool +
-                          "' with arguments that are not an object of named values; nothing was run.");
+    return malformed("The model asked for tool '" + tool +
+                     "' with arguments that are not an object of named values; nothing was run.");
   }
   if (offer != nullptr) {
     if (const OfferedFunction* function = offer->find_native(tool)) return Offer::action_for_call(*function, args);
@@ -181,7 +185,9 @@ Value plist_keywords_normalize(const Value& form) {
   return Value::list(normalized);
 }
 
-Value parse_response_text(std::string_view text) {
+namespace {
+
+Value parse_text(std::string_view text, std::string* problem) {
   std::string repaired;  // only for a reply that is not valid UTF-8
   if (!is_valid_utf8(text)) {
     repaired = replace_invalid_utf8(text);
@@ -198,17 +204,25 @@ Value parse_response_text(std::string_view text) {
   if (!cleaned.empty() && (cleaned.front() == '(' || cleaned.front() == '[')) {
     auto form = read_sexp_prefix(cleaned, nullptr, ReaderLimits{}, Utf8::checked);  // checked or repaired above
     if (form && form->is_sequence()) return form_action(*form);
+    if (problem != nullptr) {
+      *problem = form ? std::string("the answer opens a list but reads as no list")
+                      : "the answer opens a list that does not read: " + form.error().message;
+    }
   }
   return message_action(std::string(cleaned));
 }
 
-Value parse_response(const ProviderReply& reply, const Offer* offer) {
+}  // namespace
+
+Value parse_response_text(std::string_view text) { return parse_text(text, nullptr); }
+
+Value parse_response(const ProviderReply& reply, const Offer* offer, std::string* problem) {
   switch (reply.kind) {
     case ProviderReply::Kind::tool_calls:
-      if (reply.tool_calls.is_list()) return tool_call_action(reply.tool_calls, offer);
-      return parse_response_text(reply.content);
+      if (reply.tool_calls.is_list()) return tool_call_action(reply.tool_calls, offer, problem);
+      return parse_text(reply.content, problem);
     case ProviderReply::Kind::content:
-      return parse_response_text(reply.content);
+      return parse_text(reply.content, problem);
     case ProviderReply::Kind::failure:
       return message_action(replace_invalid_utf8(reply.error));
   }

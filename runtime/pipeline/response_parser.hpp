@@ -30,8 +30,12 @@ inline constexpr std::string_view kNoResponse = "No response";
 //                 Offer::action_for_call gives: a tool's as above (the model's own
 //                 :EXPLANATION argument when it gave one), an actuator's as
 //                 (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD "ls" :EXPLANATION "...")).
+// `problem`, when given, is set to why the answer was malformed (a call
+// without a name or with arguments that are no object, a list that does not
+// read) and left alone otherwise: such an answer still becomes a message,
+// but a consensus round does not count it as a vote.
 // Thread-safe; never throws except std::bad_alloc.
-Value parse_response(const ProviderReply& reply, const Offer* offer = nullptr);
+Value parse_response(const ProviderReply& reply, const Offer* offer = nullptr, std::string* problem = nullptr);
 
 // The action for the model's text (D11 steps 3-5):
 //   1. markdown_strip;

@@ -46,6 +46,7 @@ struct Pipeline::Impl {
   PipelineOptions options;
   std::atomic<bool> interrupt_flag{false};
   LocalOnlySessions local_only;  // sticky: a session once marked stays local-only
+  ConsensusStats consensus;      // what the consensus rounds came to
   // Sets the flag; the first to set it tells the host (Services::on_interrupt)
   // and cancels the model calls in flight.
   void raise_interrupt() noexcept;
@@ -145,6 +146,8 @@ struct Pipeline::Impl {
 // decided), runs it once on the blocking executor and reports what it did.
 void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
                   std::string_view granted_by, std::function<void(Result<Value>)> done);
+
+struct ConsensusRound;  // consensus_round.cpp
 
 // One signal's loop: the injected signal and its feedback, cycle by cycle.
 // Each step runs on the executor (or, for an actuator's or tool's call, on
@@ -268,6 +271,41 @@ struct Run : std::enable_shared_from_this<Run> {
   // answers it (the rejection reaches the next attempt).
   void record_answer(const ProviderReply& answer);
   void record_verdict(const Verification& verification);
+
+  // What one answer proposes: parsed (D11), stamped (Offer::stamp) and
+  // aimed (aimed()), read without writing to the run, so a consensus
+  // round's calls can read their answers on any thread while the run waits.
+  struct Proposal {
+    Value action;
+    std::string target;    // target_of(action)
+    bool acts = false;     // acts(target)
+    bool implied = false;  // its :TARGET was written in (target_implied)
+    std::string problem;   // why the answer was malformed (parse_response); "" when it was not
+  };
+  Proposal proposal_of(const ProviderReply& answer) const;
+  // Drops what the session's request held for the call that ended: the
+  // signal, the tools and the streaming callback into this run.
+  void release_request();
+  // reasoned()'s second half: `proposal`, the answer of cascade_outcome,
+  // verified by the gates and acted on (or asked again).
+  void proposed(Proposal proposal);
+  // A rejected proposal (`rejection` the seed-shaped value shown and fed
+  // back): asked again while attempts remain, else the error policy, else
+  // the user is shown it.
+  void rejected(const Verification& verification, Value rejection);
+
+  // --- consensus on actions: consensus_round.cpp -------------------------------------
+  // The rule this cycle's proposals follow, or null: the configured one,
+  // for every proposal when the signal's :META has :CONSENSUS T (then, with
+  // none configured, a majority of the cascade's providers), written into
+  // `scratch` when it differs from the configured one.
+  const ConsensusConfig* consensus_rule(ConsensusConfig& scratch) const;
+  // Asks the rule's providers concurrently on the request think() built,
+  // the answer in cascade_outcome counting as a vote when `lead` is its
+  // proposal; round_decided() goes on once the votes decide.
+  void open_round(const ConsensusConfig& rule, const Proposal* lead);
+  void round_decided();
+  std::shared_ptr<ConsensusRound> consensus;  // the round in flight; null otherwise
 
   // --- cancelling a model call: call_cancel.cpp ---------------------------------------
   // A new call's cancel signal, for the session's request: cancelled when the

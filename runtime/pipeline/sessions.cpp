@@ -105,6 +105,8 @@ void Pipeline::Impl::finished(const std::shared_ptr<Session>& session) {
 
 const LocalOnlySessions& Pipeline::local_only_sessions() const noexcept { return impl_->local_only; }
 
+const ConsensusStats& Pipeline::consensus_stats() const noexcept { return impl_->consensus; }
+
 std::size_t Pipeline::sessions_kept() const {
   std::size_t kept = 0;
   for (Impl::SessionShard& shard : impl_->session_shards) {

@@ -32,7 +32,9 @@ const char* to_string(GateResult result) noexcept;
 // (pipeline/credential_rule.hpp); the operator's rules, which *block* (deny)
 // or *ask* (pipeline/rules.hpp). `none`: read from the result (a block is
 // the credential rule's, anything else the guard rule's).
-enum class HostRule : std::uint8_t { none, guard, credential, operator_rules };
+// A consensus round whose models did not agree (pipeline/consensus.hpp)
+// *blocks* as `consensus`.
+enum class HostRule : std::uint8_t { none, guard, credential, operator_rules, consensus };
 
 // One gate's decision as the trace stores it: two words, trivially
 // destructible, so recording a pass is two stores and clearing is free.
@@ -47,6 +49,7 @@ struct GateTraceEntry {
 inline constexpr std::string_view kGuardRuleName = "guard-rule";
 inline constexpr std::string_view kCredentialRuleName = "credential-rule";
 inline constexpr std::string_view kOperatorRulesName = "rules";
+inline constexpr std::string_view kConsensusName = "consensus";
 inline constexpr std::string_view kGuardRuleVersion = "host";
 
 // What a reader of the trace sees of one entry.
@@ -65,6 +68,8 @@ struct GateTraceView {
         return kCredentialRuleName;
       case HostRule::operator_rules:
         return kOperatorRulesName;
+      case HostRule::consensus:
+        return kConsensusName;
       case HostRule::none:
         break;
     }

@@ -1,0 +1,227 @@
+// Consensus on actions in a running daemon with three real endpoints (the
+// loopback HTTP stub three times, each an OpenAI-compatible API): a proposal
+// that acts is put to the other providers, concurrently, and only an agreed
+// action reaches the gates. Agreement of all three and of two; three
+// different actions (a disagreement, fed back as a rejection the next
+// attempt's prompt shows); an answer whose arguments do not match the
+// shell's schema (discarded, red-flagged); a slow provider (its call
+// cancelled once two agree: the stub sees its connection closed);
+// arguments equal up to key order and number form; ahead-by-k stopping as
+// soon as it is decided; plain chat staying one call. Every command is
+// harmless (echo) should a gate ever let one through.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "integration/daemon_process.hpp"
+#include "integration/model_exchange.hpp"
+#include "support/http_stub.hpp"
+#include "value/sexp_printer.hpp"
+
+namespace passepartout {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+using namespace passepartout::testing;
+
+std::string endpoint(std::string_view name, const HttpStub& stub) {
+  return "  - name: " + std::string(name) + "\n    kind: openai\n    base_url: " + stub.url("/v1") +
+         "\n    model: " + std::string(name) +
+         "-model\n    stream: false\n"
+         "    timeouts: {connect: 2s, first_byte: 30s, idle: 30s}\n";
+}
+
+StubResponse shell(std::string_view command) {
+  return call_answer("openai", "call_1", "shell", shell_arguments(command));
+}
+
+// Three endpoints a, b and c (the cascade in that order unless `cascade`
+// says otherwise) and the daemon, with `consensus` (YAML) in its config.
+struct Voters {
+  HttpStub a;
+  HttpStub b;
+  HttpStub c;
+  TempDir dir;
+  std::unique_ptr<DaemonProcess> daemon;
+
+  explicit Voters(std::string_view consensus, std::string_view cascade = "a, b, c") {
+    const auto config = dir.path() / "passepartout.yaml";
+    std::ofstream(config) << "providers:\n"
+                          << endpoint("a", a) << endpoint("b", b) << endpoint("c", c) << "provider_cascade: " << cascade
+                          << "\nconsensus:\n"
+                          << consensus;
+    DaemonProcess::Options options;
+    options.script = "rules: []\n";
+    std::string order(cascade);
+    order.erase(std::remove(order.begin(), order.end(), ' '), order.end());
+    options.provider = order;
+    options.extra_args = {"--config", config.string()};
+    daemon = std::make_unique<DaemonProcess>(options);
+  }
+
+  json status() const {
+    const auto env = hermetic_env(daemon->dir());
+    const auto run = run_passepartout({"status", "--json", "--socket", daemon->socket_path().string()}, env);
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_status == 0);
+    return json::parse(run.out);
+  }
+};
+
+// The command the approval the frames announce would run ("" when none asks).
+std::string asked_command(const std::vector<Value>& frames) {
+  for (const Value& frame : frames) {
+    if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
+      return std::string(frame.path({"PAYLOAD", "ACTION", "PAYLOAD", "CMD"}).text());
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("consensus: three agree and the action reaches the gates, while plain chat stays one call",
+          "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
+  v.a.enqueue(text_answer("openai", "Hello there."));
+  const auto hello = chat(*v.daemon, "hello", "s1", "r1");
+  INFO(printed(hello));
+  CHECK(printed(hello).find("Hello there.") != std::string::npos);
+  CHECK(v.a.requests().size() == 1);
+  CHECK(v.b.requests().empty());  // a reply does not act: no round
+  CHECK(v.c.requests().empty());
+
+  v.a.set_default(shell("echo agreed"));
+  v.b.set_default(shell("echo agreed"));
+  v.c.set_default(shell("echo agreed"));
+  const auto frames = chat(*v.daemon, "print agreed with the shell", "s1", "r2");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo agreed");  // the gates saw it, and ask a human
+  CHECK(v.a.requests().size() == 2);
+  CHECK(v.b.requests().size() == 1);
+  CHECK(v.daemon->wait_for_log("consensus: 2 of"));
+  const json status = v.status();
+  REQUIRE(status["consensus"].size() == 1);
+  CHECK(status["consensus"][0]["providers"] == "a,b,c");
+  CHECK(status["consensus"][0]["agreed"] == 1);
+  CHECK(status["consensus"][0]["disagreed"] == 0);
+}
+
+TEST_CASE("consensus: two of three agree, and the agreed action is the one the gates see", "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
+  v.a.set_default(shell("echo one"));
+  v.b.set_default(shell("echo two"));
+  v.c.set_default(shell("echo one"));
+  const auto frames = chat(*v.daemon, "print something", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo one");
+  CHECK(v.b.requests().size() == 1);
+  CHECK(v.c.requests().size() == 1);
+  CHECK(v.status()["consensus"][0]["agreed"] == 1);
+}
+
+TEST_CASE("consensus: when all three differ the disagreement is fed back and the next prompt shows the votes",
+          "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
+  v.a.set_default(shell("echo one"));
+  v.b.set_default(shell("echo two"));
+  v.c.set_default(shell("echo three"));
+  const auto frames = chat(*v.daemon, "print something", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames).empty());  // nothing reached a human, nothing ran
+  CHECK(printed(frames).find("The models did not agree on an action (quorum 2 of a, b, c)") != std::string::npos);
+  // Three attempts, each a round of three calls.
+  REQUIRE(v.a.requests().size() == 3);
+  CHECK(v.b.requests().size() == 3);
+  CHECK(v.c.requests().size() == 3);
+  // The second attempt's prompt carries the first's consensus entry: the competing actions and their votes.
+  const std::string second = v.a.requests()[1].body;
+  CHECK(second.find(":GATE \\\"consensus\\\"") != std::string::npos);
+  CHECK(second.find(":VOTES ((:ACTION (:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \\\"echo one\\\"") !=
+        std::string::npos);
+  CHECK(second.find(":PROVIDERS (\\\"b\\\")") != std::string::npos);
+  const json status = v.status();
+  CHECK(status["consensus"][0]["disagreed"] == 3);
+  CHECK(status["consensus"][0]["agreed"] == 0);
+}
+
+TEST_CASE("consensus: an answer whose arguments do not match the shell's schema is discarded before it votes",
+          "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n", "c, a, b");  // c answers first: its answer opens the round
+  v.c.set_default(call_answer("openai", "call_1", "shell", json{{"cmd", 42}, {"explanation", "a number"}}));
+  v.a.set_default(shell("echo valid"));
+  v.b.set_default(shell("echo valid"));
+  const auto frames = chat(*v.daemon, "print valid", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo valid");
+  CHECK(
+      v.daemon->wait_for_log("c's answer does not vote: its payload does not match the actuator's schema: "
+                             "/cmd: expected string, got integer"));
+  const json status = v.status();
+  REQUIRE(status["consensus"].size() == 1);
+  CHECK(status["consensus"][0]["providers"] == "a,b,c");
+  REQUIRE(status["consensus"][0]["red_flags"].size() == 1);
+  CHECK(status["consensus"][0]["red_flags"][0]["provider"] == "c");
+  CHECK(status["consensus"][0]["red_flags"][0]["count"] == 1);
+  CHECK(status["consensus"][0]["agreed"] == 1);
+}
+
+TEST_CASE("consensus: once two agree the slow provider's call is cancelled, its connection closed",
+          "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
+  // Equal up to key order, number form, the explanation and the command's surrounding blanks.
+  v.a.set_default(call_answer(
+      "openai", "call_1", "shell",
+      json{{"cmd", "echo same"}, {"explanation", "Print a word to show the shell works."}, {"timeout", 5}}));
+  v.b.set_default(call_answer(
+      "openai", "call_1", "shell",
+      json{{"timeout", 5.0}, {"explanation", "Show the shell answers, in other words."}, {"cmd", "  echo same "}}));
+  StubResponse slow = shell("echo late");
+  slow.head_pause = 60s;  // never answers within the test
+  v.c.set_default(slow);
+  const auto frames = chat(*v.daemon, "print same", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo same");
+  REQUIRE(v.c.wait_requests(1, 10s));
+  CHECK(v.c.wait_connections_closed(1, 10s));
+  const json status = v.status();
+  CHECK(status["consensus"][0]["agreed"] == 1);
+  CHECK(status["consensus"][0]["cancelled"] == 1);
+}
+
+TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead", "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  ahead_by: 2\n  max_calls: 5\n");
+  v.a.set_default(shell("echo ahead"));
+  v.b.set_default(shell("echo ahead"));
+  v.c.set_default(shell("echo ahead"));
+  const auto frames = chat(*v.daemon, "print ahead", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo ahead");
+  CHECK(v.a.requests().size() == 1);  // the proposal: one vote
+  CHECK(v.b.requests().size() == 1);  // the second: two ahead, decided
+  CHECK(v.c.requests().empty());
+  CHECK(v.status()["consensus"][0]["calls"] == 2);
+}
+
+TEST_CASE("consensus on every proposal: a reply too is put to the providers at once", "[integration][consensus]") {
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n  when: always\n");
+  v.a.set_default(text_answer("openai", "From a."));
+  v.b.set_default(text_answer("openai", "From b."));
+  v.c.set_default(text_answer("openai", "From c."));
+  const auto frames = chat(*v.daemon, "hello", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  // Replies agree (a vote is about what is done); the first voter's words are the answer.
+  const std::string text = printed(frames);
+  CHECK((text.find("From a.") != std::string::npos || text.find("From b.") != std::string::npos ||
+         text.find("From c.") != std::string::npos));
+  CHECK(v.a.requests().size() == 1);
+  CHECK(v.b.requests().size() == 1);
+  CHECK(v.status()["consensus"][0]["agreed"] == 1);
+}
+
+}  // namespace passepartout
