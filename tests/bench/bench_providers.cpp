@@ -9,7 +9,11 @@
 //                         resident memory the daemon added for them;
 //   BM_StreamChunkLatency from the stub writing a streamed chunk to the
 //                         client reading its :STREAM-CHUNK frame (one clock:
-//                         the stub and the client share this process).
+//                         the stub and the client share this process);
+//   BM_Consensus3Overhead a chat whose answer three providers must agree on
+//                         (consensus on every proposal, quorum 2, the three
+//                         calls at once) minus the same chat with one provider,
+//                         both against the stub answering at once.
 #include <benchmark/benchmark.h>
 #include <curl/curl.h>
 
@@ -19,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -148,6 +153,52 @@ Paths both_paths(const ModelStub& stub, const std::vector<std::string>& extra) {
     if (!daemon.stop()) die("the openai daemon did not stop cleanly:\n" + daemon.log());
   }
   return out;
+}
+
+// A daemon whose config names `providers` (each the openai kind at `stub`)
+// as its cascade, with `consensus` (YAML lines) when not empty.
+std::vector<std::string> config_daemon_args(const fs::path& dir, const ModelStub& stub,
+                                            const std::vector<std::string>& providers, const std::string& consensus) {
+  std::ofstream config(dir / "passepartout.yaml");
+  config << "providers:\n";
+  std::string cascade;
+  for (const std::string& name : providers) {
+    config << "  - name: " << name << "\n    kind: openai\n    base_url: " << stub.base_url()
+           << "\n    model: gpt-4o-mini\n    api_key_env: OPENAI_API_KEY\n";
+    cascade += (cascade.empty() ? "" : ",") + name;
+  }
+  config << "provider_cascade: " << cascade << "\n";
+  if (!consensus.empty()) config << "consensus:\n" << consensus;
+  config.close();
+  return {PP_PASSEPARTOUT_EXE, "daemon", "--port", "0", "--socket", (dir / "s.sock").string(), "--state-dir",
+          dir.string(), "--config", (dir / "passepartout.yaml").string(), "--provider", cascade, "--manifests",
+          PP_MANIFEST_DIR, "--plugins", PP_PLUGIN_DIR};
+}
+
+RoundTrips config_round_trips(const ModelStub& stub, const std::vector<std::string>& providers,
+                              const std::string& consensus) {
+  Scratch scratch;
+  ServerProcess daemon(scratch.root, config_daemon_args(scratch.root, stub, providers, consensus),
+                       {"OPENAI_API_KEY=sk-bench-not-a-key"});
+  RoundTrips trips = chat_round_trips(daemon, token_of(scratch.root));
+  if (!daemon.stop()) die("the daemon did not stop cleanly:\n" + daemon.log());
+  return trips;
+}
+
+void BM_Consensus3Overhead(benchmark::State& state) {
+  for (auto _ : state) {
+    ModelStub stub(ModelStub::Mode::answer);
+    const RoundTrips single = config_round_trips(stub, {"a"}, "");
+    const RoundTrips three =
+        config_round_trips(stub, {"a", "b", "c"}, "  providers: [a, b, c]\n  quorum: 2\n  when: always\n");
+    const double single_p50 = percentile(single.rtt, 0.5);
+    const double three_p50 = percentile(three.rtt, 0.5);
+    state.counters["consensus_3_overhead_us"] = three_p50 - single_p50;
+    state.counters["consensus_3_rtt_p50_us"] = three_p50;
+    state.counters["consensus_single_rtt_p50_us"] = single_p50;
+    state.counters["consensus_3_daemon_cpu_us"] = three.daemon_cpu_us;
+    state.counters["consensus_single_daemon_cpu_us"] = single.daemon_cpu_us;
+  }
 }
 
 void BM_ProviderOverhead(benchmark::State& state) {
@@ -303,3 +354,4 @@ void BM_StreamChunkLatency(benchmark::State& state) {
 BENCHMARK(BM_ProviderOverhead)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Inflight1000)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_StreamChunkLatency)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Consensus3Overhead)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -19,7 +19,9 @@
 
 #include "integration/daemon_process.hpp"
 #include "integration/model_exchange.hpp"
+#include "support/http_client.hpp"
 #include "support/http_stub.hpp"
+#include "support/loopback.hpp"
 #include "value/sexp_printer.hpp"
 
 namespace passepartout {
@@ -41,7 +43,8 @@ StubResponse shell(std::string_view command) {
 }
 
 // Three endpoints a, b and c (the cascade in that order unless `cascade`
-// says otherwise) and the daemon, with `consensus` (YAML) in its config.
+// says otherwise) and the daemon, with `consensus` (YAML) in its config
+// (none when empty).
 struct Voters {
   HttpStub a;
   HttpStub b;
@@ -49,24 +52,25 @@ struct Voters {
   TempDir dir;
   std::unique_ptr<DaemonProcess> daemon;
 
-  explicit Voters(std::string_view consensus, std::string_view cascade = "a, b, c") {
+  explicit Voters(std::string_view consensus, std::string_view cascade = "a, b, c", std::string_view more = "") {
     const auto config = dir.path() / "passepartout.yaml";
     std::ofstream(config) << "providers:\n"
                           << endpoint("a", a) << endpoint("b", b) << endpoint("c", c) << "provider_cascade: " << cascade
-                          << "\nconsensus:\n"
-                          << consensus;
+                          << "\n"
+                          << (consensus.empty() ? std::string() : "consensus:\n" + std::string(consensus)) << more;
     DaemonProcess::Options options;
     options.script = "rules: []\n";
     std::string order(cascade);
     order.erase(std::remove(order.begin(), order.end(), ' '), order.end());
     options.provider = order;
     options.extra_args = {"--config", config.string()};
+    options.metrics_port = "0";
     daemon = std::make_unique<DaemonProcess>(options);
   }
 
-  json status() const {
+  json status(const char* command = "status") const {
     const auto env = hermetic_env(daemon->dir());
-    const auto run = run_passepartout({"status", "--json", "--socket", daemon->socket_path().string()}, env);
+    const auto run = run_passepartout({command, "--json", "--socket", daemon->socket_path().string()}, env);
     INFO(run.out << run.err);
     REQUIRE(run.exit_status == 0);
     return json::parse(run.out);
@@ -86,7 +90,7 @@ std::string asked_command(const std::vector<Value>& frames) {
 }  // namespace
 
 TEST_CASE("consensus: three agree and the action reaches the gates, while plain chat stays one call",
-          "[integration][consensus]") {
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n");
   v.a.enqueue(text_answer("openai", "Hello there."));
   const auto hello = chat(*v.daemon, "hello", "s1", "r1");
@@ -110,10 +114,42 @@ TEST_CASE("consensus: three agree and the action reaches the gates, while plain 
   CHECK(status["consensus"][0]["providers"] == "a,b,c");
   CHECK(status["consensus"][0]["agreed"] == 1);
   CHECK(status["consensus"][0]["disagreed"] == 0);
+
+  REQUIRE(v.daemon->metrics_port() != 0);
+  HttpConnection metrics(v.daemon->metrics_port());
+  const std::string scraped = metrics.request("GET", "/metrics").body;
+  INFO(scraped);
+  CHECK(scraped.find("passepartout_consensus_rounds_total{providers=\"a,b,c\",outcome=\"agreed\"} 1") !=
+        std::string::npos);
+  CHECK(scraped.find("passepartout_consensus_calls_total{providers=\"a,b,c\",outcome=\"made\"} ") != std::string::npos);
 }
 
-TEST_CASE("consensus: two of three agree, and the agreed action is the one the gates see", "[integration][consensus]") {
-  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
+TEST_CASE("a signal that asks for consensus gets it with none configured: a majority of the cascade",
+          "[integration][consensus][concurrency]") {
+  Voters v("");
+  v.a.set_default(shell("echo asked"));
+  v.b.set_default(shell("echo asked"));
+  v.c.set_default(shell("echo other"));
+  WireClient client = WireClient::tcp(v.daemon->port());
+  client.expect_handshake();
+  client.send("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"s1\" :CONSENSUS T) :AUTH \"" + v.daemon->token() +
+              "\" :REQUEST-ID \"r1\" :PAYLOAD (:SENSOR :USER-INPUT :TEXT \"print asked\"))");
+  std::vector<Value> frames;
+  for (int i = 0; i < 64; ++i) {
+    frames.push_back(client.expect_frame());
+    if (frames.back().at("REQUEST-ID").text() == "r1") break;
+  }
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo asked");
+  CHECK(v.b.requests().size() == 1);  // every provider asked at once, not after a first answer
+  CHECK(v.c.requests().size() <= 1);
+  CHECK(v.daemon->wait_for_log("consensus (quorum 2 of a, b, c) on this proposal"));
+}
+
+TEST_CASE("consensus: two of three agree, and the agreed action is the one the gates see",
+          "[integration][consensus][concurrency]") {
+  // A token cap: every call of the round is reserved against it and recorded.
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n", "a, b, c", "budget:\n  daily_tokens: 1m\n");
   v.a.set_default(shell("echo one"));
   v.b.set_default(shell("echo two"));
   v.c.set_default(shell("echo one"));
@@ -123,10 +159,15 @@ TEST_CASE("consensus: two of three agree, and the agreed action is the one the g
   CHECK(v.b.requests().size() == 1);
   CHECK(v.c.requests().size() == 1);
   CHECK(v.status()["consensus"][0]["agreed"] == 1);
+  const json budget = v.status("budget");
+  INFO(budget.dump());
+  REQUIRE(budget["today"].size() == 3);  // one row per provider: each call of the round was metered
+  for (const json& row : budget["today"]) CHECK(row["calls"] == 1);
+  CHECK(budget["caps"][0]["spent"].get<double>() > 0);
 }
 
 TEST_CASE("consensus: when all three differ the disagreement is fed back and the next prompt shows the votes",
-          "[integration][consensus]") {
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n");
   v.a.set_default(shell("echo one"));
   v.b.set_default(shell("echo two"));
@@ -151,7 +192,7 @@ TEST_CASE("consensus: when all three differ the disagreement is fed back and the
 }
 
 TEST_CASE("consensus: an answer whose arguments do not match the shell's schema is discarded before it votes",
-          "[integration][consensus]") {
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n", "c, a, b");  // c answers first: its answer opens the round
   v.c.set_default(call_answer("openai", "call_1", "shell", json{{"cmd", 42}, {"explanation", "a number"}}));
   v.a.set_default(shell("echo valid"));
@@ -172,7 +213,7 @@ TEST_CASE("consensus: an answer whose arguments do not match the shell's schema 
 }
 
 TEST_CASE("consensus: once two agree the slow provider's call is cancelled, its connection closed",
-          "[integration][consensus]") {
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n");
   // Equal up to key order, number form, the explanation and the command's surrounding blanks.
   v.a.set_default(call_answer(
@@ -194,7 +235,8 @@ TEST_CASE("consensus: once two agree the slow provider's call is cancelled, its 
   CHECK(status["consensus"][0]["cancelled"] == 1);
 }
 
-TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead", "[integration][consensus]") {
+TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead",
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  ahead_by: 2\n  max_calls: 5\n");
   v.a.set_default(shell("echo ahead"));
   v.b.set_default(shell("echo ahead"));
@@ -208,7 +250,8 @@ TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead", 
   CHECK(v.status()["consensus"][0]["calls"] == 2);
 }
 
-TEST_CASE("consensus on every proposal: a reply too is put to the providers at once", "[integration][consensus]") {
+TEST_CASE("consensus on every proposal: a reply too is put to the providers at once",
+          "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n  when: always\n");
   v.a.set_default(text_answer("openai", "From a."));
   v.b.set_default(text_answer("openai", "From b."));
