@@ -170,9 +170,22 @@ std::vector<std::string> config_daemon_args(const fs::path& dir, const ModelStub
   config << "provider_cascade: " << cascade << "\n";
   if (!consensus.empty()) config << "consensus:\n" << consensus;
   config.close();
-  return {PP_PASSEPARTOUT_EXE, "daemon", "--port", "0", "--socket", (dir / "s.sock").string(), "--state-dir",
-          dir.string(), "--config", (dir / "passepartout.yaml").string(), "--provider", cascade, "--manifests",
-          PP_MANIFEST_DIR, "--plugins", PP_PLUGIN_DIR};
+  return {PP_PASSEPARTOUT_EXE,
+          "daemon",
+          "--port",
+          "0",
+          "--socket",
+          (dir / "s.sock").string(),
+          "--state-dir",
+          dir.string(),
+          "--config",
+          (dir / "passepartout.yaml").string(),
+          "--provider",
+          cascade,
+          "--manifests",
+          PP_MANIFEST_DIR,
+          "--plugins",
+          PP_PLUGIN_DIR};
 }
 
 RoundTrips config_round_trips(const ModelStub& stub, const std::vector<std::string>& providers,
