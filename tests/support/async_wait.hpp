@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 namespace passepartout::testing {
@@ -67,5 +68,19 @@ class CountDown {
   std::condition_variable done_;
   std::size_t remaining_;
 };
+
+// Whether `condition` became true within `timeout`, asked every few
+// milliseconds: for state another process or a server changes (a
+// reconnection, a row), which nothing here can be told about. False: it
+// never did.
+template <class Condition>
+bool wait_until(Condition condition, std::chrono::milliseconds timeout = kAsyncTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 }  // namespace passepartout::testing

@@ -1,0 +1,118 @@
+#include "store/pg_schema.hpp"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace passepartout {
+namespace {
+
+// The advisory lock every daemon of a fleet takes to migrate (any constant
+// they agree on; released when the transaction ends).
+constexpr std::string_view kLock = "SELECT pg_advisory_xact_lock(7061737365706172)";
+constexpr std::string_view kVersionTable =
+    "CREATE TABLE IF NOT EXISTS passepartout_schema ("
+    " version integer PRIMARY KEY,"
+    " applied_at timestamptz NOT NULL DEFAULT now(),"
+    " applied_by text NOT NULL)";
+constexpr std::string_view kCurrent = "SELECT coalesce(max(version), 0) AS version FROM passepartout_schema";
+
+// Version 1: the node registry, which every later table names its rows by.
+constexpr std::string_view kNodes[] = {
+    "CREATE TABLE passepartout_nodes ("
+    " node text PRIMARY KEY,"
+    " version text NOT NULL,"
+    " started_at timestamptz NOT NULL,"
+    " seen_at timestamptz NOT NULL)"};
+
+constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes};
+
+int version_of(const PgOutcome& outcome) {
+  const auto text = outcome.results.back().at(0, "version");
+  return text ? std::stoi(std::string(*text)) : 0;
+}
+
+struct Migration : std::enable_shared_from_this<Migration> {
+  PgClient& client;
+  const PgSchema& schema;
+  std::string node;
+  std::function<void(Result<PgSchemaOutcome>)> done;
+  int found = -1;
+  int attempts = 0;
+
+  Migration(PgClient& c, const PgSchema& s, std::string n, std::function<void(Result<PgSchemaOutcome>)> d)
+      : client(c), schema(s), node(std::move(n)), done(std::move(d)) {}
+
+  int target() const { return static_cast<int>(schema.migrations.size()); }
+
+  void read() {
+    client.run({{std::string(kLock), {}}, {std::string(kVersionTable), {}}, {std::string(kCurrent), {}}},
+               [self = shared_from_this()](PgOutcome&& outcome) { self->read_done(std::move(outcome)); });
+  }
+
+  void read_done(PgOutcome&& outcome) {
+    if (!outcome.ok()) {
+      done(fail(ErrorCode::io_error, "the state database's schema could not be read: " + outcome.error->message));
+      return;
+    }
+    const int version = version_of(outcome);
+    if (found < 0) found = version;
+    if (version > target()) {
+      done(fail(ErrorCode::refused, "the state database's schema is version " + std::to_string(version) +
+                                        ", newer than this daemon's " + std::to_string(target()) +
+                                        ": a newer passepartout migrated it; upgrade this daemon to join"));
+      return;
+    }
+    if (version == target()) {
+      done(PgSchemaOutcome{found, version});
+      return;
+    }
+    apply(version);
+  }
+
+  // Migration `from` and its version row, in one transaction.
+  void apply(int from) {
+    // The version row first: a daemon that got there before fails here
+    // (its row is the primary key's), before any of the migration runs.
+    std::vector<PgStatement> statements{
+        {std::string(kLock), {}},
+        {"INSERT INTO passepartout_schema (version, applied_by) VALUES ($1, $2)", {std::to_string(from + 1), node}}};
+    for (const std::string_view sql : schema.migrations[static_cast<std::size_t>(from)]) {
+      statements.push_back({std::string(sql), {}});
+    }
+    statements.push_back({std::string(kCurrent), {}});
+    client.run(std::move(statements),
+               [self = shared_from_this(), from](PgOutcome&& outcome) { self->applied(from, std::move(outcome)); });
+  }
+
+  void applied(int from, PgOutcome&& outcome) {
+    if (outcome.ok()) {
+      read_done(std::move(outcome));
+      return;
+    }
+    // Another daemon applied it first (its version row is there): read the
+    // version again (a few times at most).
+    const bool raced = outcome.error->sqlstate == "23505";
+    if (raced && ++attempts < 5) {
+      read();
+      return;
+    }
+    done(fail(ErrorCode::io_error, "migrating the state database from version " + std::to_string(from) + " to " +
+                                       std::to_string(from + 1) + " failed: " + outcome.error->message));
+  }
+};
+
+}  // namespace
+
+const PgSchema& state_schema() {
+  static const PgSchema schema{kStateMigrations};
+  return schema;
+}
+
+void migrate(PgClient& client, const PgSchema& schema, std::string node,
+             std::function<void(Result<PgSchemaOutcome>)> done) {
+  std::make_shared<Migration>(client, schema, std::move(node), std::move(done))->read();
+}
+
+}  // namespace passepartout
