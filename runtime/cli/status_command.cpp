@@ -124,6 +124,17 @@ void print_status(const Target& target, const Value& response, std::ostream& out
                                  integer_text(rules.at("DENY-HITS")) + " / " + integer_text(rules.at("ASK-HITS")) +
                                  " / " + integer_text(rules.at("ALLOW-HITS")) + " (`passepartout rules list`)"});
   }
+  if (const Value& db = p.at("STATE-DB"); db.is_list()) {
+    std::string text = display_text(db.at("TARGET")) + ", node " + display_text(db.at("NODE")) + ": ";
+    if (db.at("CONNECTED").is_true()) {
+      text += "connected, schema " + integer_text(db.at("SCHEMA"));
+    } else {
+      text += "unavailable (" +
+              (db.at("LAST-ERROR").is_string() ? display_text(db.at("LAST-ERROR")) : std::string("connecting")) +
+              "); what needs it is refused";
+    }
+    rows.push_back({"state database", text});
+  }
   if (const auto sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS")); !sessions.empty()) {
     rows.push_back({"local-only", std::to_string(sessions.size()) + " sessions (private data: local providers only)"});
   }

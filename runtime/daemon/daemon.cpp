@@ -41,6 +41,7 @@
 #include "daemon/operator_handler.hpp"
 #include "daemon/provider_status.hpp"
 #include "daemon/server.hpp"
+#include "daemon/state_db.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
 #include "daemon/unattended_approvals.hpp"
@@ -79,6 +80,9 @@ constexpr std::size_t kIoThreads = 1;  // signals and the metrics endpoint
 // it exists. At most kMaxIdentityBytes are kept, cut on a character's
 // boundary, with a warning.
 constexpr std::size_t kMaxIdentityBytes = std::size_t{16} * 1024;
+// How long boot waits for the state database's first answer (the schema's
+// version) before it serves without it.
+constexpr std::chrono::milliseconds kStateDbWait{10000};
 
 // The usage ledger (<state dir>/usage.sqlite3) with the config's caps and
 // the prices. A price table that does not read, or a ledger that does not
@@ -236,6 +240,8 @@ struct Daemon::Impl {
   // outlives the pipeline, which calls it.
   EventLoops mcp_loop{1, config.idle_poll};
   std::unique_ptr<McpHub> mcp;
+  // The state database a fleet shares (--state-db); null without one.
+  std::unique_ptr<StateDb> state_db;
   std::unique_ptr<Pipeline> pipeline;
   std::unique_ptr<Heartbeat> heartbeat;
   std::unique_ptr<SkillWatcher> watcher;
@@ -665,6 +671,12 @@ Result<void> Daemon::Impl::boot() {
     return fail(opened.error().code, opened.error().message);
   }
 
+  if (!c.state_db.empty()) {
+    state_db = std::make_unique<StateDb>(StateDb::Settings{c.state_db, c.state_db_shown, c.node_id, version_text()});
+    if (auto connected = state_db->start(kStateDbWait); !connected)
+      return fail(connected.error().code, connected.error().message);
+  }
+
   PipelineOptions options;
   options.version = version_text();
   options.default_actuator = c.default_actuator;
@@ -724,7 +736,8 @@ Result<void> Daemon::Impl::boot() {
       mcp.get(),
       [this] { return reload_mcp(); },
       rules.get(),
-      [this](std::string_view session) { return wire_handler != nullptr && wire_handler->session_open(session); }});
+      [this](std::string_view session) { return wire_handler != nullptr && wire_handler->session_open(session); },
+      [this] { return state_db != nullptr ? state_db_status(state_db->figures()) : Value(); }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -795,9 +808,9 @@ Result<void> Daemon::Impl::serve_metrics() {
     log_message(LogLevel::info, kComponent, "metrics: off (--metrics-port off)");
     return {};
   }
-  metrics = std::make_unique<DaemonMetrics>(
-      MetricsSources{skills.get(), pipeline.get(), &cascade, approvals.get(), [this] { return server_counters(); },
-                     version_text(), [this] { return metrics_counters(); }, mcp.get(), rules.get(), budget.get()});
+  metrics = std::make_unique<DaemonMetrics>(MetricsSources{
+      skills.get(), pipeline.get(), &cascade, approvals.get(), [this] { return server_counters(); }, version_text(),
+      [this] { return metrics_counters(); }, mcp.get(), rules.get(), budget.get(), state_db.get()});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
@@ -943,6 +956,7 @@ int Daemon::Impl::shutdown() {
   if (http) http->stop();  // transfers in flight end as cancelled; their completions run on the loops
   if (mcp) mcp->stop();    // the servers' processes end; calls in flight fail as closed
   mcp_loop.stop();
+  if (state_db) state_db->stop();
   pool.stop();
   blocking.stop();
   if (decisions) decisions->flush();  // what the signals recorded, on disk before the process ends

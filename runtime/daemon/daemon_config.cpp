@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -25,6 +27,7 @@
 #include "providers/provider_config_yaml.hpp"
 #include "skills/audit_log.hpp"
 #include "skills/bundled_skills.hpp"
+#include "store/pg_client.hpp"
 
 namespace passepartout {
 namespace fs = std::filesystem;
@@ -97,6 +100,12 @@ constexpr std::array kSettings{
     DaemonSetting{"price-table", "PASSEPARTOUT_PRICE_TABLE", "FILE",
                   "Model prices in LiteLLM's model_prices_and_context_window.json format, over the built-in\n"
                   "ones of the presets' models: what the usage ledger and the budget: caps count calls at"},
+    DaemonSetting{"state-db", "PASSEPARTOUT_STATE_DB", "URL",
+                  "The state database a fleet of daemons shares: PostgreSQL, as a postgresql:// URL or a libpq\n"
+                  "connection string, its password from PGPASSWORD or a password file (never in the URL);\n"
+                  "without it the state stays in the state folder"},
+    DaemonSetting{"node-id", "PASSEPARTOUT_NODE_ID", "NAME",
+                  "This daemon's name in the fleet, on what it records in the state database (default the host name)"},
     DaemonSetting{"identity", "PASSEPARTOUT_IDENTITY", "FILE",
                   "Who the agent is, in the words of this file, added to the prompt's IDENTITY (at most 16 KiB;\n"
                   "default ~/.config/passepartout/identity.md when it exists)"},
@@ -199,6 +208,13 @@ struct Raw {
 
 using RawMap = std::map<std::string, Raw, std::less<>>;
 
+// This machine's name: a node's default name in the fleet.
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 Unexpected<Error> bad(const Raw& raw, const std::string& what) {
   return fail(ErrorCode::invalid_input, raw.where + ": " + in_quotes(raw.text) + " " + what);
 }
@@ -262,6 +278,8 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
     }
     if (name == "mcp_servers") continue;                        // read_mcp_configuration's
     if (name == "provider_cascade") name = "provider-cascade";  // as the providers: list spells its keys
+    if (name == "state_db") name = "state-db";
+    if (name == "node_id") name = "node-id";
     auto setting =
         std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
     if (setting == kSettings.end()) {
@@ -591,6 +609,21 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     return fail(ErrorCode::invalid_input, config.consensus_origins[i] + ": consensus.providers: " + in_quotes(name) +
                                               " is not in the cascade (" + cascade +
                                               "): only the cascade's providers can vote");
+  }
+  if (const Raw* r = raw("state-db")) {
+    auto shown = describe_pg_target(r->text);
+    // Not quoted: the text may hold the password it is refused for.
+    if (!shown) return fail(shown.error().code, r->where + ": the state database's address " + shown.error().message);
+    config.state_db = r->text;
+    config.state_db_shown = std::move(*shown);
+  }
+  if (const Raw* r = raw("node-id")) {
+    if (r->text.empty() || r->text.size() > 128 || r->text.find_first_of(" \t\r\n") != std::string::npos) {
+      return bad(*r, "is not a node name (1 to 128 characters, no blanks)");
+    }
+    config.node_id = r->text;
+  } else {
+    config.node_id = host_name();
   }
   if (const Raw* r = raw("price-table")) {
     if (r->text.empty()) return bad(*r, "is not a file");

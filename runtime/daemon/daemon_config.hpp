@@ -91,6 +91,11 @@ struct DaemonConfig {
   std::filesystem::path script;  // the scripted provider's rules
   // The config file's budget: caps (providers/budget.hpp), and the prices
   // the built-in table is extended with (--price-table, LiteLLM's format).
+  // The state database (store/pg_client.hpp): libpq's address, "" for none;
+  // how it is shown (no password can be in it); and this node's name there.
+  std::string state_db;
+  std::string state_db_shown;
+  std::string node_id;
   BudgetConfig budget;
   // The config file's consensus: (pipeline/consensus.hpp), off when absent;
   // where each of its providers is written, for the errors.

@@ -2,6 +2,7 @@
 // live (gate counters, the pipeline's and the skill host's sharded counts,
 // provider health, the server's counters, the approval store, /proc).
 #include "daemon/metrics.hpp"
+#include "daemon/state_db.hpp"
 
 #include <dirent.h>
 #include <sys/resource.h>
@@ -197,6 +198,24 @@ std::string DaemonMetrics::scrape() const {
       if (t.stage == "other" && t.count == 0) continue;  // shown only when an unnamed stage was counted
       out.sample(n, {{"stage", t.stage}, {"outcome", t.outcome}}, t.count);
     }
+  }
+
+  // The state database a fleet shares (only with --state-db).
+  if (sources_.state_db != nullptr) {
+    const StateDb::Figures db = sources_.state_db->figures();
+    const std::string up = name("state_db_up");
+    out.family(up, Type::gauge, "1 while the state database is connected, else 0; the node label is this daemon's.");
+    out.sample(up, {{"node", db.node}}, static_cast<std::uint64_t>(db.connected ? 1 : 0));
+    const std::string schema = name("state_db_schema_version");
+    out.family(schema, Type::gauge, "The state database's schema version as last read (0: not read yet).");
+    out.sample(schema, {}, static_cast<std::uint64_t>(db.schema));
+    const std::string connections = name("state_db_connections_total");
+    out.family(connections, Type::counter, "Connections made to the state database (the first and each reconnection).");
+    out.sample(connections, {}, db.connections);
+    const std::string unavailable = name("state_db_unavailable_total");
+    out.family(unavailable, Type::counter,
+               "Requests to the state database that failed because it was unavailable (they failed closed).");
+    out.sample(unavailable, {}, db.failed);
   }
 
   // Consensus rounds, per set of voting providers (only once one ran).

@@ -19,6 +19,7 @@ class ApprovalStore;
 class McpHub;
 class RuleBook;
 class Budget;
+class StateDb;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
@@ -32,6 +33,7 @@ struct MetricsSources {
   const McpHub* mcp = nullptr;                                // the MCP servers; may be null
   const RuleBook* rules = nullptr;                            // the operator's rules; may be null
   const Budget* budget = nullptr;                             // the caps and the usage ledger; may be null
+  const StateDb* state_db = nullptr;                          // the state database; null without one
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

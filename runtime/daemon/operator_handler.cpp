@@ -451,6 +451,7 @@ void OperatorHandler::run(const Value& request, const std::string& requester, co
              {"RULES", rules_status()},
              {"LOCAL-ONLY-SESSIONS", local_only_value()},
              {"CONSENSUS", consensus_value()},
+             {"STATE-DB", services_.state_db ? services_.state_db() : Value()},
              {"DECISION-LOG", Value::keyword(services_.decisions != nullptr ? "ON" : "OFF")},
              {"DECISIONS-WRITTEN",
               num(static_cast<std::int64_t>(services_.decisions != nullptr ? services_.decisions->written() : 0))},

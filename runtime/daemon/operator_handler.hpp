@@ -99,6 +99,8 @@ class OperatorHandler {
     RuleBook* rules = nullptr;
     // Whether an open connection carries the session (a session's rule ends with it); may be empty (none does).
     std::function<bool(std::string_view)> session_open;
+    // STATUS's STATE-DB (state_db_status); may be empty (NIL: no state database).
+    std::function<Value()> state_db;
   };
   using Answer = std::function<void(Value response)>;
 

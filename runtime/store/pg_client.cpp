@@ -92,6 +92,41 @@ std::optional<std::string_view> PgRows::at(std::size_t row, std::string_view nam
   return std::string_view(*rows[row][index]);
 }
 
+Result<std::string> describe_pg_target(std::string_view conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(std::string(conninfo).c_str(), &error);
+  if (options == nullptr) {
+    std::string why = error != nullptr ? trimmed(error) : std::string("out of memory");
+    PQfreemem(error);
+    return fail(ErrorCode::invalid_input, "is not a PostgreSQL address libpq can read: " + why);
+  }
+  std::string host;
+  std::string port;
+  std::string database;
+  std::string user;
+  bool password = false;
+  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+    if (option->val == nullptr || *option->val == '\0') continue;
+    const std::string_view key = option->keyword;
+    if (key == "password") password = true;
+    if (key == "host" || key == "hostaddr") host = option->val;
+    if (key == "port") port = option->val;
+    if (key == "dbname") database = option->val;
+    if (key == "user") user = option->val;
+  }
+  PQconninfoFree(options);
+  if (password) {
+    return fail(ErrorCode::refused,
+                "holds a password, which would show in the process list, the config and the logs: give it in "
+                "PGPASSWORD or a password file (PGPASSFILE, or ~/.pgpass, mode 0600) instead");
+  }
+  std::string shown = "host=" + (host.empty() ? std::string("(default)") : host);
+  if (!port.empty()) shown += " port=" + port;
+  if (!database.empty()) shown += " dbname=" + database;
+  if (!user.empty()) shown += " user=" + user;
+  return shown;
+}
+
 std::string pg_identifier(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {

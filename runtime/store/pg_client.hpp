@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.hpp"
+
 namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
@@ -115,6 +117,15 @@ class PgClient {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Checks a state database's address (a postgresql:// URI or a libpq
+// "key=value" string) as libpq reads it, and returns how to show it: its
+// host (or socket folder), port, database and user. Refused: what libpq
+// cannot parse (its message), and a password written into it — one that
+// would show in `ps`, in the config and in logs: it belongs in PGPASSWORD
+// or a password file (PGPASSFILE, ~/.pgpass; libpq ignores one that others
+// can read).
+Result<std::string> describe_pg_target(std::string_view conninfo);
 
 // `text` as an SQL identifier (double-quoted, quotes doubled).
 std::string pg_identifier(std::string_view text);

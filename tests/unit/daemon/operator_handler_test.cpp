@@ -96,7 +96,8 @@ struct OperatorRig {
         nullptr,
         {},
         rules.get(),
-        [this](std::string_view session) { return open_sessions.count(std::string(session)) != 0; }});
+        [this](std::string_view session) { return open_sessions.count(std::string(session)) != 0; },
+        {}});
   }
 
   ~OperatorRig() {
