@@ -38,6 +38,7 @@ class PostgresCluster {
   std::string log() const;
 
  private:
+  int spawn(const std::vector<std::string>& args) const;
   void run(const std::vector<std::string>& args) const;
   std::filesystem::path dir_;
   int databases_ = 0;
