@@ -39,6 +39,13 @@ bool is_proper_plist(const Value& value) {
   return true;
 }
 
+// Whether `a` and `b` are the same text ignoring ASCII case (keys, which
+// the JSON bridge upper-cased, against a schema's property names).
+bool same_name(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
 void append_number(std::string& out, double number) {
   constexpr double kExact = 9007199254740992.0;  // 2^53: every integer below is exact
   if (std::isfinite(number) && std::trunc(number) == number && std::fabs(number) < kExact) {
@@ -220,7 +227,7 @@ bool equals_json(const Value& value, const Json& expected) {
 const Value* member(const Value& plist, std::string_view name) {
   const std::span<const Value> items = plist.items();
   for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-    if (ascii_iequals(items[i].text(), name)) return &items[i + 1];
+    if (same_name(items[i].text(), name)) return &items[i + 1];
   }
   return nullptr;
 }
@@ -267,7 +274,7 @@ std::string check_object(const Value& value, const Json& schema, const std::stri
     const Json* property = nullptr;
     if (has_properties) {
       for (const auto& [key, sub] : properties->items()) {
-        if (ascii_iequals(key, name)) property = &sub;
+        if (same_name(key, name)) property = &sub;
       }
     }
     if (property != nullptr) {

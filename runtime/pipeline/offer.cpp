@@ -154,7 +154,9 @@ Offer::Offer(const Snapshot& snapshot, std::shared_ptr<const ToolCatalog> catalo
 
 const OfferedFunction* Offer::find_native(std::string_view name) const noexcept {
   for (const OfferedFunction& function : functions_) {
-    if (function.native && ascii_iequals(function.name, name)) {
+    if (function.native && function.name.size() == name.size() &&
+        std::equal(name.begin(), name.end(), function.name.begin(),
+                   [](char a, char b) { return ascii_lower(a) == ascii_lower(b); })) {
       return &function;
     }
   }

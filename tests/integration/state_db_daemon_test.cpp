@@ -6,9 +6,6 @@
 // is up.
 #include <catch2/catch.hpp>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <future>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +15,7 @@
 #include "store/pg_client.hpp"
 #include "support/async_wait.hpp"
 #include "support/http_client.hpp"
+#include "support/pg_test_client.hpp"
 #include "support/postgres_cluster.hpp"
 
 using namespace passepartout;
@@ -26,28 +24,6 @@ using passepartout::testing::DaemonProcess;
 using passepartout::testing::PostgresCluster;
 
 namespace {
-
-// Runs one batch on `conninfo` from a client of the test's own.
-PgOutcome query(const std::string& conninfo, std::vector<PgStatement> statements) {
-  boost::asio::io_context context;
-  auto work = boost::asio::make_work_guard(context);
-  std::thread thread([&] { context.run(); });
-  PgOutcome result;
-  {
-    PgClient::Options options;
-    options.conninfo = conninfo;
-    PgClient client(context, options);
-    client.start();
-    std::promise<PgOutcome> promise;
-    auto future = promise.get_future();
-    client.run(std::move(statements), [&](PgOutcome&& outcome) { promise.set_value(std::move(outcome)); });
-    if (future.wait_for(30s) == std::future_status::ready) result = future.get();
-    client.stop();
-  }
-  work.reset();
-  thread.join();
-  return result;
-}
 
 nlohmann::json status_of(const DaemonProcess& daemon) {
   const auto run = testing::run_passepartout({"status", "--json", "--socket", daemon.socket_path().string()},
@@ -86,7 +62,8 @@ TEST_CASE("a daemon with a state database migrates it, registers its node and sh
   const std::string scraped = metrics.request("GET", "/metrics").body;
   CHECK(scraped.find("passepartout_state_db_up{node=\"node-a\"} 1") != std::string::npos);
 
-  const PgOutcome nodes = query(cluster.conninfo(database), {{"SELECT node, version FROM passepartout_nodes", {}}});
+  const PgOutcome nodes =
+      testing::run_batch(cluster.conninfo(database), {{"SELECT node, version FROM passepartout_nodes", {}}});
   REQUIRE(nodes.ok());
   REQUIRE(nodes.results[0].rows.size() == 1);
   CHECK(nodes.results[0].at(0, "node") == std::optional<std::string_view>("node-a"));
@@ -108,11 +85,12 @@ TEST_CASE("a state database whose schema is newer than the daemon's keeps it fro
           "[integration][postgres]") {
   PostgresCluster& cluster = testing::shared_postgres();
   const std::string database = cluster.create_database();
-  REQUIRE(query(cluster.conninfo(database),
-                {{"CREATE TABLE passepartout_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL "
-                  "DEFAULT now(), applied_by text NOT NULL)",
-                  {}},
-                 {"INSERT INTO passepartout_schema (version, applied_by) VALUES (99, 'future')", {}}})
+  REQUIRE(testing::run_batch(
+              cluster.conninfo(database),
+              {{"CREATE TABLE passepartout_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL "
+                "DEFAULT now(), applied_by text NOT NULL)",
+                {}},
+               {"INSERT INTO passepartout_schema (version, applied_by) VALUES (99, 'future')", {}}})
               .ok());
   testing::TempDir dir;
   const auto run = testing::run_passepartout(

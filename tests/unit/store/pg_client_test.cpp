@@ -5,9 +5,6 @@
 // back by itself, renews its LISTEN and says it reconnected.
 #include <catch2/catch.hpp>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -17,6 +14,7 @@
 
 #include "store/pg_client.hpp"
 #include "support/async_wait.hpp"
+#include "support/pg_test_client.hpp"
 #include "support/postgres_cluster.hpp"
 #include "support/skill_fixtures.hpp"
 
@@ -26,17 +24,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// An event loop on a thread of its own, and a client on it.
-struct Loop {
-  boost::asio::io_context context;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{context.get_executor()};
-  std::thread thread{[this] { context.run(); }};
-  ~Loop() {
-    work.reset();
-    context.stop();
-    thread.join();
-  }
-};
+using Loop = testing::PgLoop;
+using testing::run_batch;
 
 PgClient::Options options_for(const std::string& conninfo) {
   PgClient::Options options;
@@ -44,15 +33,6 @@ PgClient::Options options_for(const std::string& conninfo) {
   options.initial_backoff = 50ms;
   options.max_backoff = 200ms;
   return options;
-}
-
-// Runs a batch and waits for its outcome (bounded).
-PgOutcome run(PgClient& client, std::vector<PgStatement> statements) {
-  std::promise<PgOutcome> promise;
-  auto future = promise.get_future();
-  client.run(std::move(statements), [&promise](PgOutcome&& outcome) { promise.set_value(std::move(outcome)); });
-  REQUIRE(future.wait_for(30s) == std::future_status::ready);
-  return future.get();
 }
 
 }  // namespace
@@ -64,13 +44,14 @@ TEST_CASE("a batch runs as one transaction with text parameters, NULLs and the s
   PgClient client(loop.context, options_for(cluster.conninfo(database)));
   client.start();
 
-  PgOutcome created = run(client, {{"CREATE TABLE notes (id bigint PRIMARY KEY, text text)", {}},
-                                   {"INSERT INTO notes VALUES ($1, $2), ($3, $4)", {"1", "one", "2", std::nullopt}}});
+  PgOutcome created =
+      run_batch(client, {{"CREATE TABLE notes (id bigint PRIMARY KEY, text text)", {}},
+                         {"INSERT INTO notes VALUES ($1, $2), ($3, $4)", {"1", "one", "2", std::nullopt}}});
   INFO((created.error ? created.error->message : ""));
   REQUIRE(created.ok());
   CHECK(created.results[1].affected == 2);
 
-  PgOutcome read = run(client, {{"SELECT id, text FROM notes WHERE id >= $1 ORDER BY id", {"1"}}});
+  PgOutcome read = run_batch(client, {{"SELECT id, text FROM notes WHERE id >= $1 ORDER BY id", {"1"}}});
   REQUIRE(read.ok());
   REQUIRE(read.results[0].rows.size() == 2);
   CHECK(read.results[0].at(0, "text") == std::optional<std::string_view>("one"));
@@ -78,23 +59,23 @@ TEST_CASE("a batch runs as one transaction with text parameters, NULLs and the s
   CHECK(read.results[0].at(1, "id") == std::optional<std::string_view>("2"));
 
   // The second statement fails: the first, which ran, is rolled back with it.
-  PgOutcome failed = run(client, {{"INSERT INTO notes VALUES (3, 'three')", {}},
-                                  {"INSERT INTO notes VALUES (1, 'again')", {}},
-                                  {"INSERT INTO notes VALUES (4, 'four')", {}}});
+  PgOutcome failed = run_batch(client, {{"INSERT INTO notes VALUES (3, 'three')", {}},
+                                        {"INSERT INTO notes VALUES (1, 'again')", {}},
+                                        {"INSERT INTO notes VALUES (4, 'four')", {}}});
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.error->sqlstate == "23505");  // unique_violation
   CHECK(failed.error->statement == 1);
   CHECK_FALSE(failed.error->connection);
   CHECK(failed.error->message.find("duplicate key") != std::string::npos);
-  PgOutcome count = run(client, {{"SELECT count(*) AS n FROM notes", {}}});
+  PgOutcome count = run_batch(client, {{"SELECT count(*) AS n FROM notes", {}}});
   REQUIRE(count.ok());
   CHECK(count.results[0].at(0, "n") == std::optional<std::string_view>("2"));
 
   // A syntax error is the server's too, and the connection goes on.
-  PgOutcome bad = run(client, {{"SELEC 1", {}}});
+  PgOutcome bad = run_batch(client, {{"SELEC 1", {}}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error->sqlstate == "42601");
-  CHECK(run(client, {{"SELECT 1", {}}}).ok());
+  CHECK(run_batch(client, {{"SELECT 1", {}}}).ok());
   CHECK(client.status().connected);
   CHECK(client.status().server_version >= 150000);
 }
@@ -105,7 +86,7 @@ TEST_CASE("pipelined batches are answered in the order they were given", "[store
   Loop loop;
   PgClient client(loop.context, options_for(cluster.conninfo(database)));
   client.start();
-  REQUIRE(run(client, {{"CREATE TABLE counter (n bigint)", {}}, {"INSERT INTO counter VALUES (0)", {}}}).ok());
+  REQUIRE(run_batch(client, {{"CREATE TABLE counter (n bigint)", {}}, {"INSERT INTO counter VALUES (0)", {}}}).ok());
 
   constexpr int kBatches = 500;
   std::mutex mutex;
@@ -140,7 +121,7 @@ TEST_CASE("NOTIFY reaches a LISTEN, which is renewed after the server restarts; 
     ++connected;
   });
   client.start();
-  REQUIRE(run(client, {{"SELECT pg_notify('approvals', $1)", {"id-1"}}}).ok());
+  REQUIRE(run_batch(client, {{"SELECT pg_notify('approvals', $1)", {"id-1"}}}).ok());
   REQUIRE(testing::wait_until(
       [&] {
         const std::lock_guard lock(mutex);
@@ -150,7 +131,7 @@ TEST_CASE("NOTIFY reaches a LISTEN, which is renewed after the server restarts; 
   CHECK(payloads[0] == "id-1");
 
   cluster.stop();
-  PgOutcome down = run(client, {{"SELECT 1", {}}});
+  PgOutcome down = run_batch(client, {{"SELECT 1", {}}});
   REQUIRE_FALSE(down.ok());
   CHECK(down.error->connection);
   CHECK(down.error->message.find("the state database is unavailable") == 0);
@@ -172,7 +153,7 @@ TEST_CASE("NOTIFY reaches a LISTEN, which is renewed after the server restarts; 
   // The renewed LISTEN may still be in flight: notify until it is heard.
   REQUIRE(testing::wait_until(
       [&] {
-        REQUIRE(run(other, {{"SELECT pg_notify('approvals', 'id-2')", {}}}).ok());
+        REQUIRE(run_batch(other, {{"SELECT pg_notify('approvals', 'id-2')", {}}}).ok());
         const std::lock_guard lock(mutex);
         return payloads.size() >= 2;
       },
@@ -185,7 +166,7 @@ TEST_CASE("a client that cannot connect fails its batches with the reason and ke
   Loop loop;
   PgClient client(loop.context, options_for("host=" + nowhere.path().string() + " port=5432 dbname=x user=x"));
   client.start();
-  PgOutcome outcome = run(client, {{"SELECT 1", {}}});
+  PgOutcome outcome = run_batch(client, {{"SELECT 1", {}}});
   REQUIRE_FALSE(outcome.ok());
   CHECK(outcome.error->connection);
   CHECK(outcome.error->message.find("No such file or directory") != std::string::npos);

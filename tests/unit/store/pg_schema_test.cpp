@@ -4,9 +4,6 @@
 // nothing; a schema newer than this build's is refused.
 #include <catch2/catch.hpp>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-
 #include <chrono>
 #include <future>
 #include <memory>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "store/pg_schema.hpp"
+#include "support/pg_test_client.hpp"
 #include "support/postgres_cluster.hpp"
 
 using namespace passepartout;
@@ -22,16 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Loop {
-  boost::asio::io_context context;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{context.get_executor()};
-  std::thread thread{[this] { context.run(); }};
-  ~Loop() {
-    work.reset();
-    context.stop();
-    thread.join();
-  }
-};
+using Loop = testing::PgLoop;
+using testing::run_batch;
 
 std::unique_ptr<PgClient> client_for(Loop& loop, const std::string& conninfo) {
   PgClient::Options options;
@@ -45,14 +35,6 @@ Result<PgSchemaOutcome> migrated(PgClient& client, const PgSchema& schema, const
   std::promise<Result<PgSchemaOutcome>> promise;
   auto future = promise.get_future();
   migrate(client, schema, node, [&promise](Result<PgSchemaOutcome> outcome) { promise.set_value(std::move(outcome)); });
-  REQUIRE(future.wait_for(30s) == std::future_status::ready);
-  return future.get();
-}
-
-PgOutcome run(PgClient& client, std::vector<PgStatement> statements) {
-  std::promise<PgOutcome> promise;
-  auto future = promise.get_future();
-  client.run(std::move(statements), [&promise](PgOutcome&& outcome) { promise.set_value(std::move(outcome)); });
   REQUIRE(future.wait_for(30s) == std::future_status::ready);
   return future.get();
 }
@@ -78,7 +60,8 @@ TEST_CASE("a fresh state database is migrated to this build's schema once", "[st
   const auto again = migrated(*client, state_schema(), "node-b");
   REQUIRE(again);
   CHECK(again->found == again->version);
-  const PgOutcome rows = run(*client, {{"SELECT version, applied_by FROM passepartout_schema ORDER BY version", {}}});
+  const PgOutcome rows =
+      run_batch(*client, {{"SELECT version, applied_by FROM passepartout_schema ORDER BY version", {}}});
   REQUIRE(rows.ok());
   REQUIRE(rows.results[0].rows.size() == state_schema().migrations.size());
   CHECK(rows.results[0].at(0, "applied_by") == std::optional<std::string_view>("node-a"));
@@ -106,8 +89,8 @@ TEST_CASE("three daemons migrating one database at once apply each migration onc
     REQUIRE(outcome);
     CHECK(outcome->version == 2);
   }
-  const PgOutcome rows =
-      run(*clients[0], {{"SELECT count(*) AS n FROM passepartout_schema", {}}, {"SELECT count(*) AS n FROM two", {}}});
+  const PgOutcome rows = run_batch(
+      *clients[0], {{"SELECT count(*) AS n FROM passepartout_schema", {}}, {"SELECT count(*) AS n FROM two", {}}});
   REQUIRE(rows.ok());
   CHECK(rows.results[0].at(0, "n") == std::optional<std::string_view>("2"));
   CHECK(rows.results[1].at(0, "n") == std::optional<std::string_view>("1"));  // the INSERT ran once
@@ -125,7 +108,7 @@ TEST_CASE("a failing migration changes nothing, and a newer schema is refused", 
   CHECK(broken.error().code == ErrorCode::io_error);
   CHECK(broken.error().message.find("from version 2 to 3 failed") != std::string::npos);
   CHECK(broken.error().message.find("\"nowhere\" does not exist") != std::string::npos);
-  const PgOutcome three = run(*client, {{"SELECT to_regclass('three') IS NULL AS absent", {}}});
+  const PgOutcome three = run_batch(*client, {{"SELECT to_regclass('three') IS NULL AS absent", {}}});
   REQUIRE(three.ok());
   CHECK(three.results[0].at(0, "absent") == std::optional<std::string_view>("t"));  // rolled back with it
 

@@ -1,0 +1,57 @@
+// Test support: an event loop on a thread of its own for PgClients, and a
+// batch run to its outcome (bounded), for the tests that talk to the
+// PostgreSQL clusters of support/postgres_cluster.hpp.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "store/pg_client.hpp"
+
+namespace passepartout::testing {
+
+struct PgLoop {
+  boost::asio::io_context context;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{context.get_executor()};
+  std::thread thread{[this] { context.run(); }};
+  PgLoop() = default;
+  PgLoop(const PgLoop&) = delete;
+  PgLoop& operator=(const PgLoop&) = delete;
+  ~PgLoop() {
+    work.reset();
+    context.stop();
+    thread.join();
+  }
+};
+
+// Runs one batch on `client` and waits (at most 30 s) for its outcome.
+inline PgOutcome run_batch(PgClient& client, std::vector<PgStatement> statements) {
+  std::promise<PgOutcome> promise;
+  auto future = promise.get_future();
+  client.run(std::move(statements), [&promise](PgOutcome&& outcome) { promise.set_value(std::move(outcome)); });
+  REQUIRE(future.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  return future.get();
+}
+
+// The same on a client of its own to `conninfo`, made for it and stopped after.
+inline PgOutcome run_batch(const std::string& conninfo, std::vector<PgStatement> statements) {
+  PgLoop loop;
+  PgClient::Options options;
+  options.conninfo = conninfo;
+  PgClient client(loop.context, options);
+  client.start();
+  PgOutcome outcome = run_batch(client, std::move(statements));
+  client.stop();
+  return outcome;
+}
+
+}  // namespace passepartout::testing
