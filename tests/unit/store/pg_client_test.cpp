@@ -80,7 +80,7 @@ TEST_CASE("a batch runs as one transaction with text parameters, NULLs and the s
   CHECK(client.status().server_version >= 150000);
 }
 
-TEST_CASE("pipelined batches are answered in the order they were given", "[store][postgres]") {
+TEST_CASE("pipelined batches are answered in the order they were given", "[store][postgres][concurrency]") {
   PostgresCluster& cluster = testing::shared_postgres();
   const std::string database = cluster.create_database();
   Loop loop;
@@ -104,8 +104,8 @@ TEST_CASE("pipelined batches are answered in the order they were given", "[store
   for (int i = 0; i < kBatches; ++i) CHECK(seen[static_cast<std::size_t>(i)] == std::to_string(i + 1));
 }
 
-TEST_CASE("NOTIFY reaches a LISTEN, which is renewed after the server restarts; meanwhile batches fail closed",
-          "[store][postgres]") {
+TEST_CASE("NOTIFY reaches a LISTEN, which is renewed after the server restarts, and batches fail closed meanwhile",
+          "[store][postgres][concurrency]") {
   PostgresCluster cluster;  // its own: it is restarted
   Loop loop;
   PgClient client(loop.context, options_for(cluster.conninfo()));
