@@ -270,7 +270,9 @@ std::string check_object(const Value& value, const Json& schema, const std::stri
   const std::span<const Value> items = value.items();
   for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
     const std::string name = ascii_lower(items[i].text());
-    const std::string at = where + "/" + name;
+    std::string at = where;
+    at += '/';
+    at += name;
     const Json* property = nullptr;
     if (has_properties) {
       for (const auto& [key, sub] : properties->items()) {

@@ -97,7 +97,7 @@ struct ConsensusRound : std::enable_shared_from_this<ConsensusRound> {
     bool done = false;
   };
 
-  explicit ConsensusRound(const ConsensusConfig& config) : rule(config), tally(rule) {}
+  explicit ConsensusRound(ConsensusConfig config) : rule(std::move(config)), tally(rule) {}
 
   const ConsensusConfig rule;
   ConsensusTally tally;  // reads `rule`

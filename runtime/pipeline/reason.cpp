@@ -344,10 +344,11 @@ void Run::reasoned(const CascadeOutcome& outcome) {
 void Run::proposed(Proposal proposal) {
   const CascadeOutcome& outcome = cascade_outcome;
   target_implied = proposal.implied;
+  const Value action = std::move(proposal.action);  // the proposal is this step's now
   if (session->request.prompt_in_transcript && outcome.ok()) record_answer(outcome.reply);
   Verification verification;
   model_proposed = outcome.ok();
-  verify_and_record(DecisionStage::reason, snapshot, proposal.action, reasoning, verification, decision_context(),
+  verify_and_record(DecisionStage::reason, snapshot, action, reasoning, verification, decision_context(),
                     timed_out_gates);
   if (verification.timed_out != nullptr) [[unlikely]]
     timed_out_gates.push_back(verification.timed_out->name());

@@ -275,10 +275,13 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
       s.server_version = version;
     });
     log_message(LogLevel::info, kComponent, "connected to PostgreSQL {}.{}", version / 10000, version % 10000);
-    for (const auto& [channel, notified] : channels) send(Batch{{{"LISTEN " + pg_identifier(channel), {}}}, {}, {}, 0});
+    // Each through give(): should a send lose the connection, the rest fail
+    // with it instead of being sent on none.
     std::deque<Batch> waiting = std::move(queued);
     queued.clear();
-    for (Batch& batch : waiting) send(std::move(batch));
+    for (const auto& [channel, notified] : channels) give(Batch{{{"LISTEN " + pg_identifier(channel), {}}}, {}, {}, 0});
+    for (Batch& batch : waiting) give(std::move(batch));
+    if (state != State::ready) return;
     read();
     for (const auto& hook : ready_hooks) hook();
   }
@@ -473,9 +476,8 @@ void PgClient::run(std::vector<PgStatement> statements, Done done) {
 void PgClient::listen(std::string channel, std::function<void(std::string_view payload)> notified) {
   asio::post(impl_->loop, [impl = impl_, channel = std::move(channel), notified = std::move(notified)]() mutable {
     impl->channels.emplace_back(channel, std::move(notified));
-    if (impl->state == Impl::State::ready) {
-      impl->send(Impl::Batch{{{"LISTEN " + pg_identifier(channel), {}}}, {}, {}, 0});
-    }
+    if (impl->state == Impl::State::ready)
+      impl->give(Impl::Batch{{{"LISTEN " + pg_identifier(channel), {}}}, {}, {}, 0});
   });
 }
 

@@ -106,8 +106,8 @@ struct Migration : std::enable_shared_from_this<Migration> {
 }  // namespace
 
 const PgSchema& state_schema() {
-  static const PgSchema schema{kStateMigrations};
-  return schema;
+  static const PgSchema kSchema{kStateMigrations};
+  return kSchema;
 }
 
 void migrate(PgClient& client, const PgSchema& schema, std::string node,
