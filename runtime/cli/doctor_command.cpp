@@ -37,6 +37,8 @@
 #include "skills/bundled_skills.hpp"
 #include "skills/skill_boot.hpp"
 #include "skills/skill_loader.hpp"
+#include "store/pg_client.hpp"
+#include "store/pg_schema.hpp"
 
 namespace passepartout::cli {
 namespace fs = std::filesystem;
@@ -334,6 +336,59 @@ std::vector<ProviderCheck> check_providers(const DoctorOptions& options) {
   return rows;
 }
 
+// How long doctor gives the state database to connect and to answer.
+constexpr std::chrono::milliseconds kStateDbWait{5000};
+
+// The state database the daemon would share (--state-db), asked for the
+// schema's version: reachable, and a schema this build can serve (older is
+// fine: the daemon migrates it). No row when none is configured, or when
+// the settings do not resolve (the providers' check says why).
+std::optional<Check> check_state_db(const DoctorOptions& options) {
+  if (!options.env_file_error.empty()) return std::nullopt;
+  SettingSources sources;
+  sources.config_file = options.config_file;
+  sources.env = options.env ? options.env : EnvLookup([](std::string_view) { return std::nullopt; });
+  const auto config = resolve_daemon_config(sources);
+  if (!config || config->state_db.empty()) return std::nullopt;
+  Check check{"state database", Verdict::info, config->state_db_shown + ", node " + config->node_id, ""};
+  if (!options.network) {
+    check.detail += " (not checked: --no-network)";
+    return check;
+  }
+  // Whether the version table is there first: a query naming a table that
+  // is not fails as a whole.
+  PgOutcome asked = pg_run_once(
+      config->state_db, {{"SELECT to_regclass('passepartout_schema') IS NOT NULL AS present", {}}}, kStateDbWait);
+  if (asked.ok() && asked.results[0].at(0, "present") == std::optional<std::string_view>("t")) {
+    asked = pg_run_once(config->state_db,
+                        {{"SELECT coalesce(max(version), 0) AS version FROM passepartout_schema", {}}}, kStateDbWait);
+  } else if (asked.ok()) {
+    asked.results[0] = PgRows{{"version"}, {{std::string("0")}}, 0};
+  }
+  const int target = static_cast<int>(state_schema().migrations.size());
+  if (!asked.ok()) {
+    check.verdict = Verdict::fail;
+    check.detail += ": " + asked.error->message;
+    check.hint =
+        "check the address, that the server runs and lets this user in, and the password in PGPASSWORD or "
+        "a password file (~/.pgpass, mode 0600); the daemon serves without it, refusing what needs it";
+    return check;
+  }
+  const int version = std::stoi(std::string(asked.results[0].at(0, "version").value_or("0")));
+  if (version > target) {
+    check.verdict = Verdict::fail;
+    check.detail +=
+        ": schema version " + std::to_string(version) + ", newer than this build's " + std::to_string(target);
+    check.hint = "a newer passepartout migrated it: upgrade this one, or the daemon refuses to start";
+    return check;
+  }
+  check.verdict = Verdict::ok;
+  check.detail += version == target ? ": schema version " + std::to_string(version)
+                                    : ": schema version " + std::to_string(version) + ", the daemon migrates it to " +
+                                          std::to_string(target);
+  return check;
+}
+
 // How long doctor gives the MCP servers to start and list their tools.
 constexpr std::chrono::seconds kMcpWait{20};
 
@@ -494,6 +549,9 @@ int run_doctor(const Target& target, const DoctorOptions& options, const Output&
   checks.push_back(check_skills(options.manifest_dir, options.plugin_dir));
   checks.push_back(check_daemon(target));
   checks.push_back(check_user(target));
+  if (options.check_provider) {
+    if (auto db = check_state_db(options)) checks.push_back(std::move(*db));
+  }
   std::vector<ProviderCheck> providers;
   if (options.check_provider) providers = check_providers(options);
   // Left-out providers share one row in the table; --json lists each.

@@ -486,6 +486,28 @@ void PgClient::on_connected(std::function<void()> ready) {
              [impl = impl_, ready = std::move(ready)]() mutable { impl->ready_hooks.push_back(std::move(ready)); });
 }
 
+PgOutcome pg_run_once(const std::string& conninfo, std::vector<PgStatement> statements,
+                      std::chrono::milliseconds timeout) {
+  asio::io_context context;
+  PgOutcome result{{}, PgError{"no answer within " + std::to_string(timeout.count()) + " ms", "", true, 0}};
+  {
+    PgClient::Options options;
+    options.conninfo = conninfo;
+    options.connect_timeout = timeout;
+    PgClient client(context, options);
+    client.start();
+    client.run(std::move(statements), [&](PgOutcome&& outcome) {
+      result = std::move(outcome);
+      client.stop();  // no reconnection: the loop runs out of work
+    });
+    context.run_for(timeout * 2);
+  }
+  // What the client's destructor posted, run before the loop goes.
+  context.restart();
+  context.run();
+  return result;
+}
+
 PgClient::Status PgClient::status() const {
   const std::lock_guard lock(impl_->status_mutex);
   return impl_->figures;

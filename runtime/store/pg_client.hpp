@@ -127,6 +127,12 @@ class PgClient {
 // can read).
 Result<std::string> describe_pg_target(std::string_view conninfo);
 
+// Runs one batch on a connection of its own to `conninfo`, on the calling
+// thread, and closes it: for a command that asks once (doctor). The
+// connection attempt and the answer each get `timeout`.
+PgOutcome pg_run_once(const std::string& conninfo, std::vector<PgStatement> statements,
+                      std::chrono::milliseconds timeout);
+
 // `text` as an SQL identifier (double-quoted, quotes doubled).
 std::string pg_identifier(std::string_view text);
 

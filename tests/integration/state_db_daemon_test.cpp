@@ -125,3 +125,52 @@ TEST_CASE("a daemon whose state database is down starts without it and joins it 
       },
       30s));
 }
+
+TEST_CASE("doctor asks the state database for its schema and says what the daemon would do with it",
+          "[integration][postgres]") {
+  PostgresCluster& cluster = testing::shared_postgres();
+  const std::string database = cluster.create_database();
+  testing::TempDir home;
+  auto env = testing::hermetic_env(home.path());
+  env.push_back("PASSEPARTOUT_STATE_DB=" + cluster.conninfo(database));
+  env.push_back("PASSEPARTOUT_NODE_ID=checker");
+  const auto doctor = [&] {
+    const auto run = testing::run_passepartout(
+        {"doctor", "--json", "--socket", (home.path() / "absent.sock").string(), "--state-dir", home.path().string()},
+        env);
+    INFO(run.err);
+    REQUIRE(run.exit_status >= 0);
+    const nlohmann::json document = nlohmann::json::parse(run.out);
+    for (const auto& check : document["checks"]) {
+      if (check["name"] == "state database") return check;
+    }
+    FAIL("doctor has no state database row:\n" << run.out);
+    return nlohmann::json();
+  };
+
+  // A fresh database: the daemon would create the schema.
+  nlohmann::json fresh = doctor();
+  INFO(fresh.dump());
+  CHECK(fresh["status"] == "ok");
+  CHECK(fresh["detail"].get<std::string>().find("node checker: schema version 0, the daemon migrates it to ") !=
+        std::string::npos);
+
+  // Newer than this build: a failure, with what to do.
+  REQUIRE(testing::run_batch(cluster.conninfo(database),
+                             {{"CREATE TABLE passepartout_schema (version integer PRIMARY KEY, applied_at timestamptz "
+                               "NOT NULL DEFAULT now(), applied_by text NOT NULL)",
+                               {}},
+                              {"INSERT INTO passepartout_schema (version, applied_by) VALUES (99, 'future')", {}}})
+              .ok());
+  nlohmann::json newer = doctor();
+  CHECK(newer["status"] == "fail");
+  CHECK(newer["detail"].get<std::string>().find("schema version 99, newer than this build's") != std::string::npos);
+  CHECK(newer["hint"].get<std::string>().find("upgrade") != std::string::npos);
+
+  // Unreachable: a failure naming why.
+  env.back() = "PASSEPARTOUT_NODE_ID=checker";
+  env[env.size() - 2] = "PASSEPARTOUT_STATE_DB=host=" + (home.path() / "nowhere").string() + " dbname=x";
+  nlohmann::json down = doctor();
+  CHECK(down["status"] == "fail");
+  CHECK(down["detail"].get<std::string>().find("No such file or directory") != std::string::npos);
+}

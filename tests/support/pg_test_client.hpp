@@ -42,16 +42,9 @@ inline PgOutcome run_batch(PgClient& client, std::vector<PgStatement> statements
   return future.get();
 }
 
-// The same on a client of its own to `conninfo`, made for it and stopped after.
+// The same on a connection of its own to `conninfo` (pg_run_once).
 inline PgOutcome run_batch(const std::string& conninfo, std::vector<PgStatement> statements) {
-  PgLoop loop;
-  PgClient::Options options;
-  options.conninfo = conninfo;
-  PgClient client(loop.context, options);
-  client.start();
-  PgOutcome outcome = run_batch(client, std::move(statements));
-  client.stop();
-  return outcome;
+  return pg_run_once(conninfo, std::move(statements), std::chrono::seconds(30));
 }
 
 }  // namespace passepartout::testing
