@@ -107,7 +107,11 @@ TEST_CASE("consensus: three agree and the action reaches the gates, while plain 
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo agreed");  // the gates saw it, and ask a human
   CHECK(v.a.requests().size() == 2);
-  CHECK(v.b.requests().size() == 1);
+  // b and c were asked at once; the first to agree decided, and the other
+  // may have been cancelled before its request went out.
+  CHECK(v.b.requests().size() + v.c.requests().size() >= 1);
+  CHECK(v.b.requests().size() <= 1);
+  CHECK(v.c.requests().size() <= 1);
   CHECK(v.daemon->wait_for_log("consensus: 2 of"));
   const json status = v.status();
   REQUIRE(status["consensus"].size() == 1);
@@ -148,20 +152,32 @@ TEST_CASE("a signal that asks for consensus gets it with none configured: a majo
 
 TEST_CASE("consensus: two of three agree, and the agreed action is the one the gates see",
           "[integration][consensus][concurrency]") {
-  // A token cap: every call of the round is reserved against it and recorded.
-  Voters v("  providers: [a, b, c]\n  quorum: 2\n", "a, b, c", "budget:\n  daily_tokens: 1m\n");
+  Voters v("  providers: [a, b, c]\n  quorum: 2\n");
   v.a.set_default(shell("echo one"));
   v.b.set_default(shell("echo two"));
   v.c.set_default(shell("echo one"));
   const auto frames = chat(*v.daemon, "print something", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo one");
-  CHECK(v.b.requests().size() == 1);
+  // c's vote decided it; b was asked too, and may have been cancelled before its request went out.
   CHECK(v.c.requests().size() == 1);
+  CHECK(v.b.requests().size() <= 1);
   CHECK(v.status()["consensus"][0]["agreed"] == 1);
+}
+
+TEST_CASE("consensus: every call of a round is reserved against the budget and recorded in the ledger",
+          "[integration][consensus][concurrency]") {
+  // Quorum 3 of 3: no call is cancelled, so each one settles.
+  Voters v("  providers: [a, b, c]\n  quorum: 3\n", "a, b, c", "budget:\n  daily_tokens: 1m\n");
+  v.a.set_default(shell("echo metered"));
+  v.b.set_default(shell("echo metered"));
+  v.c.set_default(shell("echo metered"));
+  const auto frames = chat(*v.daemon, "print metered", "s1", "r1");
+  INFO(printed(frames) << v.daemon->log());
+  CHECK(asked_command(frames) == "echo metered");
   const json budget = v.status("budget");
   INFO(budget.dump());
-  REQUIRE(budget["today"].size() == 3);  // one row per provider: each call of the round was metered
+  REQUIRE(budget["today"].size() == 3);  // one row per provider
   for (const json& row : budget["today"]) CHECK(row["calls"] == 1);
   CHECK(budget["caps"][0]["spent"].get<double>() > 0);
 }
@@ -262,8 +278,8 @@ TEST_CASE("consensus on every proposal: a reply too is put to the providers at o
   const std::string text = printed(frames);
   CHECK((text.find("From a.") != std::string::npos || text.find("From b.") != std::string::npos ||
          text.find("From c.") != std::string::npos));
-  CHECK(v.a.requests().size() == 1);
-  CHECK(v.b.requests().size() == 1);
+  // All three asked at once; two replies decide, the third may be cancelled before it goes out.
+  CHECK(v.a.requests().size() + v.b.requests().size() + v.c.requests().size() >= 2);
   CHECK(v.status()["consensus"][0]["agreed"] == 1);
 }
 
