@@ -108,9 +108,12 @@ void PostgresCluster::run(const std::vector<std::string>& args) const {
 PostgresCluster::PostgresCluster() {
   if (bin_dir().empty()) FAIL("PostgreSQL 15 is not installed (apt-get install postgresql-15; scripts/setup does)");
   std::random_device random;
-  dir_ = fs::temp_directory_path() / ("passepartout-pg-" + std::to_string(random()));
-  fs::create_directories(dir_);
   const RunAs who = run_as();
+  // The postgres user must reach the folder: /tmp when the tests run as
+  // root (whose TMPDIR may be a folder only root can enter).
+  const fs::path base = who.change ? fs::path("/tmp") : fs::temp_directory_path();
+  dir_ = base / ("passepartout-pg-" + std::to_string(random()));
+  fs::create_directories(dir_);
   give_to(dir_, who);
   fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   run({"initdb", "-D", (dir_ / "data").string(), "-U", std::string(kRole), "--auth=trust", "--no-sync", "-E", "UTF8",
