@@ -1,5 +1,6 @@
 #include "daemon/state_db.hpp"
 
+#include <future>
 #include <utility>
 
 #include "base/executor.hpp"
@@ -84,9 +85,17 @@ Result<void> StateDb::start(std::chrono::milliseconds wait) {
 
 void StateDb::stop() {
   if (!loop_) return;
+  // The client's stop runs on its loop (closing the connection, failing
+  // what was waiting, whose callbacks may still use the client); once a
+  // task posted after it has run, nothing there touches the client, which
+  // can go. Its destructor posts one more stop, run before the loop joins,
+  // so the connection's I/O objects go while their io_context is there.
   client_->stop();
-  loop_->stop();  // runs the stop, then joins the thread
+  std::promise<void> drained;
+  loop_->post([&drained] { drained.set_value(); });
+  drained.get_future().wait();
   client_.reset();
+  loop_->stop();
   loop_.reset();
 }
 
