@@ -68,6 +68,14 @@ struct Voters {
     daemon = std::make_unique<DaemonProcess>(options);
   }
 
+  // What each endpoint answers every request with.
+  void answer(const StubResponse& to_a, const StubResponse& to_b, const StubResponse& to_c) {
+    a.set_default(to_a);
+    b.set_default(to_b);
+    c.set_default(to_c);
+  }
+  void answer_all(const StubResponse& to_each) { answer(to_each, to_each, to_each); }
+
   json status(const char* command = "status") const {
     const auto env = hermetic_env(daemon->dir());
     const auto run = run_passepartout({command, "--json", "--socket", daemon->socket_path().string()}, env);
@@ -100,9 +108,7 @@ TEST_CASE("consensus: three agree and the action reaches the gates, while plain 
   CHECK(v.b.requests().empty());  // a reply does not act: no round
   CHECK(v.c.requests().empty());
 
-  v.a.set_default(shell("echo agreed"));
-  v.b.set_default(shell("echo agreed"));
-  v.c.set_default(shell("echo agreed"));
+  v.answer_all(shell("echo agreed"));
   const auto frames = chat(*v.daemon, "print agreed with the shell", "s1", "r2");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo agreed");  // the gates saw it, and ask a human
@@ -131,9 +137,7 @@ TEST_CASE("consensus: three agree and the action reaches the gates, while plain 
 TEST_CASE("a signal that asks for consensus gets it with none configured: a majority of the cascade",
           "[integration][consensus][concurrency]") {
   Voters v("");
-  v.a.set_default(shell("echo asked"));
-  v.b.set_default(shell("echo asked"));
-  v.c.set_default(shell("echo other"));
+  v.answer(shell("echo asked"), shell("echo asked"), shell("echo other"));
   WireClient client = WireClient::tcp(v.daemon->port());
   client.expect_handshake();
   client.send("(:TYPE :EVENT :META (:SOURCE :TUI :SESSION-ID \"s1\" :CONSENSUS T) :AUTH \"" + v.daemon->token() +
@@ -153,9 +157,7 @@ TEST_CASE("a signal that asks for consensus gets it with none configured: a majo
 TEST_CASE("consensus: two of three agree, and the agreed action is the one the gates see",
           "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n");
-  v.a.set_default(shell("echo one"));
-  v.b.set_default(shell("echo two"));
-  v.c.set_default(shell("echo one"));
+  v.answer(shell("echo one"), shell("echo two"), shell("echo one"));
   const auto frames = chat(*v.daemon, "print something", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo one");
@@ -169,9 +171,7 @@ TEST_CASE("consensus: every call of a round is reserved against the budget and r
           "[integration][consensus][concurrency]") {
   // Quorum 3 of 3: no call is cancelled, so each one settles.
   Voters v("  providers: [a, b, c]\n  quorum: 3\n", "a, b, c", "budget:\n  daily_tokens: 1m\n");
-  v.a.set_default(shell("echo metered"));
-  v.b.set_default(shell("echo metered"));
-  v.c.set_default(shell("echo metered"));
+  v.answer_all(shell("echo metered"));
   const auto frames = chat(*v.daemon, "print metered", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo metered");
@@ -185,9 +185,7 @@ TEST_CASE("consensus: every call of a round is reserved against the budget and r
 TEST_CASE("consensus: when all three differ the disagreement is fed back and the next prompt shows the votes",
           "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n");
-  v.a.set_default(shell("echo one"));
-  v.b.set_default(shell("echo two"));
-  v.c.set_default(shell("echo three"));
+  v.answer(shell("echo one"), shell("echo two"), shell("echo three"));
   const auto frames = chat(*v.daemon, "print something", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames).empty());  // nothing reached a human, nothing ran
@@ -210,9 +208,8 @@ TEST_CASE("consensus: when all three differ the disagreement is fed back and the
 TEST_CASE("consensus: an answer whose arguments do not match the shell's schema is discarded before it votes",
           "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n", "c, a, b");  // c answers first: its answer opens the round
-  v.c.set_default(call_answer("openai", "call_1", "shell", json{{"cmd", 42}, {"explanation", "a number"}}));
-  v.a.set_default(shell("echo valid"));
-  v.b.set_default(shell("echo valid"));
+  v.answer(shell("echo valid"), shell("echo valid"),
+           call_answer("openai", "call_1", "shell", json{{"cmd", 42}, {"explanation", "a number"}}));
   const auto frames = chat(*v.daemon, "print valid", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo valid");
@@ -244,8 +241,9 @@ TEST_CASE("consensus: once two agree the slow provider's call is cancelled, its 
   const auto frames = chat(*v.daemon, "print same", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo same");
-  REQUIRE(v.c.wait_requests(1, 10s));
-  CHECK(v.c.wait_connections_closed(1, 10s));
+  // c's call was cancelled: its connection is closed, or, when b agreed
+  // before c's request went out, it never left.
+  if (v.c.wait_requests(1, 5s)) CHECK(v.c.wait_connections_closed(1, 10s));
   const json status = v.status();
   CHECK(status["consensus"][0]["agreed"] == 1);
   CHECK(status["consensus"][0]["cancelled"] == 1);
@@ -254,9 +252,7 @@ TEST_CASE("consensus: once two agree the slow provider's call is cancelled, its 
 TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead",
           "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  ahead_by: 2\n  max_calls: 5\n");
-  v.a.set_default(shell("echo ahead"));
-  v.b.set_default(shell("echo ahead"));
-  v.c.set_default(shell("echo ahead"));
+  v.answer_all(shell("echo ahead"));
   const auto frames = chat(*v.daemon, "print ahead", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   CHECK(asked_command(frames) == "echo ahead");
@@ -269,9 +265,7 @@ TEST_CASE("consensus: ahead-by-k stops as soon as one action is k votes ahead",
 TEST_CASE("consensus on every proposal: a reply too is put to the providers at once",
           "[integration][consensus][concurrency]") {
   Voters v("  providers: [a, b, c]\n  quorum: 2\n  when: always\n");
-  v.a.set_default(text_answer("openai", "From a."));
-  v.b.set_default(text_answer("openai", "From b."));
-  v.c.set_default(text_answer("openai", "From c."));
+  v.answer(text_answer("openai", "From a."), text_answer("openai", "From b."), text_answer("openai", "From c."));
   const auto frames = chat(*v.daemon, "hello", "s1", "r1");
   INFO(printed(frames) << v.daemon->log());
   // Replies agree (a vote is about what is done); the first voter's words are the answer.
