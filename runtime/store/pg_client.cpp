@@ -214,7 +214,7 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
     socket.async_wait(type, [self = shared_from_this(), at = generation, then](const boost::system::error_code& error) {
       if (at != self->generation || self->state == State::stopped) return;
       if (error) {
-        if (error != asio::error::operation_aborted) self->lost("waiting on the socket: " + error.message());
+        if (error != asio::error::operation_aborted) self->failed("waiting on the socket: " + error.message());
         return;
       }
       then(*self);
@@ -309,8 +309,6 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
     });
   }
 
-  void lost(const std::string& why) { failed(why); }
-
   void fail_all(const std::string& why) {
     std::deque<Batch> failing = std::move(in_flight);
     in_flight.clear();
@@ -359,12 +357,12 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
       if (PQsendQueryParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
                             nullptr, nullptr, 0) != 1) {
         in_flight.push_back(std::move(batch));  // fails with the others
-        return lost("sending a statement: " + trimmed(PQerrorMessage(conn)));
+        return failed("sending a statement: " + trimmed(PQerrorMessage(conn)));
       }
     }
     if (PQpipelineSync(conn) != 1) {
       in_flight.push_back(std::move(batch));
-      return lost("sending a sync: " + trimmed(PQerrorMessage(conn)));
+      return failed("sending a sync: " + trimmed(PQerrorMessage(conn)));
     }
     batch.outcome.results.resize(batch.statements.size());
     in_flight.push_back(std::move(batch));
@@ -374,7 +372,7 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
 
   void flush() {
     const int left = PQflush(conn);
-    if (left < 0) return lost("writing: " + trimmed(PQerrorMessage(conn)));
+    if (left < 0) return failed("writing: " + trimmed(PQerrorMessage(conn)));
     if (left == 0 || writing) return;
     writing = true;
     wait(asio::posix::stream_descriptor::wait_write, [](Impl& self) {
@@ -393,7 +391,7 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void readable() {
-    if (PQconsumeInput(conn) != 1) return lost(trimmed(PQerrorMessage(conn)));
+    if (PQconsumeInput(conn) != 1) return failed(trimmed(PQerrorMessage(conn)));
     drain();
     if (state != State::ready) return;
     while (PGnotify* note = PQnotifies(conn)) {
@@ -404,7 +402,7 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
         if (name == channel) notified(payload);
       }
     }
-    if (PQstatus(conn) == CONNECTION_BAD) return lost(trimmed(PQerrorMessage(conn)));
+    if (PQstatus(conn) == CONNECTION_BAD) return failed(trimmed(PQerrorMessage(conn)));
     read();
   }
 
