@@ -68,6 +68,9 @@ void print_approval(std::ostream& out, const Value& approval) {
   if (const std::string session = display_text(approval.at("SESSION-ID")); !session.empty()) {
     out << "    session:  " << session << '\n';
   }
+  if (const std::string node = display_text(approval.at("NODE")); !node.empty()) {
+    out << "    asked on: " << node << '\n';
+  }
   if (const std::string reason = display_text(approval.at("REASON")); !reason.empty()) {
     out << "    reason:   " << reason << '\n';
   }

@@ -448,16 +448,24 @@ void Connection::write_next() {
   batch_frames_ = std::min(writes_.size(), kMaxWriteBatch);
   for (std::size_t i = 0; i < batch_frames_; ++i) write_batch_.emplace_back(asio::buffer(writes_[i]));
   if (non_blocking_) {
+    // When this write leaves nothing to do, the connection has caught up the
+    // moment the client can read its last reply: noted before the write, so
+    // that a client which has read it never finds its connection judged by
+    // an older moment (an admission on another thread may look at once).
+    const bool catches_up = batch_frames_ == writes_.size() && handling_ == 0 && pending_.empty();
+    const auto before = caught_up_at_.load(std::memory_order_relaxed);
+    if (catches_up) caught_up_at_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     error_code error;
     std::size_t written = socket_.write_some(write_batch_, error);
     if (error != asio::error::would_block && error != asio::error::try_again) {
       if (error || written == asio::buffer_size(write_batch_)) {
-        on_write(error);  // done (or failed) without a turn of the reactor
+        on_write(error, catches_up);  // done (or failed) without a turn of the reactor
         return;
       }
     } else {
       written = 0;
     }
+    if (catches_up) caught_up_at_.store(before, std::memory_order_relaxed);  // not yet: on_write notes it
     // Only what the socket did not take is left to write.
     auto first = write_batch_.begin();
     while (written >= first->size()) {
@@ -471,7 +479,7 @@ void Connection::write_next() {
                     [self = shared_from_this()](const error_code& error, std::size_t) { self->on_write(error); });
 }
 
-void Connection::on_write(const error_code& error) {
+void Connection::on_write(const error_code& error, bool caught_up_noted) {
   writing_ = false;
   if (state_ == State::closed) return;
   if (error) {
@@ -495,7 +503,7 @@ void Connection::on_write(const error_code& error) {
     write_next();
   } else if (state_ >= State::closing) {
     shutdown_output();
-  } else {
+  } else if (!caught_up_noted) {
     note_if_caught_up();
   }
   if (queued_write_bytes_ < kReadPauseBytes) start_read();  // reading resumes once the client has caught up

@@ -114,7 +114,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void queue_frame(std::string frame);
   void schedule_flush();
   void write_next();
-  void on_write(const error_code& error);
+  // `caught_up_noted`: write_next noted the moment before a write that left nothing to do.
+  void on_write(const error_code& error, bool caught_up_noted = false);
 
   void begin_close();
   void shutdown_output();

@@ -41,6 +41,8 @@
 #include "daemon/operator_handler.hpp"
 #include "daemon/provider_status.hpp"
 #include "daemon/server.hpp"
+#include "daemon/fleet_runner.hpp"
+#include "daemon/pg_approvals.hpp"
 #include "daemon/state_db.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
@@ -242,6 +244,7 @@ struct Daemon::Impl {
   std::unique_ptr<McpHub> mcp;
   // The state database a fleet shares (--state-db); null without one.
   std::unique_ptr<StateDb> state_db;
+  std::unique_ptr<FleetRunner> fleet;  // with state_db: runs the fleet's approved actions that are this node's
   std::unique_ptr<Pipeline> pipeline;
   std::unique_ptr<Heartbeat> heartbeat;
   std::unique_ptr<SkillWatcher> watcher;
@@ -547,9 +550,17 @@ Result<void> Daemon::Impl::boot() {
   const std::chrono::milliseconds lifetime = c.deny_unattended_after.count() > 0
                                                  ? std::min(c.approval_lifetime, c.deny_unattended_after)
                                                  : c.approval_lifetime;
-  if (auto store = ApprovalStore::open(
-          approvals_file(c.state_dir),
-          {lifetime, c.approval_retention, {}, c.max_pending_approvals, c.max_pending_approvals_per_session});
+  // With a state database the fleet shares its approvals; else they are the state folder's.
+  if (!c.state_db.empty()) {
+    state_db = std::make_unique<StateDb>(
+        StateDb::Settings{c.state_db, c.state_db_shown, c.node_id, version_text(), c.fleet_lease / 3});
+    if (auto connected = state_db->start(kStateDbWait); !connected)
+      return fail(connected.error().code, connected.error().message);
+  }
+  const ApprovalOptions approval_options{lifetime, c.approval_retention, {}, c.max_pending_approvals,
+                                         c.max_pending_approvals_per_session};
+  if (auto store = state_db ? open_pg_approvals(state_db->client(), {c.node_id, c.fleet_lease}, approval_options)
+                            : ApprovalStore::open(approvals_file(c.state_dir), approval_options);
       store) {
     approvals = std::move(*store);
   } else {
@@ -671,12 +682,6 @@ Result<void> Daemon::Impl::boot() {
     return fail(opened.error().code, opened.error().message);
   }
 
-  if (!c.state_db.empty()) {
-    state_db = std::make_unique<StateDb>(StateDb::Settings{c.state_db, c.state_db_shown, c.node_id, version_text()});
-    if (auto connected = state_db->start(kStateDbWait); !connected)
-      return fail(connected.error().code, connected.error().message);
-  }
-
   PipelineOptions options;
   options.version = version_text();
   options.default_actuator = c.default_actuator;
@@ -705,6 +710,10 @@ Result<void> Daemon::Impl::boot() {
                          [this] { request_stop("Interrupt flag set"); },  // seed H7
                          decisions.get(), mcp.get(), rules.get()},
       std::move(options));
+  if (state_db && approvals) {  // the fleet's approved runs that are this node's
+    fleet = std::make_unique<FleetRunner>(state_db->client(), *approvals, *pipeline, blocking, c.fleet_lease / 3);
+    fleet->start();
+  }
   if (c.deny_unattended_after.count() > 0 && approvals) {
     log_message(LogLevel::info, kComponent, "unattended approvals: denied after {}",
                 span_text(c.deny_unattended_after));
@@ -917,6 +926,7 @@ int Daemon::Impl::shutdown() {
   notifier.notify("STOPPING=1\nSTATUS=stopping");
   stopping.store(true, std::memory_order_relaxed);
   if (heartbeat) heartbeat->stop();
+  if (fleet) fleet->stop();  // no approved run of the fleet starts here from now on
   // Asked now, joined below: a rescan of its may be waiting on the control thread.
   if (watcher) watcher->request_stop();
   const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;

@@ -106,6 +106,9 @@ constexpr std::array kSettings{
                   "without it the state stays in the state folder"},
     DaemonSetting{"node-id", "PASSEPARTOUT_NODE_ID", "NAME",
                   "This daemon's name in the fleet, on what it records in the state database (default the host name)"},
+    DaemonSetting{"fleet-lease", "PASSEPARTOUT_FLEET_LEASE", "SECONDS",
+                  "In a fleet: how long a node holds a claimed approved run before another may take it over, and\n"
+                  "how long a node not heard from is taken for alive (default 10; polled every third of it)"},
     DaemonSetting{"identity", "PASSEPARTOUT_IDENTITY", "FILE",
                   "Who the agent is, in the words of this file, added to the prompt's IDENTITY (at most 16 KiB;\n"
                   "default ~/.config/passepartout/identity.md when it exists)"},
@@ -280,6 +283,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
     if (name == "provider_cascade") name = "provider-cascade";  // as the providers: list spells its keys
     if (name == "state_db") name = "state-db";
     if (name == "node_id") name = "node-id";
+    if (name == "fleet_lease") name = "fleet-lease";
     auto setting =
         std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
     if (setting == kSettings.end()) {
@@ -690,6 +694,7 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
        {Duration{"heartbeat-interval", &config.heartbeat_interval, true},
         Duration{"memory-auto-save-interval", &config.auto_save_interval, false},
         Duration{"approval-lifetime", &config.approval_lifetime, false},
+        Duration{"fleet-lease", &config.fleet_lease, false},
         Duration{"approval-retention", &config.approval_retention, true},
         Duration{"decision-log-rotate", &config.decision_log_rotate, true},
         Duration{"idle-timeout", &config.idle_timeout, true}, Duration{"read-timeout", &config.read_timeout, false},

@@ -81,8 +81,8 @@ Value changes_response(const std::vector<const SkillChange*>& changes, std::stri
   return make_ok_response(ok_message, Value::plist({{"CHANGES", list}}));
 }
 
-// An approval as :APPROVALS and :APPROVAL list it; the decision and the run
-// only once there is one.
+// An approval as :APPROVALS and :APPROVAL list it; the node that asked in a
+// fleet, the decision and the run only once there is one.
 Value approval_value(const Approval& approval) {
   std::vector<Value> gates;
   for (const auto& gate : approval.gates) gates.push_back(str(gate));
@@ -94,6 +94,7 @@ Value approval_value(const Approval& approval) {
                               {"GATES", Value::list(gates)},
                               {"CREATED-UNIX-MS", num(approval.created_unix_ms)},
                               {"EXPIRES-UNIX-MS", num(approval.expires_unix_ms)}});
+  if (!approval.node.empty()) value = std::move(value).with("NODE", str(approval.node));  // which node of a fleet asked
   if (approval.decided_unix_ms != 0) {
     value = std::move(value)
                 .with("DECIDED-BY", str(approval.decided_by))

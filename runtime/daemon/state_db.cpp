@@ -45,13 +45,25 @@ void StateDb::connected() {
     client_->run({{"INSERT INTO passepartout_nodes (node, version, started_at, seen_at) VALUES ($1, $2, now(), now()) "
                    "ON CONFLICT (node) DO UPDATE SET version = EXCLUDED.version, seen_at = now()",
                    {settings_.node, settings_.version}}},
-                 [node = settings_.node](PgOutcome&& registered) {
+                 [this](PgOutcome&& registered) {
                    if (!registered.ok()) {
-                     log_message(LogLevel::warn, kComponent, "node {} could not be registered: {}", node,
+                     log_message(LogLevel::warn, kComponent, "node {} could not be registered: {}", settings_.node,
                                  registered.error->message);
+                     return;
                    }
+                   if (registered_) return;  // beating already (a reconnection)
+                   registered_ = true;
+                   loop_->post_after(settings_.heartbeat, [this] { beat(); });
                  });
   });
+}
+
+void StateDb::beat() {
+  if (stopping_.load()) return;
+  // While the connection is down the batch fails at once; the next beat tries again.
+  client_->run({{"UPDATE passepartout_nodes SET seen_at = now() WHERE node = $1", {settings_.node}}},
+               [](PgOutcome&&) {});
+  loop_->post_after(settings_.heartbeat, [this] { beat(); });  // dropped when the loop stops
 }
 
 Result<void> StateDb::start(std::chrono::milliseconds wait) {
@@ -85,6 +97,7 @@ Result<void> StateDb::start(std::chrono::milliseconds wait) {
 
 void StateDb::stop() {
   if (!loop_) return;
+  stopping_.store(true);
   // The client's stop runs on its loop (closing the connection, failing
   // what was waiting, whose callbacks may still use the client); once a
   // task posted after it has run, nothing there touches the client, which

@@ -1,9 +1,11 @@
 // The daemon's side of the state database (--state-db): the connection on a
 // loop of its own, the schema migrated on every (re)connection, this node
-// registered, and the figures status and /metrics show. Without --state-db
+// registered and its row renewed every heartbeat (how the fleet knows it is
+// alive), and the figures status and /metrics show. Without --state-db
 // there is none, and the state stays in the state folder.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +28,9 @@ class StateDb {
     std::string shown;     // describe_pg_target's
     std::string node;      // --node-id
     std::string version;   // this build's, recorded with the node
+    // How often the node's row says it is alive (seen_at): a third of the
+    // fleet's lease, within which a node not seen is taken for gone.
+    std::chrono::milliseconds heartbeat{3333};
   };
   struct Figures {
     std::string shown;
@@ -53,12 +58,15 @@ class StateDb {
 
  private:
   void connected();  // on the client's loop
+  void beat();       // on the client's loop: seen_at now, and again after the heartbeat
   Settings settings_;
   std::unique_ptr<EventLoops> loop_;
   std::unique_ptr<PgClient> client_;
   mutable std::mutex mutex_;
   std::condition_variable answer_;
   bool answered_ = false;  // the first migration answered
+  std::atomic<bool> stopping_{false};  // set first by stop(): no beat touches the client after it
+  bool registered_ = false;  // the node's row is there: beats may renew it (the client's loop)
   int schema_ = 0;
   std::string refused_;  // why the schema was refused; "" when it was not
 };

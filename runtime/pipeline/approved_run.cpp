@@ -133,6 +133,56 @@ void Pipeline::approve(std::string token, std::string who, std::function<void(Re
   run_approval(impl_, std::move(token), std::move(who), {}, std::move(done));
 }
 
+namespace {
+
+// Runs an approval claimed under `fence`, on the blocking executor: recorded
+// as running, durably, before it runs (a daemon that dies during the run
+// finds it so when it starts again: then interrupted), and without that
+// record it does not run; its end recorded, its result settled into its
+// session's transcript and given to `done`.
+void run_claimed(const std::shared_ptr<Pipeline::Impl>& impl, ApprovalStore* store, std::string token,
+                 std::string who, std::int64_t fence, ApprovedRun run, Approval decided,
+                 std::function<void(Result<Value>)> done) {
+  log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
+  impl->services.blocking.post([store, external_tools = impl->services.external_tools, token = std::move(token),
+                                run = std::move(run), done = std::move(done),
+                                pipeline = std::weak_ptr<Pipeline::Impl>(impl), decided = std::move(decided), who,
+                                fence]() mutable {
+    if (auto started = store->record_run(token, Approval::Run::running, fence); !started) {
+      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {} not run: {}", token,
+                  started.error().message);
+      done(fail(started.error().code, "the action did not run: " + started.error().message));
+      return;
+    }
+    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
+    Result<Value> result = run.external != nullptr   ? call_external(*external_tools, *run.external, run.args)
+                           : run.actuator != nullptr ? run.actuator->act(run.action, run.context)
+                                                     : run.tool->call(run.args, run.context);
+    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
+    const std::string name = run.external != nullptr   ? run.external->name
+                             : run.actuator != nullptr ? ascii_lower(run.actuator->name())
+                                                       : run.tool->name();
+    settle_call(pipeline, decided,
+                result ? "Approved by " + who + " and run. " + tool_result_format(name, *result)
+                       : "Approved by " + who + ", but the run failed: " + result.error().message);
+    auto ended = result ? store->record_run(token, Approval::Run::done, fence)
+                        : store->record_run(token, Approval::Run::failed, fence, result.error().message);
+    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
+      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {}: {}", token, ended.error().message);
+    }
+    done(std::move(result));
+  });
+}
+
+// A claimed run whose check failed: recorded as failed (best effort), told to its session.
+void fail_claimed(const std::shared_ptr<Pipeline::Impl>& impl, ApprovalStore& store, const Approval& approval,
+                  std::int64_t fence, const Error& error) {
+  static_cast<void>(store.record_run(approval.token, Approval::Run::failed, fence, error.message));
+  settle_call(impl, approval, "Approved by " + approval.decided_by + ", but the action did not run: " + error.message);
+}
+
+}  // namespace
+
 void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token, std::string who,
                   std::string_view granted_by, std::function<void(Result<Value>)> done) {
   ApprovalStore* store = impl->services.approvals;
@@ -161,47 +211,61 @@ void run_approval(const std::shared_ptr<Pipeline::Impl>& impl, std::string token
     done(fail(approval.error().code, approval.error().message));
     return;
   }
+  // Then claimed: in a fleet the node that asked runs it while it is alive.
+  auto claim = store->claim_run(token);
+  if (!claim) {
+    done(fail(claim.error().code, "approved, but the run could not be claimed: " + claim.error().message));
+    return;
+  }
+  if (!*claim) {
+    log_message(LogLevel::info, kPipelineComponent, "ACT: approved action {} (approved by {}) runs on node {}", token,
+                who, approval->node);
+    done(Value::string("approved; node " + approval->node + ", which asked, runs it"));
+    return;
+  }
   if (!run) {  // not read as pending a moment ago, yet approved now: checked after all
     auto planned = plan_approved_run(snapshot, *approval, impl->services, granted_by);
     if (!planned) {
-      static_cast<void>(store->record_run(token, Approval::Run::failed, planned.error().message));  // best effort
+      static_cast<void>(store->record_run(token, Approval::Run::failed, **claim, planned.error().message));
       done(fail(planned.error().code, planned.error().message));
       return;
     }
     run = std::move(*planned);
   }
-  log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
-  impl->services.blocking.post([store, external_tools = impl->services.external_tools, token = std::move(token),
-                                snapshot, run = std::move(*run), done = std::move(done),
-                                pipeline = std::weak_ptr<Pipeline::Impl>(impl), decided = std::move(*approval),
-                                who]() mutable {
-    // Recorded as running, durably, before it runs: a daemon that dies
-    // during the run finds it so when it starts again (then: interrupted).
-    // Without that record it does not run.
-    if (auto started = store->record_run(token, Approval::Run::running); !started) {
-      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {} not run: {}", token,
-                  started.error().message);
-      done(fail(started.error().code, "the action did not run: " + started.error().message));
-      return;
-    }
-    const ActionRecord record(run.actuator != nullptr ? run.actuator->name() : std::string("TOOL"), run.action);
-    Result<Value> result = run.external != nullptr   ? call_external(*external_tools, *run.external, run.args)
-                           : run.actuator != nullptr ? run.actuator->act(run.action, run.context)
-                                                     : run.tool->call(run.args, run.context);
-    static_cast<void>(record.finish(result));  // the operator's reply carries the result itself
-    const std::string name = run.external != nullptr   ? run.external->name
-                             : run.actuator != nullptr ? ascii_lower(run.actuator->name())
-                                                       : run.tool->name();
-    settle_call(pipeline, decided,
-                result ? "Approved by " + who + " and run. " + tool_result_format(name, *result)
-                       : "Approved by " + who + ", but the run failed: " + result.error().message);
-    auto ended = result ? store->record_run(token, Approval::Run::done)
-                        : store->record_run(token, Approval::Run::failed, result.error().message);
-    if (!ended) {  // the run happened; only its record is missing (it will read as interrupted)
-      log_message(LogLevel::error, kPipelineComponent, "ACT: approved action {}: {}", token, ended.error().message);
-    }
-    done(std::move(result));
-  });
+  run_claimed(impl, store, std::move(token), std::move(who), **claim, std::move(*run), std::move(*approval),
+              std::move(done));
+}
+
+void Pipeline::run_approved(std::string token, std::function<void(Result<Value>)> done) {
+  ApprovalStore* store = impl_->services.approvals;
+  if (store == nullptr) {
+    done(fail(ErrorCode::refused, "approvals are not enabled on this daemon"));
+    return;
+  }
+  auto claim = store->claim_run(token);
+  if (!claim) {
+    done(fail(claim.error().code, claim.error().message));
+    return;
+  }
+  if (!*claim) {
+    done(fail(ErrorCode::refused, "approval " + token + " is not this node's to run now"));
+    return;
+  }
+  auto approval = store->find(token);
+  if (!approval) {
+    done(fail(approval.error().code, approval.error().message));
+    return;
+  }
+  // Checked again here, by this node's gates, the last mile before it runs.
+  auto planned = plan_approved_run(impl_->services.registry.snapshot(), *approval, impl_->services, {});
+  if (!planned) {
+    fail_claimed(impl_, *store, *approval, **claim, planned.error());
+    done(fail(planned.error().code, planned.error().message));
+    return;
+  }
+  std::string who = approval->decided_by;
+  run_claimed(impl_, store, std::move(token), std::move(who), **claim, std::move(*planned), std::move(*approval),
+              std::move(done));
 }
 
 Result<Approval> Pipeline::deny(const std::string& token, const std::string& who) {

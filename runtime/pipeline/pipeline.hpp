@@ -173,6 +173,10 @@ class Pipeline {
   // why it did not run). `who` is recorded ("cli", "wire"), and so is the run:
   // running before the actuator is called, done or failed after.
   void approve(std::string token, std::string who, std::function<void(Result<Value>)> done);
+  // In a fleet: runs an action approved on another node, once this node has
+  // claimed its run (refused when it may not), through this node's gates
+  // and actuator, as approve() does after its decision.
+  void run_approved(std::string token, std::function<void(Result<Value>)> done);
   // Denies a pending action by token.
   Result<Approval> deny(const std::string& token, const std::string& who);
   // Tells the session of an approval that expired undecided what came of it

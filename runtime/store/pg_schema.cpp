@@ -26,7 +26,36 @@ constexpr std::string_view kNodes[] = {
     " started_at timestamptz NOT NULL,"
     " seen_at timestamptz NOT NULL)"};
 
-constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes};
+// Version 2: the fleet's approvals (daemon/pg_approvals.cpp). `seq` orders
+// approvals made in the same millisecond; a run is claimed by a node with a
+// fencing number that each claim raises, and a lease.
+constexpr std::string_view kApprovals[] = {
+    "CREATE TABLE passepartout_approvals ("
+    " token text PRIMARY KEY,"
+    " seq bigserial NOT NULL,"
+    " action text NOT NULL,"
+    " action_sha256 text NOT NULL,"
+    " gates text NOT NULL,"
+    " reason text NOT NULL,"
+    " meta text NOT NULL,"
+    " session_id text NOT NULL,"
+    " node text NOT NULL,"
+    " created_unix_ms bigint NOT NULL,"
+    " expires_unix_ms bigint NOT NULL,"
+    " state text NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired')),"
+    " decided_unix_ms bigint NOT NULL DEFAULT 0,"
+    " decided_by text NOT NULL DEFAULT '',"
+    " run_state text NOT NULL DEFAULT 'none'"
+    "  CHECK (run_state IN ('none', 'claimed', 'running', 'done', 'failed', 'interrupted')),"
+    " run_error text NOT NULL DEFAULT '',"
+    " run_unix_ms bigint NOT NULL DEFAULT 0,"
+    " run_node text NOT NULL DEFAULT '',"
+    " run_fence bigint NOT NULL DEFAULT 0,"
+    " run_lease_until_ms bigint NOT NULL DEFAULT 0)",
+    "CREATE INDEX passepartout_approvals_by_state ON passepartout_approvals (state, created_unix_ms, seq)",
+    "CREATE INDEX passepartout_approvals_by_session ON passepartout_approvals (session_id, state)"};
+
+constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals};
 
 int version_of(const PgOutcome& outcome) {
   const auto text = outcome.results.back().at(0, "version");

@@ -324,8 +324,8 @@ TEST_CASE("DENY :SESSION denies a session's pending approvals, APPROVAL shows on
   CHECK(approval.at("DECIDED-UNIX-MS").as_integer() > 0);
 
   REQUIRE(rig.approvals->approve(other, "cli").has_value());
-  REQUIRE(rig.approvals->record_run(other, Approval::Run::running).has_value());
-  REQUIRE(rig.approvals->record_run(other, Approval::Run::failed, "exit status 1").has_value());
+  REQUIRE(rig.approvals->record_run(other, Approval::Run::running, 1).has_value());
+  REQUIRE(rig.approvals->record_run(other, Approval::Run::failed, 1, "exit status 1").has_value());
   const Value failed = rig.ask("(:TYPE :OPERATOR :COMMAND :APPROVAL :TOKEN \"" + other + "\")");
   CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN"}).is_keyword("FAILED"));
   CHECK(failed.path({"PAYLOAD", "APPROVAL", "RUN-ERROR"}).text() == "exit status 1");
