@@ -43,6 +43,7 @@
 #include "daemon/server.hpp"
 #include "daemon/fleet_runner.hpp"
 #include "daemon/pg_approvals.hpp"
+#include "daemon/pg_budget.hpp"
 #include "daemon/state_db.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
@@ -677,6 +678,8 @@ Result<void> Daemon::Impl::boot() {
   cascade.set_retry_policy(RetryPolicy{}, &pool);
   if (auto opened = open_budget(c); opened) {
     budget = std::move(*opened);
+    // In a fleet the caps hold for every node together.
+    if (budget && state_db && !c.budget.caps.empty()) budget->share(make_pg_shared_caps(state_db->client(), c.node_id));
     cascade.set_budget(budget);
   } else {
     return fail(opened.error().code, opened.error().message);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <future>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -124,13 +123,7 @@ class PgApprovalStore final : public ApprovalStore {
 };
 
 PgOutcome PgApprovalStore::call(std::vector<PgStatement> statements) const {
-  auto promise = std::make_shared<std::promise<PgOutcome>>();
-  auto future = promise->get_future();
-  client_.run(std::move(statements), [promise](PgOutcome&& outcome) { promise->set_value(std::move(outcome)); });
-  if (future.wait_for(timeout_) == std::future_status::ready) return future.get();
-  PgOutcome late;
-  late.error = PgError{"no answer within " + std::to_string(timeout_.count()) + " ms", "", true, 0};
-  return late;
+  return pg_wait(client_, std::move(statements), timeout_);
 }
 
 Unexpected<Error> PgApprovalStore::failure(const PgOutcome& outcome, std::string_view doing) const {

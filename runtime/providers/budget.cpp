@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/digest.hpp"
 #include "base/duration_text.hpp"
 #include "base/log.hpp"
 #include "base/sqlite_db.hpp"
@@ -186,6 +187,9 @@ struct Budget::State {
     double usd = 0;
     double tokens = 0;
     std::vector<Hold> holds;
+    // In a fleet: the same holds on the shared count, under an id of their own.
+    std::string shared_id;
+    std::vector<SharedCaps::Hold> shared_holds;
   };
 
   SqliteDb db;
@@ -205,6 +209,7 @@ struct Budget::State {
   std::vector<std::size_t> free_slots;
   std::map<std::pair<std::string, std::string>, UsageTotals> totals;  // all time, by provider and model
   std::uint64_t refusals = 0;
+  std::shared_ptr<SharedCaps> shared;  // a fleet's count; null: this node's alone
 
   State(SqliteDb database, BudgetConfig budget, PriceTable table)
       : db(std::move(database)), config(std::move(budget)), prices(std::move(table)) {
@@ -394,7 +399,7 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   const bool priced = price != nullptr || call.local;
   const std::string session(call.session);
 
-  std::lock_guard lock(s.mutex);
+  std::unique_lock lock(s.mutex);
   auto refuse = [&](const State::CapState& cap, double remaining, std::string message) {
     ++s.refusals;
     BudgetRefusal refusal;
@@ -490,17 +495,72 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   entry.usd = usd;
   entry.tokens = tokens;
   entry.holds = std::move(holds);
+  entry.shared_id.clear();
+  entry.shared_holds.clear();
+  std::shared_ptr<SharedCaps> shared = s.shared;
+  if (shared) {
+    entry.shared_id = random_hex(16);
+    for (const State::Hold& hold : entry.holds) {
+      const State::CapState& cap = s.caps[hold.cap];
+      const bool of_session = cap.cap.period.kind == BudgetPeriod::Kind::session;
+      entry.shared_holds.push_back({cap.cap.name, of_session ? session : std::string(),
+                                    of_session ? 0 : hold.window_start, State::amount(cap.cap, usd, tokens),
+                                    cap.cap.limit});
+    }
+  }
 
   out.budget_ = this;
   out.id_ = id;
   out.slot_ = slot;
-  return std::nullopt;
+  if (!shared || entry.shared_holds.empty()) return std::nullopt;
+
+  // The fleet's count, without this node's lock held (it waits on the database).
+  const std::string shared_id = entry.shared_id;
+  const std::vector<SharedCaps::Hold> shared_holds = entry.shared_holds;
+  const std::vector<std::size_t> caps_held = [&] {
+    std::vector<std::size_t> indexes;
+    for (const State::Hold& hold : entry.holds) indexes.push_back(hold.cap);
+    return indexes;
+  }();
+  lock.unlock();
+  auto fleet = shared->reserve(shared_id, shared_holds);
+  if (fleet && !*fleet) return std::nullopt;
+  lock.lock();
+  s.open[slot].shared_holds.clear();  // nothing held there: nothing to release there
+  lock.unlock();
+  release(out);
+  lock.lock();
+  ++s.refusals;
+  BudgetRefusal refusal;
+  if (!fleet) {
+    refusal.cap = "fleet";
+    refusal.message = "Budget cannot reach the fleet's count, so the call is refused: " + fleet.error().message;
+    return refusal;
+  }
+  const State::CapState& cap = s.caps[caps_held[(*fleet)->hold]];
+  const double remaining = std::max(0.0, (*fleet)->remaining);
+  refusal.cap = cap.cap.name;
+  refusal.unit = cap.cap.unit;
+  refusal.remaining = remaining;
+  refusal.requested = State::amount(cap.cap, usd, tokens);
+  const bool of_session = cap.cap.period.kind == BudgetPeriod::Kind::session;
+  refusal.resets_at_ms = of_session ? 0 : cap.cap.period.window(shared_holds[(*fleet)->hold].window_start).second;
+  const std::string when = of_session ? std::string("for this session") : "resets " + utc_timestamp(refusal.resets_at_ms);
+  refusal.message = fmt::format("Budget exhausted across the fleet: {} remaining, {} requested (cap {}, {})",
+                                budget_amount_text(cap.cap.unit, remaining),
+                                budget_amount_text(cap.cap.unit, refusal.requested), cap.cap.name, when);
+  return refusal;
+}
+
+void Budget::share(std::shared_ptr<SharedCaps> shared) {
+  const std::lock_guard lock(state_->mutex);
+  state_->shared = std::move(shared);
 }
 
 void Budget::settle(Reservation& reservation, const TokenUsage& usage) {
   if (reservation.budget_ != this) return;
   State& s = *state_;
-  std::lock_guard lock(s.mutex);
+  std::unique_lock lock(s.mutex);
   State::Open& call = s.open[reservation.slot_];
   const bool estimated = usage.input < 0 || usage.output < 0;
   const std::int64_t input = usage.input >= 0 ? usage.input : call.input;
@@ -531,15 +591,25 @@ void Budget::settle(Reservation& reservation, const TokenUsage& usage) {
   if (!call.priced) totals.unpriced = true;
   if (estimated) ++totals.estimated;
 
+  std::vector<double> used;
+  for (const State::Hold& hold : call.holds) used.push_back(State::amount(s.caps[hold.cap].cap, usd, tokens));
+  std::string shared_id = std::move(call.shared_id);
+  std::vector<SharedCaps::Hold> shared_holds = std::move(call.shared_holds);
+  call.shared_holds.clear();
   s.unhold(call, true, usd, tokens);
   s.free_slots.push_back(reservation.slot_);
   reservation.budget_ = nullptr;
+  if (s.shared && !shared_holds.empty()) {
+    std::shared_ptr<SharedCaps> shared = s.shared;
+    lock.unlock();
+    shared->settle(shared_id, shared_holds, used);
+  }
 }
 
 void Budget::release(Reservation& reservation) {
   if (reservation.budget_ != this) return;
   State& s = *state_;
-  std::lock_guard lock(s.mutex);
+  std::unique_lock lock(s.mutex);
   State::Open& call = s.open[reservation.slot_];
   sqlite3_stmt* remove = s.remove.get();
   StatementReset reset(remove);
@@ -547,9 +617,17 @@ void Budget::release(Reservation& reservation) {
   if (sqlite3_step(remove) != SQLITE_DONE) {
     log_message(LogLevel::error, kComponent, "{}", s.db.error("cannot release a reservation").error().message);
   }
+  std::string shared_id = std::move(call.shared_id);
+  std::vector<SharedCaps::Hold> shared_holds = std::move(call.shared_holds);
+  call.shared_holds.clear();
   s.unhold(call, false, 0, 0);
   s.free_slots.push_back(reservation.slot_);
   reservation.budget_ = nullptr;
+  if (s.shared && !shared_holds.empty()) {
+    std::shared_ptr<SharedCaps> shared = s.shared;
+    lock.unlock();
+    shared->release(shared_id, shared_holds);
+  }
 }
 
 BudgetReport Budget::report(std::int64_t now_ms, bool periods) const {

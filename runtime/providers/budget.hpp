@@ -9,6 +9,10 @@
 // therefore overshoot a cap by at most what is in flight beyond their
 // reservations: nothing, unless a provider bills more than its max_tokens.
 //
+// In a fleet (SharedCaps) the caps hold for every node together: a call is
+// also reserved against the fleet's count, all its caps at once, so N nodes
+// overshoot a cap by no more than what is in flight, never N times it.
+//
 // The ledger is SQLite in the state folder (usage.sqlite3), written with
 // synchronous=NORMAL in WAL mode: a settled call survives a crash or kill -9
 // of the daemon (not a power cut in its last moment, which would lose at most
@@ -118,6 +122,33 @@ std::string budget_amount_text(BudgetUnit unit, double amount);
 // <state_dir>/usage.sqlite3.
 std::filesystem::path usage_file(const std::filesystem::path& state_dir);
 
+// The caps' count shared by a fleet (daemon/pg_budget.hpp): a call's holds
+// on the caps, reserved all together or not at all against what every node
+// has spent and holds, then settled or released. Budget keeps its own count
+// beside it (this node's calls, and the ledger's rows).
+class SharedCaps {
+ public:
+  struct Hold {
+    std::string cap;                // its name
+    std::string scope;              // a session cap's session; "" for the others
+    std::int64_t window_start = 0;  // Unix ms; 0 for a session cap
+    double amount = 0;              // the call's worst case, in the cap's unit
+    double limit = 0;
+  };
+  struct Shortfall {
+    std::size_t hold = 0;  // which hold did not fit
+    double remaining = 0;  // of its cap, the fleet's holds deducted
+  };
+  virtual ~SharedCaps() = default;
+  // Reserves every hold of `id` (unique per call), or none: nullopt when all
+  // fit, else the first that did not. Refused (an error) when the count
+  // cannot be reached: the call is then refused, fail closed.
+  virtual Result<std::optional<Shortfall>> reserve(const std::string& id, const std::vector<Hold>& holds) = 0;
+  // `used[i]` spent against holds[i] instead of its amount; once per id.
+  virtual void settle(const std::string& id, const std::vector<Hold>& holds, const std::vector<double>& used) = 0;
+  virtual void release(const std::string& id, const std::vector<Hold>& holds) = 0;
+};
+
 class Budget {
  public:
   // A call's hold on the caps, from reserve() to settle() or release().
@@ -163,6 +194,9 @@ class Budget {
   // The caps now, the totals by provider and model, and (with `periods`)
   // today's and this month's, which the ledger is asked for.
   BudgetReport report(std::int64_t now_ms = -1, bool periods = true) const;
+  // From now on every reservation is also held against `shared` (a fleet's
+  // count); null: this node's count alone. Before the first call.
+  void share(std::shared_ptr<SharedCaps> shared);
   const BudgetConfig& config() const noexcept;
   const std::filesystem::path& file() const noexcept;
 

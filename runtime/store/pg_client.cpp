@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <utility>
@@ -509,6 +511,30 @@ PgOutcome pg_run_once(const std::string& conninfo, std::vector<PgStatement> stat
 PgClient::Status PgClient::status() const {
   const std::lock_guard lock(impl_->status_mutex);
   return impl_->figures;
+}
+
+PgOutcome pg_wait(PgClient& client, std::vector<PgStatement> statements, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<PgOutcome>>();
+  auto future = promise->get_future();
+  client.run(std::move(statements), [promise](PgOutcome&& outcome) { promise->set_value(std::move(outcome)); });
+  if (future.wait_for(timeout) == std::future_status::ready) return future.get();
+  PgOutcome late;
+  late.error = PgError{"no answer within " + std::to_string(timeout.count()) + " ms", "", true, 0};
+  return late;
+}
+
+std::string pg_array(const std::vector<std::string>& items) {
+  std::string text = "{";
+  for (const std::string& item : items) {
+    if (text.size() > 1) text += ',';
+    text += '"';
+    for (const char c : item) {
+      if (c == '"' || c == '\\') text += '\\';
+      text += c;
+    }
+    text += '"';
+  }
+  return text + "}";
 }
 
 }  // namespace passepartout

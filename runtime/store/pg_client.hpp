@@ -133,6 +133,16 @@ Result<std::string> describe_pg_target(std::string_view conninfo);
 PgOutcome pg_run_once(const std::string& conninfo, std::vector<PgStatement> statements,
                       std::chrono::milliseconds timeout);
 
+// Runs `statements` on `client` and waits for the outcome on the calling
+// thread (never the client's loop), at most `timeout`: past it, a
+// connection error ("no answer within N ms": whether it committed is not
+// known). For callers whose interface is synchronous (the stores).
+PgOutcome pg_wait(PgClient& client, std::vector<PgStatement> statements, std::chrono::milliseconds timeout);
+
+// `items` as the text of a PostgreSQL array literal, each element quoted:
+// a parameter cast in the statement ($1::text[], $2::float8[]).
+std::string pg_array(const std::vector<std::string>& items);
+
 // `text` as an SQL identifier (double-quoted, quotes doubled).
 std::string pg_identifier(std::string_view text);
 

@@ -55,7 +55,29 @@ constexpr std::string_view kApprovals[] = {
     "CREATE INDEX passepartout_approvals_by_state ON passepartout_approvals (state, created_unix_ms, seq)",
     "CREATE INDEX passepartout_approvals_by_session ON passepartout_approvals (session_id, state)"};
 
-constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals};
+// Version 3: the fleet's count against the budget's caps (daemon/pg_budget.cpp):
+// what every node spent and holds per cap, scope (a session cap's session)
+// and window; and each call's holds, by node, until it is settled or released.
+constexpr std::string_view kBudget[] = {
+    "CREATE TABLE passepartout_budget ("
+    " cap text NOT NULL,"
+    " scope text NOT NULL,"
+    " window_start bigint NOT NULL,"
+    " spent double precision NOT NULL DEFAULT 0,"
+    " reserved double precision NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (cap, scope, window_start))",
+    "CREATE TABLE passepartout_budget_holds ("
+    " id text NOT NULL,"
+    " node text NOT NULL,"
+    " cap text NOT NULL,"
+    " scope text NOT NULL,"
+    " window_start bigint NOT NULL,"
+    " amount double precision NOT NULL,"
+    " held_at timestamptz NOT NULL DEFAULT now(),"
+    " PRIMARY KEY (id, cap, scope, window_start))",
+    "CREATE INDEX passepartout_budget_holds_by_node ON passepartout_budget_holds (node)"};
+
+constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget};
 
 int version_of(const PgOutcome& outcome) {
   const auto text = outcome.results.back().at(0, "version");

@@ -1,7 +1,5 @@
 #include "support/postgres_cluster.hpp"
 
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -14,6 +12,8 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,12 +31,16 @@ struct RunAs {
   bool change = false;
 };
 
+// A step that failed: thrown, so that a test fails with the message (and a
+// benchmark, which has no test framework, stops with it).
+[[noreturn]] void setup_failed(const std::string& why) { throw std::runtime_error("PostgreSQL cluster: " + why); }
+
 RunAs run_as() {
   RunAs who;
   if (::geteuid() != 0) return who;
   const passwd* entry = ::getpwnam("postgres");
   if (entry == nullptr)
-    FAIL("running as root, and there is no postgres user to run PostgreSQL as (install postgresql-15)");
+    setup_failed("running as root, and there is no postgres user to run PostgreSQL as (install postgresql-15)");
   who.uid = entry->pw_uid;
   who.gid = entry->pw_gid;
   who.change = true;
@@ -45,7 +49,7 @@ RunAs run_as() {
 
 void give_to(const fs::path& path, const RunAs& who) {
   if (!who.change) return;
-  if (::chown(path.c_str(), who.uid, who.gid) != 0) FAIL("chown " << path << " failed");
+  if (::chown(path.c_str(), who.uid, who.gid) != 0) setup_failed("chown " + path.string() + " failed");
 }
 
 }  // namespace
@@ -102,11 +106,12 @@ int PostgresCluster::spawn(const std::vector<std::string>& args) const {
 void PostgresCluster::run(const std::vector<std::string>& args) const {
   const int status = spawn(args);
   if (status != 0)
-    FAIL(args[0] << " failed or took longer than " << kStepLimit.count() << " s (status " << status << "):\n" << log());
+    setup_failed(args[0] + " failed or took longer than " + std::to_string(kStepLimit.count()) + " s (status " +
+                 std::to_string(status) + "):\n" + log());
 }
 
 PostgresCluster::PostgresCluster() {
-  if (bin_dir().empty()) FAIL("PostgreSQL 15 is not installed (apt-get install postgresql-15; scripts/setup does)");
+  if (bin_dir().empty()) setup_failed("PostgreSQL 15 is not installed (apt-get install postgresql-15; scripts/setup does)");
   std::random_device random;
   const RunAs who = run_as();
   // The postgres user must reach the folder: /tmp when the tests run as

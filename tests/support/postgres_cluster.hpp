@@ -16,7 +16,7 @@ namespace passepartout::testing {
 
 class PostgresCluster {
  public:
-  // initdb and start; REQUIREs success.
+  // initdb and start; throws (std::runtime_error, with the log) when a step fails.
   PostgresCluster();
   ~PostgresCluster();  // stopped (immediate), folder removed
   PostgresCluster(const PostgresCluster&) = delete;
