@@ -1,15 +1,20 @@
-// The fleet's approvals on a real PostgreSQL 15 (a private cluster this
-// benchmark starts): three nodes, each with its own connections, listening
-// for decisions and polling, as FleetRunner does, and racing to claim every
-// approved run. 10,000 trials, a quarter each of: approved on another node
-// (the notification wakes the node that asked); approved behind the nodes'
-// backs (no notification: the poll finds it); asked by a node that claimed
-// the run and died before starting it; asked by a node that claimed it and
-// was paused past its lease, which then tries to start and to finish it.
-// The dead and paused node's lease is expired by SQL, as the time passing
-// would; the nodes poll every 5 ms. Reported: fleet_claim_p50_us / _p99_us (approve on one node until
-// the node that asked holds the claim, the notification's path), and the
-// soak's trials, duplicate runs and lost runs.
+// The fleet on a real PostgreSQL 15 (a private cluster each benchmark
+// starts).
+//
+// BM_FleetReserve: a budget reservation held for the fleet.
+//
+// BM_FleetClaim: the fleet's approvals, with three nodes, each with its own
+// connections, listening for decisions and polling every 20 ms, as
+// FleetRunner does, and racing to claim every approved run. 10,000 trials, a
+// quarter each of: approved on another node (the notification wakes the node
+// that asked); approved behind the nodes' backs (no notification: the poll
+// finds it); asked by a node that claimed the run and died before starting
+// it; asked by a node that claimed it and was paused past its lease, which
+// then tries to start and to finish it. The dead and paused node's lease is
+// expired by SQL, as the time passing would. Reported: fleet_claim_p50_us /
+// _p99_us (approve on one node until the node that asked holds the claim,
+// the notification's path), and the soak's trials, duplicate runs and lost
+// runs.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -17,16 +22,20 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/executor.hpp"
 #include "daemon/pg_approvals.hpp"
+#include "daemon/pg_budget.hpp"
+#include "providers/budget.hpp"
 #include "store/pg_client.hpp"
 #include "store/pg_schema.hpp"
 #include "support/postgres_cluster.hpp"
@@ -155,7 +164,7 @@ void BM_FleetClaim(benchmark::State& state) {
       });
       node.poller = std::thread([&node, &soak] {
         std::unique_lock lock(node.mutex);
-        while (!node.wake.wait_for(lock, 5ms, [&node] { return node.stopping; })) {
+        while (!node.wake.wait_for(lock, 20ms, [&node] { return node.stopping; })) {
           lock.unlock();
           if (auto tokens = node.store->claimable()) {
             for (const std::string& token : *tokens) run_one(node, soak, token);
@@ -246,6 +255,73 @@ void BM_FleetClaim(benchmark::State& state) {
   }
 }
 
+// One call's reservation against a daily dollar cap and a session token cap
+// held for the fleet (one round trip to the database on top of the node's
+// own count), and its settlement; fleet_reserve_p50_us is the reservation.
+void BM_FleetReserve(benchmark::State& state) {
+  constexpr int kWarmup = 200;
+  constexpr int kCalls = 2000;
+  for (auto _ : state) {
+    testing::PostgresCluster cluster;
+    const std::string conninfo = cluster.conninfo(cluster.create_database());
+    EventLoops loop(1);
+    PgClient::Options options;
+    options.conninfo = conninfo;
+    PgClient client(*loop.contexts().front(), options);
+    client.start();
+    std::promise<Result<PgSchemaOutcome>> migrated;
+    migrate(client, state_schema(), "bench", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
+    if (!migrated.get_future().get()) {
+      state.SkipWithError("the state database could not be migrated");
+      return;
+    }
+    std::random_device random;
+    const auto dir = std::filesystem::temp_directory_path() / ("passepartout-bench-fleet-" + std::to_string(random()));
+    {
+      BudgetCap daily;
+      daily.unit = BudgetUnit::usd;
+      daily.limit = 1e9;
+      daily.name = "daily_usd";
+      BudgetCap session;
+      session.unit = BudgetUnit::tokens;
+      session.period = BudgetPeriod{BudgetPeriod::Kind::session};
+      session.limit = 1e12;
+      session.name = "session_tokens";
+      BudgetConfig config;
+      config.caps = {daily, session};
+      auto budget = Budget::open(usage_file(dir), config, PriceTable::builtin());
+      if (!budget) {
+        state.SkipWithError(budget.error().message.c_str());
+        return;
+      }
+      (*budget)->share(make_pg_shared_caps(client, "bench"));
+      const BudgetCall call{"openai", "gpt-4o-mini", "bench-session", false, 1200, 1024};
+      TokenUsage usage;
+      usage.input = 1200;
+      usage.output = 80;
+      std::vector<double> us;
+      for (int i = 0; i < kWarmup + kCalls; ++i) {
+        Budget::Reservation reservation;
+        const auto start = Clock::now();
+        if ((*budget)->reserve(call, reservation)) {
+          state.SkipWithError("a reservation was refused");
+          return;
+        }
+        const auto took = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        (*budget)->settle(reservation, usage);
+        if (i >= kWarmup) us.push_back(took);
+      }
+      std::sort(us.begin(), us.end());
+      state.counters["fleet_reserve_p50_us"] = us[us.size() / 2];
+      state.counters["fleet_reserve_p99_us"] = us[us.size() * 99 / 100];
+    }
+    client.stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_FleetReserve)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetClaim)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
