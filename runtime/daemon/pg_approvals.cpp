@@ -257,10 +257,19 @@ std::size_t PgApprovalStore::pending_count() const {
   const std::int64_t now = now_ms();
   const std::int64_t known = known_count_.load(std::memory_order_acquire);
   if (known >= 0 && now < known_until_ms_.load(std::memory_order_relaxed)) return static_cast<std::size_t>(known);
-  PgOutcome outcome = call({{"SELECT count(*) AS n, min(expires_unix_ms) AS first FROM passepartout_approvals "
-                             "WHERE state = 'pending' AND expires_unix_ms > $1::bigint",
-                             {number(now)}}});
-  if (!outcome.ok()) return known >= 0 ? static_cast<std::size_t>(known) : 0;  // a figure for a reply, not a guard
+  // A figure for replies and prompts, not a guard: asked at most once a
+  // second, waited for a second at most, the last one kept meanwhile.
+  PgOutcome outcome = pg_wait(client_,
+                              {{"SELECT count(*) AS n, min(expires_unix_ms) AS first FROM passepartout_approvals "
+                                "WHERE state = 'pending' AND expires_unix_ms > $1::bigint",
+                                {number(now)}}},
+                              std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(kCountFreshMs)));
+  if (!outcome.ok()) {
+    const std::int64_t kept = known >= 0 ? known : 0;
+    known_until_ms_.store(now + kCountFreshMs, std::memory_order_relaxed);
+    known_count_.store(kept, std::memory_order_release);
+    return static_cast<std::size_t>(kept);
+  }
   const std::int64_t count = int_at(outcome.results[0], 0, "n");
   const auto first = outcome.results[0].at(0, "first");
   const std::int64_t until = first ? std::min(int_at(outcome.results[0], 0, "first"), now + kCountFreshMs)
