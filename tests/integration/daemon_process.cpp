@@ -330,4 +330,21 @@ std::string ask(const DaemonProcess& daemon, std::string_view text, std::string_
   return converse(user, text, request_id);
 }
 
+std::string ask_for_approval(const DaemonProcess& daemon, std::string_view text, std::string_view request_id) {
+  WireClient client = WireClient::local(daemon.socket_path());
+  client.expect_handshake();
+  client.send(user_input(text, request_id));
+  std::string token;
+  for (;;) {
+    const Value frame = client.expect_frame();
+    INFO(to_sexp(frame));
+    if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
+      token = std::string(frame.path({"PAYLOAD", "TOKEN"}).text());
+    }
+    if (frame.at("REQUEST-ID").text() == request_id) break;
+  }
+  REQUIRE(token.size() == 32);
+  return token;
+}
+
 }  // namespace passepartout::testing

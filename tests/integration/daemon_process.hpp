@@ -145,5 +145,9 @@ std::string exchange(WireClient& client, const std::string& message, std::string
 std::string converse(WireClient& client, std::string_view text, std::string_view request_id);
 // The same on a new connection to the daemon's Unix socket (no token needed).
 std::string ask(const DaemonProcess& daemon, std::string_view text, std::string_view request_id);
+// Sends `text` as the user's input on a new connection to the daemon's Unix
+// socket and reads up to the answer to `request_id`: the token of the
+// approval its action asked for (REQUIREs one).
+std::string ask_for_approval(const DaemonProcess& daemon, std::string_view text, std::string_view request_id);
 
 }  // namespace passepartout::testing

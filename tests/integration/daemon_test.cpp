@@ -377,22 +377,8 @@ TEST_CASE("the :INTERRUPT sensor shuts the daemon down, and over TCP needs the t
 
 TEST_CASE("an action held for approval runs once when an operator approves it, also after a restart", "[integration]") {
   // The dispatcher holds every shell command for a human.
-  std::string token;
   DaemonProcess first(options());
-  {
-    WireClient client = WireClient::local(first.socket_path());
-    client.expect_handshake();
-    client.send(user_input("greet the operator", "g1"));
-    for (;;) {
-      const Value frame = client.expect_frame();
-      INFO(to_sexp(frame));
-      if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
-        token = std::string(frame.path({"PAYLOAD", "TOKEN"}).text());
-      }
-      if (frame.at("REQUEST-ID").text() == "g1") break;
-    }
-    REQUIRE(token.size() == 32);
-  }
+  const std::string token = testing::ask_for_approval(first, "greet the operator", "g1");
   first.signal(SIGTERM);
   REQUIRE(first.wait_exit() == 0);
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -16,13 +17,10 @@
 #include "integration/daemon_process.hpp"
 #include "support/pg_test_client.hpp"
 #include "support/postgres_cluster.hpp"
-#include "support/wire_client.hpp"
-#include "value/sexp_printer.hpp"
 
 using namespace passepartout;
 using namespace std::chrono_literals;
 using passepartout::testing::DaemonProcess;
-using passepartout::testing::WireClient;
 
 namespace {
 
@@ -42,20 +40,7 @@ DaemonProcess::Options node_options(const std::string& conninfo, const std::stri
 
 // Asks `daemon`'s model for the greeting; the approval's token.
 std::string ask_for_approval(const DaemonProcess& daemon) {
-  WireClient client = WireClient::local(daemon.socket_path());
-  client.expect_handshake();
-  client.send(testing::user_input("greet the fleet", "g1"));
-  std::string token;
-  for (;;) {
-    const Value frame = client.expect_frame();
-    INFO(to_sexp(frame));
-    if (frame.path({"PAYLOAD", "SENSOR"}).is_keyword("APPROVAL-REQUIRED")) {
-      token = std::string(frame.path({"PAYLOAD", "TOKEN"}).text());
-    }
-    if (frame.at("REQUEST-ID").text() == "g1") break;
-  }
-  REQUIRE(token.size() == 32);
-  return token;
+  return testing::ask_for_approval(daemon, "greet the fleet", "g1");
 }
 
 testing::ProcessRun cli(const DaemonProcess& daemon, std::vector<std::string> args) {
