@@ -416,6 +416,7 @@ int run(int argc, char** argv) {
   add_decisions_command(app, chosen);
   add_verify_command(app, chosen);
   add_mcp_command(app, chosen);
+  add_fleet_command(app, chosen);
 
   try {
     app.parse(argc, argv);

@@ -32,4 +32,7 @@ void add_client_commands(CLI::App& app, CLI::App& skills, Runner& chosen);
 // `passepartout mcp` (runtime/cli/mcp_command.cpp): Model Context Protocol servers.
 void add_mcp_command(CLI::App& app, Runner& chosen);
 
+// `passepartout fleet` (runtime/cli/fleet_command.cpp): the nodes sharing a state database.
+void add_fleet_command(CLI::App& app, Runner& chosen);
+
 }  // namespace passepartout::cli

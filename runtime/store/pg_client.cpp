@@ -276,7 +276,8 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
       ++s.connections;
       s.server_version = version;
     });
-    log_message(LogLevel::info, kComponent, "connected to PostgreSQL {}.{}", version / 10000, version % 10000);
+    log_message(options.quiet ? LogLevel::debug : LogLevel::info, kComponent, "connected to PostgreSQL {}.{}",
+                version / 10000, version % 10000);
     // Each through give(): should a send lose the connection, the rest fail
     // with it instead of being sent on none.
     std::deque<Batch> waiting = std::move(queued);
@@ -302,7 +303,8 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
     state = State::waiting;
     const auto wait_for = std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(
         backoff.count() / 2, std::max<std::int64_t>(backoff.count(), 1))(jitter));
-    log_message(was_ready ? LogLevel::warn : LogLevel::info, kComponent, "{}: {}; trying again in {} ms",
+    log_message(options.quiet ? LogLevel::debug : was_ready ? LogLevel::warn : LogLevel::info, kComponent,
+                "{}: {}; trying again in {} ms",
                 was_ready ? "the connection was lost" : "cannot connect", why, wait_for.count());
     backoff = std::min(options.max_backoff, backoff * 2);
     timer.expires_after(wait_for);
@@ -494,6 +496,7 @@ PgOutcome pg_run_once(const std::string& conninfo, std::vector<PgStatement> stat
     PgClient::Options options;
     options.conninfo = conninfo;
     options.connect_timeout = timeout;
+    options.quiet = true;
     PgClient client(context, options);
     client.start();
     client.run(std::move(statements), [&](PgOutcome&& outcome) {

@@ -71,6 +71,9 @@ class PgClient {
     std::chrono::milliseconds initial_backoff{200};   // before the first retry, doubling ...
     std::chrono::milliseconds max_backoff{10000};     // ... up to this, each wait jittered
     std::string application_name = "passepartout";    // pg_stat_activity's
+    // A connection that asks once (pg_run_once): what it meets is in its
+    // outcome, so its connecting and reconnecting are logged at debug.
+    bool quiet = false;
   };
 
   // What status(), doctor and /metrics show.

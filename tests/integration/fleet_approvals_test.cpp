@@ -116,6 +116,52 @@ TEST_CASE("an approval asked on one node of a fleet is approved on another and r
   CHECK(again.err.find("already approved") != std::string::npos);
 }
 
+TEST_CASE("fleet status lists every node, alive or gone, and where the fleet's approvals stand",
+          "[integration][postgres]") {
+  auto& cluster = testing::shared_postgres();
+  const std::string conninfo = cluster.conninfo(cluster.create_database());
+  auto a = std::make_unique<DaemonProcess>(node_options(conninfo, "node-a"));
+  DaemonProcess b(node_options(conninfo, "node-b"));
+  ask_for_approval(b);
+  const std::vector<std::string> env = testing::hermetic_env(b.dir());
+  const auto fleet = [&] {
+    const auto run = testing::run_passepartout({"fleet", "status", "--json", "--state-db", conninfo, "--fleet-lease",
+                                                "1.5"},
+                                               env);
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_status == 0);
+    return nlohmann::json::parse(run.out);
+  };
+  nlohmann::json status = fleet();
+  REQUIRE(status["nodes"].size() == 2);
+  CHECK(status["nodes"][0]["node"] == "node-a");
+  CHECK(status["nodes"][0]["alive"] == true);
+  CHECK(status["nodes"][1]["node"] == "node-b");
+  CHECK(status["approvals"]["pending"] == 1);
+  CHECK(status["schema"].get<int>() >= 3);
+
+  a->signal(SIGKILL);
+  CHECK_FALSE(a->wait_exit().has_value());
+  // Gone once a lease has passed without its heartbeat.
+  const auto deadline = std::chrono::steady_clock::now() + testing::kProcessWait;
+  while (status["nodes"][0]["alive"] == true && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+    status = fleet();
+  }
+  CHECK(status["nodes"][0]["alive"] == false);
+  CHECK(status["nodes"][1]["alive"] == true);
+
+  const auto text = testing::run_passepartout({"fleet", "status", "--state-db", conninfo}, env);
+  INFO(text.out << text.err);
+  CHECK(text.out.find("  node-b: alive, version ") != std::string::npos);
+  CHECK(text.out.find("Approvals: 1 pending, 0 approved and waiting for their node, 0 claimed, 0 running\n") !=
+        std::string::npos);
+
+  const auto none = testing::run_passepartout({"fleet", "status"}, env);
+  CHECK(none.exit_status == 2);
+  CHECK(none.err.find("no state database: give --state-db URL") != std::string::npos);
+}
+
 TEST_CASE("when the node that asked is killed, another node takes its approved run over after the lease, once",
           "[integration][postgres]") {
   auto& cluster = testing::shared_postgres();

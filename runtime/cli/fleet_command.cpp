@@ -1,0 +1,135 @@
+// `passepartout fleet status`: the fleet a state database holds, read from
+// the database itself (no daemon needs to run): every node that registered,
+// the version it runs, when it started and was last seen (alive while seen
+// within the fleet's lease), and where the fleet's approvals stand.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/duration_text.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_status.hpp"
+#include "daemon/daemon_config.hpp"
+#include "store/pg_client.hpp"
+
+namespace passepartout::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::chrono::milliseconds kWait{5000};
+
+struct FleetOptions {
+  std::filesystem::path config_file;
+  std::string state_db;
+  std::string lease;
+  bool json = false;
+};
+
+std::int64_t number_at(const PgRows& rows, std::size_t row, std::string_view column) {
+  const auto text = rows.at(row, column);
+  return text ? std::stoll(std::string(*text)) : 0;
+}
+
+int run_fleet_status(const FleetOptions& options) {
+  SettingSources sources;
+  sources.config_file = options.config_file;
+  sources.env = process_env;
+  if (!options.state_db.empty()) sources.command_line["state-db"] = options.state_db;
+  if (!options.lease.empty()) sources.command_line["fleet-lease"] = options.lease;
+  const auto config = resolve_daemon_config(sources);
+  if (!config) {
+    std::cerr << "passepartout fleet status: " << config.error().message << '\n';
+    return kExitUsage;
+  }
+  if (config->state_db.empty()) {
+    std::cerr << "passepartout fleet status: no state database: give --state-db URL, PASSEPARTOUT_STATE_DB, or a "
+                 "--config file with state_db:\n";
+    return kExitUsage;
+  }
+  const std::string lease_ms = std::to_string(config->fleet_lease.count());
+  const PgOutcome asked = pg_run_once(
+      config->state_db,
+      {{"SELECT coalesce(max(version), 0) AS schema FROM passepartout_schema", {}},
+       {"SELECT node, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS started, "
+        "(extract(epoch FROM clock_timestamp() - seen_at) * 1000)::bigint AS seen_ms_ago, seen_at > clock_timestamp() "
+        "- $1::bigint * interval '1 millisecond' AS alive FROM passepartout_nodes ORDER BY node",
+        {lease_ms}},
+       {"SELECT count(*) FILTER (WHERE state = 'pending') AS pending, count(*) FILTER (WHERE state = 'approved' AND "
+        "run_state = 'none') AS waiting, count(*) FILTER (WHERE run_state = 'claimed') AS claimed, count(*) FILTER "
+        "(WHERE run_state = 'running') AS running FROM passepartout_approvals",
+        {}}},
+      kWait);
+  if (!asked.ok()) {
+    std::cerr << "passepartout fleet status: " << config->state_db_shown << ": " << asked.error->message
+              << (asked.error->sqlstate == "42P01" ? " (no daemon has migrated this database yet: start one with "
+                                                     "--state-db)"
+                                                   : "")
+              << '\n';
+    return kExitProblem;
+  }
+  const PgRows& nodes = asked.results[1];
+  const PgRows& approvals = asked.results[2];
+  if (options.json) {
+    json document{{"target", config->state_db_shown}, {"schema", number_at(asked.results[0], 0, "schema")}};
+    json list = json::array();
+    for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
+      list.push_back({{"node", std::string(nodes.at(i, "node").value_or(""))},
+                      {"version", std::string(nodes.at(i, "version").value_or(""))},
+                      {"started_at", std::string(nodes.at(i, "started").value_or(""))},
+                      {"seen_ms_ago", number_at(nodes, i, "seen_ms_ago")},
+                      {"alive", nodes.at(i, "alive") == std::optional<std::string_view>("t")}});
+    }
+    document["nodes"] = std::move(list);
+    document["approvals"] = {{"pending", number_at(approvals, 0, "pending")},
+                             {"approved_waiting", number_at(approvals, 0, "waiting")},
+                             {"claimed", number_at(approvals, 0, "claimed")},
+                             {"running", number_at(approvals, 0, "running")}};
+    std::cout << document.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::cout << "Fleet: " << config->state_db_shown << " (schema " << number_at(asked.results[0], 0, "schema")
+            << ")\n";
+  if (nodes.rows.empty()) std::cout << "  no node has registered yet\n";
+  for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
+    const bool alive = nodes.at(i, "alive") == std::optional<std::string_view>("t");
+    const auto ago = std::chrono::milliseconds(number_at(nodes, i, "seen_ms_ago"));
+    std::cout << "  " << nodes.at(i, "node").value_or("") << ": " << (alive ? "alive" : "gone") << ", version "
+              << nodes.at(i, "version").value_or("") << ", started " << nodes.at(i, "started").value_or("")
+              << ", last seen " << span_text(std::chrono::duration_cast<std::chrono::seconds>(ago)) << " ago\n";
+  }
+  std::cout << "Approvals: " << number_at(approvals, 0, "pending") << " pending, " << number_at(approvals, 0, "waiting")
+            << " approved and waiting for their node, " << number_at(approvals, 0, "claimed") << " claimed, "
+            << number_at(approvals, 0, "running") << " running\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_fleet_command(CLI::App& app, Runner& chosen) {
+  auto* fleet = app.add_subcommand("fleet", "The fleet of daemons that share a state database (--state-db)");
+  fleet->require_subcommand(1);
+  auto options = std::make_shared<FleetOptions>();
+  auto* status = fleet->add_subcommand(
+      "status",
+      "Every node registered in the state database: alive (seen within the fleet's lease) or gone, the\n"
+      "version it runs, when it started and was last seen; and the fleet's approvals: pending, approved\n"
+      "and waiting for their node, claimed, running. Read from the database: no daemon need run.");
+  status->add_option("--config", options->config_file, "The daemon's config file, for its state_db: and fleet_lease:")
+      ->type_name("FILE");
+  status->add_option("--state-db", options->state_db,
+                     "The state database (default: the config's state_db:, or PASSEPARTOUT_STATE_DB)")
+      ->type_name("URL");
+  status->add_option("--fleet-lease", options->lease,
+                     "How long a node not seen is taken for alive (default: the config's fleet_lease:, or 10)")
+      ->type_name("SECONDS");
+  status->add_flag("--json", options->json, "Print one JSON document");
+  status->footer("Exit status: 0 read; 1 the database could not be read; 2 bad usage or no state database.");
+  status->callback([&chosen, options] { chosen = [options] { return run_fleet_status(*options); }; });
+}
+
+}  // namespace passepartout::cli
