@@ -92,8 +92,7 @@ int run_fleet_status(const FleetOptions& options) {
     std::cout << document.dump(2) << '\n';
     return kExitOk;
   }
-  std::cout << "Fleet: " << config->state_db_shown << " (schema " << number_at(asked.results[0], 0, "schema")
-            << ")\n";
+  std::cout << "Fleet: " << config->state_db_shown << " (schema " << number_at(asked.results[0], 0, "schema") << ")\n";
   if (nodes.rows.empty()) std::cout << "  no node has registered yet\n";
   for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
     const bool alive = nodes.at(i, "alive") == std::optional<std::string_view>("t");
@@ -121,11 +120,13 @@ void add_fleet_command(CLI::App& app, Runner& chosen) {
       "and waiting for their node, claimed, running. Read from the database: no daemon need run.");
   status->add_option("--config", options->config_file, "The daemon's config file, for its state_db: and fleet_lease:")
       ->type_name("FILE");
-  status->add_option("--state-db", options->state_db,
-                     "The state database (default: the config's state_db:, or PASSEPARTOUT_STATE_DB)")
+  status
+      ->add_option("--state-db", options->state_db,
+                   "The state database (default: the config's state_db:, or PASSEPARTOUT_STATE_DB)")
       ->type_name("URL");
-  status->add_option("--fleet-lease", options->lease,
-                     "How long a node not seen is taken for alive (default: the config's fleet_lease:, or 10)")
+  status
+      ->add_option("--fleet-lease", options->lease,
+                   "How long a node not seen is taken for alive (default: the config's fleet_lease:, or 10)")
       ->type_name("SECONDS");
   status->add_flag("--json", options->json, "Print one JSON document");
   status->footer("Exit status: 0 read; 1 the database could not be read; 2 bad usage or no state database.");

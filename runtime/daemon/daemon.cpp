@@ -35,15 +35,15 @@
 #include "base/log_fields.hpp"
 #include "base/utf8.hpp"
 #include "daemon/daemon_handler.hpp"
+#include "daemon/fleet_runner.hpp"
 #include "daemon/mcp_hub.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
 #include "daemon/operator_handler.hpp"
-#include "daemon/provider_status.hpp"
-#include "daemon/server.hpp"
-#include "daemon/fleet_runner.hpp"
 #include "daemon/pg_approvals.hpp"
 #include "daemon/pg_budget.hpp"
+#include "daemon/provider_status.hpp"
+#include "daemon/server.hpp"
 #include "daemon/state_db.hpp"
 #include "daemon/systemd_notify.hpp"
 #include "daemon/token_file.hpp"
@@ -558,8 +558,8 @@ Result<void> Daemon::Impl::boot() {
     if (auto connected = state_db->start(kStateDbWait); !connected)
       return fail(connected.error().code, connected.error().message);
   }
-  const ApprovalOptions approval_options{lifetime, c.approval_retention, {}, c.max_pending_approvals,
-                                         c.max_pending_approvals_per_session};
+  const ApprovalOptions approval_options{
+      lifetime, c.approval_retention, {}, c.max_pending_approvals, c.max_pending_approvals_per_session};
   if (auto store = state_db ? open_pg_approvals(state_db->client(), {c.node_id, c.fleet_lease}, approval_options)
                             : ApprovalStore::open(approvals_file(c.state_dir), approval_options);
       store) {

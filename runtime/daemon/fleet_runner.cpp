@@ -75,7 +75,7 @@ struct FleetRunner::State : std::enable_shared_from_this<FleetRunner::State> {
           const std::lock_guard lock(mutex);
           if (stopped) break;
         }
-        pipeline.run_approved(token, [self = shared_from_this(), token](Result<Value> result) {
+        pipeline.run_approved(token, [self = shared_from_this(), token](const Result<Value>& result) {
           if (result) {
             self->runs.fetch_add(1, std::memory_order_relaxed);
             log_message(LogLevel::info, kComponent, "approved action {} ran on this node", token);

@@ -78,7 +78,7 @@ ApprovalRow row_at(const PgRows& rows, std::size_t i) {
 
 class PgApprovalStore final : public ApprovalStore {
  public:
-  PgApprovalStore(PgClient& client, PgApprovalSettings settings, const ApprovalOptions& options)
+  PgApprovalStore(PgClient& client, const PgApprovalSettings& settings, const ApprovalOptions& options)
       : ApprovalStore(options, settings.node), client_(client), lease_(settings.lease), timeout_(settings.timeout) {}
 
   // Prunes and interrupts this node's runs; false when the database did not answer.
@@ -116,8 +116,8 @@ class PgApprovalStore final : public ApprovalStore {
   std::chrono::milliseconds lease_;
   std::chrono::milliseconds timeout_;
   std::mutex upkeep_mutex_;
-  std::int64_t next_prune_ms_ = 0;  // insert() prunes again from then on
-  bool recovered_ = false;          // this node's interrupted runs recorded
+  std::int64_t next_prune_ms_ = 0;                     // insert() prunes again from then on
+  bool recovered_ = false;                             // this node's interrupted runs recorded
   mutable std::atomic<std::int64_t> known_count_{-1};  // -1: count again
   mutable std::atomic<std::int64_t> known_until_ms_{0};
 };
@@ -156,20 +156,23 @@ bool PgApprovalStore::recover() {
   if (retention().count() > 0) {
     statements.push_back(expire_due(now));
     // An approval ends when it is decided, or when it expires undecided.
-    statements.push_back({"DELETE FROM passepartout_approvals WHERE state <> 'pending' AND "
-                          "(CASE WHEN state = 'expired' THEN expires_unix_ms ELSE decided_unix_ms END) <= $1",
-                          {number(now - retention().count())}});
+    statements.push_back(
+        {"DELETE FROM passepartout_approvals WHERE state <> 'pending' AND "
+         "(CASE WHEN state = 'expired' THEN expires_unix_ms ELSE decided_unix_ms END) <= $1",
+         {number(now - retention().count())}});
   }
   const bool recovering = !recovered_;
   if (recovering) {
     // This node's runs only: another node's may be going on now.
     // A claim it held and had not started is let go: any node may claim it again.
-    statements.push_back({"UPDATE passepartout_approvals SET run_state = 'none', run_lease_until_ms = 0 "
-                          "WHERE run_state = 'claimed' AND run_node = $1",
-                          {node()}});
-    statements.push_back({"UPDATE passepartout_approvals SET run_state = 'interrupted', run_error = $1, "
-                          "run_unix_ms = $2 WHERE run_state = 'running' AND run_node = $3 RETURNING token",
-                          {std::string(kInterruptedRun), number(now), node()}});
+    statements.push_back(
+        {"UPDATE passepartout_approvals SET run_state = 'none', run_lease_until_ms = 0 "
+         "WHERE run_state = 'claimed' AND run_node = $1",
+         {node()}});
+    statements.push_back(
+        {"UPDATE passepartout_approvals SET run_state = 'interrupted', run_error = $1, "
+         "run_unix_ms = $2 WHERE run_state = 'running' AND run_node = $3 RETURNING token",
+         {std::string(kInterruptedRun), number(now), node()}});
   }
   if (statements.empty()) return true;
   const PgOutcome outcome = call(std::move(statements));
@@ -272,16 +275,16 @@ std::size_t PgApprovalStore::pending_count() const {
   }
   const std::int64_t count = int_at(outcome.results[0], 0, "n");
   const auto first = outcome.results[0].at(0, "first");
-  const std::int64_t until = first ? std::min(int_at(outcome.results[0], 0, "first"), now + kCountFreshMs)
-                                   : now + kCountFreshMs;
+  const std::int64_t until =
+      first ? std::min(int_at(outcome.results[0], 0, "first"), now + kCountFreshMs) : now + kCountFreshMs;
   known_until_ms_.store(until, std::memory_order_relaxed);
   known_count_.store(count, std::memory_order_release);
   return static_cast<std::size_t>(count);
 }
 
 Result<Approval> PgApprovalStore::find(std::string_view token) const {
-  PgOutcome outcome =
-      call({{"SELECT " + std::string(kColumns) + " FROM passepartout_approvals WHERE token = $1", {std::string(token)}}});
+  PgOutcome outcome = call(
+      {{"SELECT " + std::string(kColumns) + " FROM passepartout_approvals WHERE token = $1", {std::string(token)}}});
   if (!outcome.ok()) return failure(outcome, "cannot look up an approval");
   if (outcome.results[0].rows.empty()) return fail(ErrorCode::not_found, unknown_approval(token));
   return approval_from_row(row_at(outcome.results[0], 0));
@@ -290,13 +293,13 @@ Result<Approval> PgApprovalStore::find(std::string_view token) const {
 Result<std::optional<Approval>> PgApprovalStore::decide_pending(std::string_view token, std::string_view who,
                                                                 Approval::State to, std::int64_t now) {
   // The token goes to every node when the decision commits (and only then).
-  PgOutcome outcome = call({{"WITH decided AS (UPDATE passepartout_approvals SET state = $2, decided_unix_ms = "
-                             "$3::bigint, decided_by = $4 WHERE token = $1 AND state = 'pending' AND expires_unix_ms > "
-                             "$3::bigint RETURNING " +
-                                 std::string(kColumns) + ") SELECT " + std::string(kColumns) +
-                                 ", pg_notify($5, token) AS notified FROM decided",
-                             {std::string(token), to_string(to), number(now), std::string(who),
-                              std::string(kApprovalsChannel)}}});
+  PgOutcome outcome =
+      call({{"WITH decided AS (UPDATE passepartout_approvals SET state = $2, decided_unix_ms = "
+             "$3::bigint, decided_by = $4 WHERE token = $1 AND state = 'pending' AND expires_unix_ms > "
+             "$3::bigint RETURNING " +
+                 std::string(kColumns) + ") SELECT " + std::string(kColumns) +
+                 ", pg_notify($5, token) AS notified FROM decided",
+             {std::string(token), to_string(to), number(now), std::string(who), std::string(kApprovalsChannel)}}});
   if (!outcome.ok()) return failure(outcome, "cannot record the decision");
   forget_count();
   if (outcome.results[0].rows.empty()) return std::optional<Approval>();
@@ -307,10 +310,11 @@ Result<std::optional<Approval>> PgApprovalStore::decide_pending(std::string_view
 
 Result<std::size_t> PgApprovalStore::deny_pending_of(std::string_view session_id, std::string_view who,
                                                      std::int64_t now) {
-  PgOutcome outcome = call({{"UPDATE passepartout_approvals SET state = 'denied', decided_unix_ms = $2::bigint, "
-                             "decided_by = $3 WHERE session_id = $1 AND state = 'pending' AND "
-                             "expires_unix_ms > $2::bigint",
-                             {std::string(session_id), number(now), std::string(who)}}});
+  PgOutcome outcome =
+      call({{"UPDATE passepartout_approvals SET state = 'denied', decided_unix_ms = $2::bigint, "
+             "decided_by = $3 WHERE session_id = $1 AND state = 'pending' AND "
+             "expires_unix_ms > $2::bigint",
+             {std::string(session_id), number(now), std::string(who)}}});
   if (!outcome.ok()) return failure(outcome, "cannot record the denials");
   forget_count();
   return static_cast<std::size_t>(outcome.results[0].affected);
@@ -318,11 +322,12 @@ Result<std::size_t> PgApprovalStore::deny_pending_of(std::string_view session_id
 
 Result<std::vector<Approval>> PgApprovalStore::expire_due_unattended(std::string_view who, std::int64_t now) {
   // One statement: each row is told once, on one node, however it came to expire.
-  PgOutcome outcome = call({{"UPDATE passepartout_approvals SET state = 'expired', decided_unix_ms = $1::bigint, "
-                             "decided_by = $2 WHERE expires_unix_ms <= $1::bigint AND (state = 'pending' OR "
-                             "(state = 'expired' AND decided_by = '')) RETURNING " +
-                                 std::string(kColumns),
-                             {number(now), std::string(who)}}});
+  PgOutcome outcome =
+      call({{"UPDATE passepartout_approvals SET state = 'expired', decided_unix_ms = $1::bigint, "
+             "decided_by = $2 WHERE expires_unix_ms <= $1::bigint AND (state = 'pending' OR "
+             "(state = 'expired' AND decided_by = '')) RETURNING " +
+                 std::string(kColumns),
+             {number(now), std::string(who)}}});
   if (!outcome.ok()) return failure(outcome, "cannot expire unattended approvals");
   forget_count();
   std::vector<Approval> expired;
@@ -339,11 +344,14 @@ Result<std::vector<Approval>> PgApprovalStore::expire_due_unattended(std::string
 }
 
 Result<std::optional<std::int64_t>> PgApprovalStore::claim_run(std::string_view token) {
-  PgOutcome outcome = call({{"UPDATE passepartout_approvals a SET run_state = 'claimed', run_node = $2, "
-                             "run_fence = a.run_fence + 1, run_lease_until_ms = " +
-                                 std::string(kDbNowMs) + " + $3::bigint, run_unix_ms = $4::bigint WHERE a.token = $1 "
-                                 "AND " + claimable_where("$2", "$3") + " RETURNING a.run_fence",
-                             {std::string(token), node(), number(lease_.count()), number(now_ms())}}});
+  PgOutcome outcome =
+      call({{"UPDATE passepartout_approvals a SET run_state = 'claimed', run_node = $2, "
+             "run_fence = a.run_fence + 1, run_lease_until_ms = " +
+                 std::string(kDbNowMs) +
+                 " + $3::bigint, run_unix_ms = $4::bigint WHERE a.token = $1 "
+                 "AND " +
+                 claimable_where("$2", "$3") + " RETURNING a.run_fence",
+             {std::string(token), node(), number(lease_.count()), number(now_ms())}}});
   if (!outcome.ok()) return failure(outcome, "cannot claim the run");
   if (outcome.results[0].rows.empty()) return std::optional<std::int64_t>();
   return std::optional<std::int64_t>(int_at(outcome.results[0], 0, "run_fence"));
@@ -380,13 +388,13 @@ Result<bool> PgApprovalStore::update_run(std::string_view token, Approval::Run t
 
 }  // namespace
 
-Result<std::unique_ptr<ApprovalStore>> open_pg_approvals(PgClient& client, PgApprovalSettings settings,
-                                                         ApprovalOptions options) {
+Result<std::unique_ptr<ApprovalStore>> open_pg_approvals(PgClient& client, const PgApprovalSettings& settings,
+                                                         const ApprovalOptions& options) {
   if (auto checked = ApprovalStore::check_options(options); !checked) {
     return fail(checked.error().code, checked.error().message);
   }
   if (settings.node.empty()) return fail(ErrorCode::invalid_input, "the fleet's approvals need this node's id");
-  auto store = std::make_unique<PgApprovalStore>(client, std::move(settings), options);
+  auto store = std::make_unique<PgApprovalStore>(client, settings, options);
   store->recover();  // or with the first approval created once the database answers
   return std::unique_ptr<ApprovalStore>(std::move(store));
 }

@@ -37,7 +37,7 @@ struct PgApprovalSettings {
 // A store over `client` (which must outlive it and run on a loop of its
 // own). Runs this node left recorded as running become interrupted now, or
 // once the database answers.
-Result<std::unique_ptr<ApprovalStore>> open_pg_approvals(PgClient& client, PgApprovalSettings settings,
-                                                         ApprovalOptions options = {});
+Result<std::unique_ptr<ApprovalStore>> open_pg_approvals(PgClient& client, const PgApprovalSettings& settings,
+                                                         const ApprovalOptions& options = {});
 
 }  // namespace passepartout

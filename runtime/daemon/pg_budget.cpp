@@ -93,8 +93,9 @@ Result<std::optional<SharedCaps::Shortfall>> PgSharedCaps::reserve(const std::st
   start();
   auto params = hold_arrays(holds);
   std::vector<std::string> limits;
-  for (const Hold& hold : holds) limits.push_back(fmt::format("{:.17g}", hold.limit));
-  params.push_back(pg_array(limits));
+  limits.reserve(holds.size());
+  for (const Hold& hold : holds) limits.emplace_back(fmt::format("{:.17g}", hold.limit));
+  params.emplace_back(pg_array(limits));
   params.emplace_back(id);
   params.emplace_back(node_);
   // The rows exist, are locked in order, and are read as the raise sees them:
@@ -118,10 +119,9 @@ Result<std::optional<SharedCaps::Shortfall>> PgSharedCaps::reserve(const std::st
         params}},
       timeout_);
   if (!outcome.ok()) {
-    return fail(ErrorCode::io_error,
-                outcome.error->connection
-                    ? "the state database is unreachable (" + outcome.error->message + ")"
-                    : "the state database: " + outcome.error->message);
+    return fail(ErrorCode::io_error, outcome.error->connection
+                                         ? "the state database is unreachable (" + outcome.error->message + ")"
+                                         : "the state database: " + outcome.error->message);
   }
   const PgRows& rows = outcome.results[2];
   const auto short_at = rows.at(0, "short");
@@ -137,8 +137,9 @@ void PgSharedCaps::end(const std::string& id, const std::vector<Hold>& holds, co
                        const char* doing) {
   auto params = hold_arrays(holds);
   std::vector<std::string> spent;
-  for (const double amount : used) spent.push_back(fmt::format("{:.17g}", amount));
-  params.push_back(pg_array(spent));
+  spent.reserve(used.size());
+  for (const double amount : used) spent.emplace_back(fmt::format("{:.17g}", amount));
+  params.emplace_back(pg_array(spent));
   params.emplace_back(id);
   // Once: only while the call's hold rows are there, and they go with it.
   const PgOutcome outcome = pg_wait(
@@ -168,8 +169,7 @@ void PgSharedCaps::release(const std::string& id, const std::vector<Hold>& holds
 
 }  // namespace
 
-std::shared_ptr<SharedCaps> make_pg_shared_caps(PgClient& client, std::string node,
-                                                std::chrono::milliseconds timeout) {
+std::shared_ptr<SharedCaps> make_pg_shared_caps(PgClient& client, std::string node, std::chrono::milliseconds timeout) {
   auto caps = std::make_shared<PgSharedCaps>(client, std::move(node), timeout);
   caps->start();
   return caps;

@@ -64,9 +64,9 @@ class StateDb {
   std::unique_ptr<PgClient> client_;
   mutable std::mutex mutex_;
   std::condition_variable answer_;
-  bool answered_ = false;  // the first migration answered
+  bool answered_ = false;              // the first migration answered
   std::atomic<bool> stopping_{false};  // set first by stop(): no beat touches the client after it
-  bool registered_ = false;  // the node's row is there: beats may renew it (the client's loop)
+  bool registered_ = false;            // the node's row is there: beats may renew it (the client's loop)
   int schema_ = 0;
   std::string refused_;  // why the schema was refused; "" when it was not
 };

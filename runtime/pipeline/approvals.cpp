@@ -67,7 +67,6 @@ constexpr const char* kColumns =
     "SELECT token, action, action_sha256, gates, reason, meta, created_unix_ms, expires_unix_ms, state, "
     "decided_unix_ms, decided_by, session_id, run_state, run_error, run_unix_ms FROM approvals ";
 
-
 std::string join_lines(const std::vector<std::string>& lines) {
   std::string text;
   for (const std::string& line : lines) {
@@ -192,8 +191,8 @@ Result<Approval> ApprovalStore::approval_from_row(ApprovalRow row) const {
   approval.run_error = std::move(row.run_error);
   approval.run_unix_ms = row.run_unix_ms;
   if (sha256_hex(row.action) != approval.action_sha256) {
-    return fail(ErrorCode::invalid_input,
-                where() + ": approval " + approval.token + ": the stored action does not match its hash; it will not run");
+    return fail(ErrorCode::invalid_input, where() + ": approval " + approval.token +
+                                              ": the stored action does not match its hash; it will not run");
   }
   auto action = read_sexp(row.action);
   if (!action) {
@@ -270,9 +269,8 @@ Result<void> ApprovalStore::record_run(std::string_view token, Approval::Run to,
   auto approval = find(token);
   if (!approval) return fail(approval.error().code, approval.error().message);
   return fail(ErrorCode::refused, "approval " + std::string(token) + " is " + to_string(approval->state) +
-                                      " and its run " + to_string(approval->run) +
-                                      "; it cannot be recorded as " + to_string(to) + " under claim " +
-                                      std::to_string(fence));
+                                      " and its run " + to_string(approval->run) + "; it cannot be recorded as " +
+                                      to_string(to) + " under claim " + std::to_string(fence));
 }
 
 Result<Approval> ApprovalStore::decide(std::string_view token, std::string_view who, Approval::State to) {
@@ -332,7 +330,8 @@ std::string approval_session(const Value& meta) {
 }
 
 std::string unknown_approval(std::string_view token) {
-  return "no approval with token '" + std::string(token) + "' (list the pending ones with `passepartout approvals list`)";
+  return "no approval with token '" + std::string(token) +
+         "' (list the pending ones with `passepartout approvals list`)";
 }
 
 void log_interrupted_runs(const std::vector<std::string>& tokens) {
@@ -359,7 +358,6 @@ const char* to_string(Approval::State state) noexcept {
   }
   return "pending";
 }
-
 
 // --- the SQLite store ---------------------------------------------------------
 
@@ -572,12 +570,11 @@ Result<void> SqliteApprovalStore::insert(const ApprovalRow& row) {
   if (auto room = check_room(of_session, in_all, row.session_id); !room) return room;
   sqlite3_stmt* insert = insert_.get();
   StatementReset reset(insert);
-  const bool bound = bind_text(insert, 1, row.token) && bind_text(insert, 2, row.action) &&
-                     bind_text(insert, 3, row.action_sha256) && bind_text(insert, 4, row.gates) &&
-                     bind_text(insert, 5, row.reason) && bind_text(insert, 6, row.meta) &&
-                     sqlite3_bind_int64(insert, 7, row.created_unix_ms) == SQLITE_OK &&
-                     sqlite3_bind_int64(insert, 8, row.expires_unix_ms) == SQLITE_OK &&
-                     bind_text(insert, 9, row.session_id);
+  const bool bound =
+      bind_text(insert, 1, row.token) && bind_text(insert, 2, row.action) && bind_text(insert, 3, row.action_sha256) &&
+      bind_text(insert, 4, row.gates) && bind_text(insert, 5, row.reason) && bind_text(insert, 6, row.meta) &&
+      sqlite3_bind_int64(insert, 7, row.created_unix_ms) == SQLITE_OK &&
+      sqlite3_bind_int64(insert, 8, row.expires_unix_ms) == SQLITE_OK && bind_text(insert, 9, row.session_id);
   if (!bound || sqlite3_step(insert) != SQLITE_DONE) return db_.error("cannot record an approval");
   forget_count();
   return {};
@@ -688,11 +685,10 @@ Result<std::size_t> SqliteApprovalStore::deny_pending_of(std::string_view sessio
 Result<std::vector<Approval>> SqliteApprovalStore::expire_due_unattended(std::string_view who, std::int64_t now) {
   std::lock_guard lock(mutex_);
   // One statement: each row is told once, however it came to expire.
-  auto update = db_.prepare(
-      std::string("UPDATE approvals SET state = 'expired', decided_unix_ms = ?1, decided_by = ?2 "
-                  "WHERE expires_unix_ms <= ?1 AND (state = 'pending' OR (state = 'expired' AND "
-                  "COALESCE(decided_by, '') = '')) RETURNING ") +
-      kColumnList);
+  auto update = db_.prepare(std::string("UPDATE approvals SET state = 'expired', decided_unix_ms = ?1, decided_by = ?2 "
+                                        "WHERE expires_unix_ms <= ?1 AND (state = 'pending' OR (state = 'expired' AND "
+                                        "COALESCE(decided_by, '') = '')) RETURNING ") +
+                            kColumnList);
   if (!update) return fail(update.error().code, update.error().message);
   if (sqlite3_bind_int64(update->get(), 1, now) != SQLITE_OK || !bind_text(update->get(), 2, who)) {
     return db_.error("cannot expire unattended approvals");
@@ -744,7 +740,7 @@ Result<bool> SqliteApprovalStore::update_run(std::string_view token, Approval::R
 
 }  // namespace
 
-Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file, ApprovalOptions options) {
+Result<std::unique_ptr<ApprovalStore>> ApprovalStore::open(const fs::path& file, const ApprovalOptions& options) {
   if (auto checked = check_options(options); !checked) return fail(checked.error().code, checked.error().message);
   auto db = SqliteDb::open(file, kSchema);
   if (!db) return fail(db.error().code, db.error().message);

@@ -119,7 +119,8 @@ class ApprovalStore {
   // and, while approvals are being created, at most once an hour. Runs
   // still recorded as running (the process died during them) become
   // interrupted, logged once here.
-  static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file, ApprovalOptions options = {});
+  static Result<std::unique_ptr<ApprovalStore>> open(const std::filesystem::path& file,
+                                                     const ApprovalOptions& options = {});
   // Refused (invalid_input, saying which) for options no store accepts.
   static Result<void> check_options(const ApprovalOptions& options);
   virtual ~ApprovalStore();

@@ -140,9 +140,8 @@ namespace {
 // finds it so when it starts again: then interrupted), and without that
 // record it does not run; its end recorded, its result settled into its
 // session's transcript and given to `done`.
-void run_claimed(const std::shared_ptr<Pipeline::Impl>& impl, ApprovalStore* store, std::string token,
-                 std::string who, std::int64_t fence, ApprovedRun run, Approval decided,
-                 std::function<void(Result<Value>)> done) {
+void run_claimed(const std::shared_ptr<Pipeline::Impl>& impl, ApprovalStore* store, std::string token, std::string who,
+                 std::int64_t fence, ApprovedRun run, Approval decided, std::function<void(Result<Value>)> done) {
   log_message(LogLevel::info, kPipelineComponent, "ACT: running approved action {} (approved by {})", token, who);
   impl->services.blocking.post([store, external_tools = impl->services.external_tools, token = std::move(token),
                                 run = std::move(run), done = std::move(done),

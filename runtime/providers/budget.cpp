@@ -545,7 +545,8 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   refusal.requested = State::amount(cap.cap, usd, tokens);
   const bool of_session = cap.cap.period.kind == BudgetPeriod::Kind::session;
   refusal.resets_at_ms = of_session ? 0 : cap.cap.period.window(shared_holds[(*fleet)->hold].window_start).second;
-  const std::string when = of_session ? std::string("for this session") : "resets " + utc_timestamp(refusal.resets_at_ms);
+  const std::string when =
+      of_session ? std::string("for this session") : "resets " + utc_timestamp(refusal.resets_at_ms);
   refusal.message = fmt::format("Budget exhausted across the fleet: {} remaining, {} requested (cap {}, {})",
                                 budget_amount_text(cap.cap.unit, remaining),
                                 budget_amount_text(cap.cap.unit, refusal.requested), cap.cap.name, when);

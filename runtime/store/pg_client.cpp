@@ -303,9 +303,11 @@ struct PgClient::Impl : std::enable_shared_from_this<Impl> {
     state = State::waiting;
     const auto wait_for = std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(
         backoff.count() / 2, std::max<std::int64_t>(backoff.count(), 1))(jitter));
-    log_message(options.quiet ? LogLevel::debug : was_ready ? LogLevel::warn : LogLevel::info, kComponent,
-                "{}: {}; trying again in {} ms",
-                was_ready ? "the connection was lost" : "cannot connect", why, wait_for.count());
+    log_message(options.quiet ? LogLevel::debug
+                : was_ready   ? LogLevel::warn
+                              : LogLevel::info,
+                kComponent, "{}: {}; trying again in {} ms", was_ready ? "the connection was lost" : "cannot connect",
+                why, wait_for.count());
     backoff = std::min(options.max_backoff, backoff * 2);
     timer.expires_after(wait_for);
     timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {

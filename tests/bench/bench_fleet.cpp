@@ -73,9 +73,9 @@ struct Node {
 
 struct Soak {
   std::mutex mutex;
-  std::map<std::string, int> runs;                       // successful starts, by token
-  std::map<std::string, Clock::time_point> claimed_at;   // when the asking node's claim came back
-  std::map<std::string, std::string> dead;               // token -> the node that must not run it
+  std::map<std::string, int> runs;                      // successful starts, by token
+  std::map<std::string, Clock::time_point> claimed_at;  // when the asking node's claim came back
+  std::map<std::string, std::string> dead;              // token -> the node that must not run it
   std::condition_variable ran;
 };
 
@@ -197,8 +197,9 @@ void BM_FleetClaim(benchmark::State& state) {
         asked = Clock::now();
         if (!approving.store->approve(token, "bench")) ++lost;
       } else if (kind == 1) {  // decided with no notification: the poll finds it
-        wait_batch(*admin, {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql' WHERE token = $1",
-                             {token}}});
+        wait_batch(
+            *admin,
+            {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql' WHERE token = $1", {token}}});
       } else {  // the node that asked claims it, then dies (2) or is paused past its lease (3)
         {
           const std::lock_guard lock(soak.mutex);
@@ -207,10 +208,11 @@ void BM_FleetClaim(benchmark::State& state) {
         // Approved and claimed by it in one step (no live node can claim it
         // first), with the lease already run out: the time it was gone.
         const PgOutcome claimed = wait_batch(
-            *admin, {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql', run_state = 'claimed', "
-                      "run_node = $2, run_fence = run_fence + 1, run_lease_until_ms = 0 WHERE token = $1 "
-                      "RETURNING run_fence",
-                      {token, gone.name}}});
+            *admin,
+            {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql', run_state = 'claimed', "
+              "run_node = $2, run_fence = run_fence + 1, run_lease_until_ms = 0 WHERE token = $1 "
+              "RETURNING run_fence",
+              {token, gone.name}}});
         if (claimed.ok() && !claimed.results[0].rows.empty()) stale_fence = std::stoll(*claimed.results[0].rows[0][0]);
       }
       {

@@ -125,9 +125,8 @@ TEST_CASE("fleet status lists every node, alive or gone, and where the fleet's a
   ask_for_approval(b);
   const std::vector<std::string> env = testing::hermetic_env(b.dir());
   const auto fleet = [&] {
-    const auto run = testing::run_passepartout({"fleet", "status", "--json", "--state-db", conninfo, "--fleet-lease",
-                                                "1.5"},
-                                               env);
+    const auto run =
+        testing::run_passepartout({"fleet", "status", "--json", "--state-db", conninfo, "--fleet-lease", "1.5"}, env);
     INFO(run.out << run.err);
     REQUIRE(run.exit_status == 0);
     return nlohmann::json::parse(run.out);
@@ -189,10 +188,10 @@ TEST_CASE("a decision whose notification was lost is found by the poll and runs 
   DaemonProcess b(node_options(conninfo, "node-b"));
   const std::string token = ask_for_approval(a);
   // Approved behind the fleet's back: no node is told.
-  const PgOutcome decided = testing::run_batch(
-      conninfo, {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql', "
-                  "decided_unix_ms = (extract(epoch from now()) * 1000)::bigint WHERE token = $1",
-                  {token}}});
+  const PgOutcome decided =
+      testing::run_batch(conninfo, {{"UPDATE passepartout_approvals SET state = 'approved', decided_by = 'sql', "
+                                     "decided_unix_ms = (extract(epoch from now()) * 1000)::bigint WHERE token = $1",
+                                     {token}}});
   REQUIRE(decided.ok());
   REQUIRE(decided.results[0].affected == 1);
   REQUIRE(wait_for_run(b, token, "done"));

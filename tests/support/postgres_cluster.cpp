@@ -111,7 +111,8 @@ void PostgresCluster::run(const std::vector<std::string>& args) const {
 }
 
 PostgresCluster::PostgresCluster() {
-  if (bin_dir().empty()) setup_failed("PostgreSQL 15 is not installed (apt-get install postgresql-15; scripts/setup does)");
+  if (bin_dir().empty())
+    setup_failed("PostgreSQL 15 is not installed (apt-get install postgresql-15; scripts/setup does)");
   std::random_device random;
   const RunAs who = run_as();
   // The postgres user must reach the folder: /tmp when the tests run as

@@ -57,7 +57,9 @@ std::shared_ptr<Budget> fleet_budget(const TempDir& dir, PgClient& client, const
   return *budget;
 }
 
-BudgetCall call_of(std::int64_t input, std::int64_t output) { return BudgetCall{"openai", "gpt-x", {}, false, input, output}; }
+BudgetCall call_of(std::int64_t input, std::int64_t output) {
+  return BudgetCall{"openai", "gpt-x", {}, false, input, output};
+}
 
 TokenUsage usage(std::int64_t input, std::int64_t output) {
   TokenUsage used;
@@ -155,8 +157,9 @@ TEST_CASE("a cap one node has spent refuses the others, naming the fleet", "[bud
   CHECK(refusal->cap == "daily_tokens");
   CHECK(refusal->remaining == Approx(100));
   CHECK(refusal->requested == Approx(200));
-  CHECK(refusal->message == "Budget exhausted across the fleet: 100 tokens remaining, 200 tokens requested (cap "
-                            "daily_tokens, resets 2026-12-04T00:00:00Z)");
+  CHECK(refusal->message ==
+        "Budget exhausted across the fleet: 100 tokens remaining, 200 tokens requested (cap "
+        "daily_tokens, resets 2026-12-04T00:00:00Z)");
   // Node B's own count holds nothing of the refused call.
   CHECK(b->report(kThursday).caps[0].reserved == Approx(0).margin(1e-9));
   CHECK(b->report(kThursday).in_flight == 0);

@@ -12,13 +12,13 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/digest.hpp"
-#include "daemon/pg_approvals.hpp"
 #include "base/log.hpp"
+#include "daemon/pg_approvals.hpp"
 #include "pipeline/approvals.hpp"
 #include "store/pg_client.hpp"
 #include "store/pg_schema.hpp"
@@ -379,9 +379,10 @@ TEST_CASE("in a fleet an approval asked on one node is listed and decided on ano
   }
 }
 
-TEST_CASE("a fleet's run is claimed once, a claim not started is taken over after its lease, and the node that "
-          "lost it records nothing",
-          "[approvals][postgres]") {
+TEST_CASE(
+    "a fleet's run is claimed once, a claim not started is taken over after its lease, and the node that "
+    "lost it records nothing",
+    "[approvals][postgres]") {
   StoreRig rig(Backend::postgres);
   auto a = rig.open(rig.options(), "node-a");
   auto second = rig.connect();
@@ -415,9 +416,9 @@ TEST_CASE("a fleet's run is claimed once, a claim not started is taken over afte
     REQUIRE(a->record_run(token, Approval::Run::done, *again).has_value());
   }
   SECTION("a node paused past its lease and its liveness loses the run to another, and then records nothing") {
-    testing::run_batch(*rig.client,
-                       {{"UPDATE passepartout_approvals SET run_lease_until_ms = 0", {}},
-                        {"UPDATE passepartout_nodes SET seen_at = now() - interval '1 hour' WHERE node = 'node-a'", {}}});
+    testing::run_batch(
+        *rig.client, {{"UPDATE passepartout_approvals SET run_lease_until_ms = 0", {}},
+                      {"UPDATE passepartout_nodes SET seen_at = now() - interval '1 hour' WHERE node = 'node-a'", {}}});
     CHECK(*b.claimable() == std::vector<std::string>{token});
     const auto taken = claim(b, token);
     REQUIRE(taken.has_value());
