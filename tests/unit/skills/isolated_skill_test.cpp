@@ -486,8 +486,8 @@ TEST_CASE("a restart that fails counts as a death, is retried after the next bac
   // A restart fails at the held create; on a loaded machine (a sanitizer's
   // start) the new process may miss the same budget before its create, which
   // fails the restart all the same.
-  const std::vector<std::string> failed_restarts = {
-      "no answer in 1.5 s", "skill 'slow-gate': its process did not start: no answer in 1.5 s"};
+  const std::vector<std::string> failed_restarts = {"no answer in 1.5 s",
+                                                    "skill 'slow-gate': its process did not start: no answer in 1.5 s"};
   for (int death = 2; death <= 5; ++death) {
     INFO("death " << death);
     iso.clock.advance(backoff);
