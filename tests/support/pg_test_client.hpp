@@ -26,10 +26,15 @@ struct PgLoop {
   PgLoop() = default;
   PgLoop(const PgLoop&) = delete;
   PgLoop& operator=(const PgLoop&) = delete;
+  // The clients on it are gone by now (declared after it), their stops
+  // posted: those, and the cancelled waits they complete, run here before
+  // the context goes, so that no client's I/O object outlives it.
   ~PgLoop() {
     work.reset();
     context.stop();
     thread.join();
+    context.restart();
+    context.run();
   }
 };
 
