@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_caps.hpp"
 #include "providers/budget.hpp"
 
 namespace {
@@ -25,17 +26,7 @@ void BM_BudgetReserve(benchmark::State& state) {
     std::random_device random;
     const auto dir = std::filesystem::temp_directory_path() / ("passepartout-bench-budget-" + std::to_string(random()));
     {
-      BudgetConfig config;
-      BudgetCap daily;
-      daily.unit = BudgetUnit::usd;
-      daily.limit = 1e9;
-      daily.name = "daily_usd";
-      BudgetCap session;
-      session.unit = BudgetUnit::tokens;
-      session.period = BudgetPeriod{BudgetPeriod::Kind::session};
-      session.limit = 1e12;
-      session.name = "session_tokens";
-      config.caps = {daily, session};
+      const BudgetConfig config = bench::daily_and_session_caps();
       auto budget = Budget::open(usage_file(dir), config, PriceTable::builtin());
       if (!budget) {
         state.SkipWithError(budget.error().message.c_str());

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "base/executor.hpp"
+#include "bench_caps.hpp"
 #include "daemon/pg_approvals.hpp"
 #include "daemon/pg_budget.hpp"
 #include "providers/budget.hpp"
@@ -280,17 +281,7 @@ void BM_FleetReserve(benchmark::State& state) {
     std::random_device random;
     const auto dir = std::filesystem::temp_directory_path() / ("passepartout-bench-fleet-" + std::to_string(random()));
     {
-      BudgetCap daily;
-      daily.unit = BudgetUnit::usd;
-      daily.limit = 1e9;
-      daily.name = "daily_usd";
-      BudgetCap session;
-      session.unit = BudgetUnit::tokens;
-      session.period = BudgetPeriod{BudgetPeriod::Kind::session};
-      session.limit = 1e12;
-      session.name = "session_tokens";
-      BudgetConfig config;
-      config.caps = {daily, session};
+      const BudgetConfig config = bench::daily_and_session_caps();
       auto budget = Budget::open(usage_file(dir), config, PriceTable::builtin());
       if (!budget) {
         state.SkipWithError(budget.error().message.c_str());
