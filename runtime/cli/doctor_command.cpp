@@ -374,7 +374,7 @@ std::optional<Check> check_state_db(const DoctorOptions& options) {
         "a password file (~/.pgpass, mode 0600); the daemon serves without it, refusing what needs it";
     return check;
   }
-  const int version = std::stoi(std::string(asked.results[0].at(0, "version").value_or("0")));
+  const int version = static_cast<int>(asked.results[0].integer(0, "version"));
   if (version > target) {
     check.verdict = Verdict::fail;
     check.detail +=

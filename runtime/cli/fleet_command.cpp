@@ -30,11 +30,6 @@ struct FleetOptions {
   bool json = false;
 };
 
-std::int64_t number_at(const PgRows& rows, std::size_t row, std::string_view column) {
-  const auto text = rows.at(row, column);
-  return text ? std::stoll(std::string(*text)) : 0;
-}
-
 int run_fleet_status(const FleetOptions& options) {
   SettingSources sources;
   sources.config_file = options.config_file;
@@ -75,35 +70,35 @@ int run_fleet_status(const FleetOptions& options) {
   const PgRows& nodes = asked.results[1];
   const PgRows& approvals = asked.results[2];
   if (options.json) {
-    json document{{"target", config->state_db_shown}, {"schema", number_at(asked.results[0], 0, "schema")}};
+    json document{{"target", config->state_db_shown}, {"schema", asked.results[0].integer(0, "schema")}};
     json list = json::array();
     for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
       list.push_back({{"node", std::string(nodes.at(i, "node").value_or(""))},
                       {"version", std::string(nodes.at(i, "version").value_or(""))},
                       {"started_at", std::string(nodes.at(i, "started").value_or(""))},
-                      {"seen_ms_ago", number_at(nodes, i, "seen_ms_ago")},
+                      {"seen_ms_ago", nodes.integer(i, "seen_ms_ago")},
                       {"alive", nodes.at(i, "alive") == std::optional<std::string_view>("t")}});
     }
     document["nodes"] = std::move(list);
-    document["approvals"] = {{"pending", number_at(approvals, 0, "pending")},
-                             {"approved_waiting", number_at(approvals, 0, "waiting")},
-                             {"claimed", number_at(approvals, 0, "claimed")},
-                             {"running", number_at(approvals, 0, "running")}};
+    document["approvals"] = {{"pending", approvals.integer(0, "pending")},
+                             {"approved_waiting", approvals.integer(0, "waiting")},
+                             {"claimed", approvals.integer(0, "claimed")},
+                             {"running", approvals.integer(0, "running")}};
     std::cout << document.dump(2) << '\n';
     return kExitOk;
   }
-  std::cout << "Fleet: " << config->state_db_shown << " (schema " << number_at(asked.results[0], 0, "schema") << ")\n";
+  std::cout << "Fleet: " << config->state_db_shown << " (schema " << asked.results[0].integer(0, "schema") << ")\n";
   if (nodes.rows.empty()) std::cout << "  no node has registered yet\n";
   for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
     const bool alive = nodes.at(i, "alive") == std::optional<std::string_view>("t");
-    const auto ago = std::chrono::milliseconds(number_at(nodes, i, "seen_ms_ago"));
+    const auto ago = std::chrono::milliseconds(nodes.integer(i, "seen_ms_ago"));
     std::cout << "  " << nodes.at(i, "node").value_or("") << ": " << (alive ? "alive" : "gone") << ", version "
               << nodes.at(i, "version").value_or("") << ", started " << nodes.at(i, "started").value_or("")
               << ", last seen " << span_text(std::chrono::duration_cast<std::chrono::seconds>(ago)) << " ago\n";
   }
-  std::cout << "Approvals: " << number_at(approvals, 0, "pending") << " pending, " << number_at(approvals, 0, "waiting")
-            << " approved and waiting for their node, " << number_at(approvals, 0, "claimed") << " claimed, "
-            << number_at(approvals, 0, "running") << " running\n";
+  std::cout << "Approvals: " << approvals.integer(0, "pending") << " pending, " << approvals.integer(0, "waiting")
+            << " approved and waiting for their node, " << approvals.integer(0, "claimed") << " claimed, "
+            << approvals.integer(0, "running") << " running\n";
   return kExitOk;
 }
 

@@ -1,6 +1,9 @@
 #include "daemon/fleet_runner.hpp"
 
-#include <utility>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/executor.hpp"
@@ -32,12 +35,9 @@ struct FleetRunner::State : std::enable_shared_from_this<FleetRunner::State> {
   bool stopped = false;
   int active = 0;       // sweeps going on
   bool queued = false;  // a sweep is posted and has not begun: another wake-up adds nothing
-  std::atomic<std::uint64_t> wakeups{0};
-  std::atomic<std::uint64_t> runs{0};
 
   // Posts a sweep unless one is waiting to begin already. Any thread.
   void wake() {
-    wakeups.fetch_add(1, std::memory_order_relaxed);
     {
       const std::lock_guard lock(mutex);
       if (stopped || queued) return;
@@ -75,9 +75,8 @@ struct FleetRunner::State : std::enable_shared_from_this<FleetRunner::State> {
           const std::lock_guard lock(mutex);
           if (stopped) break;
         }
-        pipeline.run_approved(token, [self = shared_from_this(), token](const Result<Value>& result) {
+        pipeline.run_approved(token, [token](const Result<Value>& result) {
           if (result) {
-            self->runs.fetch_add(1, std::memory_order_relaxed);
             log_message(LogLevel::info, kComponent, "approved action {} ran on this node", token);
           } else if (result.error().code == ErrorCode::refused) {
             log_message(LogLevel::debug, kComponent, "approved action {}: {}", token, result.error().message);
@@ -118,10 +117,6 @@ void FleetRunner::stop() {
   std::unique_lock lock(state_->mutex);
   state_->stopped = true;
   state_->idle.wait(lock, [this] { return state_->active == 0; });
-}
-
-FleetRunner::Figures FleetRunner::figures() const {
-  return {state_->wakeups.load(std::memory_order_relaxed), state_->runs.load(std::memory_order_relaxed)};
 }
 
 }  // namespace passepartout

@@ -8,13 +8,8 @@
 // it once. Nothing runs on the state database's loop.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <string>
 
 namespace passepartout {
 
@@ -36,12 +31,6 @@ class FleetRunner {
   void start();
   // No sweep starts after this; waits for the one going on, if any.
   void stop();
-
-  struct Figures {
-    std::uint64_t wakeups = 0;  // notifications, reconnections and polls
-    std::uint64_t runs = 0;     // runs this node claimed and started
-  };
-  Figures figures() const;
 
   struct State;
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -43,13 +42,6 @@ constexpr std::int64_t kCountFreshMs = 1000;
 
 std::string number(std::int64_t value) { return std::to_string(value); }
 
-std::int64_t int_at(const PgRows& rows, std::size_t row, std::string_view column) {
-  const auto text = rows.at(row, column);
-  std::int64_t value = 0;
-  if (text) std::from_chars(text->data(), text->data() + text->size(), value);
-  return value;
-}
-
 std::string text_at(const PgRows& rows, std::size_t row, std::string_view column) {
   const auto text = rows.at(row, column);
   return text ? std::string(*text) : std::string();
@@ -63,16 +55,16 @@ ApprovalRow row_at(const PgRows& rows, std::size_t i) {
   row.gates = text_at(rows, i, "gates");
   row.reason = text_at(rows, i, "reason");
   row.meta = text_at(rows, i, "meta");
-  row.created_unix_ms = int_at(rows, i, "created_unix_ms");
-  row.expires_unix_ms = int_at(rows, i, "expires_unix_ms");
+  row.created_unix_ms = rows.integer(i, "created_unix_ms");
+  row.expires_unix_ms = rows.integer(i, "expires_unix_ms");
   row.state = text_at(rows, i, "state");
-  row.decided_unix_ms = int_at(rows, i, "decided_unix_ms");
+  row.decided_unix_ms = rows.integer(i, "decided_unix_ms");
   row.decided_by = text_at(rows, i, "decided_by");
   row.session_id = text_at(rows, i, "session_id");
   row.node = text_at(rows, i, "node");
   row.run = text_at(rows, i, "run_state");
   row.run_error = text_at(rows, i, "run_error");
-  row.run_unix_ms = int_at(rows, i, "run_unix_ms");
+  row.run_unix_ms = rows.integer(i, "run_unix_ms");
   return row;
 }
 
@@ -217,7 +209,7 @@ Result<void> PgApprovalStore::insert(const ApprovalRow& row) {
   if (!outcome.ok()) return failure(outcome, "cannot record an approval");
   forget_count();
   if (outcome.results[2].affected == 1) return {};
-  if (auto room = check_room(int_at(outcome.results[1], 0, "of_session"), int_at(outcome.results[1], 0, "in_all"),
+  if (auto room = check_room(outcome.results[1].integer(0, "of_session"), outcome.results[1].integer(0, "in_all"),
                              row.session_id);
       !room) {
     return room;
@@ -251,7 +243,7 @@ Result<ApprovalPage> PgApprovalStore::pending_page(std::size_t limit, std::size_
   auto approvals = approvals_of(outcome.results[1]);
   if (!approvals) return fail(approvals.error().code, approvals.error().message);
   ApprovalPage page;
-  page.total = static_cast<std::size_t>(int_at(outcome.results[0], 0, "total"));
+  page.total = static_cast<std::size_t>(outcome.results[0].integer(0, "total"));
   page.approvals = std::move(*approvals);
   return page;
 }
@@ -273,10 +265,10 @@ std::size_t PgApprovalStore::pending_count() const {
     known_count_.store(kept, std::memory_order_release);
     return static_cast<std::size_t>(kept);
   }
-  const std::int64_t count = int_at(outcome.results[0], 0, "n");
+  const std::int64_t count = outcome.results[0].integer(0, "n");
   const auto first = outcome.results[0].at(0, "first");
   const std::int64_t until =
-      first ? std::min(int_at(outcome.results[0], 0, "first"), now + kCountFreshMs) : now + kCountFreshMs;
+      first ? std::min(outcome.results[0].integer(0, "first"), now + kCountFreshMs) : now + kCountFreshMs;
   known_until_ms_.store(until, std::memory_order_relaxed);
   known_count_.store(count, std::memory_order_release);
   return static_cast<std::size_t>(count);
@@ -354,7 +346,7 @@ Result<std::optional<std::int64_t>> PgApprovalStore::claim_run(std::string_view 
              {std::string(token), node(), number(lease_.count()), number(now_ms())}}});
   if (!outcome.ok()) return failure(outcome, "cannot claim the run");
   if (outcome.results[0].rows.empty()) return std::optional<std::int64_t>();
-  return std::optional<std::int64_t>(int_at(outcome.results[0], 0, "run_fence"));
+  return std::optional<std::int64_t>(outcome.results[0].integer(0, "run_fence"));
 }
 
 Result<std::vector<std::string>> PgApprovalStore::claimable() const {

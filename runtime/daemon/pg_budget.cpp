@@ -16,17 +16,25 @@ namespace {
 
 constexpr std::string_view kComponent = "BUDGET";
 
+// `values` as a float8[] parameter, each exactly (17 significant digits).
+std::string numbers_array(const std::vector<double>& values) {
+  std::vector<std::string> texts;
+  texts.reserve(values.size());
+  for (const double value : values) texts.emplace_back(fmt::format("{:.17g}", value));
+  return pg_array(texts);
+}
+
 // The holds of one call as array parameters: $1 caps, $2 scopes, $3 windows, $4 amounts.
-std::vector<std::optional<std::string>> hold_arrays(const std::vector<SharedCaps::Hold>& holds,
-                                                    const std::vector<double>* amounts = nullptr) {
-  std::vector<std::string> caps, scopes, windows, values;
-  for (std::size_t i = 0; i < holds.size(); ++i) {
-    caps.push_back(holds[i].cap);
-    scopes.push_back(holds[i].scope);
-    windows.push_back(std::to_string(holds[i].window_start));
-    values.push_back(fmt::format("{:.17g}", amounts != nullptr ? (*amounts)[i] : holds[i].amount));
+std::vector<std::optional<std::string>> hold_arrays(const std::vector<SharedCaps::Hold>& holds) {
+  std::vector<std::string> caps, scopes, windows;
+  std::vector<double> amounts;
+  for (const SharedCaps::Hold& hold : holds) {
+    caps.push_back(hold.cap);
+    scopes.push_back(hold.scope);
+    windows.push_back(std::to_string(hold.window_start));
+    amounts.push_back(hold.amount);
   }
-  return {pg_array(caps), pg_array(scopes), pg_array(windows), pg_array(values)};
+  return {pg_array(caps), pg_array(scopes), pg_array(windows), numbers_array(amounts)};
 }
 
 // Locks the rows of the holds in $1..$3, in one order for every node.
@@ -92,10 +100,10 @@ Result<std::optional<SharedCaps::Shortfall>> PgSharedCaps::reserve(const std::st
                                                                    const std::vector<Hold>& holds) {
   start();
   auto params = hold_arrays(holds);
-  std::vector<std::string> limits;
+  std::vector<double> limits;
   limits.reserve(holds.size());
-  for (const Hold& hold : holds) limits.emplace_back(fmt::format("{:.17g}", hold.limit));
-  params.emplace_back(pg_array(limits));
+  for (const Hold& hold : holds) limits.push_back(hold.limit);
+  params.emplace_back(numbers_array(limits));
   params.emplace_back(id);
   params.emplace_back(node_);
   // The rows exist, are locked in order, and are read as the raise sees them:
@@ -127,7 +135,7 @@ Result<std::optional<SharedCaps::Shortfall>> PgSharedCaps::reserve(const std::st
   const auto short_at = rows.at(0, "short");
   if (!short_at) return std::optional<Shortfall>();
   Shortfall shortfall;
-  shortfall.hold = static_cast<std::size_t>(std::stoll(std::string(*short_at)) - 1);
+  shortfall.hold = static_cast<std::size_t>(rows.integer(0, "short") - 1);
   const auto remaining = rows.at(0, "remaining");
   shortfall.remaining = remaining ? std::stod(std::string(*remaining)) : 0.0;
   return std::optional<Shortfall>(shortfall);
@@ -136,10 +144,7 @@ Result<std::optional<SharedCaps::Shortfall>> PgSharedCaps::reserve(const std::st
 void PgSharedCaps::end(const std::string& id, const std::vector<Hold>& holds, const std::vector<double>& used,
                        const char* doing) {
   auto params = hold_arrays(holds);
-  std::vector<std::string> spent;
-  spent.reserve(used.size());
-  for (const double amount : used) spent.emplace_back(fmt::format("{:.17g}", amount));
-  params.emplace_back(pg_array(spent));
+  params.emplace_back(numbers_array(used));
   params.emplace_back(id);
   // Once: only while the call's hold rows are there, and they go with it.
   const PgOutcome outcome = pg_wait(

@@ -219,6 +219,16 @@ struct Budget::State {
   static double amount(const BudgetCap& cap, double usd, double tokens) {
     return cap.unit == BudgetUnit::usd ? usd : tokens;
   }
+  // "Budget exhausted<whose>: $X remaining, $Y requested (cap NAME, resets T)":
+  // `window_end` is when the cap's window ends (unused for a session cap).
+  static std::string exhausted(const BudgetCap& cap, std::string_view whose, double remaining, double wanted,
+                               std::int64_t window_end) {
+    const std::string when = cap.period.kind == BudgetPeriod::Kind::session ? std::string("for this session")
+                                                                            : "resets " + utc_timestamp(window_end);
+    return fmt::format("Budget exhausted{}: {} remaining, {} requested (cap {}, {})", whose,
+                       budget_amount_text(cap.unit, std::max(0.0, remaining)), budget_amount_text(cap.unit, wanted),
+                       cap.name, when);
+  }
   bool applies(const BudgetCap& cap, std::string_view provider, std::string_view session) const {
     if (!cap.provider.empty() && cap.provider != provider) return false;
     return cap.period.kind != BudgetPeriod::Kind::session || !session.empty();
@@ -433,13 +443,7 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
     }
     const double remaining = cap.cap.limit - used;
     if (wanted > remaining) {
-      const std::string when = cap.cap.period.kind == BudgetPeriod::Kind::session
-                                   ? std::string("for this session")
-                                   : "resets " + utc_timestamp(cap.window_end);
-      return refuse(cap, remaining,
-                    fmt::format("Budget exhausted: {} remaining, {} requested (cap {}, {})",
-                                budget_amount_text(cap.cap.unit, std::max(0.0, remaining)),
-                                budget_amount_text(cap.cap.unit, wanted), cap.cap.name, when));
+      return refuse(cap, remaining, State::exhausted(cap.cap, "", remaining, wanted, cap.window_end));
     }
     holds.push_back(State::Hold{i, cap.window_start});
   }
@@ -545,11 +549,7 @@ std::optional<BudgetRefusal> Budget::reserve(const BudgetCall& call, Reservation
   refusal.requested = State::amount(cap.cap, usd, tokens);
   const bool of_session = cap.cap.period.kind == BudgetPeriod::Kind::session;
   refusal.resets_at_ms = of_session ? 0 : cap.cap.period.window(shared_holds[(*fleet)->hold].window_start).second;
-  const std::string when =
-      of_session ? std::string("for this session") : "resets " + utc_timestamp(refusal.resets_at_ms);
-  refusal.message = fmt::format("Budget exhausted across the fleet: {} remaining, {} requested (cap {}, {})",
-                                budget_amount_text(cap.cap.unit, remaining),
-                                budget_amount_text(cap.cap.unit, refusal.requested), cap.cap.name, when);
+  refusal.message = State::exhausted(cap.cap, " across the fleet", remaining, refusal.requested, refusal.resets_at_ms);
   return refusal;
 }
 

@@ -94,6 +94,13 @@ std::optional<std::string_view> PgRows::at(std::size_t row, std::string_view nam
   return std::string_view(*rows[row][index]);
 }
 
+std::int64_t PgRows::integer(std::size_t row, std::string_view name) const noexcept {
+  const auto text = at(row, name);
+  std::int64_t value = 0;
+  if (text) std::from_chars(text->data(), text->data() + text->size(), value);
+  return value;
+}
+
 Result<std::string> describe_pg_target(std::string_view conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(std::string(conninfo).c_str(), &error);

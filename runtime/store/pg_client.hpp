@@ -43,6 +43,9 @@ struct PgRows {
   std::size_t column(std::string_view name) const noexcept;
   // The value at `row` of the column `name`; nullopt when NULL or no such column.
   std::optional<std::string_view> at(std::size_t row, std::string_view name) const noexcept;
+  // The same read as an integer (a count, a bigint column); 0 when NULL,
+  // absent or not an integer.
+  std::int64_t integer(std::size_t row, std::string_view name) const noexcept;
 };
 
 // Why a batch failed: the server's message and SQLSTATE ("23505": a unique

@@ -79,10 +79,7 @@ constexpr std::string_view kBudget[] = {
 
 constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget};
 
-int version_of(const PgOutcome& outcome) {
-  const auto text = outcome.results.back().at(0, "version");
-  return text ? std::stoi(std::string(*text)) : 0;
-}
+int version_of(const PgOutcome& outcome) { return static_cast<int>(outcome.results.back().integer(0, "version")); }
 
 struct Migration : std::enable_shared_from_this<Migration> {
   PgClient& client;
