@@ -13,7 +13,20 @@ void append_json_string(std::string& out, std::string_view text) {
     text = repaired;
   }
   out += '"';
-  for (const char c : text) {
+  // Runs of characters that need no escape are appended whole: a record's
+  // printed action and signal are mostly such runs.
+  const auto plain = [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte != 0x7f && c != '"' && c != '\\';
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t run = i;
+    while (run < text.size() && plain(text[run])) ++run;
+    out.append(text.data() + i, run - i);
+    if (run == text.size()) break;
+    i = run + 1;
+    const char c = text[run];
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
       case '"':
@@ -36,8 +49,6 @@ void append_json_string(std::string& out, std::string_view text) {
           out += "\\u00";
           out += kHex[byte >> 4];
           out += kHex[byte & 0xf];
-        } else {
-          out += c;
         }
     }
   }

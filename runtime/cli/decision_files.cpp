@@ -9,30 +9,6 @@ namespace passepartout::cli {
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> decision_files_newest_first(const fs::path& folder) {
-  struct Rotated {
-    std::string stamp;
-    long n;
-    fs::path path;
-  };
-  std::vector<Rotated> rotated;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("decisions-") || !name.ends_with(".jsonl")) continue;
-    const std::string middle = name.substr(10, name.size() - 10 - 6);
-    const std::size_t dash = middle.rfind('-');
-    if (dash == std::string::npos) continue;
-    rotated.push_back({middle.substr(0, dash), std::strtol(middle.c_str() + dash + 1, nullptr, 10), entry.path()});
-  }
-  std::sort(rotated.begin(), rotated.end(),
-            [](const Rotated& a, const Rotated& b) { return a.stamp != b.stamp ? a.stamp > b.stamp : a.n > b.n; });
-  std::vector<fs::path> files;
-  if (fs::exists(folder / "decisions.jsonl", ec)) files.push_back(folder / "decisions.jsonl");
-  for (const Rotated& r : rotated) files.push_back(r.path);
-  return files;
-}
-
 std::optional<DecisionJson> parse_decision_line(std::string_view line) {
   DecisionJson record = DecisionJson::parse(line, nullptr, false);
   if (record.is_discarded() || !record.is_object()) return std::nullopt;

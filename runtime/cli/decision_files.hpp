@@ -1,5 +1,6 @@
 // The decision log's files as readers see them (docs/decision-log.md): which
-// files a folder holds, in what order, and one line parsed into its record.
+// files a folder holds (decision_files_newest_first, the writer's), and one
+// line parsed into its record.
 // Shared by `passepartout decisions` and `passepartout verify --replay`.
 #pragma once
 
@@ -10,14 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeline/decision_log.hpp"  // decision_files_newest_first
+
 namespace passepartout::cli {
 
 using DecisionJson = nlohmann::ordered_json;
-
-// The log's files in `folder`, newest first: the current one
-// (decisions.jsonl), then the rotated ones (decisions-<stamp>-<n>.jsonl) by
-// the time and sequence in their names, latest first. Empty when there are none.
-std::vector<std::filesystem::path> decision_files_newest_first(const std::filesystem::path& folder);
 
 // One line as a record: a JSON object with a string "time"; nullopt for
 // anything else (not JSON, not an object, no time), which readers skip and

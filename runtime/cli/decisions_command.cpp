@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/decision_files.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/fleet_log.hpp"
 #include "cli/terminal_text.hpp"
 
 namespace passepartout::cli {
@@ -62,7 +63,9 @@ bool matches(const DecisionJson& record, const DecisionQuery& query, const std::
 
 std::string one_line(const DecisionJson& record) {
   const std::string outcome = decision_text(record, "outcome");
-  std::string line = decision_text(record, "time") + "  " + outcome;
+  std::string line = decision_text(record, "time");
+  if (record.contains("node")) line += "  " + printable(decision_text(record, "node"));  // the fleet's log
+  line += "  " + outcome;
   line.append(outcome.size() < 8 ? 8 - outcome.size() : 0, ' ');
   const std::string stage = decision_text(record, "stage");
   line += "  " + stage;
@@ -134,27 +137,17 @@ std::optional<std::string> since_time(std::string_view text, std::int64_t now_un
   return stamp + "." + digits + "Z";
 }
 
-int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& err) {
+namespace {
+
+// The folder's matching records, newest first (at most query.limit).
+int folder_decisions(const DecisionQuery& query, const std::string& since, std::vector<DecisionJson>& found,
+                     std::ostream& err) {
   std::error_code ec;
   if (!fs::is_directory(query.folder, ec)) {
     err << "passepartout: no decision log at " << query.folder.string()
         << " (the daemon writes one there unless --no-decision-log; give --state-dir for another state folder)\n";
     return kExitProblem;
   }
-  std::string since;
-  if (!query.since.empty()) {
-    auto parsed = since_time(
-        query.since,
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-    if (!parsed) {
-      err << "passepartout: --since '" << printable(query.since)
-          << "' is neither a duration (30s, 15m, 1h, 2d) nor a UTC time (2026-11-27T05:00:00Z)\n";
-      return kExitUsage;
-    }
-    since = *parsed;
-  }
-
-  std::vector<DecisionJson> found;
   std::size_t malformed = 0;
   for (const fs::path& file : decision_files_newest_first(query.folder)) {
     std::ifstream in(file, std::ios::binary);
@@ -191,6 +184,64 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     return decision_text(a, "time") > decision_text(b, "time");
   });
   if (found.size() > query.limit) found.resize(query.limit);
+  return kExitOk;
+}
+
+// The fleet's matching records, newest first, each with its "node"; the
+// filters the table has columns for are the database's, --skill is ours.
+int fleet_decisions(const DecisionQuery& query, const std::string& since, std::vector<DecisionJson>& found,
+                    std::string& where, std::ostream& err) {
+  const auto target = resolve_fleet_target(query.config_file, query.state_db);
+  if (!target) {
+    err << "passepartout decisions: " << target.error().message << '\n';
+    return kExitUsage;
+  }
+  where = target->shown;
+  const FleetDecisionFilter filter{query.node, since, query.verdict, query.session};
+  std::size_t malformed = 0;
+  const auto read = read_fleet_decisions(
+      *target, filter, true, query.skill.empty() ? query.limit : std::max<std::size_t>(query.limit, 1000),
+      [&](std::string_view node, std::string_view line) {
+        std::optional<DecisionJson> record = parse_decision_line(line);
+        if (!record) {
+          ++malformed;
+          return true;
+        }
+        if (!matches(*record, query, since)) return true;
+        DecisionJson tagged{{"node", node}};
+        for (auto& [key, value] : record->items()) tagged[key] = std::move(value);
+        found.push_back(std::move(tagged));
+        return found.size() < query.limit;
+      });
+  if (!read) {
+    err << "passepartout decisions: " << read.error().message << '\n';
+    return kExitProblem;
+  }
+  if (malformed > 0) err << "passepartout: skipped " << malformed << " malformed records of the fleet's log\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& err) {
+  std::string since;
+  if (!query.since.empty()) {
+    auto parsed = since_time(
+        query.since,
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    if (!parsed) {
+      err << "passepartout: --since '" << printable(query.since)
+          << "' is neither a duration (30s, 15m, 1h, 2d) nor a UTC time (2026-11-27T05:00:00Z)\n";
+      return kExitUsage;
+    }
+    since = *parsed;
+  }
+
+  std::vector<DecisionJson> found;
+  std::string where = query.folder.string();
+  const int status =
+      query.fleet ? fleet_decisions(query, since, found, where, err) : folder_decisions(query, since, found, err);
+  if (status != kExitOk) return status;
 
   if (query.json) {
     DecisionJson document{{"decisions", DecisionJson::array()}};
@@ -199,7 +250,7 @@ int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& 
     return kExitOk;
   }
   if (found.empty()) {
-    out << "No decisions match (" << query.folder.string() << ").\n";
+    out << "No decisions match (" << where << ").\n";
     return kExitOk;
   }
   for (const DecisionJson& record : found) out << one_line(record) << '\n';
@@ -217,7 +268,8 @@ void add_decisions_command(CLI::App& app, Runner& chosen) {
       "deciding gate with its reason (for a pass, the gates and the action). Every verification is\n"
       "recorded by the daemon in <state dir>/decisions/ (docs/decision-log.md), credentials masked.\n"
       "The files are read directly: a daemon need not run. Malformed lines are skipped and named\n"
-      "on standard error. State dir here: " +
+      "on standard error. With --fleet (or --state-db, --config, --node), every node's decisions are\n"
+      "read from the fleet's state database instead, each with its node. State dir here: " +
       state_dir.string();
   auto* cmd = app.add_subcommand("decisions", help);
   cmd->add_option("--since", query->since,
@@ -237,9 +289,17 @@ void add_decisions_command(CLI::App& app, Runner& chosen) {
   cmd->add_flag("--json", query->json, "Print one JSON document: {\"decisions\": [...]}, each a record as written");
   cmd->add_option("--state-dir", *state, "The state folder holding decisions/ (default: " + state_dir.string() + ")")
       ->type_name("DIR");
+  cmd->add_flag("--fleet", query->fleet,
+                "Read the fleet's log: every node's decisions, shipped to the state database (--state-db,\n"
+                "--config, or PASSEPARTOUT_STATE_DB); each shows its node");
+  cmd->add_option("--state-db", query->state_db, "The fleet's state database (implies --fleet)")->type_name("URL");
+  cmd->add_option("--config", query->config_file, "A daemon's config file, for its state_db: (implies --fleet)")
+      ->type_name("FILE");
+  cmd->add_option("--node", query->node, "Only decisions of this node (implies --fleet)")->type_name("ID");
   cmd->callback([&chosen, query, state, state_dir] {
     chosen = [query, state, state_dir] {
       query->folder = (state->empty() ? state_dir : *state) / "decisions";
+      query->fleet = query->fleet || !query->state_db.empty() || !query->config_file.empty() || !query->node.empty();
       return list_decisions(*query, std::cout, std::cerr);
     };
   });

@@ -1,5 +1,6 @@
 // `passepartout decisions`: reads the decision log's files (<state dir>/decisions/,
-// docs/decision-log.md) directly, so it works whether a daemon runs or not.
+// docs/decision-log.md) directly, so it works whether a daemon runs or not;
+// or, with --fleet, the fleet's one log in the state database.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,12 @@ struct DecisionQuery {
   std::string session;           // ("": any)
   std::size_t limit = 50;
   bool json = false;
+  // The fleet's log instead of the folder's (the state database: --state-db,
+  // a --config file's state_db:, PASSEPARTOUT_STATE_DB), narrowed to `node`.
+  bool fleet = false;
+  std::string state_db;
+  std::filesystem::path config_file;
+  std::string node;  // ("": any)
 };
 
 // "1h", "30m", "2d", "45s" before `now_unix_s`, or an RFC 3339 time as it
@@ -28,8 +35,8 @@ struct DecisionQuery {
 std::optional<std::string> since_time(std::string_view text, std::int64_t now_unix_s);
 
 // Prints the matching decisions, newest first, to `out` (one line each, or
-// with `json` {"decisions": [...]}); malformed lines are skipped and named on
-// `err`. Returns the exit status.
+// with `json` {"decisions": [...]}; a fleet's records carry their "node");
+// malformed lines are skipped and named on `err`. Returns the exit status.
 int list_decisions(const DecisionQuery& query, std::ostream& out, std::ostream& err);
 
 }  // namespace passepartout::cli

@@ -13,7 +13,7 @@
 #include "base/duration_text.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_status.hpp"
-#include "daemon/daemon_config.hpp"
+#include "cli/fleet_log.hpp"
 #include "store/pg_client.hpp"
 
 namespace passepartout::cli {
@@ -31,24 +31,14 @@ struct FleetOptions {
 };
 
 int run_fleet_status(const FleetOptions& options) {
-  SettingSources sources;
-  sources.config_file = options.config_file;
-  sources.env = process_env;
-  if (!options.state_db.empty()) sources.command_line["state-db"] = options.state_db;
-  if (!options.lease.empty()) sources.command_line["fleet-lease"] = options.lease;
-  const auto config = resolve_daemon_config(sources);
+  const auto config = resolve_fleet_target(options.config_file, options.state_db, options.lease);
   if (!config) {
     std::cerr << "passepartout fleet status: " << config.error().message << '\n';
     return kExitUsage;
   }
-  if (config->state_db.empty()) {
-    std::cerr << "passepartout fleet status: no state database: give --state-db URL, PASSEPARTOUT_STATE_DB, or a "
-                 "--config file with state_db:\n";
-    return kExitUsage;
-  }
-  const std::string lease_ms = std::to_string(config->fleet_lease.count());
+  const std::string lease_ms = std::to_string(config->lease.count());
   const PgOutcome asked = pg_run_once(
-      config->state_db,
+      config->conninfo,
       {{"SELECT coalesce(max(version), 0) AS schema FROM passepartout_schema", {}},
        {"SELECT node, version, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS started, "
         "(extract(epoch FROM clock_timestamp() - seen_at) * 1000)::bigint AS seen_ms_ago, seen_at > clock_timestamp() "
@@ -60,7 +50,7 @@ int run_fleet_status(const FleetOptions& options) {
         {}}},
       kWait);
   if (!asked.ok()) {
-    std::cerr << "passepartout fleet status: " << config->state_db_shown << ": " << asked.error->message
+    std::cerr << "passepartout fleet status: " << config->shown << ": " << asked.error->message
               << (asked.error->sqlstate == "42P01" ? " (no daemon has migrated this database yet: start one with "
                                                      "--state-db)"
                                                    : "")
@@ -70,7 +60,7 @@ int run_fleet_status(const FleetOptions& options) {
   const PgRows& nodes = asked.results[1];
   const PgRows& approvals = asked.results[2];
   if (options.json) {
-    json document{{"target", config->state_db_shown}, {"schema", asked.results[0].integer(0, "schema")}};
+    json document{{"target", config->shown}, {"schema", asked.results[0].integer(0, "schema")}};
     json list = json::array();
     for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
       list.push_back({{"node", std::string(nodes.at(i, "node").value_or(""))},
@@ -87,7 +77,7 @@ int run_fleet_status(const FleetOptions& options) {
     std::cout << document.dump(2) << '\n';
     return kExitOk;
   }
-  std::cout << "Fleet: " << config->state_db_shown << " (schema " << asked.results[0].integer(0, "schema") << ")\n";
+  std::cout << "Fleet: " << config->shown << " (schema " << asked.results[0].integer(0, "schema") << ")\n";
   if (nodes.rows.empty()) std::cout << "  no node has registered yet\n";
   for (std::size_t i = 0; i < nodes.rows.size(); ++i) {
     const bool alive = nodes.at(i, "alive") == std::optional<std::string_view>("t");

@@ -134,6 +134,16 @@ void print_status(const Target& target, const Value& response, std::ostream& out
               "); what needs it is refused";
     }
     rows.push_back({"state database", text});
+    if (const Value& shipping = db.at("DECISIONS"); shipping.is_list()) {
+      std::string shipped = integer_text(shipping.at("SHIPPED")) + " shipped";
+      if (shipping.at("SPOOL-BYTES").as_integer() > 0) {
+        shipped += ", " + integer_text(shipping.at("SPOOL-BYTES")) + " bytes in " +
+                   integer_text(shipping.at("SPOOL-FILES")) + " files waiting (the oldest " +
+                   std::to_string(static_cast<std::int64_t>(shipping.at("LAG-SECONDS").as_float())) + " s old)";
+      }
+      if (shipping.at("SKIPPED").as_integer() > 0) shipped += ", " + integer_text(shipping.at("SKIPPED")) + " malformed lines passed over";
+      rows.push_back({"decisions to the fleet", shipped});
+    }
   }
   if (const auto sessions = entries_of(p.at("LOCAL-ONLY-SESSIONS")); !sessions.empty()) {
     rows.push_back({"local-only", std::to_string(sessions.size()) + " sessions (private data: local providers only)"});

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 #include "cli/cli11.hpp"
@@ -17,6 +19,7 @@
 #include "cli/decision_files.hpp"
 #include "cli/decision_replay.hpp"
 #include "cli/exit_status.hpp"
+#include "cli/fleet_log.hpp"
 #include "cli/local_skills.hpp"
 #include "pipeline/verifier.hpp"
 #include "skills/bundled_skills.hpp"
@@ -32,6 +35,7 @@ using nlohmann::json;
 namespace {
 
 constexpr std::size_t kNamedSkips = 10;  // skipped lines named on stderr; the rest counted
+constexpr std::size_t kFleetPage = 5000;  // records read from the fleet's log at a time
 
 struct VerifyOptions {
   std::string action;
@@ -170,8 +174,16 @@ int replay_decisions(const std::string& replay, const fs::path& manifest_dir, co
     }
     return kExitUsage;
   };
+  // A postgresql:// address: the fleet's log, every node's, oldest first.
+  const bool fleet = replay.starts_with("postgresql://") || replay.starts_with("postgres://");
+  std::optional<FleetTarget> target;
+  if (fleet) {
+    auto resolved = resolve_fleet_target({}, replay);
+    if (!resolved) return fail(resolved.error().message);
+    target = std::move(*resolved);
+  }
   std::vector<fs::path> files;
-  if (replay != "-") {
+  if (replay != "-" && !fleet) {
     std::string error;
     files = replay_files(replay, error);
     if (files.empty()) return fail(error);
@@ -189,7 +201,15 @@ int replay_decisions(const std::string& replay, const fs::path& manifest_dir, co
   guard_against_crashing_gates(booted);
   DecisionReplay replayer(registry.snapshot());
 
-  if (replay == "-") {
+  if (fleet) {
+    std::map<std::string, std::size_t, std::less<>> numbers;  // each node's records, counted as lines are
+    const auto read = read_fleet_decisions(*target, {}, false, kFleetPage, [&](std::string_view node, std::string_view line) {
+      auto it = numbers.try_emplace(std::string(node), 0).first;
+      replayer.replay_line(line, node, ++it->second);
+      return true;
+    });
+    if (!read) return fail(read.error().message);
+  } else if (replay == "-") {
     replayer.replay_stream(in, "stdin");
   } else {
     for (const fs::path& file : files) {
@@ -254,7 +274,8 @@ void add_verify_command(CLI::App& app, Runner& chosen) {
   auto* replay = cmd->add_option("--replay", options->replay,
                                  "Replay recorded decisions: a decision file, a folder of them (decisions.jsonl\n"
                                  "and the rotated decisions-*.jsonl, oldest first; or a state folder holding\n"
-                                 "decisions/), or - for standard input")
+                                 "decisions/), - for standard input, or a postgresql:// state database: the\n"
+                                 "fleet's log, every node's decisions, oldest first")
                      ->type_name("FILE");
   replay->excludes(action)->excludes(signal);
   cmd->add_option("--manifests", options->manifest_dir,

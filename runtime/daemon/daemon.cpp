@@ -35,6 +35,7 @@
 #include "base/log_fields.hpp"
 #include "base/utf8.hpp"
 #include "daemon/daemon_handler.hpp"
+#include "daemon/decision_shipper.hpp"
 #include "daemon/fleet_runner.hpp"
 #include "daemon/mcp_hub.hpp"
 #include "daemon/metrics.hpp"
@@ -86,6 +87,8 @@ constexpr std::size_t kMaxIdentityBytes = std::size_t{16} * 1024;
 // How long boot waits for the state database's first answer (the schema's
 // version) before it serves without it.
 constexpr std::chrono::milliseconds kStateDbWait{10000};
+// At shutdown, how long the decisions not shipped yet may take (the rest go on the next start).
+constexpr std::chrono::milliseconds kShipOnStop{2000};
 
 // The usage ledger (<state dir>/usage.sqlite3) with the config's caps and
 // the prices. A price table that does not read, or a ledger that does not
@@ -222,6 +225,8 @@ struct Daemon::Impl {
   std::unique_ptr<ApprovalStore> approvals;
   std::unique_ptr<RuleBook> rules;  // the operator's rules; outlives the pipeline, which reads them
   std::string config_digest;        // of the config files' text, last read for their MCP servers
+  // With a state database: ships the decision log's files; outlives the log, which nudges it.
+  std::unique_ptr<DecisionShipper> shipper;
   // Outlives the pipeline: a signal's run may still hand it a record as it ends.
   std::unique_ptr<DecisionLog> decisions;
   std::unique_ptr<SkillHost> skills;
@@ -594,10 +599,19 @@ Result<void> Daemon::Impl::boot() {
     log_options.sample_passed = static_cast<std::uint32_t>(c.decision_log_sample);
     log_options.time_gates_every = static_cast<std::uint32_t>(c.decision_log_time_gates);
     log_options.buffer = c.decision_log_buffer;
+    // In a fleet the files are a spool: shipped to the state database, kept until they are.
+    if (state_db) {
+      shipper = std::make_unique<DecisionShipper>(
+          DecisionShipper::Options{.conninfo = c.state_db, .node = c.node_id, .folder = log_options.folder});
+      log_options.unshipped = [s = shipper.get()](const std::filesystem::path& file) { return s->unshipped(file); };
+      log_options.written = [s = shipper.get()] { s->nudge(); };
+    }
     if (auto log = DecisionLog::open(std::move(log_options)); log) {
       decisions = std::move(*log);
+      if (shipper) shipper->start();
     } else {
       log_message(LogLevel::error, kComponent, "decisions are not recorded: {}", log.error().message);
+      shipper.reset();
     }
   }
 
@@ -749,7 +763,11 @@ Result<void> Daemon::Impl::boot() {
       [this] { return reload_mcp(); },
       rules.get(),
       [this](std::string_view session) { return wire_handler != nullptr && wire_handler->session_open(session); },
-      [this] { return state_db != nullptr ? state_db_status(state_db->figures()) : Value(); }});
+      [this] {
+        if (state_db == nullptr) return Value();
+        return state_db_status(state_db->figures(),
+                               shipper != nullptr ? decision_shipping_status(shipper->figures()) : Value());
+      }});
   operators_ready.store(operators.get(), std::memory_order_release);
 
   // H6 (5): startup diagnostics (fail open).
@@ -822,7 +840,7 @@ Result<void> Daemon::Impl::serve_metrics() {
   }
   metrics = std::make_unique<DaemonMetrics>(MetricsSources{
       skills.get(), pipeline.get(), &cascade, approvals.get(), [this] { return server_counters(); }, version_text(),
-      [this] { return metrics_counters(); }, mcp.get(), rules.get(), budget.get(), state_db.get()});
+      [this] { return metrics_counters(); }, mcp.get(), rules.get(), budget.get(), state_db.get(), shipper.get()});
   if (decisions) {
     metrics->set_decisions_dropped([log = decisions.get()] { return log->dropped(); });
   }
@@ -973,6 +991,7 @@ int Daemon::Impl::shutdown() {
   pool.stop();
   blocking.stop();
   if (decisions) decisions->flush();  // what the signals recorded, on disk before the process ends
+  if (shipper) shipper->stop(kShipOnStop);  // and shipped, if the database takes it soon enough
   const bool saved = save_memory("shutdown");
   boost::system::error_code ignored;
   signals.cancel(ignored);

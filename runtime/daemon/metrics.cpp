@@ -2,6 +2,7 @@
 // live (gate counters, the pipeline's and the skill host's sharded counts,
 // provider health, the server's counters, the approval store, /proc).
 #include "daemon/metrics.hpp"
+#include "daemon/decision_shipper.hpp"
 #include "daemon/state_db.hpp"
 
 #include <dirent.h>
@@ -216,6 +217,23 @@ std::string DaemonMetrics::scrape() const {
     out.family(unavailable, Type::counter,
                "Requests to the state database that failed because it was unavailable (they failed closed).");
     out.sample(unavailable, {}, db.failed);
+  }
+  // The decision log's shipping to the state database (only with --state-db).
+  if (sources_.shipper != nullptr) {
+    const DecisionShipper::Figures f = sources_.shipper->figures();
+    const std::string shipped = name("decisions_shipped_total");
+    out.family(shipped, Type::counter, "Decisions this daemon shipped to the state database since it started.");
+    out.sample(shipped, {}, f.shipped);
+    const std::string spool = name("decisions_spool_bytes");
+    out.family(spool, Type::gauge, "Bytes of the decision log not shipped to the state database yet.");
+    out.sample(spool, {}, f.spool_bytes);
+    const std::string lag = name("decisions_ship_lag_seconds");
+    out.family(lag, Type::gauge, "How old the oldest decision not shipped yet is (0: every one is shipped).");
+    out.sample(lag, {}, f.lag_seconds);
+    const std::string failures = name("decisions_ship_failures_total");
+    out.family(failures, Type::counter,
+               "Shipping attempts that failed (the database away, a batch refused); each is tried again.");
+    out.sample(failures, {}, f.failures);
   }
 
   // Consensus rounds, per set of voting providers (only once one ran).

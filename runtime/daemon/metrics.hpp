@@ -20,6 +20,7 @@ class McpHub;
 class RuleBook;
 class Budget;
 class StateDb;
+class DecisionShipper;
 
 // Where the figures come from. Each must outlive the DaemonMetrics.
 struct MetricsSources {
@@ -34,6 +35,7 @@ struct MetricsSources {
   const RuleBook* rules = nullptr;                            // the operator's rules; may be null
   const Budget* budget = nullptr;                             // the caps and the usage ledger; may be null
   const StateDb* state_db = nullptr;                          // the state database; null without one
+  const DecisionShipper* shipper = nullptr;                   // the decision log's shipping; null without one
 };
 
 // The process's own figures (/proc/self/stat, /proc/self/fd, getrlimit), as

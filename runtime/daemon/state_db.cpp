@@ -132,7 +132,7 @@ StateDb::Figures StateDb::figures() const {
 
 PgClient& StateDb::client() { return *client_; }
 
-Value state_db_status(const StateDb::Figures& f) {
+Value state_db_status(const StateDb::Figures& f, const Value& decisions) {
   const auto num = [](std::uint64_t n) { return Value::integer(static_cast<std::int64_t>(n)); };
   return Value::plist({{"TARGET", Value::string(f.shown)},
                        {"NODE", Value::string(f.node)},
@@ -141,7 +141,8 @@ Value state_db_status(const StateDb::Figures& f) {
                        {"SCHEMA-TARGET", Value::integer(f.target)},
                        {"LAST-ERROR", f.last_error.empty() ? Value() : Value::string(f.last_error)},
                        {"CONNECTIONS", num(f.connections)},
-                       {"UNAVAILABLE", num(f.failed)}});
+                       {"UNAVAILABLE", num(f.failed)},
+                       {"DECISIONS", decisions}});
 }
 
 }  // namespace passepartout

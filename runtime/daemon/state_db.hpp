@@ -72,7 +72,8 @@ class StateDb {
 };
 
 // STATUS's STATE-DB: (:TARGET "host=... dbname=..." :NODE "n" :CONNECTED T
-// :SCHEMA n :SCHEMA-TARGET n :LAST-ERROR "..."|NIL :CONNECTIONS n :UNAVAILABLE n).
-Value state_db_status(const StateDb::Figures& figures);
+// :SCHEMA n :SCHEMA-TARGET n :LAST-ERROR "..."|NIL :CONNECTIONS n :UNAVAILABLE n
+// :DECISIONS (decision_shipping_status)|NIL).
+Value state_db_status(const StateDb::Figures& figures, const Value& decisions = Value());
 
 }  // namespace passepartout

@@ -38,6 +38,7 @@ namespace {
 
 constexpr std::string_view kComponent = "decisions";
 constexpr std::string_view kCurrentName = "decisions.jsonl";
+constexpr std::size_t kWriteChunk = std::size_t{256} << 10;  // bytes of whole lines per write() at most (about)
 
 void append_key(std::string& out, std::string_view key) {
   out += ',';
@@ -127,6 +128,30 @@ const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noex
   // Blocked: "failed" when what stopped it (the last entry) failed.
   const std::size_t n = trace.size();
   return n > 0 && trace[n - 1].result == GateResult::failed ? "failed" : "blocked";
+}
+
+std::vector<fs::path> decision_files_newest_first(const fs::path& folder) {
+  struct Rotated {
+    std::string stamp;
+    long n;
+    fs::path path;
+  };
+  std::vector<Rotated> rotated;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("decisions-") || !name.ends_with(".jsonl")) continue;
+    const std::string middle = name.substr(10, name.size() - 10 - 6);
+    const std::size_t dash = middle.rfind('-');
+    if (dash == std::string::npos) continue;
+    rotated.push_back({middle.substr(0, dash), std::strtol(middle.c_str() + dash + 1, nullptr, 10), entry.path()});
+  }
+  std::sort(rotated.begin(), rotated.end(),
+            [](const Rotated& a, const Rotated& b) { return a.stamp != b.stamp ? a.stamp > b.stamp : a.n > b.n; });
+  std::vector<fs::path> files;
+  if (fs::exists(folder / kCurrentName, ec)) files.push_back(folder / kCurrentName);
+  for (const Rotated& r : rotated) files.push_back(r.path);
+  return files;
 }
 
 fs::path current_decisions_file(const fs::path& folder) { return folder / kCurrentName; }
@@ -286,6 +311,8 @@ struct DecisionLog::State {
   std::uint64_t file_bytes = 0;
   std::int64_t file_started_us = 0;
   std::string id_prefix;
+  std::string rotated_stamp;  // the second of the last rotation, and the next sequence number in it
+  int rotated_next = 0;
   std::uint64_t dropped_reported = 0;
   std::chrono::steady_clock::time_point last_report = std::chrono::steady_clock::now();
   std::vector<DecisionRecord*> batch;
@@ -330,9 +357,24 @@ struct DecisionLog::State {
     if (fd < 0) return fail(ErrorCode::io_error, "cannot open " + file.string() + ": " + errno_text(errno));
     struct stat st {};
     file_bytes = ::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    terminate_torn_line(file);
     file_started_us = wall_now_us();
     if (file_bytes > 0) file_started_us = first_line_time(file).value_or(file_started_us);
     return {};
+  }
+
+  // A process killed in the middle of a write leaves a line without its
+  // '\n': it is ended here, so that it stays one malformed line (which
+  // readers skip and name) instead of swallowing the next record.
+  void terminate_torn_line(const fs::path& file) {
+    if (file_bytes == 0) return;
+    const int in = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return;
+    char last = '\n';
+    const bool read = ::pread(in, &last, 1, static_cast<off_t>(file_bytes - 1)) == 1;
+    ::close(in);
+    if (!read || last == '\n') return;
+    if (::write(fd, "\n", 1) == 1) ++file_bytes;
   }
 
   // The time of the first line of `file`, to rotate a file a daemon before began.
@@ -358,8 +400,13 @@ struct DecisionLog::State {
     const fs::path current = current_decisions_file(options.folder);
     const std::string stamp = compact_utc(static_cast<std::time_t>(wall_now_us() / 1'000'000));
     std::error_code ec;
-    for (int n = 0; n < 1000; ++n) {
+    // Within a second the sequence only grows: a name whose file was
+    // pruned is not given to a newer one, which would then sort as older.
+    if (stamp != rotated_stamp) rotated_next = 0;
+    rotated_stamp = stamp;
+    for (int n = rotated_next; n < rotated_next + 1000; ++n) {
       const fs::path rotated = options.folder / ("decisions-" + stamp + "-" + std::to_string(n) + ".jsonl");
+      rotated_next = n + 1;
       if (fs::exists(rotated, ec)) continue;
       fs::rename(current, rotated, ec);
       if (ec) log_message(LogLevel::warn, kComponent, "cannot rotate {}: {}", current.string(), ec.message());
@@ -373,28 +420,26 @@ struct DecisionLog::State {
     file_started_us = wall_now_us();
   }
 
-  // Deletes the oldest rotated files beyond max_files - 1.
+  // Deletes the oldest rotated files beyond max_files - 1, except those
+  // the fleet has not shipped yet (options.unshipped).
   void prune() {
-    struct Rotated {
-      std::string stamp;
-      long n;
-      fs::path path;
-    };
-    std::vector<Rotated> files;
+    std::vector<fs::path> files = decision_files_newest_first(options.folder);
+    std::erase_if(files, [](const fs::path& file) { return file.filename() == kCurrentName; });
+    const std::size_t keep = options.max_files > 0 ? options.max_files - 1 : 0;  // the current file is counted
+    std::size_t kept = 0;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(options.folder, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (!name.starts_with("decisions-") || !name.ends_with(".jsonl")) continue;
-      const std::string middle = name.substr(10, name.size() - 10 - 6);
-      const std::size_t dash = middle.rfind('-');
-      if (dash == std::string::npos) continue;
-      files.push_back({middle.substr(0, dash), std::strtol(middle.c_str() + dash + 1, nullptr, 10), entry.path()});
+    for (std::size_t i = keep; i < files.size(); ++i) {
+      if (options.unshipped && options.unshipped(files[i])) {
+        ++kept;
+        continue;
+      }
+      fs::remove(files[i], ec);
     }
-    const std::size_t keep = options.max_files > 0 ? options.max_files - 1 : 0;
-    if (files.size() <= keep) return;
-    std::sort(files.begin(), files.end(),
-              [](const Rotated& a, const Rotated& b) { return a.stamp != b.stamp ? a.stamp < b.stamp : a.n < b.n; });
-    for (std::size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i].path, ec);
+    if (kept > 0) {
+      log_message(LogLevel::warn, kComponent,
+                  "{} decision files are kept past the {} allowed: the state database has not taken them yet", kept,
+                  options.max_files);
+    }
   }
 
   // One write() of whole lines; `lines` of them in `out`.
@@ -416,6 +461,7 @@ struct DecisionLog::State {
     file_bytes += out.size() - rest.size();
     if (ok) {
       written.fetch_add(lines, std::memory_order_relaxed);
+      if (options.written) options.written();
     } else {
       lost.fetch_add(lines, std::memory_order_relaxed);
     }
@@ -460,6 +506,12 @@ struct DecisionLog::State {
       out += line;
       out += '\n';
       ++lines;
+      // A long batch goes out in pieces of whole lines: the buffer stays
+      // small and warm instead of growing (and faulting in) for all of it.
+      if (out.size() >= kWriteChunk) {
+        write_out(lines);
+        lines = 0;
+      }
     }
     write_out(lines);
     batch.clear();

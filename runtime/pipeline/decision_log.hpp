@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -91,6 +92,12 @@ struct DecisionLogOptions {
   std::chrono::milliseconds interval{100};
   // How often, at most, a warning says how many were dropped since the last one.
   std::chrono::milliseconds drop_report_every{std::chrono::minutes(1)};
+  // With a fleet's decision log (daemon/decision_shipper.hpp), the files are
+  // its spool: a rotated file for which `unshipped` holds is kept past
+  // max_files until it is shipped, and `written` is called (on the writer's
+  // thread) after each batch of lines reaches the file. Both may be empty.
+  std::function<bool(const std::filesystem::path&)> unshipped;
+  std::function<void()> written;
 };
 
 // Holds the record of a verification that asked for approval until its
@@ -165,6 +172,11 @@ class DecisionLog {
 // A verification's "outcome" as the log writes it: "passed", "approval",
 // "blocked", or "failed" when what stopped it (the trace's last entry) failed.
 const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noexcept;
+
+// The log's files in `folder`, newest first: the current one
+// (decisions.jsonl), then the rotated ones (decisions-<stamp>-<n>.jsonl) by
+// the time and sequence in their names, latest first. Empty when there are none.
+std::vector<std::filesystem::path> decision_files_newest_first(const std::filesystem::path& folder);
 
 // The current file of `folder` (<folder>/decisions.jsonl).
 std::filesystem::path current_decisions_file(const std::filesystem::path& folder);

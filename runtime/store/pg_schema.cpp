@@ -77,7 +77,32 @@ constexpr std::string_view kBudget[] = {
     " PRIMARY KEY (id, cap, scope, window_start))",
     "CREATE INDEX passepartout_budget_holds_by_node ON passepartout_budget_holds (node)"};
 
-constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget};
+// Version 4: the fleet's decision log (daemon/decision_shipper.cpp). Each
+// record is the line its node's spool holds, as written; `time`, `outcome`
+// and `session` are read from it to filter on. A node's spool files are
+// named by the digest of their first line, and `shipped` is how many of a
+// file's bytes are in passepartout_decisions: both change in one
+// transaction, which is how no line is shipped twice.
+constexpr std::string_view kDecisions[] = {
+    "CREATE TABLE passepartout_decisions ("
+    " node text NOT NULL,"
+    " id text NOT NULL,"
+    " time timestamptz NOT NULL,"
+    " outcome text NOT NULL,"
+    " session text NOT NULL,"
+    " record text NOT NULL,"
+    " shipped_at timestamptz NOT NULL DEFAULT clock_timestamp())",
+    "CREATE INDEX passepartout_decisions_by_time ON passepartout_decisions (time)",
+    "CREATE INDEX passepartout_decisions_by_node ON passepartout_decisions (node, time)",
+    "CREATE TABLE passepartout_decision_files ("
+    " node text NOT NULL,"
+    " file text NOT NULL,"
+    " shipped bigint NOT NULL DEFAULT 0,"
+    " lines bigint NOT NULL DEFAULT 0,"
+    " updated_at timestamptz NOT NULL DEFAULT now(),"
+    " PRIMARY KEY (node, file))"};
+
+constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget, kDecisions};
 
 int version_of(const PgOutcome& outcome) { return static_cast<int>(outcome.results.back().integer(0, "version")); }
 

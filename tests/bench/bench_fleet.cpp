@@ -3,6 +3,8 @@
 //
 // BM_FleetReserve: a budget reservation held for the fleet.
 //
+// BM_FleetDecisions: three nodes shipping their decision logs.
+//
 // BM_FleetClaim: the fleet's approvals, with three nodes, each with its own
 // connections, listening for decisions and polling every 20 ms, as
 // FleetRunner does, and racing to claim every approved run. 10,000 trials, a
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -34,8 +37,11 @@
 
 #include "base/executor.hpp"
 #include "bench_caps.hpp"
+#include "daemon/decision_shipper.hpp"
 #include "daemon/pg_approvals.hpp"
 #include "daemon/pg_budget.hpp"
+#include "pipeline/decision_log.hpp"
+#include "pipeline/signal.hpp"
 #include "providers/budget.hpp"
 #include "store/pg_client.hpp"
 #include "store/pg_schema.hpp"
@@ -314,7 +320,151 @@ void BM_FleetReserve(benchmark::State& state) {
   }
 }
 
+// A record as large as a daemon's (~1.5 KB: the action and the signal
+// printed, a gate's reason), blocked so that it is never sampled away.
+void record_decision(DecisionLog& log, const Value& action, const Value& signal, int n) {
+  Verification v;
+  v.outcome = VerifyOutcome::blocked;
+  v.reason = Value::string("blocked by the benchmark's rule, decision " + std::to_string(n));
+  v.trace.push_back(nullptr, GateResult::blocked, v.reason);
+  GateTimes times;
+  times.count = 0;
+  const IntervalClock::Ticks now = IntervalClock::now();
+  log.record(DecisionStage::last_mile, nullptr, action, signal, v, times, now, now, {});
+}
+
+// Three nodes' decision logs shipping to one database, each node's with its
+// own connection and thread, as three daemons' do. First each node records
+// kBurst decisions as fast as its log takes them: fleet_decisions_per_s is
+// how many reach the table per second, from the first decision's time to
+// the last row's. Then each records kPacedPerSecond a second for two
+// seconds: fleet_ship_lag_p99_ms is a decision's time to its row's, the
+// 99th percentile (the log's writer's batching included).
+void BM_FleetDecisions(benchmark::State& state) {
+  constexpr int kNodes = 3;
+  constexpr int kBurst = 20000;
+  constexpr int kPacedPerSecond = 2000;
+  constexpr auto kPaced = 2s;
+  for (auto _ : state) {
+    testing::PostgresCluster cluster;
+    const std::string conninfo = cluster.conninfo(cluster.create_database());
+    {
+      EventLoops loop(1);
+      PgClient::Options options;
+      options.conninfo = conninfo;
+      PgClient client(*loop.contexts().front(), options);
+      client.start();
+      std::promise<Result<PgSchemaOutcome>> migrated;
+      migrate(client, state_schema(), "bench", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
+      if (!migrated.get_future().get()) {
+        state.SkipWithError("the state database could not be migrated");
+        return;
+      }
+      client.stop();
+    }
+    std::random_device random;
+    const auto root = std::filesystem::temp_directory_path() / ("passepartout-bench-ship-" + std::to_string(random()));
+    const Value action = *read_sexp(
+        "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls -la /srv/reports/2026/12 | sort -k5 -n | tail -20\" "
+        ":EXPLANATION \"" + std::string(420, 'e') + "\"))");
+    struct Node {
+      std::unique_ptr<DecisionShipper> shipper;
+      std::unique_ptr<DecisionLog> log;
+    };
+    std::vector<Node> nodes(kNodes);
+    for (int i = 0; i < kNodes; ++i) {
+      const auto folder = root / ("node-" + std::to_string(i));
+      DecisionShipper::Options ship;
+      ship.conninfo = conninfo;
+      ship.node = "node-" + std::to_string(i);
+      ship.folder = folder;
+      nodes[i].shipper = std::make_unique<DecisionShipper>(ship);
+      DecisionLogOptions options;
+      options.folder = folder;
+      options.buffer = kBurst;  // the burst is kept whole: shipping is measured, not the buffer
+      DecisionShipper* shipper = nodes[i].shipper.get();
+      options.unshipped = [shipper](const std::filesystem::path& file) { return shipper->unshipped(file); };
+      options.written = [shipper] { shipper->nudge(); };
+      auto log = DecisionLog::open(options);
+      if (!log) {
+        state.SkipWithError(log.error().message.c_str());
+        return;
+      }
+      nodes[i].log = std::move(*log);
+      nodes[i].shipper->start();
+    }
+    const auto run_nodes = [&](const std::function<void(Node&, int)>& work) {
+      std::vector<std::thread> threads;
+      for (int i = 0; i < kNodes; ++i) threads.emplace_back([&, i] { work(nodes[i], i); });
+      for (auto& thread : threads) thread.join();
+    };
+    const auto drained = [&] {
+      for (Node& node : nodes) {
+        node.log->flush();
+        if (!node.shipper->drain(120s)) return false;
+      }
+      return true;
+    };
+    const Value burst_signal = user_input_signal(std::string(700, 'b'), "burst");
+    run_nodes([&](Node& node, int) {
+      for (int n = 0; n < kBurst; ++n) record_decision(*node.log, action, burst_signal, n);
+    });
+    if (!drained()) {
+      state.SkipWithError("the burst was not shipped within two minutes");
+      return;
+    }
+    const Value paced_signal = user_input_signal(std::string(700, 'p'), "paced");
+    run_nodes([&](Node& node, int) {
+      const auto start = Clock::now();
+      const auto every = std::chrono::nanoseconds(1s) / kPacedPerSecond;
+      for (int n = 0; Clock::now() - start < kPaced; ++n) {
+        std::this_thread::sleep_until(start + every * n);
+        record_decision(*node.log, action, paced_signal, n);
+      }
+    });
+    if (!drained()) {
+      state.SkipWithError("the paced decisions were not shipped within two minutes");
+      return;
+    }
+    const PgOutcome figures = pg_run_once(
+        conninfo,
+        {{"SELECT count(*) AS n, extract(epoch FROM max(shipped_at) - min(time)) AS s FROM passepartout_decisions "
+          "WHERE session = 'burst'",
+          {}},
+         {"SELECT count(*) AS n, percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM shipped_at - time) "
+          "* 1000) AS p99 FROM passepartout_decisions WHERE session = 'paced'",
+          {}},
+         {"SELECT count(*) - count(DISTINCT (node, id)) AS twice FROM passepartout_decisions", {}}},
+        30s);
+    if (!figures.ok()) {
+      state.SkipWithError(figures.error->message.c_str());
+      return;
+    }
+    const auto number = [&](std::size_t result, const char* column) {
+      return std::stod(std::string(figures.results[result].at(0, column).value_or("0")));
+    };
+    if (number(0, "n") != kNodes * kBurst) {
+      state.SkipWithError("the table does not hold every decision of the burst");
+      return;
+    }
+    if (number(2, "twice") != 0) {
+      state.SkipWithError("a decision was shipped twice");
+      return;
+    }
+    state.counters["fleet_decisions_per_s"] = number(0, "n") / number(0, "s");
+    state.counters["fleet_ship_lag_p99_ms"] = number(1, "p99");
+    state.counters["fleet_ship_paced_decisions"] = number(1, "n");
+    for (Node& node : nodes) {
+      node.log.reset();
+      node.shipper->stop();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_FleetDecisions)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetReserve)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetClaim)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -10,12 +10,14 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "store/pg_client.hpp"
+#include "store/pg_schema.hpp"
 
 namespace passepartout::testing {
 
@@ -50,6 +52,23 @@ inline PgOutcome run_batch(PgClient& client, std::vector<PgStatement> statements
 // The same on a connection of its own to `conninfo` (pg_run_once).
 inline PgOutcome run_batch(const std::string& conninfo, std::vector<PgStatement> statements) {
   return pg_run_once(conninfo, std::move(statements), std::chrono::seconds(30));
+}
+
+// A client on `loop` to `conninfo` (quick to reconnect), its database
+// migrated to this build's schema.
+inline std::unique_ptr<PgClient> migrated_client(PgLoop& loop, const std::string& conninfo) {
+  PgClient::Options options;
+  options.conninfo = conninfo;
+  options.initial_backoff = std::chrono::milliseconds(20);
+  options.max_backoff = std::chrono::milliseconds(200);
+  auto client = std::make_unique<PgClient>(loop.context, options);
+  client->start();
+  std::promise<Result<PgSchemaOutcome>> migrated;
+  auto answer = migrated.get_future();
+  migrate(*client, state_schema(), "test", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
+  REQUIRE(answer.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  REQUIRE(answer.get().has_value());
+  return client;
 }
 
 }  // namespace passepartout::testing

@@ -22,26 +22,12 @@
 #include "support/skill_fixtures.hpp"
 
 using namespace passepartout;
+using passepartout::testing::migrated_client;
 using passepartout::testing::TempDir;
 
 namespace {
 
 constexpr std::int64_t kThursday = 1796293800000;  // 2026-12-03T10:30:00Z
-
-std::unique_ptr<PgClient> migrated_client(testing::PgLoop& loop, const std::string& conninfo) {
-  PgClient::Options options;
-  options.conninfo = conninfo;
-  options.initial_backoff = std::chrono::milliseconds(20);
-  options.max_backoff = std::chrono::milliseconds(200);
-  auto client = std::make_unique<PgClient>(loop.context, options);
-  client->start();
-  std::promise<Result<PgSchemaOutcome>> migrated;
-  auto answer = migrated.get_future();
-  migrate(*client, state_schema(), "test", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
-  REQUIRE(answer.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-  REQUIRE(answer.get().has_value());
-  return client;
-}
 
 // A daily cap of `limit` tokens, on a node's own ledger, shared through `client`.
 std::shared_ptr<Budget> fleet_budget(const TempDir& dir, PgClient& client, const std::string& node, double limit) {

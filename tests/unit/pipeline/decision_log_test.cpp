@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -289,6 +290,55 @@ TEST_CASE("the decision log rotates by size and keeps its newest files", "[pipel
   CHECK(rotated == 2);
   CHECK(std::find(reasons.begin(), reasons.end(), "why 59") != reasons.end());  // the newest are kept
   CHECK(std::find(reasons.begin(), reasons.end(), "why 0") == reasons.end());   // the oldest are gone
+}
+
+TEST_CASE("a rotated file the fleet has not shipped is kept past the files the log keeps", "[pipeline][decisions]") {
+  TempDir dir;
+  DecisionLogOptions options = options_in(dir.path());
+  options.max_file_bytes = 2048;
+  options.max_files = 3;
+  std::atomic<bool> shipped{false};
+  std::atomic<int> writes{0};
+  options.unshipped = [&shipped](const fs::path&) { return !shipped.load(); };
+  options.written = [&writes] { ++writes; };
+  auto log = DecisionLog::open(options);
+  REQUIRE(log.has_value());
+  const auto files = [&] {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()));
+  };
+  for (int i = 0; i < 60; ++i) {
+    record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "why " + std::to_string(i)),
+               sexp("(:TYPE :REQUEST)"));
+  }
+  (*log)->flush();
+  CHECK(writes.load() > 0);
+  const std::size_t kept = files();
+  CHECK(kept > 3);
+  shipped = true;  // now they are: the next rotation prunes to three
+  for (int i = 60; i < 70; ++i) {
+    record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "why " + std::to_string(i)),
+               sexp("(:TYPE :REQUEST)"));
+  }
+  (*log)->flush();
+  CHECK(files() == 3);
+}
+
+TEST_CASE("a line a killed writer left unended is ended when the log opens again", "[pipeline][decisions]") {
+  TempDir dir;
+  {
+    std::ofstream torn(current_decisions_file(dir.path()), std::ios::binary);
+    torn << R"({"v":1,"id":"0000-1","time":"2026-12-04T10:00:00.000001Z","stage":"rea)";
+  }
+  auto log = DecisionLog::open(options_in(dir.path()));
+  REQUIRE(log.has_value());
+  record_one(**log, host_decision(VerifyOutcome::blocked, GateResult::blocked, "after"), sexp("(:TYPE :REQUEST)"));
+  (*log)->flush();
+  const std::vector<std::string> lines = lines_of(current_decisions_file(dir.path()));
+  REQUIRE(lines.size() == 2);
+  CHECK(json::parse(lines[0], nullptr, false).is_discarded());  // still one malformed line
+  const json record = json::parse(lines[1], nullptr, false);
+  REQUIRE_FALSE(record.is_discarded());
+  CHECK(record["reason"] == "after");
 }
 
 TEST_CASE("a file older than the rotation age is rotated before the next line", "[pipeline][decisions]") {
