@@ -34,5 +34,7 @@ void add_mcp_command(CLI::App& app, Runner& chosen);
 
 // `passepartout fleet` (runtime/cli/fleet_command.cpp): the nodes sharing a state database.
 void add_fleet_command(CLI::App& app, Runner& chosen);
+// Its keygen, publish, rollout and halt (runtime/cli/fleet_release_command.cpp).
+void add_fleet_release_commands(CLI::App& fleet, Runner& chosen);
 
 }  // namespace passepartout::cli

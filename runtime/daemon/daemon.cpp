@@ -37,6 +37,7 @@
 #include "daemon/daemon_handler.hpp"
 #include "daemon/decision_shipper.hpp"
 #include "daemon/fleet_runner.hpp"
+#include "daemon/rollout_agent.hpp"
 #include "daemon/mcp_hub.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
@@ -251,6 +252,7 @@ struct Daemon::Impl {
   // The state database a fleet shares (--state-db); null without one.
   std::unique_ptr<StateDb> state_db;
   std::unique_ptr<FleetRunner> fleet;  // with state_db: runs the fleet's approved actions that are this node's
+  std::unique_ptr<RolloutAgent> rollouts;  // with state_db: makes this node what the fleet's skill rollouts ask
   std::unique_ptr<Pipeline> pipeline;
   std::unique_ptr<Heartbeat> heartbeat;
   std::unique_ptr<SkillWatcher> watcher;
@@ -731,6 +733,13 @@ Result<void> Daemon::Impl::boot() {
     fleet = std::make_unique<FleetRunner>(state_db->client(), *approvals, *pipeline, blocking, c.fleet_lease / 3);
     fleet->start();
   }
+  if (state_db) {  // the fleet's skill rollouts, on this node's skills
+    rollouts = std::make_unique<RolloutAgent>(
+        state_db->client(), *skills,
+        RolloutAgent::Options{c.node_id, c.state_dir / "releases", c.fleet_trusted_key, c.fleet_lease,
+                              c.fleet_lease / 3});
+    rollouts->start();
+  }
   if (c.deny_unattended_after.count() > 0 && approvals) {
     log_message(LogLevel::info, kComponent, "unattended approvals: denied after {}",
                 span_text(c.deny_unattended_after));
@@ -947,7 +956,8 @@ int Daemon::Impl::shutdown() {
   notifier.notify("STOPPING=1\nSTATUS=stopping");
   stopping.store(true, std::memory_order_relaxed);
   if (heartbeat) heartbeat->stop();
-  if (fleet) fleet->stop();  // no approved run of the fleet starts here from now on
+  if (fleet) fleet->stop();        // no approved run of the fleet starts here from now on
+  if (rollouts) rollouts->stop();  // nor a rollout's change of the skills
   // Asked now, joined below: a rescan of its may be waiting on the control thread.
   if (watcher) watcher->request_stop();
   const auto deadline = std::chrono::steady_clock::now() + config.shutdown_grace;

@@ -109,6 +109,10 @@ constexpr std::array kSettings{
     DaemonSetting{"fleet-lease", "PASSEPARTOUT_FLEET_LEASE", "SECONDS",
                   "In a fleet: how long a node holds a claimed approved run before another may take it over, and\n"
                   "how long a node not heard from is taken for alive (default 10; polled every third of it)"},
+    DaemonSetting{"fleet-trusted-key", "PASSEPARTOUT_FLEET_TRUSTED_KEY", "HEX",
+                  "In a fleet: the Ed25519 public key (64 hex digits, `passepartout fleet keygen`) whose signature\n"
+                  "a skill release must carry before this node loads it (default: none; releases are checked by\n"
+                  "their digests alone)"},
     DaemonSetting{"identity", "PASSEPARTOUT_IDENTITY", "FILE",
                   "Who the agent is, in the words of this file, added to the prompt's IDENTITY (at most 16 KiB;\n"
                   "default ~/.config/passepartout/identity.md when it exists)"},
@@ -284,6 +288,7 @@ Result<void> read_config_file(const fs::path& file, RawMap& raws, std::vector<Pr
     if (name == "state_db") name = "state-db";
     if (name == "node_id") name = "node-id";
     if (name == "fleet_lease") name = "fleet-lease";
+    if (name == "fleet_trusted_key") name = "fleet-trusted-key";
     auto setting =
         std::find_if(kSettings.begin(), kSettings.end(), [&](const DaemonSetting& s) { return s.key == name; });
     if (setting == kSettings.end()) {
@@ -628,6 +633,12 @@ Result<DaemonConfig> resolve_daemon_config(const SettingSources& sources) {
     config.node_id = r->text;
   } else {
     config.node_id = host_name();
+  }
+  if (const Raw* r = raw("fleet-trusted-key")) {
+    if (r->text.size() != 64 || r->text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+      return bad(*r, "is not an Ed25519 public key (64 hex digits, as `passepartout fleet keygen` prints it)");
+    }
+    config.fleet_trusted_key = r->text;
   }
   if (const Raw* r = raw("price-table")) {
     if (r->text.empty()) return bad(*r, "is not a file");

@@ -353,7 +353,7 @@ const fs::path& SkillLoader::plugin_dir() const noexcept { return state_->option
 const fs::path& SkillLoader::copy_dir() const noexcept { return state_->options.copy_dir; }
 
 fs::path SkillLoader::library_path(const SkillManifest& manifest) const {
-  return state_->options.plugin_dir / manifest.library;
+  return (manifest.library_dir.empty() ? state_->options.plugin_dir : manifest.library_dir) / manifest.library;
 }
 
 Result<Value> SkillLoader::expand_config(const SkillManifest& manifest, const std::string& who) const {

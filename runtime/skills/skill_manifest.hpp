@@ -93,6 +93,9 @@ struct SkillManifest {
   std::string name;
   SemVer version;
   std::string library;  // a file name only
+  // Where `library` is; empty: the plugin directory. Never read from YAML:
+  // set by the daemon for a fleet's release, which it keeps apart.
+  std::filesystem::path library_dir;
   AbiVersion abi;
   int priority = 10;
   std::vector<Dependency> depends_on;

@@ -102,7 +102,65 @@ constexpr std::string_view kDecisions[] = {
     " updated_at timestamptz NOT NULL DEFAULT now(),"
     " PRIMARY KEY (node, file))"};
 
-constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget, kDecisions};
+// Version 5: skill rollouts (daemon/rollout_agent.cpp, cli/fleet_command.cpp).
+// A release is a skill's manifest and library as published, with their
+// digests and, when signed, an Ed25519 signature; a rollout moves one
+// release through its stages, at most one running per skill; each node
+// reports what it did in each rollout in a row of its own, and every
+// change of a rollout is an event.
+constexpr std::string_view kRollouts[] = {
+    "CREATE TABLE passepartout_releases ("
+    " name text NOT NULL,"
+    " version text NOT NULL,"
+    " manifest text NOT NULL,"
+    " library bytea NOT NULL,"
+    " manifest_sha256 text NOT NULL,"
+    " library_sha256 text NOT NULL,"
+    " signature text NOT NULL DEFAULT '',"
+    " published_at timestamptz NOT NULL DEFAULT now(),"
+    " published_by text NOT NULL,"
+    " PRIMARY KEY (name, version))",
+    "CREATE TABLE passepartout_rollouts ("
+    " id bigserial PRIMARY KEY,"
+    " name text NOT NULL,"
+    " version text NOT NULL,"
+    " stages text NOT NULL,"
+    " stage integer NOT NULL DEFAULT 0,"
+    " state text NOT NULL CHECK (state IN ('running', 'done', 'halted')),"
+    " dwell_ms bigint NOT NULL,"
+    " min_verifications bigint NOT NULL,"
+    " max_disagreements double precision NOT NULL,"
+    " max_failures double precision NOT NULL,"
+    " max_blocks double precision NOT NULL,"
+    " started_at timestamptz NOT NULL DEFAULT now(),"
+    " stage_started_at timestamptz NOT NULL DEFAULT now(),"
+    " finished_at timestamptz,"
+    " reason text NOT NULL DEFAULT '',"
+    " started_by text NOT NULL,"
+    " FOREIGN KEY (name, version) REFERENCES passepartout_releases (name, version))",
+    "CREATE UNIQUE INDEX passepartout_rollouts_one_running ON passepartout_rollouts (name) WHERE state = 'running'",
+    "CREATE TABLE passepartout_rollout_reports ("
+    " rollout bigint NOT NULL REFERENCES passepartout_rollouts (id),"
+    " node text NOT NULL,"
+    " stage integer NOT NULL,"
+    " state text NOT NULL,"
+    " step text NOT NULL DEFAULT '',"
+    " error text NOT NULL DEFAULT '',"
+    " verifications bigint NOT NULL DEFAULT 0,"
+    " disagreements bigint NOT NULL DEFAULT 0,"
+    " failures bigint NOT NULL DEFAULT 0,"
+    " blocks bigint NOT NULL DEFAULT 0,"
+    " updated_at timestamptz NOT NULL DEFAULT now(),"
+    " PRIMARY KEY (rollout, node))",
+    "CREATE TABLE passepartout_rollout_events ("
+    " rollout bigint NOT NULL REFERENCES passepartout_rollouts (id),"
+    " at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+    " node text NOT NULL,"
+    " event text NOT NULL,"
+    " detail text NOT NULL)",
+    "ALTER TABLE passepartout_nodes ADD COLUMN skills text NOT NULL DEFAULT ''"};
+
+constexpr std::span<const std::string_view> kStateMigrations[] = {kNodes, kApprovals, kBudget, kDecisions, kRollouts};
 
 int version_of(const PgOutcome& outcome) { return static_cast<int>(outcome.results.back().integer(0, "version")); }
 
