@@ -94,8 +94,8 @@ bool ed25519_verify(std::string_view public_hex, std::string_view message, std::
   std::uint8_t pub[ED25519_KEY_SIZE];
   std::uint8_t signature[ED25519_SIGNATURE_SIZE];
   if (!from_hex(public_hex, pub, sizeof pub) || !from_hex(signature_hex, signature, sizeof signature)) return false;
-  return ed25519_sha512_verify(pub, message.size(), reinterpret_cast<const std::uint8_t*>(message.data()),
-                               signature) == 1;
+  return ed25519_sha512_verify(pub, message.size(), reinterpret_cast<const std::uint8_t*>(message.data()), signature) ==
+         1;
 }
 
 }  // namespace passepartout

@@ -199,20 +199,20 @@ int fleet_decisions(const DecisionQuery& query, const std::string& since, std::v
   where = target->shown;
   const FleetDecisionFilter filter{query.node, since, query.verdict, query.session};
   std::size_t malformed = 0;
-  const auto read = read_fleet_decisions(
-      *target, filter, true, query.skill.empty() ? query.limit : std::max<std::size_t>(query.limit, 1000),
-      [&](std::string_view node, std::string_view line) {
-        std::optional<DecisionJson> record = parse_decision_line(line);
-        if (!record) {
-          ++malformed;
-          return true;
-        }
-        if (!matches(*record, query, since)) return true;
-        DecisionJson tagged{{"node", node}};
-        for (auto& [key, value] : record->items()) tagged[key] = std::move(value);
-        found.push_back(std::move(tagged));
-        return found.size() < query.limit;
-      });
+  const auto read = read_fleet_decisions(*target, filter, true,
+                                         query.skill.empty() ? query.limit : std::max<std::size_t>(query.limit, 1000),
+                                         [&](std::string_view node, std::string_view line) {
+                                           std::optional<DecisionJson> record = parse_decision_line(line);
+                                           if (!record) {
+                                             ++malformed;
+                                             return true;
+                                           }
+                                           if (!matches(*record, query, since)) return true;
+                                           DecisionJson tagged{{"node", node}};
+                                           for (auto& [key, value] : record->items()) tagged[key] = std::move(value);
+                                           found.push_back(std::move(tagged));
+                                           return found.size() < query.limit;
+                                         });
   if (!read) {
     err << "passepartout decisions: " << read.error().message << '\n';
     return kExitProblem;

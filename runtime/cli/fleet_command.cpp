@@ -75,7 +75,7 @@ int run_fleet_status(const FleetOptions& options) {
   };
   // Where a rollout stands: "stage 2 of 3 (10%)", "done", "halted: why".
   const auto standing = [&](std::size_t i) {
-    const std::string state = text(rollouts, i, "state");
+    std::string state = text(rollouts, i, "state");
     if (state != "running") return state == "halted" ? "halted: " + text(rollouts, i, "reason") : state;
     auto stages = parse_rollout_stages(text(rollouts, i, "stages"));
     const auto stage = static_cast<std::size_t>(rollouts.integer(i, "stage"));
@@ -135,7 +135,8 @@ int run_fleet_status(const FleetOptions& options) {
     std::cout << "  " << nodes.at(i, "node").value_or("") << ": " << (alive ? "alive" : "gone") << ", version "
               << nodes.at(i, "version").value_or("") << ", started " << nodes.at(i, "started").value_or("")
               << ", last seen " << span_text(std::chrono::duration_cast<std::chrono::seconds>(ago)) << " ago\n";
-    if (const std::string skills = text(nodes, i, "skills"); !skills.empty()) std::cout << "    skills: " << skills << '\n';
+    if (const std::string skills = text(nodes, i, "skills"); !skills.empty())
+      std::cout << "    skills: " << skills << '\n';
   }
   std::cout << "Approvals: " << approvals.integer(0, "pending") << " pending, " << approvals.integer(0, "waiting")
             << " approved and waiting for their node, " << approvals.integer(0, "claimed") << " claimed, "

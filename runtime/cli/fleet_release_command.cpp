@@ -94,8 +94,9 @@ Result<std::string> read_sign_key(const fs::path& file) {
   std::string key = *text;
   while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (ed25519_public_key(key).empty()) {
-    return fail(ErrorCode::invalid_input, file.string() + " is not an Ed25519 private key (64 hex digits, as "
-                                                          "`passepartout fleet keygen` writes one)");
+    return fail(ErrorCode::invalid_input, file.string() +
+                                              " is not an Ed25519 private key (64 hex digits, as "
+                                              "`passepartout fleet keygen` writes one)");
   }
   return key;
 }
@@ -104,8 +105,9 @@ int run_publish(const PublishOptions& options) {
   const auto target = resolve_fleet_target(options.target.config_file, options.target.state_db);
   if (!target) return problem("publish", target.error().message, kExitUsage);
   auto manifest_text = read_bounded_file(options.manifest, SkillManifest::kMaxFileSize);
-  if (!manifest_text) return problem("publish", "cannot read " + options.manifest.string() + ": " +
-                                                    manifest_text.error().message, kExitUsage);
+  if (!manifest_text)
+    return problem("publish", "cannot read " + options.manifest.string() + ": " + manifest_text.error().message,
+                   kExitUsage);
   auto manifest = SkillManifest::parse(*manifest_text, options.manifest);
   if (!manifest) return problem("publish", manifest.error().message, kExitUsage);
   // The library: as given, else beside the manifest, else in the bundled skills' folder.
@@ -117,16 +119,19 @@ int run_publish(const PublishOptions& options) {
   }
   auto bytes = read_bounded_file(library, kMaxLibraryBytes);
   if (!bytes) {
-    return problem("publish", "cannot read the library " + library.string() + ": " + bytes.error().message +
-                                  " (give its path after the manifest's)",
+    return problem("publish",
+                   "cannot read the library " + library.string() + ": " + bytes.error().message +
+                       " (give its path after the manifest's)",
                    kExitUsage);
   }
   const std::string version = manifest->version.to_string();
   const std::string manifest_sha256 = sha256_hex(*manifest_text);
   const std::string library_sha256 = sha256_hex(*bytes);
   if (manifest->sha256 && *manifest->sha256 != library_sha256) {
-    return problem("publish", "the manifest pins sha256 " + *manifest->sha256 + " but " + library.string() + " is " +
-                                  library_sha256, kExitUsage);
+    return problem(
+        "publish",
+        "the manifest pins sha256 " + *manifest->sha256 + " but " + library.string() + " is " + library_sha256,
+        kExitUsage);
   }
   std::string signature;
   std::string signed_by;
@@ -162,12 +167,9 @@ int run_publish(const PublishOptions& options) {
                                   " is published already, with other bytes: give the new build a new version");
   }
   if (options.json) {
-    std::cout << json{{"name", manifest->name},
-                      {"version", version},
-                      {"library_sha256", library_sha256},
-                      {"manifest_sha256", manifest_sha256},
-                      {"signed_by", signed_by},
-                      {"published", inserted}}
+    std::cout << json{{"name", manifest->name},           {"version", version},
+                      {"library_sha256", library_sha256}, {"manifest_sha256", manifest_sha256},
+                      {"signed_by", signed_by},           {"published", inserted}}
                      .dump(2)
               << '\n';
     return kExitOk;
@@ -198,10 +200,9 @@ struct RolloutOptions {
 int follow(const FleetTarget& target, const std::string& id) {
   std::string last;
   for (;;) {
-    const PgOutcome asked =
-        pg_run_once(target.conninfo,
-                    {{"SELECT stages, stage, state, reason FROM passepartout_rollouts WHERE id = $1::bigint", {id}}},
-                    kWait);
+    const PgOutcome asked = pg_run_once(
+        target.conninfo,
+        {{"SELECT stages, stage, state, reason FROM passepartout_rollouts WHERE id = $1::bigint", {id}}}, kWait);
     if (!asked.ok()) return problem("rollout", target.shown + ": " + asked.error->message);
     const PgRows& row = asked.results[0];
     if (row.rows.empty()) return problem("rollout", "rollout #" + id + " is gone");
@@ -235,7 +236,8 @@ int run_rollout(const RolloutOptions& options) {
   const auto real = [](double v) { return std::to_string(v); };
   const PgOutcome asked = pg_run_once(
       target->conninfo,
-      {{"WITH started AS (INSERT INTO passepartout_rollouts (name, version, stages, state, dwell_ms, min_verifications, "
+      {{"WITH started AS (INSERT INTO passepartout_rollouts (name, version, stages, state, dwell_ms, "
+        "min_verifications, "
         "max_disagreements, max_failures, max_blocks, started_by) VALUES ($1, $2, $3, 'running', $4::bigint, "
         "$5::bigint, $6::float8, $7::float8, $8::float8, $9) RETURNING id), logged AS (INSERT INTO "
         "passepartout_rollout_events (rollout, node, event, detail) SELECT id, $9, 'start', $3 FROM started "
@@ -247,8 +249,10 @@ int run_rollout(const RolloutOptions& options) {
       kWait);
   if (!asked.ok()) {
     if (asked.error->sqlstate == "23505") {
-      return problem("rollout", "a rollout of " + options.name + " is running already: wait for it, or stop it "
-                                "with `passepartout fleet halt " + options.name + "`");
+      return problem("rollout", "a rollout of " + options.name +
+                                    " is running already: wait for it, or stop it "
+                                    "with `passepartout fleet halt " +
+                                    options.name + "`");
     }
     if (asked.error->sqlstate == "23503") {
       return problem("rollout", "no release " + options.name + " " + options.version +
@@ -310,9 +314,11 @@ void add_fleet_release_commands(CLI::App& fleet, Runner& chosen) {
       ->type_name("FILE");
   publish->add_flag("--json", publish_options->json, "Print one JSON document");
   add_target_options(*publish, publish_options->target);
-  publish->footer("Exit status: 0 published (or already, with the same bytes); 1 refused or the database could not\n"
-                  "be written; 2 bad usage.");
-  publish->callback([&chosen, publish_options] { chosen = [publish_options] { return run_publish(*publish_options); }; });
+  publish->footer(
+      "Exit status: 0 published (or already, with the same bytes); 1 refused or the database could not\n"
+      "be written; 2 bad usage.");
+  publish->callback(
+      [&chosen, publish_options] { chosen = [publish_options] { return run_publish(*publish_options); }; });
 
   auto rollout_options = std::make_shared<RolloutOptions>();
   auto* rollout = fleet.add_subcommand(
@@ -327,24 +333,29 @@ void add_fleet_release_commands(CLI::App& fleet, Runner& chosen) {
   rollout->add_option("--stages", rollout_options->stages, "The stages (default shadow,10%,100%)")->type_name("LIST");
   rollout->add_option("--dwell", rollout_options->dwell, "How long each stage lasts at least (default 60s)")
       ->type_name("SPAN");
-  rollout->add_option("--min-verifications", rollout_options->min_verifications,
-                      "Verifications each stage must see before the next (default 100)")
+  rollout
+      ->add_option("--min-verifications", rollout_options->min_verifications,
+                   "Verifications each stage must see before the next (default 100)")
       ->type_name("N");
-  rollout->add_option("--max-disagreements", rollout_options->max_disagreements,
-                      "Shadow disagreements with the live gate allowed, per thousand (default 0)")
+  rollout
+      ->add_option("--max-disagreements", rollout_options->max_disagreements,
+                   "Shadow disagreements with the live gate allowed, per thousand (default 0)")
       ->type_name("PER-1000")
       ->check(CLI::Range(0.0, 1000.0));
-  rollout->add_option("--max-failures", rollout_options->max_failures,
-                      "Gate failures allowed on the nodes running it, per thousand verifications (default 1)")
+  rollout
+      ->add_option("--max-failures", rollout_options->max_failures,
+                   "Gate failures allowed on the nodes running it, per thousand verifications (default 1)")
       ->type_name("PER-1000")
       ->check(CLI::Range(0.0, 1000.0));
-  rollout->add_option("--max-blocks", rollout_options->max_blocks,
-                      "Blocks allowed on the nodes running it, per thousand verifications (default 1000: any)")
+  rollout
+      ->add_option("--max-blocks", rollout_options->max_blocks,
+                   "Blocks allowed on the nodes running it, per thousand verifications (default 1000: any)")
       ->type_name("PER-1000")
       ->check(CLI::Range(0.0, 1000.0));
   rollout->add_flag("--wait", rollout_options->wait, "Follow it until it is done (exit 0) or halted (exit 1)");
   add_target_options(*rollout, rollout_options->target);
-  rollout->callback([&chosen, rollout_options] { chosen = [rollout_options] { return run_rollout(*rollout_options); }; });
+  rollout->callback(
+      [&chosen, rollout_options] { chosen = [rollout_options] { return run_rollout(*rollout_options); }; });
 
   auto halt_target = std::make_shared<Target>();
   auto halt_name = std::make_shared<std::string>();

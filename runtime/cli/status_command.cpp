@@ -141,7 +141,8 @@ void print_status(const Target& target, const Value& response, std::ostream& out
                    integer_text(shipping.at("SPOOL-FILES")) + " files waiting (the oldest " +
                    std::to_string(static_cast<std::int64_t>(shipping.at("LAG-SECONDS").as_float())) + " s old)";
       }
-      if (shipping.at("SKIPPED").as_integer() > 0) shipped += ", " + integer_text(shipping.at("SKIPPED")) + " malformed lines passed over";
+      if (shipping.at("SKIPPED").as_integer() > 0)
+        shipped += ", " + integer_text(shipping.at("SKIPPED")) + " malformed lines passed over";
       rows.push_back({"decisions to the fleet", shipped});
     }
   }

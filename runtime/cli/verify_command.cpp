@@ -34,7 +34,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kNamedSkips = 10;  // skipped lines named on stderr; the rest counted
+constexpr std::size_t kNamedSkips = 10;   // skipped lines named on stderr; the rest counted
 constexpr std::size_t kFleetPage = 5000;  // records read from the fleet's log at a time
 
 struct VerifyOptions {
@@ -203,11 +203,12 @@ int replay_decisions(const std::string& replay, const fs::path& manifest_dir, co
 
   if (fleet) {
     std::map<std::string, std::size_t, std::less<>> numbers;  // each node's records, counted as lines are
-    const auto read = read_fleet_decisions(*target, {}, false, kFleetPage, [&](std::string_view node, std::string_view line) {
-      auto it = numbers.try_emplace(std::string(node), 0).first;
-      replayer.replay_line(line, node, ++it->second);
-      return true;
-    });
+    const auto read =
+        read_fleet_decisions(*target, {}, false, kFleetPage, [&](std::string_view node, std::string_view line) {
+          auto it = numbers.try_emplace(std::string(node), 0).first;
+          replayer.replay_line(line, node, ++it->second);
+          return true;
+        });
     if (!read) return fail(read.error().message);
   } else if (replay == "-") {
     replayer.replay_stream(in, "stdin");

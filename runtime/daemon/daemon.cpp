@@ -37,7 +37,6 @@
 #include "daemon/daemon_handler.hpp"
 #include "daemon/decision_shipper.hpp"
 #include "daemon/fleet_runner.hpp"
-#include "daemon/rollout_agent.hpp"
 #include "daemon/mcp_hub.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/metrics_listener.hpp"
@@ -45,6 +44,7 @@
 #include "daemon/pg_approvals.hpp"
 #include "daemon/pg_budget.hpp"
 #include "daemon/provider_status.hpp"
+#include "daemon/rollout_agent.hpp"
 #include "daemon/server.hpp"
 #include "daemon/state_db.hpp"
 #include "daemon/systemd_notify.hpp"
@@ -251,7 +251,7 @@ struct Daemon::Impl {
   std::unique_ptr<McpHub> mcp;
   // The state database a fleet shares (--state-db); null without one.
   std::unique_ptr<StateDb> state_db;
-  std::unique_ptr<FleetRunner> fleet;  // with state_db: runs the fleet's approved actions that are this node's
+  std::unique_ptr<FleetRunner> fleet;      // with state_db: runs the fleet's approved actions that are this node's
   std::unique_ptr<RolloutAgent> rollouts;  // with state_db: makes this node what the fleet's skill rollouts ask
   std::unique_ptr<Pipeline> pipeline;
   std::unique_ptr<Heartbeat> heartbeat;
@@ -734,10 +734,10 @@ Result<void> Daemon::Impl::boot() {
     fleet->start();
   }
   if (state_db) {  // the fleet's skill rollouts, on this node's skills
-    rollouts = std::make_unique<RolloutAgent>(
-        state_db->client(), *skills,
-        RolloutAgent::Options{c.node_id, c.state_dir / "releases", c.fleet_trusted_key, c.fleet_lease,
-                              c.fleet_lease / 3});
+    rollouts =
+        std::make_unique<RolloutAgent>(state_db->client(), *skills,
+                                       RolloutAgent::Options{c.node_id, c.state_dir / "releases", c.fleet_trusted_key,
+                                                             c.fleet_lease, c.fleet_lease / 3});
     rollouts->start();
   }
   if (c.deny_unattended_after.count() > 0 && approvals) {
@@ -1000,7 +1000,7 @@ int Daemon::Impl::shutdown() {
   if (state_db) state_db->stop();
   pool.stop();
   blocking.stop();
-  if (decisions) decisions->flush();  // what the signals recorded, on disk before the process ends
+  if (decisions) decisions->flush();        // what the signals recorded, on disk before the process ends
   if (shipper) shipper->stop(kShipOnStop);  // and shipped, if the database takes it soon enough
   const bool saved = save_memory("shutdown");
   boost::system::error_code ignored;

@@ -97,7 +97,7 @@ struct DaemonConfig {
   std::string state_db_shown;
   std::string node_id;
   std::chrono::milliseconds fleet_lease{10000};  // a claim's lease and a node's liveness; more than zero
-  std::string fleet_trusted_key;  // hex Ed25519 public key a release must be signed by; "" none
+  std::string fleet_trusted_key;                 // hex Ed25519 public key a release must be signed by; "" none
   BudgetConfig budget;
   // The config file's consensus: (pipeline/consensus.hpp), off when absent;
   // where each of its providers is written, for the errors.

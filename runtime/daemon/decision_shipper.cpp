@@ -92,8 +92,8 @@ bool decision_time(std::string_view t) {
     return false;
   }
   const std::string_view fraction = t.substr(19, t.size() - 20);
-  return fraction.empty() || (fraction.size() >= 2 && fraction.size() <= 7 && fraction[0] == '.' &&
-                              digits(fraction.substr(1)));
+  return fraction.empty() ||
+         (fraction.size() >= 2 && fraction.size() <= 7 && fraction[0] == '.' && digits(fraction.substr(1)));
 }
 
 // The Unix time of a record's "time" within `text` (the start of a line), if it holds one.
@@ -177,10 +177,10 @@ struct DecisionShipper::State {
   bool nudged = false;
   bool stopping = false;
   std::chrono::steady_clock::time_point stop_by{};
-  std::uint64_t round = 0;         // rounds completed
-  bool idle = false;               // the last round found nothing to ship
-  std::set<std::string> done;      // the keys of rotated files shipped to the end
-  bool cursors_known = false;      // `done` reflects the database
+  std::uint64_t round = 0;     // rounds completed
+  bool idle = false;           // the last round found nothing to ship
+  std::set<std::string> done;  // the keys of rotated files shipped to the end
+  bool cursors_known = false;  // `done` reflects the database
   Figures figures;
 
   // The thread's alone.
@@ -205,16 +205,16 @@ struct DecisionShipper::State {
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const std::string& p : params) values.push_back(p.c_str());
-    return PgResultPtr(PQexecParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                                    nullptr, 0));
+    return PgResultPtr(
+        PQexecParams(conn, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
   }
 
   bool connect() {
     const std::string timeout =
         std::to_string(std::max<std::int64_t>(1, (options.connect_timeout.count() + 999) / 1000));
     // Ours first: what the address itself says overrides them.
-    const char* keywords[] = {"application_name", "connect_timeout", "keepalives_idle", "keepalives_interval",
-                              "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
+    const char* keywords[] = {"application_name", "connect_timeout",  "keepalives_idle", "keepalives_interval",
+                              "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
     const char* values[] = {"passepartout decisions", timeout.c_str(), "10", "5", "3", "30000",
                             options.conninfo.c_str(), nullptr};
     conn = PQconnectdbParams(keywords, values, 1);
@@ -223,11 +223,11 @@ struct DecisionShipper::State {
       close_connection();
       return false;
     }
-    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn, [](void*, const char*) {}, nullptr);
     // A statement that hangs (a lock, a server that stopped answering) ends.
     PgResultPtr set(PQexec(conn, "SET statement_timeout = '30s'"));
-    PgResultPtr loaded = exec("SELECT file, shipped FROM passepartout_decision_files WHERE node = $1",
-                              {options.node});
+    PgResultPtr loaded = exec("SELECT file, shipped FROM passepartout_decision_files WHERE node = $1", {options.node});
     if (PQresultStatus(loaded.get()) != PGRES_TUPLES_OK) {
       failed("reading how far this node's files are shipped: " + result_error(conn, loaded.get()));
       close_connection();
@@ -327,11 +327,11 @@ struct DecisionShipper::State {
     };
     PgResultPtr begun(PQexec(conn, "BEGIN"));
     if (PQresultStatus(begun.get()) != PGRES_COMMAND_OK) return abandon(result_error(conn, begun.get()));
-    PgResultPtr marked =
-        exec("INSERT INTO passepartout_decision_files AS f (node, file, shipped, lines) VALUES ($1, $2, $3, $4) "
-             "ON CONFLICT (node, file) DO UPDATE SET shipped = EXCLUDED.shipped, lines = f.lines + EXCLUDED.lines, "
-             "updated_at = now() WHERE f.shipped = $5",
-             {options.node, file.key, std::to_string(batch.end), std::to_string(batch.lines), std::to_string(from)});
+    PgResultPtr marked = exec(
+        "INSERT INTO passepartout_decision_files AS f (node, file, shipped, lines) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (node, file) DO UPDATE SET shipped = EXCLUDED.shipped, lines = f.lines + EXCLUDED.lines, "
+        "updated_at = now() WHERE f.shipped = $5",
+        {options.node, file.key, std::to_string(batch.end), std::to_string(batch.lines), std::to_string(from)});
     if (PQresultStatus(marked.get()) != PGRES_COMMAND_OK) return abandon(result_error(conn, marked.get()));
     if (std::strcmp(PQcmdTuples(marked.get()), "1") != 0) {
       // Not where this node left it: somebody else ships these files (two
@@ -356,7 +356,8 @@ struct DecisionShipper::State {
     }
     PgResultPtr committed(PQexec(conn, "COMMIT"));
     // An aborted transaction's COMMIT answers "ROLLBACK".
-    if (PQresultStatus(committed.get()) != PGRES_COMMAND_OK || std::strcmp(PQcmdStatus(committed.get()), "COMMIT") != 0) {
+    if (PQresultStatus(committed.get()) != PGRES_COMMAND_OK ||
+        std::strcmp(PQcmdStatus(committed.get()), "COMMIT") != 0) {
       return abandon("the batch was not committed: " + result_error(conn, committed.get()));
     }
     cursors[file.key] = batch.end;

@@ -40,14 +40,14 @@ class DecisionShipper {
   // What status, doctor and /metrics show.
   struct Figures {
     bool connected = false;
-    std::uint64_t shipped = 0;        // lines this process shipped
-    std::uint64_t skipped = 0;        // malformed lines passed over (a torn write), shipped as nothing
-    std::uint64_t batches = 0;        // transactions committed
-    std::uint64_t failures = 0;       // transactions or connections that failed
-    std::uint64_t spool_bytes = 0;    // written, not shipped yet (as of the last look)
-    std::uint64_t spool_files = 0;    // files holding some of them
-    double lag_seconds = 0;           // how old the oldest decision not shipped is; 0: none
-    std::string last_error;           // "" when the last attempt succeeded
+    std::uint64_t shipped = 0;      // lines this process shipped
+    std::uint64_t skipped = 0;      // malformed lines passed over (a torn write), shipped as nothing
+    std::uint64_t batches = 0;      // transactions committed
+    std::uint64_t failures = 0;     // transactions or connections that failed
+    std::uint64_t spool_bytes = 0;  // written, not shipped yet (as of the last look)
+    std::uint64_t spool_files = 0;  // files holding some of them
+    double lag_seconds = 0;         // how old the oldest decision not shipped is; 0: none
+    std::string last_error;         // "" when the last attempt succeeded
   };
 
   explicit DecisionShipper(Options options);

@@ -14,7 +14,8 @@ namespace {
 
 std::string per_thousand(std::uint64_t part, std::uint64_t whole) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f", whole == 0 ? 0.0 : 1000.0 * static_cast<double>(part) / static_cast<double>(whole));
+  std::snprintf(text, sizeof text, "%.1f",
+                whole == 0 ? 0.0 : 1000.0 * static_cast<double>(part) / static_cast<double>(whole));
   return text;
 }
 
@@ -42,12 +43,12 @@ std::string release_statement(std::string_view name, std::string_view version, s
 
 std::optional<ReleaseRefusal> check_release(const FleetRelease& release, std::string_view trusted_key) {
   if (const std::string got = sha256_hex(release.library); got != release.library_sha256) {
-    return ReleaseRefusal{"digest", "the library's SHA-256 is " + got + ", not the published " +
-                                        release.library_sha256};
+    return ReleaseRefusal{"digest",
+                          "the library's SHA-256 is " + got + ", not the published " + release.library_sha256};
   }
   if (const std::string got = sha256_hex(release.manifest); got != release.manifest_sha256) {
-    return ReleaseRefusal{"digest", "the manifest's SHA-256 is " + got + ", not the published " +
-                                        release.manifest_sha256};
+    return ReleaseRefusal{"digest",
+                          "the manifest's SHA-256 is " + got + ", not the published " + release.manifest_sha256};
   }
   if (trusted_key.empty()) return std::nullopt;
   if (release.signature.empty()) {
@@ -68,8 +69,8 @@ std::string RolloutStage::text() const { return shadow ? "shadow" : std::to_stri
 Result<std::vector<RolloutStage>> parse_rollout_stages(std::string_view text) {
   std::vector<RolloutStage> stages;
   const auto bad = [&](const std::string& why) {
-    return fail(ErrorCode::invalid_input, "--stages '" + std::string(text) + "': " + why +
-                                              " (for instance shadow,10%,100%)");
+    return fail(ErrorCode::invalid_input,
+                "--stages '" + std::string(text) + "': " + why + " (for instance shadow,10%,100%)");
   };
   std::size_t at = 0;
   while (at <= text.size()) {
@@ -98,7 +99,8 @@ Result<std::vector<RolloutStage>> parse_rollout_stages(std::string_view text) {
   return stages;
 }
 
-std::vector<std::string> canary_nodes(const std::vector<std::string>& alive, std::string_view rollout_key, int percent) {
+std::vector<std::string> canary_nodes(const std::vector<std::string>& alive, std::string_view rollout_key,
+                                      int percent) {
   std::vector<std::pair<std::string, std::string>> ranked;
   ranked.reserve(alive.size());
   for (const std::string& node : alive) {
@@ -166,10 +168,10 @@ RolloutVerdict judge_rollout(const RolloutFigures& rollout, const std::vector<st
     return {Kind::hold, where + ": " + std::to_string(verifications) + " of the " +
                             std::to_string(rollout.min_verifications) + " verifications it needs"};
   }
-  const std::string figures = std::to_string(verifications) + " verifications, " +
-                              (stage.shadow ? std::to_string(disagreements) + " disagreements"
-                                            : std::to_string(failures) + " failures, " + std::to_string(blocks) +
-                                                  " blocks");
+  const std::string figures =
+      std::to_string(verifications) + " verifications, " +
+      (stage.shadow ? std::to_string(disagreements) + " disagreements"
+                    : std::to_string(failures) + " failures, " + std::to_string(blocks) + " blocks");
   if (rollout.stage + 1 == rollout.stages.size()) return {Kind::done, where + " held: " + figures};
   return {Kind::advance, where + " held: " + figures};
 }

@@ -61,8 +61,8 @@ std::vector<std::string> canary_nodes(const std::vector<std::string>& alive, std
 struct RolloutFigures {
   std::vector<RolloutStage> stages;
   std::size_t stage = 0;
-  std::int64_t stage_ms = 0;  // how long the stage has lasted
-  std::int64_t dwell_ms = 0;  // how long each stage must last at least
+  std::int64_t stage_ms = 0;            // how long the stage has lasted
+  std::int64_t dwell_ms = 0;            // how long each stage must last at least
   std::uint64_t min_verifications = 0;  // each stage must have seen at least as many (0: none needed)
   double max_disagreements = 0;         // per thousand shadow verifications
   double max_failures = 0;              // per thousand verifications on the canaries

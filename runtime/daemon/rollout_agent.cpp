@@ -120,9 +120,10 @@ struct RolloutAgent::State {
   // The release `rollout` names, checked, written to the releases folder
   // and parsed: the manifest to load, or why this node refuses it.
   std::variant<SkillManifest, ReleaseRefusal> materialize(const Rollout& rollout) {
-    PgOutcome asked = ask({{"SELECT manifest, library, manifest_sha256, library_sha256, signature FROM "
-                            "passepartout_releases WHERE name = $1 AND version = $2",
-                            {rollout.name, rollout.version}}});
+    PgOutcome asked =
+        ask({{"SELECT manifest, library, manifest_sha256, library_sha256, signature FROM "
+              "passepartout_releases WHERE name = $1 AND version = $2",
+              {rollout.name, rollout.version}}});
     if (!asked.ok()) return ReleaseRefusal{"fetch", asked.error->message};
     const PgRows& rows = asked.results[0];
     if (rows.rows.empty()) return ReleaseRefusal{"fetch", "no such release"};
@@ -189,6 +190,11 @@ struct RolloutAgent::State {
     if (want == Role::live && local.role == Role::none) {
       const std::shared_ptr<const Snapshot> snapshot = host.snapshot();
       const Slot* live = snapshot->find(rollout.name);
+      if (live != nullptr && live->version_text() == rollout.version &&
+          live->library_sha256() == local.candidate->sha256.value_or("")) {
+        local.role = Role::live;  // it runs these very bytes already
+        return;
+      }
       if (live != nullptr) local.previous = live->manifest();
       const ChangeResult put = live != nullptr ? host.swap(*local.candidate, who) : host.add(*local.candidate, who);
       if (put.ok()) {
@@ -247,7 +253,8 @@ struct RolloutAgent::State {
       state = "rolled-back";
     }
     const auto n = [](std::uint64_t v) { return std::to_string(v); };
-    ask({{"INSERT INTO passepartout_rollout_reports (rollout, node, stage, state, step, error, verifications, "
+    ask(
+        {{"INSERT INTO passepartout_rollout_reports (rollout, node, stage, state, step, error, verifications, "
           "disagreements, failures, blocks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (rollout, "
           "node) DO UPDATE SET stage = EXCLUDED.stage, state = EXCLUDED.state, step = EXCLUDED.step, error = "
           "EXCLUDED.error, verifications = EXCLUDED.verifications, disagreements = EXCLUDED.disagreements, failures = "
@@ -259,9 +266,10 @@ struct RolloutAgent::State {
   // Every node's reports of the stage, judged; the verdict written by a
   // conditional update (the first node to get there), with its event.
   void judge(const Rollout& rollout, const std::vector<std::string>& alive) {
-    PgOutcome asked = ask({{"SELECT node, state, step, error, verifications, disagreements, failures, blocks FROM "
-                            "passepartout_rollout_reports WHERE rollout = $1 AND (stage = $2 OR state = 'refused')",
-                            {std::to_string(rollout.id), std::to_string(rollout.figures.stage)}}});
+    PgOutcome asked =
+        ask({{"SELECT node, state, step, error, verifications, disagreements, failures, blocks FROM "
+              "passepartout_rollout_reports WHERE rollout = $1 AND (stage = $2 OR state = 'refused')",
+              {std::to_string(rollout.id), std::to_string(rollout.figures.stage)}}});
     if (!asked.ok()) return;
     const PgRows& rows = asked.results[0];
     std::vector<RolloutReport> reports;
@@ -296,53 +304,75 @@ struct RolloutAgent::State {
         event = "halt";
         break;
     }
-    PgOutcome written = ask(
-        {{"WITH moved AS (UPDATE passepartout_rollouts SET " + change +
-              " WHERE id = $1 AND stage = $2 AND state = 'running' RETURNING id), logged AS (INSERT INTO "
-              "passepartout_rollout_events (rollout, node, event, detail) SELECT id, $3, '" +
-              event + "', $4 FROM moved RETURNING rollout) SELECT pg_notify('" + std::string(kRolloutChannel) +
-              "', rollout::text) FROM logged",
-          {std::to_string(rollout.id), std::to_string(rollout.figures.stage), options.node, verdict.why}}});
+    PgOutcome written =
+        ask({{"WITH moved AS (UPDATE passepartout_rollouts SET " + change +
+                  " WHERE id = $1 AND stage = $2 AND state = 'running' RETURNING id), logged AS (INSERT INTO "
+                  "passepartout_rollout_events (rollout, node, event, detail) SELECT id, $3, '" +
+                  event + "', $4 FROM moved RETURNING rollout) SELECT pg_notify('" + std::string(kRolloutChannel) +
+                  "', rollout::text) FROM logged",
+              {std::to_string(rollout.id), std::to_string(rollout.figures.stage), options.node, verdict.why}}});
     if (written.ok() && !written.results[0].rows.empty()) {
       log_message(verdict.kind == RolloutVerdict::Kind::halt ? LogLevel::warn : LogLevel::info, kComponent,
                   "rollout #{} of {} {}: {} ({})", rollout.id, rollout.name, rollout.version, event, verdict.why);
     }
   }
 
+  // Row `i` of a rollouts query; nullopt when its stages do not parse
+  // (written by something other than `fleet rollout`: left alone).
+  static std::optional<Rollout> rollout_of(const PgRows& rows, std::size_t i) {
+    Rollout rollout;
+    rollout.id = rows.integer(i, "id");
+    rollout.name = std::string(rows.at(i, "name").value_or(""));
+    rollout.version = std::string(rows.at(i, "version").value_or(""));
+    rollout.state = std::string(rows.at(i, "state").value_or(""));
+    auto stages = parse_rollout_stages(rows.at(i, "stages").value_or(""));
+    if (!stages) return std::nullopt;
+    rollout.figures.stages = std::move(*stages);
+    rollout.figures.stage = static_cast<std::size_t>(rows.integer(i, "stage"));
+    rollout.figures.stage_ms = rows.integer(i, "stage_ms");
+    rollout.figures.dwell_ms = rows.integer(i, "dwell_ms");
+    rollout.figures.min_verifications = static_cast<std::uint64_t>(rows.integer(i, "min_verifications"));
+    const auto real = [&](const char* column) { return std::stod(std::string(rows.at(i, column).value_or("0"))); };
+    rollout.figures.max_disagreements = real("max_disagreements");
+    rollout.figures.max_failures = real("max_failures");
+    rollout.figures.max_blocks = real("max_blocks");
+    return rollout;
+  }
+
   void tick() {
+    static constexpr std::string_view kColumns =
+        "id, name, version, stages, stage, state, dwell_ms, min_verifications, max_disagreements, max_failures, "
+        "max_blocks, (extract(epoch FROM clock_timestamp() - stage_started_at) * 1000)::bigint AS stage_ms";
     PgOutcome asked = ask(
-        {{"SELECT DISTINCT ON (name) id, name, version, stages, stage, state, dwell_ms, min_verifications, "
-          "max_disagreements, max_failures, max_blocks, (extract(epoch FROM clock_timestamp() - stage_started_at) * "
-          "1000)::bigint AS stage_ms FROM passepartout_rollouts ORDER BY name, id DESC",
+        {{"SELECT DISTINCT ON (name) " + std::string(kColumns) + " FROM passepartout_rollouts ORDER BY name, id DESC",
+          {}},
+         {"SELECT DISTINCT ON (name) " + std::string(kColumns) +
+              " FROM passepartout_rollouts WHERE state = 'done' ORDER BY name, id DESC",
           {}},
          {"SELECT node FROM passepartout_nodes WHERE seen_at > clock_timestamp() - $1::bigint * interval '1 "
           "millisecond' ORDER BY node",
           {std::to_string(options.lease.count())}}});
     if (!asked.ok()) return;  // the database is away: nothing changes here meanwhile
     std::vector<std::string> alive;
-    for (std::size_t i = 0; i < asked.results[1].rows.size(); ++i) {
-      alive.emplace_back(asked.results[1].at(i, "node").value_or(""));
+    for (std::size_t i = 0; i < asked.results[2].rows.size(); ++i) {
+      alive.emplace_back(asked.results[2].at(i, "node").value_or(""));
     }
     if (std::find(alive.begin(), alive.end(), options.node) == alive.end()) alive.push_back(options.node);
+    std::map<std::string, Rollout> done;
+    for (std::size_t i = 0; i < asked.results[1].rows.size(); ++i) {
+      if (auto rollout = rollout_of(asked.results[1], i)) done.emplace(rollout->name, std::move(*rollout));
+    }
     const PgRows& rows = asked.results[0];
     for (std::size_t i = 0; i < rows.rows.size(); ++i) {
-      Rollout rollout;
-      rollout.id = rows.integer(i, "id");
-      rollout.name = std::string(rows.at(i, "name").value_or(""));
-      rollout.version = std::string(rows.at(i, "version").value_or(""));
-      rollout.state = std::string(rows.at(i, "state").value_or(""));
-      auto stages = parse_rollout_stages(rows.at(i, "stages").value_or(""));
-      if (!stages) continue;  // written by something other than `fleet rollout`: left alone
-      rollout.figures.stages = std::move(*stages);
-      rollout.figures.stage = static_cast<std::size_t>(rows.integer(i, "stage"));
-      rollout.figures.stage_ms = rows.integer(i, "stage_ms");
-      rollout.figures.dwell_ms = rows.integer(i, "dwell_ms");
-      rollout.figures.min_verifications = static_cast<std::uint64_t>(rows.integer(i, "min_verifications"));
-      const auto real = [&](const char* column) { return std::stod(std::string(rows.at(i, column).value_or("0"))); };
-      rollout.figures.max_disagreements = real("max_disagreements");
-      rollout.figures.max_failures = real("max_failures");
-      rollout.figures.max_blocks = real("max_blocks");
-      step(rollout, alive);
+      auto rollout = rollout_of(rows, i);
+      if (!rollout) continue;
+      // A halted rollout this node took no part in (it started since, say)
+      // leaves the skill as the last finished one made it.
+      if (rollout->state == "halted" && locals[rollout->name].rollout != rollout->id) {
+        if (auto last = done.find(rollout->name); last != done.end()) step(last->second, alive);
+        continue;
+      }
+      step(*rollout, alive);
     }
     // Which versions this node runs, for fleet status.
     std::string skills;
@@ -357,7 +387,7 @@ struct RolloutAgent::State {
     Local& local = locals[rollout.name];
     const bool fresh = local.rollout != rollout.id;
     if (fresh) {
-      if (rollout.state != "running") return;  // finished before this node took part: nothing of it here
+      if (rollout.state == "halted") return;  // nothing of it was ever here
       local = Local{};
       local.rollout = rollout.id;
     }

@@ -26,9 +26,9 @@ class RolloutAgent {
  public:
   struct Options {
     std::string node;
-    std::filesystem::path releases_dir;         // <state dir>/releases
-    std::string trusted_key;                    // hex Ed25519 public key; "" none
-    std::chrono::milliseconds lease{10000};     // a node not seen within it is not counted
+    std::filesystem::path releases_dir;      // <state dir>/releases
+    std::string trusted_key;                 // hex Ed25519 public key; "" none
+    std::chrono::milliseconds lease{10000};  // a node not seen within it is not counted
     std::chrono::milliseconds poll{3333};
   };
 

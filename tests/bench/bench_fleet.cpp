@@ -5,6 +5,8 @@
 //
 // BM_FleetDecisions: three nodes shipping their decision logs.
 //
+// BM_FleetRollout: three daemons and a skill's release rolled out, and a failing one halted.
+//
 // BM_FleetClaim: the fleet's approvals, with three nodes, each with its own
 // connections, listening for decisions and polling every 20 ms, as
 // FleetRunner does, and racing to claim every approved run. 10,000 trials, a
@@ -18,14 +20,18 @@
 // the notification's path), and the soak's trials, duplicate runs and lost
 // runs.
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <functional>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -40,6 +46,7 @@
 #include "daemon/decision_shipper.hpp"
 #include "daemon/pg_approvals.hpp"
 #include "daemon/pg_budget.hpp"
+#include "daemon_process.hpp"
 #include "pipeline/decision_log.hpp"
 #include "pipeline/signal.hpp"
 #include "providers/budget.hpp"
@@ -366,7 +373,8 @@ void BM_FleetDecisions(benchmark::State& state) {
     const auto root = std::filesystem::temp_directory_path() / ("passepartout-bench-ship-" + std::to_string(random()));
     const Value action = *read_sexp(
         "(:TYPE :REQUEST :TARGET :SHELL :PAYLOAD (:CMD \"ls -la /srv/reports/2026/12 | sort -k5 -n | tail -20\" "
-        ":EXPLANATION \"" + std::string(420, 'e') + "\"))");
+        ":EXPLANATION \"" +
+        std::string(420, 'e') + "\"))");
     struct Node {
       std::unique_ptr<DecisionShipper> shipper;
       std::unique_ptr<DecisionLog> log;
@@ -463,8 +471,159 @@ void BM_FleetDecisions(benchmark::State& state) {
   }
 }
 
+// `passepartout ARGS...`, its output discarded; its exit status.
+int run_cli(std::vector<std::string> args) {
+  args.insert(args.begin(), PP_PASSEPARTOUT_EXE);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// One exchange on `client`, whatever the gates decide (a failing canary blocks).
+void exchange(bench::Client& client, long id) {
+  client.send_chat(id);
+  const std::string request_id = std::to_string(id);
+  for (;;) {
+    const Value frame = client.read_frame();
+    if (frame.at("TYPE").is_keyword("RESPONSE") && frame.at("REQUEST-ID").text() == request_id) return;
+  }
+}
+
+// Three daemons (the real executable) on one database, each with the bundled
+// skills and shadow-gate 1.0.0 (passes), a fleet lease of 1.5 s (a node's
+// agent looks every 0.5 s, and at once on a notification). fleet_rollout_s:
+// `fleet publish` of shadow-gate 2.0.0 to every node running it, through
+// `--stages shadow,100% --dwell 1 --min-verifications 1` while each node
+// answers a chat every 10 ms; the two stages' dwell (2 s) is its floor,
+// reported as fleet_rollout_floor_s. fleet_halt_s: a release whose gate
+// throws, rolled out to a third of the nodes (one canary), from `fleet
+// rollout` to the rollout halted and the canary back on the version it ran.
+void BM_FleetRollout(benchmark::State& state) {
+  for (auto _ : state) {
+    testing::PostgresCluster cluster;
+    const std::string conninfo = cluster.conninfo(cluster.create_database());
+    std::random_device random;
+    const auto root =
+        std::filesystem::temp_directory_path() / ("passepartout-bench-rollout-" + std::to_string(random()));
+    std::vector<std::unique_ptr<bench::ServerProcess>> nodes;
+    std::vector<std::unique_ptr<bench::Client>> clients;
+    for (int i = 0; i < 3; ++i) {
+      const auto dir = root / ("node-" + std::to_string(i));
+      std::filesystem::create_directories(dir / "plugins");
+      std::filesystem::create_directories(dir / "manifests");
+      for (const auto& entry : std::filesystem::directory_iterator(PP_PLUGIN_DIR)) {
+        if (entry.path().extension() == ".so")
+          std::filesystem::copy_file(entry.path(), dir / "plugins" / entry.path().filename());
+      }
+      for (const auto& entry : std::filesystem::directory_iterator(PP_MANIFEST_DIR)) {
+        std::filesystem::copy_file(entry.path(), dir / "manifests" / entry.path().filename());
+      }
+      std::filesystem::copy_file(std::filesystem::path(PP_FIXTURE_DIR) / "libshadow-gate-1.so",
+                                 dir / "plugins" / "libshadow-gate-1.so");
+      std::ofstream(dir / "manifests" / "shadow-gate.yaml")
+          << "name: shadow-gate\nversion: 1.0.0\nlibrary: libshadow-gate-1.so\nabi: 1\npriority: 999\n"
+             "isolation: in-process\nconfig: { mode: pass }\n";
+      std::ofstream(dir / "script.yaml") << "rules:\n  - match: \"ping\"\n    reply: \"pong\"\n";
+      std::vector<std::string> args = bench::daemon_args(dir);
+      for (std::size_t a = 0; a + 1 < args.size(); ++a) {
+        if (args[a] == "--manifests") args[a + 1] = (dir / "manifests").string();
+        if (args[a] == "--plugins") args[a + 1] = (dir / "plugins").string();
+      }
+      args.insert(args.end(),
+                  {"--state-db", conninfo, "--node-id", "node-" + std::to_string(i), "--fleet-lease", "1.5"});
+      nodes.push_back(std::make_unique<bench::ServerProcess>(dir, args));
+      std::string token = bench::slurp(dir / "token");
+      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+      clients.push_back(std::make_unique<bench::Client>(nodes.back()->port(), token));
+    }
+    // Each node answers a chat every 10 ms while `done` says not yet.
+    const auto traffic_until = [&](const std::function<bool()>& done) {
+      long id = 0;
+      const auto deadline = Clock::now() + 120s;
+      while (!done()) {
+        if (Clock::now() > deadline) return false;
+        for (auto& client : clients) exchange(*client, ++id);
+        std::this_thread::sleep_for(10ms);
+      }
+      return true;
+    };
+    const auto every_node_runs = [&](const std::string& version, const char* state) {
+      const PgOutcome asked = pg_run_once(
+          conninfo,
+          {{"SELECT count(*) FILTER (WHERE skills LIKE '%shadow-gate@' || $1 || '%') AS running FROM "
+            "passepartout_nodes",
+            {version}},
+           {"SELECT count(*) AS n FROM passepartout_rollouts WHERE state = $1 AND id = (SELECT max(id) FROM "
+            "passepartout_rollouts)",
+            {state}}},
+          10s);
+      return asked.ok() && asked.results[0].integer(0, "running") == 3 && asked.results[1].integer(0, "n") == 1;
+    };
+    const auto release = [&](const std::string& version, const std::string& mode) {
+      const auto manifest = root / ("release-" + version + "-" + mode + ".yaml");
+      std::ofstream(manifest) << "name: shadow-gate\nversion: " << version << "\nlibrary: libshadow-gate-"
+                              << version.substr(0, 1) << ".so\nabi: 1\npriority: 999\nisolation: in-process\n"
+                              << "config: { mode: " << mode << " }\n";
+      return manifest;
+    };
+
+    const auto started = Clock::now();
+    if (run_cli({"fleet", "publish", release("2.0.0", "pass").string(),
+                 (std::filesystem::path(PP_FIXTURE_DIR) / "libshadow-gate-2.so").string(), "--state-db", conninfo}) !=
+            0 ||
+        run_cli({"fleet", "rollout", "shadow-gate", "2.0.0", "--stages", "shadow,100%", "--dwell", "1",
+                 "--min-verifications", "1", "--state-db", conninfo}) != 0) {
+      state.SkipWithError("the release could not be published or rolled out");
+      return;
+    }
+    if (!traffic_until([&] { return every_node_runs("2.0.0", "done"); })) {
+      state.SkipWithError("the rollout did not reach every node within two minutes");
+      return;
+    }
+    const double rollout_s = std::chrono::duration<double>(Clock::now() - started).count();
+
+    if (run_cli({"fleet", "publish", release("1.0.0", "throw").string(),
+                 (std::filesystem::path(PP_FIXTURE_DIR) / "libshadow-gate-1.so").string(), "--state-db", conninfo}) !=
+        0) {
+      state.SkipWithError("the failing release could not be published");
+      return;
+    }
+    const auto halting = Clock::now();
+    if (run_cli({"fleet", "rollout", "shadow-gate", "1.0.0", "--stages", "33%,100%", "--dwell", "1", "--state-db",
+                 conninfo}) != 0) {
+      state.SkipWithError("the failing release could not be rolled out");
+      return;
+    }
+    if (!traffic_until([&] { return every_node_runs("2.0.0", "halted"); })) {
+      state.SkipWithError("the failing canary was not rolled back within two minutes");
+      return;
+    }
+    const double halt_s = std::chrono::duration<double>(Clock::now() - halting).count();
+    state.counters["fleet_rollout_s"] = rollout_s;
+    state.counters["fleet_rollout_floor_s"] = 2.0;
+    state.counters["fleet_halt_s"] = halt_s;
+    clients.clear();
+    for (auto& node : nodes) node->stop();
+    nodes.clear();
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_FleetRollout)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetDecisions)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetReserve)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FleetClaim)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();

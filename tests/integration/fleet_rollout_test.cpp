@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,16 +54,26 @@ struct Node {
     std::ofstream(manifests / "shadow-gate.yaml")
         << "name: shadow-gate\nversion: 1.0.0\nlibrary: libshadow-gate-1.so\nabi: 1\npriority: 999\n"
            "isolation: in-process\nconfig: { mode: pass }\n";
-    std::vector<std::string> args{"--state-db", conninfo,  "--node-id",   name,
-                                  "--fleet-lease", "1.5", "--plugins", plugins.string(),
-                                  "--manifests",   manifests.string()};
+    std::vector<std::string> args{"--state-db", conninfo,    "--node-id",      name,          "--fleet-lease",
+                                  "1.5",        "--plugins", plugins.string(), "--manifests", manifests.string()};
     if (!trusted_key.empty()) args.insert(args.end(), {"--fleet-trusted-key", trusted_key});
-    DaemonProcess::Options options;
     options.script = std::string(kScript);
     options.extra_args = std::move(args);
     daemon = std::make_unique<DaemonProcess>(options);
     REQUIRE(daemon->started());
   }
+
+  // Stopped and started again from its state folder (the same folders and settings).
+  void restart() {
+    DaemonProcess::Options again = options;
+    again.state_from = daemon->state_dir();
+    auto next = std::make_unique<DaemonProcess>(again);
+    daemon.reset();
+    daemon = std::move(next);
+    REQUIRE(daemon->started());
+  }
+
+  DaemonProcess::Options options;
 };
 
 struct Fleet {
@@ -93,7 +103,8 @@ struct Fleet {
     std::ofstream(manifest) << "name: shadow-gate\nversion: 2.0.0\nlibrary: libshadow-gate-2.so\nabi: 1\n"
                                "priority: 999\nisolation: in-process\nconfig: { mode: "
                             << mode << " }\n";
-    std::vector<std::string> args{"publish", manifest.string(), (fs::path(PP_FIXTURE_DIR) / "libshadow-gate-2.so").string()};
+    std::vector<std::string> args{"publish", manifest.string(),
+                                  (fs::path(PP_FIXTURE_DIR) / "libshadow-gate-2.so").string()};
     if (!key.empty()) args.insert(args.end(), {"--sign-key", key.string()});
     const auto run = fleet(args);
     INFO(run.out << run.err);
@@ -158,8 +169,8 @@ TEST_CASE("a signed release goes through shadow and a canary to every node", "[i
   }
   const Fleet fleet(trusted);
   fleet.publish("pass", key);
-  const auto started = fleet.fleet({"rollout", "shadow-gate", "2.0.0", "--stages", "shadow,33%,100%", "--dwell", "1",
-                                    "--min-verifications", "3"});
+  const auto started = fleet.fleet(
+      {"rollout", "shadow-gate", "2.0.0", "--stages", "shadow,33%,100%", "--dwell", "1", "--min-verifications", "3"});
   INFO(started.out << started.err);
   REQUIRE(started.exit_status == 0);
   std::vector<std::string> states;
@@ -173,6 +184,23 @@ TEST_CASE("a signed release goes through shadow and a canary to every node", "[i
       fleet.conninfo, {{"SELECT string_agg(event, ',' ORDER BY at) AS events FROM passepartout_rollout_events", {}}});
   REQUIRE(events.ok());
   CHECK(events.results[0].at(0, "events") == std::optional<std::string_view>("start,advance,advance,done"));
+  // A node started again loads the finished release again, though its folder still names 1.0.0.
+  fleet.nodes[2]->restart();
+  const auto version_on = [&](const DaemonProcess& daemon) {
+    const auto listed =
+        testing::run_passepartout({"skills", "list", "--json", "--socket", daemon.socket_path().string()}, fleet.env);
+    if (listed.exit_status != 0) return std::string();
+    const nlohmann::json document = nlohmann::json::parse(listed.out);
+    for (const auto& skill : document["skills"]) {
+      if (skill["name"] == "shadow-gate") return skill["version"].get<std::string>();
+    }
+    return std::string();
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (version_on(*fleet.nodes[2]->daemon) != "2.0.0" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(version_on(*fleet.nodes[2]->daemon) == "2.0.0");
   // The text form names the rollout and each node.
   const auto text = fleet.fleet({"status", "--fleet-lease", "1.5"});
   CHECK(text.out.find("Rollout #1 of shadow-gate 2.0.0 (shadow,33%,100%): done") != std::string::npos);
@@ -183,9 +211,8 @@ TEST_CASE("a release that disagrees in shadow halts the rollout before any node 
           "[integration][postgres][rollout]") {
   const Fleet fleet;
   fleet.publish("block");
-  const auto started =
-      fleet.fleet({"rollout", "shadow-gate", "2.0.0", "--stages", "shadow,100%", "--dwell", "1", "--min-verifications",
-                   "3"});
+  const auto started = fleet.fleet(
+      {"rollout", "shadow-gate", "2.0.0", "--stages", "shadow,100%", "--dwell", "1", "--min-verifications", "3"});
   REQUIRE(started.exit_status == 0);
   std::vector<std::string> states;
   CHECK(fleet.drive(&states) == "halted");
@@ -220,7 +247,8 @@ TEST_CASE("a canary whose gate fails is rolled back on its own", "[integration][
   CHECK(fleet.every_node([](const std::string& skills) { return runs(skills, "1.0.0"); }));
   const nlohmann::json after = fleet.status();
   std::size_t rolled_back = 0;
-  for (const auto& report : after["rollouts"][0]["nodes"]) if (report["state"] == "rolled-back") ++rolled_back;
+  for (const auto& report : after["rollouts"][0]["nodes"])
+    if (report["state"] == "rolled-back") ++rolled_back;
   CHECK(rolled_back == 1);
   // The canary serves again with the version it ran before.
   for (const auto& node : fleet.nodes) {

@@ -237,7 +237,8 @@ TEST_CASE("the fleet's log is read back newest first with each record's node, an
   const std::string conninfo = fresh_database(testing::shared_postgres());
   TempDir a;
   TempDir b;
-  const std::vector<std::tuple<std::string, fs::path, int>> nodes_of{{"node-a", a.path(), 0}, {"node-b", b.path(), 100}};
+  const std::vector<std::tuple<std::string, fs::path, int>> nodes_of{{"node-a", a.path(), 0},
+                                                                     {"node-b", b.path(), 100}};
   for (const auto& [node, folder, first] : nodes_of) {
     DecisionShipper shipper(shipper_options(conninfo, node, folder));
     auto log = open_log(folder, &shipper, 100);

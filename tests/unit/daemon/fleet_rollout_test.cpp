@@ -22,7 +22,8 @@ FleetRelease release_of(const std::string& library, const std::string& key = {})
   r.library = library;
   r.manifest_sha256 = sha256_hex(r.manifest);
   r.library_sha256 = sha256_hex(r.library);
-  if (!key.empty()) r.signature = ed25519_sign(key, release_statement(r.name, r.version, r.manifest_sha256, r.library_sha256));
+  if (!key.empty())
+    r.signature = ed25519_sign(key, release_statement(r.name, r.version, r.manifest_sha256, r.library_sha256));
   return r;
 }
 
@@ -130,7 +131,7 @@ TEST_CASE("canaries are the same set on every node, and a share only grows", "[d
   CHECK(half.size() == 10);
   for (const std::string& node : ten) CHECK(std::find(half.begin(), half.end(), node) != half.end());
   std::vector<std::string> shuffled(nodes.rbegin(), nodes.rend());
-  CHECK(canary_nodes(shuffled, "skill@2.0.0", 10) == ten);  // whatever order the nodes are read in
+  CHECK(canary_nodes(shuffled, "skill@2.0.0", 10) == ten);     // whatever order the nodes are read in
   CHECK(canary_nodes(kAlive, "skill@2.0.0", 10).size() == 1);  // at least one of a small fleet
   CHECK(canary_nodes(kAlive, "skill@2.0.0", 100).size() == 3);
   CHECK(canary_nodes(nodes, "other@1.0.0", 10) != ten);  // another release, other canaries (almost surely)
