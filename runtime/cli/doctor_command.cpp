@@ -31,8 +31,10 @@
 #include "cli/exit_status.hpp"
 #include "cli/terminal_text.hpp"
 #include "daemon/daemon_config.hpp"
+#include "daemon/decision_shipper.hpp"
 #include "daemon/mcp_hub.hpp"
 #include "daemon/protocol.hpp"
+#include "pipeline/decision_log.hpp"
 #include "providers/provider_probe.hpp"
 #include "skills/bundled_skills.hpp"
 #include "skills/skill_boot.hpp"
@@ -386,6 +388,25 @@ std::optional<Check> check_state_db(const DoctorOptions& options) {
   check.detail += version == target ? ": schema version " + std::to_string(version)
                                     : ": schema version " + std::to_string(version) + ", the daemon migrates it to " +
                                           std::to_string(target);
+  // What of this node's decision log has not reached the fleet's yet.
+  if (version >= 4 && config->decision_log) {
+    const PgOutcome marks = pg_run_once(
+        config->state_db,
+        {{"SELECT file, shipped FROM passepartout_decision_files WHERE node = $1", {config->node_id}}}, kStateDbWait);
+    if (marks.ok()) {
+      std::map<std::string, std::uint64_t> shipped;
+      for (std::size_t i = 0; i < marks.results[0].rows.size(); ++i) {
+        shipped[std::string(marks.results[0].at(i, "file").value_or(""))] =
+            static_cast<std::uint64_t>(marks.results[0].integer(i, "shipped"));
+      }
+      const SpoolBacklog backlog = spool_backlog(decisions_folder(options.state_dir), shipped);
+      check.detail += backlog.bytes == 0
+                          ? "; every decision of this node shipped"
+                          : "; decisions not shipped yet: " + std::to_string(backlog.bytes) + " bytes in " +
+                                std::to_string(backlog.files) + " files, the oldest " +
+                                std::to_string(static_cast<std::int64_t>(backlog.oldest_seconds)) + " s old";
+    }
+  }
   return check;
 }
 

@@ -155,6 +155,41 @@ struct SpoolFile {
   SpoolFile& operator=(const SpoolFile&) = delete;
 };
 
+// The spool's files in `folder`, oldest first, each opened with its size and key.
+std::vector<std::unique_ptr<SpoolFile>> list_spool(const fs::path& folder) {
+  std::vector<fs::path> paths = decision_files_newest_first(folder);
+  std::reverse(paths.begin(), paths.end());
+  std::vector<std::unique_ptr<SpoolFile>> files;
+  for (const fs::path& path : paths) {
+    auto file = std::make_unique<SpoolFile>();
+    file->path = path;
+    file->current = path == current_decisions_file(folder);
+    file->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file->fd < 0) continue;  // pruned or rotated meanwhile: the next round sees it again
+    struct stat st {};
+    if (::fstat(file->fd, &st) != 0) continue;
+    file->size = static_cast<std::uint64_t>(st.st_size);
+    file->key = read_file_key(file->fd, file->size, !file->current);
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+// How far `file` is shipped by `shipped`'s marks, and what waits of it added to `backlog`.
+std::uint64_t count_backlog(const SpoolFile& file, const std::map<std::string, std::uint64_t>& shipped,
+                            SpoolBacklog& backlog) {
+  auto it = shipped.find(file.key);
+  const std::uint64_t done = it == shipped.end() ? 0 : std::min(it->second, file.size);
+  if (file.key.empty() || done == file.size) return done;
+  backlog.bytes += file.size - done;
+  if (++backlog.files == 1) {
+    if (const auto t = line_time(read_at(file.fd, done, 512))) {
+      backlog.oldest_seconds = std::max(0.0, static_cast<double>(std::time(nullptr) - *t));
+    }
+  }
+  return done;
+}
+
 // A batch: the rows to copy, and how far in its file they reach.
 struct Batch {
   std::string rows;
@@ -241,26 +276,6 @@ struct DecisionShipper::State {
     figures.connected = true;
     cursors_known = true;
     return true;
-  }
-
-  // The spool's files, oldest first, each opened with its size and key.
-  std::vector<std::unique_ptr<SpoolFile>> list() const {
-    std::vector<fs::path> paths = decision_files_newest_first(options.folder);
-    std::reverse(paths.begin(), paths.end());
-    std::vector<std::unique_ptr<SpoolFile>> files;
-    for (const fs::path& path : paths) {
-      auto file = std::make_unique<SpoolFile>();
-      file->path = path;
-      file->current = path == current_decisions_file(options.folder);
-      file->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (file->fd < 0) continue;  // pruned or rotated meanwhile: the next round sees it again
-      struct stat st {};
-      if (::fstat(file->fd, &st) != 0) continue;
-      file->size = static_cast<std::uint64_t>(st.st_size);
-      file->key = read_file_key(file->fd, file->size, !file->current);
-      files.push_back(std::move(file));
-    }
-    return files;
   }
 
   // Whole lines of `file` from `from`, at most batch_bytes (or one line
@@ -374,29 +389,20 @@ struct DecisionShipper::State {
   // more); nullopt on failure. Without a connection it only counts what
   // waits, by the marks last read (none read yet: all of it).
   std::optional<bool> one_round(bool connected) {
-    const std::vector<std::unique_ptr<SpoolFile>> files = list();
-    std::uint64_t spool_bytes = 0;
-    std::uint64_t spool_files = 0;
-    double lag = 0;
+    const std::vector<std::unique_ptr<SpoolFile>> files = list_spool(options.folder);
+    SpoolBacklog backlog;
     const SpoolFile* next = nullptr;
     std::uint64_t next_from = 0;
     std::set<std::string> finished;
     for (const auto& file : files) {
       if (file->key.empty()) continue;  // no whole line yet
-      auto it = cursors.find(file->key);
-      const std::uint64_t shipped = it == cursors.end() ? 0 : std::min(it->second, file->size);
-      if (shipped == file->size) {
+      const std::uint64_t before = backlog.files;
+      const std::uint64_t shipped = count_backlog(*file, cursors, backlog);
+      if (backlog.files == before) {
         if (!file->current) finished.insert(file->key);
-        continue;
-      }
-      spool_bytes += file->size - shipped;
-      ++spool_files;
-      if (next == nullptr) {
+      } else if (next == nullptr) {
         next = file.get();
         next_from = shipped;
-        if (const auto t = line_time(read_at(file->fd, shipped, 512))) {
-          lag = std::max(0.0, static_cast<double>(std::time(nullptr) - *t));
-        }
       }
     }
     bool shipped_one = false;
@@ -404,17 +410,17 @@ struct DecisionShipper::State {
       const Batch batch = read_batch(*next, next_from);
       if (batch.end > next_from) {
         if (!ship(*next, next_from, batch)) return std::nullopt;
-        spool_bytes -= batch.end - next_from;
-        if (spool_bytes == 0) lag = 0;
+        backlog.bytes -= batch.end - next_from;
+        if (backlog.bytes == 0) backlog.oldest_seconds = 0;
         if (!next->current && batch.end == next->size) finished.insert(next->key);
         shipped_one = true;
       }
     }
     const std::lock_guard guard(mutex);
     if (connected) done = std::move(finished);
-    figures.spool_bytes = spool_bytes;
-    figures.spool_files = spool_files;
-    figures.lag_seconds = lag;
+    figures.spool_bytes = backlog.bytes;
+    figures.spool_files = backlog.files;
+    figures.lag_seconds = backlog.oldest_seconds;
     return shipped_one;
   }
 
@@ -498,6 +504,12 @@ bool DecisionShipper::drain(std::chrono::milliseconds timeout) {
 DecisionShipper::Figures DecisionShipper::figures() const {
   const std::lock_guard guard(state_->mutex);
   return state_->figures;
+}
+
+SpoolBacklog spool_backlog(const fs::path& folder, const std::map<std::string, std::uint64_t>& shipped) {
+  SpoolBacklog backlog;
+  for (const auto& file : list_spool(folder)) count_backlog(*file, shipped, backlog);
+  return backlog;
 }
 
 Value decision_shipping_status(const DecisionShipper::Figures& f) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,16 @@ class DecisionShipper {
  private:
   std::shared_ptr<State> state_;
 };
+
+// What of a node's spool in `folder` is not shipped yet by the marks
+// `shipped` (file key -> bytes, as passepartout_decision_files holds them
+// for the node): doctor's reading, without a daemon.
+struct SpoolBacklog {
+  std::uint64_t bytes = 0;
+  std::uint64_t files = 0;
+  double oldest_seconds = 0;  // the oldest decision not shipped; 0: none
+};
+SpoolBacklog spool_backlog(const std::filesystem::path& folder, const std::map<std::string, std::uint64_t>& shipped);
 
 // STATUS's and doctor's DECISION-SHIPPING: (:CONNECTED T :SHIPPED n
 // :SKIPPED n :SPOOL-BYTES n :SPOOL-FILES n :LAG-SECONDS x :LAST-ERROR "..."|NIL).

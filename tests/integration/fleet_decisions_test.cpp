@@ -163,6 +163,29 @@ TEST_CASE("a node killed while it ships, started again, ships every decision it 
   CHECK(report["read"].get<std::size_t>() == by_node["node-a"] + by_node["node-b"]);
   CHECK(report["changed"] == 0);
 
+  // doctor, on node-b's state folder and settings: every decision of the node shipped.
+  std::vector<std::string> doctor_env = env;
+  doctor_env.push_back("PASSEPARTOUT_STATE_DB=" + conninfo);
+  doctor_env.push_back("PASSEPARTOUT_NODE_ID=node-b");
+  const auto doctor = testing::run_passepartout(
+      {"doctor", "--json", "--socket", other.socket_path().string(), "--state-dir", other.state_dir().string()},
+      doctor_env);
+  INFO(doctor.out << doctor.err);
+  const nlohmann::json checks = nlohmann::json::parse(doctor.out);
+  bool reported = false;
+  for (const auto& check : checks["checks"]) {
+    if (check["name"] != "state database") continue;
+    reported = check["detail"].get<std::string>().find("every decision of this node shipped") != std::string::npos;
+  }
+  CHECK(reported);
+  // With node-b's marks gone from the database, doctor names what waits.
+  REQUIRE(testing::run_batch(conninfo, {{"DELETE FROM passepartout_decision_files WHERE node = 'node-b'", {}}}).ok());
+  const auto behind = testing::run_passepartout(
+      {"doctor", "--json", "--socket", other.socket_path().string(), "--state-dir", other.state_dir().string()},
+      doctor_env);
+  INFO(behind.out);
+  CHECK(behind.out.find("decisions not shipped yet: ") != std::string::npos);
+
   // status shows the shipping.
   const auto status = testing::run_passepartout({"status", "--socket", other.socket_path().string()}, env);
   INFO(status.out << status.err);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -133,6 +134,22 @@ TEST_CASE("every decision a node writes reaches the fleet's table once, with its
   CHECK(row.results[0].at(0, "session") == std::optional<std::string_view>("s-1"));
   const json line = json::parse(row.results[0].at(0, "record").value_or(""));
   CHECK(line["stage"] == "last-mile");
+  // doctor's reading: nothing waits by the database's marks, everything by none.
+  const PgOutcome marks =
+      run_batch(conninfo, {{"SELECT file, shipped FROM passepartout_decision_files WHERE node = 'node-a'", {}}});
+  REQUIRE(marks.ok());
+  std::map<std::string, std::uint64_t> shipped_marks;
+  for (std::size_t i = 0; i < marks.results[0].rows.size(); ++i) {
+    shipped_marks[std::string(marks.results[0].at(i, "file").value_or(""))] =
+        static_cast<std::uint64_t>(marks.results[0].integer(i, "shipped"));
+  }
+  CHECK(spool_backlog(dir.path(), shipped_marks).bytes == 0);
+  std::uintmax_t total = 0;
+  for (const auto& file : decision_files_newest_first(dir.path())) total += fs::file_size(file);
+  const SpoolBacklog none = spool_backlog(dir.path(), {});
+  CHECK(none.bytes == total);
+  CHECK(none.files == decision_files_newest_first(dir.path()).size());
+  CHECK(none.oldest_seconds < 60);
   const DecisionShipper::Figures figures = shipper.figures();
   CHECK(figures.connected);
   CHECK(figures.shipped == 120);
