@@ -271,6 +271,19 @@ void BM_FleetClaim(benchmark::State& state) {
   }
 }
 
+// A client on `loop`'s thread to `conninfo`, its database migrated to this
+// build's schema; null when it could not be.
+std::unique_ptr<PgClient> migrated_client(EventLoops& loop, const std::string& conninfo) {
+  PgClient::Options options;
+  options.conninfo = conninfo;
+  auto client = std::make_unique<PgClient>(*loop.contexts().front(), options);
+  client->start();
+  std::promise<Result<PgSchemaOutcome>> migrated;
+  migrate(*client, state_schema(), "bench", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
+  if (!migrated.get_future().get()) return nullptr;
+  return client;
+}
+
 // One call's reservation against a daily dollar cap and a session token cap
 // held for the fleet (one round trip to the database on top of the node's
 // own count), and its settlement; fleet_reserve_p50_us is the reservation.
@@ -281,16 +294,12 @@ void BM_FleetReserve(benchmark::State& state) {
     testing::PostgresCluster cluster;
     const std::string conninfo = cluster.conninfo(cluster.create_database());
     EventLoops loop(1);
-    PgClient::Options options;
-    options.conninfo = conninfo;
-    PgClient client(*loop.contexts().front(), options);
-    client.start();
-    std::promise<Result<PgSchemaOutcome>> migrated;
-    migrate(client, state_schema(), "bench", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
-    if (!migrated.get_future().get()) {
+    const std::unique_ptr<PgClient> connected = migrated_client(loop, conninfo);
+    if (!connected) {
       state.SkipWithError("the state database could not be migrated");
       return;
     }
+    PgClient& client = *connected;
     std::random_device random;
     const auto dir = std::filesystem::temp_directory_path() / ("passepartout-bench-fleet-" + std::to_string(random()));
     {
@@ -357,17 +366,12 @@ void BM_FleetDecisions(benchmark::State& state) {
     const std::string conninfo = cluster.conninfo(cluster.create_database());
     {
       EventLoops loop(1);
-      PgClient::Options options;
-      options.conninfo = conninfo;
-      PgClient client(*loop.contexts().front(), options);
-      client.start();
-      std::promise<Result<PgSchemaOutcome>> migrated;
-      migrate(client, state_schema(), "bench", [&](Result<PgSchemaOutcome> outcome) { migrated.set_value(outcome); });
-      if (!migrated.get_future().get()) {
+      const std::unique_ptr<PgClient> client = migrated_client(loop, conninfo);
+      if (!client) {
         state.SkipWithError("the state database could not be migrated");
         return;
       }
-      client.stop();
+      client->stop();
     }
     std::random_device random;
     const auto root = std::filesystem::temp_directory_path() / ("passepartout-bench-ship-" + std::to_string(random()));
