@@ -1,13 +1,7 @@
-// The decision log's files and lines as readers see them.
+// The decision log's lines as readers see them.
 #include "cli/decision_files.hpp"
 
-#include <algorithm>
-#include <cstdlib>
-#include <system_error>
-
 namespace passepartout::cli {
-
-namespace fs = std::filesystem;
 
 std::optional<DecisionJson> parse_decision_line(std::string_view line) {
   DecisionJson record = DecisionJson::parse(line, nullptr, false);
