@@ -128,6 +128,16 @@ TEST_CASE("the command line beats the config file, which beats the environment",
 
 TEST_CASE("a bad setting is refused with its source and what is allowed", "[daemon][config]") {
   Sources s;
+  SECTION("a fleet's trusted key that is not one") {
+    s.env["PASSEPARTOUT_FLEET_TRUSTED_KEY"] = "d75a980182b10ab7";
+    CHECK(error_of(s.resolve()) ==
+          "PASSEPARTOUT_FLEET_TRUSTED_KEY: 'd75a980182b10ab7' is not an Ed25519 public key (64 hex digits, as "
+          "`passepartout fleet keygen` prints it)");
+    s.env["PASSEPARTOUT_FLEET_TRUSTED_KEY"] = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+    auto config = s.resolve();
+    REQUIRE(config.has_value());
+    CHECK(config->fleet_trusted_key == "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+  }
   SECTION("a flag") {
     s.sources.command_line["port"] = "70000";
     CHECK(error_of(s.resolve()) == "--port: '70000' is not a port number (0 to 65535)");
