@@ -429,6 +429,12 @@ struct DecisionShipper::State {
     std::chrono::milliseconds backoff = options.initial_backoff;
     for (;;) {
       bool busy = false;
+      {
+        // Stopping without a connection: what waits goes at the next start,
+        // rather than hold the shutdown up for a connection attempt.
+        const std::lock_guard guard(mutex);
+        if (stopping && conn == nullptr) break;
+      }
       bool ok = conn != nullptr || connect();
       if (ok) {
         const std::optional<bool> shipped = one_round(true);
