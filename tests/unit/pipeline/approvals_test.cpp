@@ -451,14 +451,14 @@ TEST_CASE("the bounds on pending approvals hold for the fleet, whichever nodes a
     // Made here: Catch's assertions (sexp's) belong to the test's thread.
     std::vector<std::pair<Value, Value>> asks;
     for (int j = 0; j < kPerNode; ++j) asks.emplace_back(sexp(kAction), meta_of("shared"));
-    made.push_back(std::async(std::launch::async, [&store = *stores[static_cast<std::size_t>(i)],
-                                                   asks = std::move(asks)] {
-      int created = 0;
-      for (const auto& [action, meta] : asks) {
-        if (store.create(action, meta, {}, "").has_value()) ++created;
-      }
-      return created;
-    }));
+    made.push_back(
+        std::async(std::launch::async, [&store = *stores[static_cast<std::size_t>(i)], asks = std::move(asks)] {
+          int created = 0;
+          for (const auto& [action, meta] : asks) {
+            if (store.create(action, meta, {}, "").has_value()) ++created;
+          }
+          return created;
+        }));
   }
   int created = 0;
   for (auto& count : made) created += count.get();
