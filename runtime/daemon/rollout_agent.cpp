@@ -139,18 +139,23 @@ struct RolloutAgent::State {
     release.signature = std::string(rows.at(0, "signature").value_or(""));
     if (auto refusal = check_release(release, options.trusted_key)) return *refusal;
 
-    const fs::path dir =
-        options.releases_dir / rollout.name / (rollout.version + "-" + release.library_sha256.substr(0, 12));
+    // The manifest first: its name and version (which it checks: a name is
+    // letters, digits and '-') are what the folder is named by, never the
+    // row's text, which could name a path anywhere.
+    const std::string key = release.library_sha256.substr(0, 12);
+    auto manifest = SkillManifest::parse(release.manifest, fs::path("release") / rollout.name / "manifest.yaml");
+    if (!manifest) return ReleaseRefusal{"manifest", manifest.error().message};
+    const std::string version = manifest->version.to_string();
+    if (manifest->name != rollout.name || version != rollout.version) {
+      return ReleaseRefusal{"manifest", "the manifest is " + manifest->name + " " + version + ", not the release's " +
+                                            rollout.name + " " + rollout.version};
+    }
+    const fs::path dir = options.releases_dir / manifest->name / (version + "-" + key);
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return ReleaseRefusal{"store", "cannot create " + dir.string() + ": " + ec.message()};
     ::chmod(options.releases_dir.c_str(), 0700);
-    auto manifest = SkillManifest::parse(release.manifest, dir / "manifest.yaml");
-    if (!manifest) return ReleaseRefusal{"manifest", manifest.error().message};
-    if (manifest->name != rollout.name || manifest->version.to_string() != rollout.version) {
-      return ReleaseRefusal{"manifest", "the manifest is " + manifest->name + " " + manifest->version.to_string() +
-                                            ", not the release's " + rollout.name + " " + rollout.version};
-    }
+    manifest->path = dir / "manifest.yaml";
     if (auto written = write_private(dir / "manifest.yaml", release.manifest); !written) {
       return ReleaseRefusal{"store", written.error().message};
     }
