@@ -405,7 +405,12 @@ struct RolloutAgent::State {
         want = Role::shadow;
       } else {
         const auto canaries = canary_nodes(alive, rollout.name + "@" + rollout.version, stage.percent);
-        if (std::find(canaries.begin(), canaries.end(), options.node) != canaries.end()) want = Role::live;
+        // A canary stays one for the rest of the rollout: a node that misses
+        // a heartbeat changes who is alive, and with it the chosen set, and
+        // a release must not come and go with that.
+        if (local.role == Role::live || std::find(canaries.begin(), canaries.end(), options.node) != canaries.end()) {
+          want = Role::live;
+        }
       }
     }
     if (want != Role::none && !local.candidate && !local.refused) {
