@@ -35,17 +35,6 @@ constexpr std::string_view kScript = R"(rules:
 )";
 
 // Copies the bundled skills' libraries and manifests into `plugins` and `manifests`.
-void copy_bundled(const fs::path& plugins, const fs::path& manifests) {
-  fs::create_directories(plugins);
-  fs::create_directories(manifests);
-  for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
-    if (entry.path().extension() == ".so") fs::copy_file(entry.path(), plugins / entry.path().filename());
-  }
-  for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
-    fs::copy_file(entry.path(), manifests / entry.path().filename());
-  }
-}
-
 // The bundled skills and the fixture `fixture` (a gate, asked before all others):
 // a plugin folder and a manifest folder of their own, kept across restarts.
 class CrashSetup {
@@ -54,7 +43,7 @@ class CrashSetup {
   // without an `isolation:` line the fixture runs in-process, the tier whose
   // crash these tests take the daemon down with.
   explicit CrashSetup(std::string_view fixture, std::string_view extra = "") : name_(fixture) {
-    copy_bundled(plugins(), manifests());
+    testing::copy_bundled_skills(plugins(), manifests());
     const std::string library = "lib" + std::string(fixture) + ".so";
     fs::copy_file(fs::path(PP_FIXTURE_DIR) / library, plugins() / library);
     std::ofstream(manifest()) << "name: " << fixture << "\nversion: 1.0.0\nlibrary: " << library
@@ -343,7 +332,7 @@ TEST_CASE("a shadow candidate that crashes in its worker leaves the daemon and t
   testing::TempDir root;
   const fs::path plugins = root.path() / "plugins";
   const fs::path manifests = root.path() / "manifests";
-  copy_bundled(plugins, manifests);
+  testing::copy_bundled_skills(plugins, manifests);
   for (const char* library : {"libshadow-gate-1.so", "libshadow-gate-2.so"}) {
     fs::copy_file(fs::path(PP_FIXTURE_DIR) / library, plugins / library);
   }

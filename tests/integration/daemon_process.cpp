@@ -31,6 +31,17 @@ std::string read_text_file(const fs::path& file) {
   text << in.rdbuf();
   return text.str();
 }
+
+void copy_bundled_skills(const fs::path& plugins, const fs::path& manifests) {
+  fs::create_directories(plugins);
+  fs::create_directories(manifests);
+  for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
+    if (entry.path().extension() == ".so") fs::copy_file(entry.path(), plugins / entry.path().filename());
+  }
+  for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
+    fs::copy_file(entry.path(), manifests / entry.path().filename());
+  }
+}
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 

@@ -79,6 +79,10 @@ std::string as_daemon_user();
 // The whole file (empty when it cannot be read).
 std::string read_text_file(const std::filesystem::path& file);
 
+// The bundled skills' libraries copied into `plugins` and their manifests
+// into `manifests` (both created): folders of a test's own, to change.
+void copy_bundled_skills(const std::filesystem::path& plugins, const std::filesystem::path& manifests);
+
 // `passepartout daemon` in a temp dir: HOME, the state folder and the socket
 // all inside it, port 0, the scripted provider with `script` (YAML rules).
 // The constructor starts it and waits for `listening on 127.0.0.1:<port>`;

@@ -42,14 +42,7 @@ struct Node {
   Node(const std::string& conninfo, const std::string& name, const std::string& trusted_key = {}) {
     const fs::path plugins = root.path() / "plugins";
     const fs::path manifests = root.path() / "manifests";
-    fs::create_directories(plugins);
-    fs::create_directories(manifests);
-    for (const auto& entry : fs::directory_iterator(PP_PLUGIN_DIR)) {
-      if (entry.path().extension() == ".so") fs::copy_file(entry.path(), plugins / entry.path().filename());
-    }
-    for (const auto& entry : fs::directory_iterator(PP_MANIFEST_DIR)) {
-      fs::copy_file(entry.path(), manifests / entry.path().filename());
-    }
+    testing::copy_bundled_skills(plugins, manifests);
     fs::copy_file(fs::path(PP_FIXTURE_DIR) / "libshadow-gate-1.so", plugins / "libshadow-gate-1.so");
     std::ofstream(manifests / "shadow-gate.yaml")
         << "name: shadow-gate\nversion: 1.0.0\nlibrary: libshadow-gate-1.so\nabi: 1\npriority: 999\n"
