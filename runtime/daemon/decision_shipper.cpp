@@ -96,16 +96,6 @@ bool decision_time(std::string_view t) {
          (fraction.size() >= 2 && fraction.size() <= 7 && fraction[0] == '.' && digits(fraction.substr(1)));
 }
 
-// The Unix time of a record's "time" within `text` (the start of a line), if it holds one.
-std::optional<std::int64_t> line_time(std::string_view text) {
-  const std::size_t at = text.find(R"("time":")");
-  if (at == std::string_view::npos || at + 8 + 19 > text.size()) return std::nullopt;
-  std::tm tm{};
-  const std::string stamp(text.substr(at + 8, 19));
-  if (::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  return static_cast<std::int64_t>(::timegm(&tm));
-}
-
 // Reads [offset, offset + size) of `fd`; shorter at the end of the file.
 std::string read_at(int fd, std::uint64_t offset, std::size_t size) {
   std::string bytes(size, '\0');
@@ -183,7 +173,7 @@ std::uint64_t count_backlog(const SpoolFile& file, const std::map<std::string, s
   if (file.key.empty() || done == file.size) return done;
   backlog.bytes += file.size - done;
   if (++backlog.files == 1) {
-    if (const auto t = line_time(read_at(file.fd, done, 512))) {
+    if (const auto t = decision_unix_seconds(read_at(file.fd, done, 512))) {
       backlog.oldest_seconds = std::max(0.0, static_cast<double>(std::time(nullptr) - *t));
     }
   }

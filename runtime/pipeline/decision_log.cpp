@@ -154,6 +154,15 @@ std::vector<fs::path> decision_files_newest_first(const fs::path& folder) {
   return files;
 }
 
+std::optional<std::int64_t> decision_unix_seconds(std::string_view text) {
+  const std::size_t at = text.find(R"("time":")");
+  if (at == std::string_view::npos || at + 8 + 19 > text.size()) return std::nullopt;
+  std::tm tm{};
+  const std::string stamp(text.substr(at + 8, 19));
+  if (::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
+  return static_cast<std::int64_t>(::timegm(&tm));
+}
+
 fs::path current_decisions_file(const fs::path& folder) { return folder / kCurrentName; }
 fs::path decisions_folder(const fs::path& state_dir) { return state_dir / "decisions"; }
 
@@ -385,13 +394,9 @@ struct DecisionLog::State {
     const ssize_t n = ::read(in, head, sizeof head);
     ::close(in);
     if (n <= 0) return std::nullopt;
-    const std::string_view text(head, static_cast<std::size_t>(n));
-    const std::size_t at = text.find(R"("time":")");
-    if (at == std::string_view::npos || at + 8 + 19 > text.size()) return std::nullopt;
-    std::tm tm{};
-    const std::string stamp(text.substr(at + 8, 19));
-    if (::strptime(stamp.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-    return static_cast<std::int64_t>(::timegm(&tm)) * 1'000'000;
+    const auto seconds = decision_unix_seconds(std::string_view(head, static_cast<std::size_t>(n)));
+    if (!seconds) return std::nullopt;
+    return *seconds * 1'000'000;
   }
 
   void rotate() {

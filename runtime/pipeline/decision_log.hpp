@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -177,6 +178,11 @@ const char* decision_outcome(VerifyOutcome outcome, const GateTrace& trace) noex
 // (decisions.jsonl), then the rotated ones (decisions-<stamp>-<n>.jsonl) by
 // the time and sequence in their names, latest first. Empty when there are none.
 std::vector<std::filesystem::path> decision_files_newest_first(const std::filesystem::path& folder);
+
+// The Unix time, to the second, of the record whose line `text` begins
+// with (its "time"); nullopt when it holds none. How the writer dates a file
+// it did not begin, and the fleet's shipper the oldest line it has not shipped.
+std::optional<std::int64_t> decision_unix_seconds(std::string_view text);
 
 // The current file of `folder` (<folder>/decisions.jsonl).
 std::filesystem::path current_decisions_file(const std::filesystem::path& folder);
