@@ -1,9 +1,7 @@
 // A node's side of the fleet's rollouts: read, apply, report, judge.
 #include "daemon/rollout_agent.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "base/errno_text.hpp"
+#include "base/file_io.hpp"
 #include "base/log.hpp"
 #include "daemon/fleet_rollout.hpp"
 #include "skills/registry.hpp"
@@ -51,30 +49,6 @@ std::optional<std::string> from_bytea(std::string_view text) {
     bytes += static_cast<char>(high * 16 + low);
   }
   return bytes;
-}
-
-// Writes `bytes` to `file` (mode 0600) through a temporary file and a rename.
-Result<void> write_private(const fs::path& file, std::string_view bytes) {
-  const fs::path part = file.string() + ".part";
-  const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail(ErrorCode::io_error, "cannot write " + part.string() + ": " + errno_text(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      return fail(ErrorCode::io_error, "cannot write " + part.string() + ": " + errno_text(error));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  std::error_code ec;
-  fs::rename(part, file, ec);
-  if (ec) return fail(ErrorCode::io_error, "cannot write " + file.string() + ": " + ec.message());
-  return {};
 }
 
 enum class Role { none, shadow, live };
@@ -156,10 +130,10 @@ struct RolloutAgent::State {
     if (ec) return ReleaseRefusal{"store", "cannot create " + dir.string() + ": " + ec.message()};
     ::chmod(options.releases_dir.c_str(), 0700);
     manifest->path = dir / "manifest.yaml";
-    if (auto written = write_private(dir / "manifest.yaml", release.manifest); !written) {
+    if (auto written = write_file_durably(dir / "manifest.yaml", release.manifest, 0600); !written) {
       return ReleaseRefusal{"store", written.error().message};
     }
-    if (auto written = write_private(dir / manifest->library, release.library); !written) {
+    if (auto written = write_file_durably(dir / manifest->library, release.library, 0600); !written) {
       return ReleaseRefusal{"store", written.error().message};
     }
     // The loader checks the bytes against the published digest once more,
